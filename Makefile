@@ -1,0 +1,51 @@
+# DRA LabKit. Two commands matter to a newcomer:  make lab   and   make test
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+LAB_PORT ?= 8888
+# CI sets CI=true; the full test run then also builds the Go oracle and the local control plane
+export LABKIT_CACHE ?= $(HOME)/.cache/dra-labkit
+
+.PHONY: lab test setup lint unit notebooks oracle controlplane browser-deps clean help
+
+help:
+	@echo "make lab    - set up and open JupyterLab on notebooks/ (sim backend)"
+	@echo "make test   - set up and run every test (lint, unit, differential, local, notebooks, browser)"
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ServerApp.port=$(LAB_PORT) $(LAB_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check labkit fake_gpus tests tools benchmarks
+
+oracle:
+	bash tools/build-oracle.sh
+
+controlplane:
+	bash tools/build-controlplane.sh
+
+browser-deps:
+	bash tools/install-browser-deps.sh
+
+unit: $(STAMP)
+	$(VENV)/bin/pytest tests
+
+notebooks: $(STAMP)
+	$(VENV)/bin/pytest -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
+
+test: $(STAMP) lint oracle controlplane browser-deps
+	$(VENV)/bin/pytest tests
+	$(VENV)/bin/pytest -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

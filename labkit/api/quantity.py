@@ -1,0 +1,214 @@
+"""Kubernetes resource quantities (``k8s.io/apimachinery/pkg/api/resource``), exact.
+
+Values are held as :class:`fractions.Fraction` so that ``1Gi == 1024Mi`` and sums never drift.
+Parsing rounds up to nano precision like Go's ``ParseQuantity``; :meth:`Quantity.canonical`
+prints the string Go's ``Quantity.String()`` prints (what ``kubectl`` and the API server show),
+which matters because allocation results are compared byte for byte with the Go allocator.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import total_ordering
+
+__all__ = ["Quantity", "QuantityError", "parse_quantity"]
+
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_DECIMAL_BY_EXP = {v: k for k, v in _DECIMAL.items()}
+_BINARY_BY_EXP = {v: k for k, v in _BINARY.items()}
+
+# sign, integer digits, optional fraction, suffix (validated separately)
+_SYNTAX = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?(.*)$")
+_EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)$")
+_NANO = Fraction(1, 10**9)
+_MAX_INT64_FACTORS = 18
+
+BINARY_SI = "BinarySI"
+DECIMAL_SI = "DecimalSI"
+DECIMAL_EXPONENT = "DecimalExponent"
+
+
+class QuantityError(ValueError):
+    """A string that Kubernetes would not accept as a quantity."""
+
+
+def _round_up_to_nano(value: Fraction) -> Fraction:
+    """Go rounds away from zero (inf.RoundUp) to 9 decimal places."""
+    scaled = value / _NANO
+    if scaled.denominator == 1:
+        return value
+    magnitude = math.ceil(abs(scaled))
+    return Fraction(magnitude if scaled > 0 else -magnitude) * _NANO
+
+
+@total_ordering
+@dataclass(frozen=True, eq=False)
+class Quantity:
+    """An exact quantity plus the format Kubernetes remembers for printing."""
+
+    value: Fraction
+    format: str = DECIMAL_SI
+    #: the input string when Go would keep it verbatim (it already was canonical)
+    original: str | None = None
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def parse(cls, text: str) -> Quantity:
+        return parse_quantity(text)
+
+    @classmethod
+    def from_int(cls, value: int, fmt: str = DECIMAL_SI) -> Quantity:
+        return cls(Fraction(value), fmt)
+
+    # -- arithmetic and comparison --------------------------------------------------------------
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Quantity):
+            return self.value == other.value
+        if isinstance(other, int | Fraction):
+            return self.value == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __lt__(self, other: Quantity | int) -> bool:
+        return self.value < (other.value if isinstance(other, Quantity) else other)
+
+    def __add__(self, other: Quantity | int) -> Quantity:
+        o = other.value if isinstance(other, Quantity) else Fraction(other)
+        return Quantity(self.value + o, self.format)
+
+    def __sub__(self, other: Quantity | int) -> Quantity:
+        o = other.value if isinstance(other, Quantity) else Fraction(other)
+        return Quantity(self.value - o, self.format)
+
+    def __neg__(self) -> Quantity:
+        return Quantity(-self.value, self.format)
+
+    def compare(self, other: Quantity) -> int:
+        return (self.value > other.value) - (self.value < other.value)
+
+    def sign(self) -> int:
+        return (self.value > 0) - (self.value < 0)
+
+    def is_integer(self) -> bool:
+        return self.value.denominator == 1
+
+    def as_int(self) -> int:
+        return int(self.value)
+
+    def as_float(self) -> float:
+        return float(self.value)
+
+    # -- printing -----------------------------------------------------------------------------
+    def canonical(self) -> str:
+        """The string Go's ``Quantity.String()`` returns."""
+        if self.original is not None:
+            return self.original
+        value = self.value
+        if value == 0:
+            return "0"
+        fmt = self.format
+        if fmt == BINARY_SI and (-1024 < value < 1024 or value.denominator != 1):
+            fmt = DECIMAL_SI
+        if fmt == BINARY_SI:
+            mantissa, exp = int(value), 0
+            while abs(mantissa) >= 1024 and mantissa % 1024 == 0 and exp < 6:
+                mantissa //= 1024
+                exp += 1
+            return f"{mantissa}{_BINARY_BY_EXP.get(exp * 10, '')}"
+        # decimal: mantissa * 10**exponent with an integer mantissa and exponent % 3 == 0
+        exponent = -9
+        mantissa = int(value / _NANO)  # exact after rounding to nano
+        while abs(mantissa) >= 10 and mantissa % 10 == 0:
+            mantissa //= 10
+            exponent += 1
+        shift = exponent % 3
+        mantissa *= 10**shift
+        exponent -= shift
+        if exponent == 0:
+            return str(mantissa)
+        if fmt == DECIMAL_SI and exponent in _DECIMAL_BY_EXP:
+            return f"{mantissa}{_DECIMAL_BY_EXP[exponent]}"
+        return f"{mantissa}e{exponent}"
+
+    def __str__(self) -> str:
+        return self.canonical()
+
+    def __repr__(self) -> str:
+        return f"Quantity({self.canonical()!r})"
+
+
+def parse_quantity(text: str) -> Quantity:
+    """Parse like Go's ``resource.ParseQuantity``; raise :class:`QuantityError` otherwise."""
+    if not isinstance(text, str):
+        if isinstance(text, bool):
+            raise QuantityError(f"quantities must be strings or numbers, not {text!r}")
+        if isinstance(text, int):
+            text = str(text)
+        elif isinstance(text, float) and math.isfinite(text):
+            text = repr(text)
+        else:
+            raise QuantityError(f"quantities must be strings or numbers, not {text!r}")
+    if not text:
+        raise QuantityError("quantities must match the regular expression "
+                            "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
+    m = _SYNTAX.match(text)
+    if not m:
+        raise _syntax_error(text)
+    sign, num, denom, suffix = m.group(1), m.group(2), m.group(3), m.group(4)
+    denom = denom or ""
+    if not num and not denom:
+        raise _syntax_error(text)
+    if suffix in _BINARY:
+        fmt, base, exponent = BINARY_SI, 2, _BINARY[suffix]
+    elif suffix in _DECIMAL:
+        fmt, base, exponent = DECIMAL_SI, 10, _DECIMAL[suffix]
+    else:
+        em = _EXPONENT.match(suffix)
+        if not em:
+            raise _syntax_error(text)
+        fmt, base, exponent = DECIMAL_EXPONENT, 10, int(em.group(1))
+    digits = Fraction(int((num or "0") + denom), 10 ** len(denom))
+    value = digits * (Fraction(2) ** exponent if base == 2 else Fraction(10) ** exponent)
+    if sign == "-":
+        value = -value
+    value = _round_up_to_nano(value)
+    original = text if _go_keeps_string(fmt, num, denom, exponent, value) else None
+    return Quantity(value, fmt, original)
+
+
+def _go_keeps_string(fmt: str, num: str, denom: str, exponent: int, value: Fraction) -> bool:
+    """Go caches the input string when its fast path sees a canonical form (see ParseQuantity)."""
+    num = num or "0"
+    if fmt == BINARY_SI:
+        if denom or exponent < 0:
+            return False
+        precision = 15 - len(num) - int(exponent * 3 / 10) - 1
+        if precision < 0:
+            return False
+        mantissa_value = int(num)
+        if mantissa_value.bit_length() + exponent > 62:
+            return False
+        return exponent % 10 == 0 and (mantissa_value & 0x07) != 0
+    precision = _MAX_INT64_FACTORS - (len(num) + len(denom))
+    if precision < 0:
+        return False
+    scale = exponent - len(denom)
+    if scale < -9:
+        return False
+    shifted = num + denom
+    if int(shifted) >= 2**63:
+        return False
+    return scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0"
+
+
+def _syntax_error(text: str) -> QuantityError:
+    return QuantityError(
+        f"quantity {text!r}: quantities must match the regular expression "
+        "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' (e.g. 40Gi, 500m, 1e3)"
+    )
