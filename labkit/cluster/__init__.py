@@ -1,1 +1,30 @@
-"""labkit.cluster"""
+"""labkit.cluster: one Cluster interface over the sim, local and kind backends.
+
+    from labkit.cluster import connect
+    with connect("sim", profile="workshop") as c:
+        c.apply("pod.yaml"); c.wait(); print(c.placements())
+"""
+
+from labkit.cluster.base import (
+    Cluster,
+    ClusterError,
+    NotFound,
+    backend_class,
+    backends,
+    connect,
+    register_backend,
+)
+from labkit.cluster.placements import Placement, PlacementTable, build_placements
+
+__all__ = [
+    "Cluster",
+    "ClusterError",
+    "NotFound",
+    "Placement",
+    "PlacementTable",
+    "backend_class",
+    "backends",
+    "build_placements",
+    "connect",
+    "register_backend",
+]

@@ -1,0 +1,174 @@
+"""The backend-neutral `Cluster` interface and the backend registry.
+
+A notebook cell written against `Cluster` runs unchanged on every backend: ``sim`` (embedded,
+in-process), ``local`` (real control-plane binaries as local processes) and ``kind``.
+
+Writing a backend
+-----------------
+Subclass `Cluster`, implement the abstract methods, and register the class when its module is
+imported::
+
+    # labkit/cluster/local/__init__.py
+    from labkit.cluster.base import Cluster, register_backend
+
+    class LocalCluster(Cluster):
+        backend = "local"
+        ...
+
+    register_backend("local", LocalCluster)
+
+`connect(backend=...)` imports ``labkit.cluster.<backend>`` on first use when the name is in
+`LAZY_BACKENDS` and not registered yet, so ``local`` and ``kind`` cost nothing until asked for.
+`connect` calls ``cls(**kw).up(profile)`` and returns the result.
+
+Objects are plain dicts (see docs/architecture.md). Shared helpers that need no backend:
+`labkit.cluster.placements.build_placements` (the `placements()` table from pods and claims) and
+`labkit.cluster.profiles.load_profile` (cluster profiles).
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from labkit.cluster.placements import PlacementTable
+
+T = TypeVar("T")
+
+#: source accepted by `Cluster.apply`: YAML/JSON text, one object, a list of objects, or a path
+Source = str | Path | dict[str, Any] | list[dict[str, Any]]
+
+
+class ClusterError(Exception):
+    """A one-line, user-facing problem with a cluster operation (no traceback wanted)."""
+
+
+class NotFound(ClusterError):
+    """The named object does not exist."""
+
+
+class Cluster(ABC):
+    """A Kubernetes cluster with DRA, seen through plain-dict objects."""
+
+    #: registry name of the backend ("sim", "local", "kind")
+    backend: ClassVar[str] = ""
+
+    def __init__(self, *, progress: bool = True, **_: Any) -> None:
+        self.profile: Any = None  # labkit.cluster.profiles.ClusterProfile once up
+        self.show_progress = progress
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @abstractmethod
+    def up(self, profile: Any = "workshop") -> Cluster:
+        """Create (or attach to) a cluster of `profile` (name, path or ClusterProfile); returns self."""
+
+    @abstractmethod
+    def down(self) -> None:
+        """Tear the cluster down; safe to call twice."""
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    # -- objects ---------------------------------------------------------------------------
+    @abstractmethod
+    def apply(self, source: Source) -> list[dict]:
+        """Create or update the objects in `source`; returns them as stored (with uid, status...)."""
+
+    @abstractmethod
+    def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
+        """Delete one object (namespace ignored for cluster-scoped kinds). Raises NotFound."""
+
+    @abstractmethod
+    def get(self, kind: str, name: str, namespace: str | None = "default") -> dict:
+        """One object as a dict. Raises NotFound."""
+
+    @abstractmethod
+    def list(self, kind: str, namespace: str | None = None) -> list[dict]:
+        """All objects of `kind` (in `namespace`, or everywhere when None), sorted by namespace/name."""
+
+    # -- running ---------------------------------------------------------------------------
+    @abstractmethod
+    def wait(self, until: Callable[[Cluster], bool] | None = None, timeout: float = 60.0) -> bool:
+        """Run until `until(self)` is true, or until nothing changes when `until` is None.
+
+        Returns True when the condition was met (or the cluster settled) within `timeout` seconds.
+        """
+
+    @abstractmethod
+    def events(self) -> list[dict]:
+        """Kubernetes Events (core/v1 shape), oldest first."""
+
+    # -- looking ---------------------------------------------------------------------------
+    @abstractmethod
+    def placements(self) -> PlacementTable:
+        """Which device every running pod got (see `labkit.cluster.placements`)."""
+
+    @abstractmethod
+    def explain(self, pod: str, namespace: str = "default") -> str:
+        """Why a pod is where it is, or why it is Pending (from the allocator's explanations)."""
+
+    @abstractmethod
+    def pod_env(self, pod: str, namespace: str = "default") -> dict[str, str]:
+        """Environment the pod's containers get from their prepared devices (CDI env)."""
+
+    # -- helpers for subclasses ------------------------------------------------------------
+    def progress(self, items: Iterable[T], desc: str, total: int | None = None) -> Iterable[T]:
+        """Wrap a slow loop in a tqdm.auto bar (widget in notebooks, text in a terminal)."""
+        if not self.show_progress:
+            return items
+        from tqdm.auto import tqdm
+
+        return tqdm(items, desc=desc, total=total, leave=False)
+
+    def __repr__(self) -> str:
+        name = getattr(self.profile, "name", self.profile)
+        return f"<{type(self).__name__} backend={self.backend!r} profile={name!r}>"
+
+
+# -- registry ------------------------------------------------------------------------------
+_BACKENDS: dict[str, type[Cluster]] = {}
+
+#: backends whose module registers them on import
+LAZY_BACKENDS: dict[str, str] = {
+    "sim": "labkit.cluster.sim",
+    "local": "labkit.cluster.local",
+    "kind": "labkit.cluster.kind",
+}
+
+
+def register_backend(name: str, cls: type[Cluster]) -> None:
+    """Make `cls` available as ``connect(backend=name)``. Re-registering replaces the class."""
+    if not (isinstance(cls, type) and issubclass(cls, Cluster)):
+        raise TypeError(f"backend {name!r}: {cls!r} is not a Cluster subclass")
+    _BACKENDS[name] = cls
+
+
+def backend_class(name: str) -> type[Cluster]:
+    """The class registered for `name`, importing its module first if needed."""
+    if name not in _BACKENDS and name in LAZY_BACKENDS:
+        try:
+            importlib.import_module(LAZY_BACKENDS[name])
+        except ModuleNotFoundError as exc:
+            if exc.name != LAZY_BACKENDS[name]:
+                raise
+    if name not in _BACKENDS:
+        known = sorted(set(_BACKENDS) | set(LAZY_BACKENDS))
+        hint = "" if name not in LAZY_BACKENDS else f" ({LAZY_BACKENDS[name]} is not available yet)"
+        raise ClusterError(f"backend {name!r} is not available{hint}; choose one of: {', '.join(known)}")
+    return _BACKENDS[name]
+
+
+def backends() -> list[str]:
+    """Names `connect` accepts (registered or lazily importable)."""
+    return sorted(set(_BACKENDS) | set(LAZY_BACKENDS))
+
+
+def connect(backend: str = "sim", profile: Any = "workshop", **kw: Any) -> Cluster:
+    """A cluster of `profile` on `backend`, already up."""
+    return backend_class(backend)(**kw).up(profile)
