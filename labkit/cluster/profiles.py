@@ -1,0 +1,240 @@
+"""Cluster profiles: which nodes a cluster has and what hardware each one carries.
+
+A profile is YAML in `clusters/<name>.yaml`::
+
+    name: workshop
+    description: one DGX A100 and two T4 inference nodes
+    kubernetesVersion: "1.37"
+    featureGates: {DRAPartitionableDevices: true}
+    nodes:
+      - name: dgx-a100-0          # one node ...
+        nodeProfile: dgx-a100     # a fake_gpus catalog node profile
+        migMode: static           # optional, handed to fake_gpus build_slices(mig_mode=...)
+        labels: {pool: training}
+        taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+        allocatable: {cpu: "128", memory: 1Ti, nvidia.com/gpu: "8"}   # optional overrides
+      - namePrefix: t4-           # ... or `count` nodes t4-0, t4-1 (zero-padded for sorting)
+        count: 2
+        nodeProfile: t4-inference
+
+`load_profile` accepts a profile name, a path, a dict, or a ClusterProfile. Names are looked up
+in $LABKIT_CLUSTERS_DIR, then `clusters/` at the repository root (next to the labkit package,
+which is where an editable install from a clone finds it), then `./clusters`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from labkit.cluster.base import ClusterError
+
+REPO_CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+DEFAULT_ALLOCATABLE = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+
+
+class ProfileError(ClusterError):
+    """A cluster profile that cannot be used; the message names file, field path and fix."""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    node_profile: str
+    mig_mode: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, str]] = field(default_factory=list)
+    allocatable: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClusterProfile:
+    name: str
+    nodes: list[NodeSpec]
+    kubernetes_version: str = "1.37"
+    feature_gates: dict[str, bool] = field(default_factory=dict)
+    description: str = ""
+    source: str = ""
+
+    def summary(self) -> str:
+        """Multi-line inventory: one line per node profile with counts."""
+        groups: dict[tuple[str, str | None], list[str]] = {}
+        for n in self.nodes:
+            groups.setdefault((n.node_profile, n.mig_mode), []).append(n.name)
+        lines = [f"profile {self.name}: {len(self.nodes)} node(s), Kubernetes {self.kubernetes_version}"]
+        if self.description:
+            lines.append(f"  {self.description}")
+        for (prof, mig), names in groups.items():
+            shown = ", ".join(names[:3]) + (f", ... ({len(names)} total)" if len(names) > 3 else "")
+            lines.append(f"  {len(names):>5} x {prof}{f' (MIG {mig})' if mig else ''}: {shown}")
+        if self.feature_gates:
+            gates = ", ".join(f"{k}={str(v).lower()}" for k, v in sorted(self.feature_gates.items()))
+            lines.append(f"  feature gates: {gates}")
+        return "\n".join(lines)
+
+
+def search_dirs() -> list[Path]:
+    dirs = []
+    if os.environ.get("LABKIT_CLUSTERS_DIR"):
+        dirs.append(Path(os.environ["LABKIT_CLUSTERS_DIR"]))
+    dirs += [REPO_CLUSTERS, Path.cwd() / "clusters"]
+    return dirs
+
+
+def profile_names() -> list[str]:
+    """Profiles findable by name."""
+    found: set[str] = set()
+    for d in search_dirs():
+        if d.is_dir():
+            found.update(p.stem for p in d.glob("*.yaml"))
+    return sorted(found)
+
+
+def find_profile(name: str) -> Path:
+    p = Path(name)
+    if p.suffix in (".yaml", ".yml") or os.sep in name:
+        if p.is_file():
+            return p
+        raise ProfileError(f"cluster profile file {name!r} not found; check the path")
+    for d in search_dirs():
+        cand = d / f"{name}.yaml"
+        if cand.is_file():
+            return cand
+    known = ", ".join(profile_names()) or "(none found)"
+    raise ProfileError(f"cluster profile {name!r} not found; known profiles: {known} (or pass a path to a YAML file)")
+
+
+def load_profile(source: str | Path | dict | ClusterProfile) -> ClusterProfile:
+    if isinstance(source, ClusterProfile):
+        return source
+    if isinstance(source, dict):
+        return parse_profile(source, origin="<dict>")
+    path = find_profile(str(source))
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise ProfileError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    return parse_profile(doc, origin=str(path), default_name=path.stem)
+
+
+def _err(origin: str, path: str, msg: str) -> ProfileError:
+    return ProfileError(f"{origin}: {path}: {msg}")
+
+
+def _str_map(origin: str, path: str, v: Any) -> dict[str, str]:
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise _err(origin, path, "must be a mapping of strings, e.g. {key: value}")
+    return {str(k): "" if x is None else str(x) for k, x in v.items()}
+
+
+def _taints(origin: str, path: str, v: Any) -> list[dict[str, str]]:
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise _err(origin, path, "must be a list of {key, value, effect}")
+    out = []
+    for i, t in enumerate(v):
+        p = f"{path}[{i}]"
+        if not isinstance(t, dict) or not t.get("key"):
+            raise _err(origin, f"{p}.key", "required: each taint needs a key")
+        if t.get("effect") not in TAINT_EFFECTS:
+            raise _err(origin, f"{p}.effect", f"must be one of {', '.join(TAINT_EFFECTS)} (got {t.get('effect')!r})")
+        taint = {"key": str(t["key"]), "effect": t["effect"]}
+        if t.get("value") not in (None, ""):
+            taint["value"] = str(t["value"])
+        out.append(taint)
+    return out
+
+
+def _known_node_profiles() -> list[str] | None:
+    try:
+        from fake_gpus.catalog import node_profiles
+    except ImportError:
+        return None
+    try:
+        return list(node_profiles())
+    except Exception:  # a catalog problem is reported when slices are built
+        return None
+
+
+def parse_profile(doc: Any, origin: str = "<profile>", default_name: str = "") -> ClusterProfile:
+    if not isinstance(doc, dict):
+        raise ProfileError(f"{origin}: must be a YAML mapping with `nodes:` (got {type(doc).__name__})")
+    allowed = {"apiVersion", "kind", "name", "description", "kubernetesVersion", "featureGates", "nodes"}
+    for k in doc:
+        if k not in allowed:
+            raise _err(origin, str(k), f"unknown field; allowed: {', '.join(sorted(allowed))}")
+    version = str(doc.get("kubernetesVersion", "1.37"))
+    parts = version.split(".")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise _err(origin, "kubernetesVersion", f'must look like "1.37" (got {version!r}); quote it in YAML')
+    from labkit.api.features import SUPPORTED_VERSIONS
+
+    if version not in SUPPORTED_VERSIONS:
+        raise _err(origin, "kubernetesVersion", f"{version} is not supported; use one of {', '.join(SUPPORTED_VERSIONS)}")
+    gates = doc.get("featureGates") or {}
+    if not isinstance(gates, dict) or not all(isinstance(v, bool) for v in gates.values()):
+        raise _err(origin, "featureGates", "must map gate names to true/false, e.g. {DRAPrioritizedList: true}")
+    raw_nodes = doc.get("nodes")
+    if not isinstance(raw_nodes, list) or not raw_nodes:
+        raise _err(origin, "nodes", "required: a non-empty list of {name | namePrefix+count, nodeProfile}")
+    known = _known_node_profiles()
+    node_fields = {"name", "namePrefix", "count", "nodeProfile", "migMode", "labels", "taints", "allocatable"}
+    nodes: list[NodeSpec] = []
+    seen: set[str] = set()
+    for i, n in enumerate(raw_nodes):
+        p = f"nodes[{i}]"
+        if not isinstance(n, dict):
+            raise _err(origin, p, "must be a mapping with name (or namePrefix + count) and nodeProfile")
+        for k in n:
+            if k not in node_fields:
+                raise _err(origin, f"{p}.{k}", f"unknown field; allowed: {', '.join(sorted(node_fields))}")
+        prof = n.get("nodeProfile")
+        if not isinstance(prof, str) or not prof:
+            raise _err(origin, f"{p}.nodeProfile", "required: a fake_gpus node profile name, e.g. dgx-a100")
+        if known is not None and prof not in known and not Path(prof).suffix:
+            raise _err(origin, f"{p}.nodeProfile", f"unknown node profile {prof!r}; known: {', '.join(known)}")
+        count = n.get("count", 1)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise _err(origin, f"{p}.count", f"must be a positive integer (got {count!r})")
+        if n.get("name") and n.get("namePrefix"):
+            raise _err(origin, p, "set either name or namePrefix, not both")
+        if n.get("name"):
+            if count != 1:
+                raise _err(origin, f"{p}.count", "only with namePrefix: use namePrefix to make several nodes")
+            node_names = [str(n["name"])]
+        elif n.get("namePrefix"):
+            width = len(str(count - 1))
+            node_names = [f"{n['namePrefix']}{j:0{width}d}" for j in range(count)]
+        else:
+            raise _err(origin, f"{p}.name", "required: set name (one node) or namePrefix and count")
+        mig = n.get("migMode")
+        spec_common = dict(
+            node_profile=prof,
+            mig_mode=None if mig in (None, "", "none") else str(mig),
+            labels=_str_map(origin, f"{p}.labels", n.get("labels")),
+            taints=_taints(origin, f"{p}.taints", n.get("taints")),
+            allocatable=_str_map(origin, f"{p}.allocatable", n.get("allocatable")),
+        )
+        for name in node_names:
+            if name in seen:
+                raise _err(origin, f"{p}.name", f"node name {name!r} is used twice; node names must be unique")
+            seen.add(name)
+            nodes.append(NodeSpec(name=name, **spec_common))
+    return ClusterProfile(
+        name=str(doc.get("name") or default_name or "custom"),
+        nodes=nodes,
+        kubernetes_version=version,
+        feature_gates=dict(gates),
+        description=str(doc.get("description", "")),
+        source=origin,
+    )
