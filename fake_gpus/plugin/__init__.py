@@ -1,0 +1,16 @@
+"""The fake GPU DRA kubelet plugin: registration + DRA gRPC service, CDI specs, checkpoint.
+
+Imports nothing from labkit. ``fake_gpus.plugin.cdi.container_env`` is the pure function
+the embedded simulator uses; ``main(argv)`` runs the plugin (``python -m fake_gpus plugin``).
+"""
+
+from __future__ import annotations
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .cli import main as _main
+
+    return _main(argv)
+
+
+__all__ = ["main"]

@@ -1,0 +1,5 @@
+import sys
+
+from fake_gpus.plugin import main
+
+sys.exit(main())

@@ -1,0 +1,106 @@
+"""The plugin's record of prepared claims, kept on disk so a restart loses nothing.
+
+File format (JSON): ``{"version": 1, "driver": D, "claims": {<uid>: <PreparedClaim dict>}}``.
+Writes go to a temp file in the same directory followed by ``os.replace``, so a crash
+leaves either the old or the new file, never a torn one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+VERSION = 1
+
+
+@dataclass
+class PreparedDevice:
+    request_names: list[str]
+    pool_name: str
+    device_name: str
+    cdi_device_ids: list[str]
+    share_id: str | None = None
+
+
+@dataclass
+class PreparedClaim:
+    namespace: str
+    name: str
+    uid: str
+    devices: list[PreparedDevice] = field(default_factory=list)
+    cdi_spec: dict[str, Any] | None = None  # kept so a lost spec file can be rewritten
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PreparedClaim:
+        return cls(namespace=d["namespace"], name=d["name"], uid=d["uid"],
+                   devices=[PreparedDevice(**x) for x in d.get("devices", [])],
+                   cdi_spec=d.get("cdi_spec"))
+
+
+class CheckpointError(RuntimeError):
+    pass
+
+
+class Checkpoint:
+    """Thread-safe map claim UID -> PreparedClaim, persisted on every change."""
+
+    def __init__(self, path: str | os.PathLike[str], driver: str):
+        self.path = Path(path)
+        self.driver = driver
+        self._lock = threading.Lock()
+        self._claims: dict[str, PreparedClaim] = self._load()
+
+    def _load(self) -> dict[str, PreparedClaim]:
+        if not self.path.exists():
+            return {}
+        try:
+            data = json.loads(self.path.read_text())
+            if data.get("version") != VERSION:
+                raise CheckpointError(f"unsupported version {data.get('version')!r}")
+            if data.get("driver") not in (None, self.driver):
+                raise CheckpointError(f"it belongs to driver {data.get('driver')!r}, not {self.driver!r}")
+            return {uid: PreparedClaim.from_dict(c) for uid, c in data.get("claims", {}).items()}
+        except (ValueError, KeyError, TypeError, CheckpointError) as exc:
+            raise CheckpointError(
+                f"checkpoint {self.path} is unreadable ({exc}); move it away to start with no "
+                "prepared claims") from exc
+
+    def _save_locked(self) -> None:
+        data = {"version": VERSION, "driver": self.driver,
+                "claims": {uid: asdict(c) for uid, c in sorted(self._claims.items())}}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".checkpoint-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump(data, fh, indent=1, sort_keys=True)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def get(self, uid: str) -> PreparedClaim | None:
+        with self._lock:
+            return self._claims.get(uid)
+
+    def put(self, claim: PreparedClaim) -> None:
+        with self._lock:
+            self._claims[claim.uid] = claim
+            self._save_locked()
+
+    def remove(self, uid: str) -> bool:
+        with self._lock:
+            if self._claims.pop(uid, None) is None:
+                return False
+            self._save_locked()
+            return True
+
+    def all(self) -> dict[str, PreparedClaim]:
+        with self._lock:
+            return dict(self._claims)

@@ -1,0 +1,189 @@
+"""``python -m fake_gpus plugin``: run the fake GPU kubelet plugin until SIGTERM/SIGINT.
+
+``register(subparsers)`` adds the subcommand to the ``fake_gpus`` CLI (the handler is
+``args.func(args) -> int``); ``main(argv)`` runs it standalone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import paths
+
+log = logging.getLogger("fake_gpus.plugin")
+
+DEFAULT_DRIVER = "gpu.nvidia.com"
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line, exit code 2."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", help="node profile name or file (see `python -m fake_gpus profiles`)")
+    p.add_argument("--node", required=True, help="node name (also the ResourceSlice pool name)")
+    p.add_argument("--driver", default=DEFAULT_DRIVER, help=f"DRA driver name (default {DEFAULT_DRIVER})")
+    p.add_argument("--mig", dest="mig_mode", default=None, help="MIG mode passed to build_slices")
+    p.add_argument("--kubernetes-version", default="1.37", help="slice layout version (default 1.37)")
+    p.add_argument("--slices", type=Path, help="publish these ResourceSlices (YAML) instead of --profile's")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config, then ~/.kube/config)")
+    p.add_argument("--claims", type=Path,
+                   help="read ResourceClaims from this YAML file (re-read on every prepare) instead of "
+                        "the API server; for offline use and tests")
+    p.add_argument("--registry-dir", default=paths.DEFAULT_REGISTRY_DIR,
+                   help=f"kubelet plugin registry dir (default {paths.DEFAULT_REGISTRY_DIR})")
+    p.add_argument("--plugins-dir", default=paths.DEFAULT_PLUGINS_DIR,
+                   help=f"kubelet plugins dir; the plugin uses <dir>/<driver>/ (default {paths.DEFAULT_PLUGINS_DIR})")
+    p.add_argument("--cdi-dir", default=paths.DEFAULT_CDI_DIR, help=f"CDI spec dir (default {paths.DEFAULT_CDI_DIR})")
+    p.add_argument("--no-publish", action="store_true", help="do not publish ResourceSlices")
+    p.add_argument("--keep-slices", action="store_true", help="leave the published slices on shutdown")
+    p.add_argument("--apply-device-classes", action="store_true", help="create/update the driver's DeviceClasses")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("plugin", help="run the fake GPU DRA kubelet plugin (gRPC on unix sockets)",
+                              description=__doc__.splitlines()[0])
+    add_arguments(p)
+    p.set_defaults(func=run)
+    return p
+
+
+class FileClaimSource:
+    """Claims from a YAML file, re-read on every lookup so it can be edited while running."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        for doc in _load_yaml(self.path, "--claims"):
+            meta = doc.get("metadata") or {}
+            if (doc.get("kind") == "ResourceClaim" and meta.get("name") == name
+                    and meta.get("namespace", "default") == namespace):
+                return doc
+        return None
+
+
+def _load_yaml(path: Path, flag: str) -> list[dict[str, Any]]:
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot read: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{flag} {path}: not valid YAML: {str(exc).splitlines()[0]}") from exc
+    out: list[dict[str, Any]] = []
+    for d in docs:
+        if isinstance(d, dict) and isinstance(d.get("items"), list):
+            out.extend(x for x in d["items"] if isinstance(x, dict))
+        elif isinstance(d, dict):
+            out.append(d)
+    return out
+
+
+def load_slices(args: argparse.Namespace) -> list[dict[str, Any]]:
+    if args.slices:
+        slices = [d for d in _load_yaml(args.slices, "--slices") if d.get("kind") == "ResourceSlice"]
+        if not slices:
+            raise UsageError(f"--slices {args.slices}: no ResourceSlice in the file")
+        return slices
+    if not args.profile:
+        raise UsageError("one of --profile or --slices is required")
+    try:
+        from fake_gpus.catalog import load_node_profile
+        from fake_gpus.slices import build_slices
+    except ImportError as exc:
+        raise UsageError(f"--profile needs fake_gpus.catalog and fake_gpus.slices ({exc}); use --slices FILE") from exc
+    try:
+        profile = load_node_profile(args.profile)
+        kwargs: dict[str, Any] = {"driver": args.driver, "kubernetes_version": args.kubernetes_version}
+        if args.mig_mode is not None:
+            kwargs["mig_mode"] = args.mig_mode
+        return build_slices(profile, args.node, **kwargs)
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        msg = exc.args[0] if exc.args else exc
+        raise UsageError(f"--profile {args.profile}: {msg}") from exc
+
+
+def _setup_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s fake-gpus-plugin %(levelname)s %(message)s"))
+    root = logging.getLogger("fake_gpus")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM/SIGINT. Returns the exit code."""
+    from .checkpoint import CheckpointError
+    from .claims import KubeClaimSource, kube_api_client
+    from .kube import KubeError
+    from .publisher import SlicePublisher, apply_device_classes
+    from .server import PluginServer
+    from .state import DriverState
+
+    _setup_logging(args.log_level)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: stop.set())
+    server = publisher = None
+    try:
+        slices = load_slices(args)
+        ours = [s for s in slices if (s.get("spec") or {}).get("driver") == args.driver]
+        if len(ours) != len(slices):
+            log.info("%d slice(s) belong to other drivers; they are used for lookups only",
+                     len(slices) - len(ours))
+        api_client = None
+        needs_api = not args.no_publish or args.apply_device_classes or not args.claims
+        if needs_api:
+            try:
+                api_client = kube_api_client(args.kubeconfig)
+            except Exception as exc:
+                raise UsageError(f"cannot load a kubeconfig ({exc}); pass --kubeconfig, or --no-publish "
+                                 "with --claims FILE to run without an API server") from exc
+        claims = FileClaimSource(args.claims) if args.claims else KubeClaimSource(api_client)
+        state = DriverState(args.driver, claims, cdi_dir=args.cdi_dir,
+                            checkpoint_path=paths.checkpoint_path(args.plugins_dir, args.driver), slices=slices)
+        server = PluginServer(state, registry_dir=args.registry_dir, plugins_dir=args.plugins_dir)
+        server.start()
+        if args.apply_device_classes:
+            from fake_gpus.slices import device_classes
+
+            apply_device_classes(api_client, device_classes(args.driver))
+        if not args.no_publish:
+            publisher = SlicePublisher(api_client, args.node, args.driver)
+            publisher.publish(ours)
+        log.info("ready: driver %s on node %s, %d device(s) in %d slice(s)", args.driver, args.node,
+                 sum(len((s.get("spec") or {}).get("devices") or []) for s in ours), len(ours))
+        while not stop.wait(1.0):
+            pass
+        log.info("shutting down")
+        return 0
+    except (UsageError, paths.SocketPathError, CheckpointError, KubeError) as exc:
+        print(f"fake_gpus plugin: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"fake_gpus plugin: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if server is not None:
+            server.stop()
+        if publisher is not None and not args.keep_slices:
+            try:
+                publisher.delete_all()
+            except KubeError as exc:
+                print(f"fake_gpus plugin: warning: slices not deleted: {exc}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fake_gpus plugin", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

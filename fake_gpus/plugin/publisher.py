@@ -1,0 +1,127 @@
+"""Publish a node's ResourceSlices (and optionally DeviceClasses) through the API server."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import re
+from typing import Any
+
+from .kube import KubeError, KubeRest
+
+log = logging.getLogger("fake_gpus.plugin")
+
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
+
+
+def _slice_name(node: str, driver: str, i: int) -> str:
+    base = re.sub(r"[^a-z0-9.-]+", "-", f"{node}-{driver}".lower()).strip("-.")
+    return f"{base[:240]}-{i}"
+
+
+class SlicePublisher:
+    """Keeps the API server's slices for (node, driver) equal to the desired list.
+
+    Slices are matched by name; ones not desired any more are deleted. When anything
+    changes, the pool generation goes up by one so the scheduler never mixes old and new
+    slices of the pool. Slices get the Node as owner when the Node exists, so they vanish
+    with it.
+    """
+
+    def __init__(self, api_client: Any, node: str, driver: str):
+        self.rest = KubeRest(api_client)
+        self.node = node
+        self.driver = driver
+
+    def _owner(self) -> list[dict[str, Any]]:
+        status, node = self.rest.request("GET", f"/api/v1/nodes/{self.node}")
+        if status != 200 or not isinstance(node, dict):
+            log.info("node %s not found in the API server; slices get no owner", self.node)
+            return []
+        return [{"apiVersion": "v1", "kind": "Node", "name": self.node,
+                 "uid": node["metadata"]["uid"], "controller": True}]
+
+    def current(self) -> dict[str, dict[str, Any]]:
+        data = self.rest.call("GET", SLICES, query={"fieldSelector": f"spec.driver={self.driver}"})
+        out = {}
+        for sl in (data or {}).get("items") or []:
+            spec = sl.get("spec") or {}
+            if spec.get("nodeName") == self.node or (spec.get("pool") or {}).get("name") == self.node:
+                out[sl["metadata"]["name"]] = sl
+        return out
+
+    def publish(self, slices: list[dict[str, Any]]) -> list[str]:
+        """Create/update/delete so exactly ``slices`` are published; returns their names."""
+        existing = self.current()
+        owner = self._owner()
+        desired: dict[str, dict[str, Any]] = {}
+        for i, sl in enumerate(slices):
+            obj = copy.deepcopy(sl)
+            obj.setdefault("apiVersion", "resource.k8s.io/v1")
+            obj.setdefault("kind", "ResourceSlice")
+            meta = obj.setdefault("metadata", {})
+            meta.pop("generateName", None)
+            name = meta.setdefault("name", _slice_name(self.node, self.driver, i))
+            if owner:
+                meta["ownerReferences"] = owner
+            desired[name] = obj
+        changed = set(existing) != set(desired) or any(
+            _spec_without_generation(existing[n]) != _spec_without_generation(desired[n]) for n in desired)
+        generation = max([int(((s.get("spec") or {}).get("pool") or {}).get("generation", 0))
+                          for s in existing.values()] or [0])
+        if changed and existing:
+            generation += 1
+        for obj in desired.values():
+            obj["spec"].setdefault("pool", {})["generation"] = generation
+        for name, obj in desired.items():
+            if name in existing:
+                obj["metadata"]["resourceVersion"] = existing[name]["metadata"]["resourceVersion"]
+                self.rest.call("PUT", f"{SLICES}/{name}", body=obj)
+            else:
+                status, data = self.rest.request("POST", SLICES, body=obj)
+                if status == 409:  # appeared meanwhile: take it over
+                    cur = self.rest.call("GET", f"{SLICES}/{name}")
+                    obj["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
+                    self.rest.call("PUT", f"{SLICES}/{name}", body=obj)
+                elif status not in (200, 201):
+                    msg = data.get("message") if isinstance(data, dict) else ""
+                    raise KubeError(status, f"creating ResourceSlice {name}: HTTP {status}: {msg}")
+        for name in set(existing) - set(desired):
+            self.rest.call("DELETE", f"{SLICES}/{name}", ok=(200, 202, 404))
+        log.info("published %d ResourceSlice(s) for node %s, driver %s (pool generation %d)",
+                 len(desired), self.node, self.driver, generation)
+        return sorted(desired)
+
+    def delete_all(self) -> int:
+        names = list(self.current())
+        for name in names:
+            self.rest.call("DELETE", f"{SLICES}/{name}", ok=(200, 202, 404))
+        log.info("deleted %d ResourceSlice(s) of node %s, driver %s", len(names), self.node, self.driver)
+        return len(names)
+
+
+def _spec_without_generation(sl: dict[str, Any]) -> Any:
+    spec = copy.deepcopy(sl.get("spec") or {})
+    (spec.get("pool") or {}).pop("generation", None)
+    return spec
+
+
+def apply_device_classes(api_client: Any, classes: list[dict[str, Any]]) -> list[str]:
+    """Create or replace each DeviceClass."""
+    rest = KubeRest(api_client)
+    names = []
+    for dc in classes:
+        obj = copy.deepcopy(dc)
+        obj.setdefault("apiVersion", "resource.k8s.io/v1")
+        obj.setdefault("kind", "DeviceClass")
+        name = obj["metadata"]["name"]
+        status, cur = rest.request("GET", f"{CLASSES}/{name}")
+        if status == 200:
+            obj["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
+            rest.call("PUT", f"{CLASSES}/{name}", body=obj)
+        else:
+            rest.call("POST", CLASSES, body=obj)
+        names.append(name)
+    log.info("applied DeviceClass(es): %s", ", ".join(names))
+    return names

@@ -1,0 +1,181 @@
+"""gRPC servers on unix sockets: kubelet plugin registration and the DRA service (v1, v1beta1)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent import futures
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import grpc
+
+from .devices import ClaimError
+from .gen import (
+    dra_v1_pb2,
+    dra_v1_pb2_grpc,
+    dra_v1beta1_pb2,
+    dra_v1beta1_pb2_grpc,
+    pluginregistration_pb2,
+    pluginregistration_pb2_grpc,
+)
+from .paths import check_socket_path, dra_socket_path, registration_socket_path
+from .state import DriverState
+
+log = logging.getLogger("fake_gpus.plugin")
+
+PLUGIN_TYPE = "DRAPlugin"
+SUPPORTED_VERSIONS = ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+
+
+class RegistrationFailed(RuntimeError):
+    pass
+
+
+class RegistrationServicer(pluginregistration_pb2_grpc.RegistrationServicer):
+    def __init__(self, driver: str, endpoint: Path):
+        self.driver = driver
+        self.endpoint = endpoint
+        self.status: tuple[bool, str] | None = None
+        self.notified = threading.Event()
+
+    def GetInfo(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return pluginregistration_pb2.PluginInfo(type=PLUGIN_TYPE, name=self.driver, endpoint=str(self.endpoint),
+                                                 supported_versions=SUPPORTED_VERSIONS)
+
+    def NotifyRegistrationStatus(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self.status = (request.plugin_registered, request.error)
+        if request.plugin_registered:
+            log.info("kubelet registered driver %s (endpoint %s)", self.driver, self.endpoint)
+        else:
+            log.error("kubelet refused to register driver %s: %s", self.driver, request.error or "no reason given")
+        self.notified.set()
+        return pluginregistration_pb2.RegistrationStatusResponse()
+
+
+def _check_claims(claims: Any, context: grpc.ServicerContext) -> None:
+    for i, c in enumerate(claims):
+        missing = [f for f in ("namespace", "name", "uid") if not getattr(c, f)]
+        if missing:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"claims[{i}] (namespace={c.namespace!r}, name={c.name!r}, uid={c.uid!r}): "
+                          f"{', '.join(missing)} must not be empty; send the ResourceClaim's "
+                          "metadata.namespace, metadata.name and metadata.uid")
+
+
+def make_dra_servicer(state: DriverState, pb2: ModuleType, base: type, with_share_id: bool) -> Any:
+    """A DRAPlugin servicer for one API version (the messages differ only in share_id)."""
+
+    class Servicer(base):  # type: ignore[misc, valid-type]
+        def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
+            _check_claims(request.claims, context)
+            resp = pb2.NodePrepareResourcesResponse()
+            for c in request.claims:
+                out = resp.claims[c.uid]
+                try:
+                    prepared = state.prepare(c.namespace, c.name, c.uid)
+                except ClaimError as exc:
+                    log.warning("prepare %s/%s (uid %s) failed: %s", c.namespace, c.name, c.uid, exc)
+                    out.error = str(exc)
+                    continue
+                except Exception as exc:  # keep serving; the kubelet retries
+                    log.exception("prepare %s/%s (uid %s) failed", c.namespace, c.name, c.uid)
+                    out.error = f"claim {c.namespace}/{c.name}: preparing failed: {exc}"
+                    continue
+                for d in prepared.devices:
+                    dev = out.devices.add(request_names=d.request_names, pool_name=d.pool_name,
+                                          device_name=d.device_name, cdi_device_ids=d.cdi_device_ids)
+                    if with_share_id and d.share_id:
+                        dev.share_id = d.share_id
+            return resp
+
+        def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
+            _check_claims(request.claims, context)
+            resp = pb2.NodeUnprepareResourcesResponse()
+            for c in request.claims:
+                out = resp.claims[c.uid]
+                try:
+                    state.unprepare(c.namespace, c.name, c.uid)
+                except Exception as exc:
+                    log.exception("unprepare %s/%s (uid %s) failed", c.namespace, c.name, c.uid)
+                    out.error = f"claim {c.namespace}/{c.name}: unpreparing failed: {exc}"
+            return resp
+
+    return Servicer()
+
+
+def _bind(server: grpc.Server, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)  # stale socket from a previous run
+    try:
+        port = server.add_insecure_port(f"unix://{path}")
+    except RuntimeError as exc:
+        raise OSError(f"cannot listen on unix socket {path}: {exc}") from exc
+    if port == 0:
+        raise OSError(f"cannot listen on unix socket {path}")
+
+
+class PluginServer:
+    """Serves the DRA service on ``<plugins>/<driver>/dra.sock`` and registration on
+    ``<registry>/<driver>-reg.sock``. The DRA socket is up before the registration socket
+    appears, because the kubelet dials the endpoint as soon as it sees the latter."""
+
+    def __init__(self, state: DriverState, *, registry_dir: str | Path, plugins_dir: str | Path,
+                 max_workers: int = 8):
+        self.state = state
+        self.dra_socket = dra_socket_path(plugins_dir, state.driver)
+        self.registration_socket = registration_socket_path(registry_dir, state.driver)
+        check_socket_path(self.dra_socket, "--plugins-dir")
+        check_socket_path(self.registration_socket, "--registry-dir")
+        self.registration = RegistrationServicer(state.driver, self.dra_socket)
+        self._max_workers = max_workers
+        self._dra: grpc.Server | None = None
+        self._reg: grpc.Server | None = None
+
+    def start(self) -> None:
+        dra = grpc.server(futures.ThreadPoolExecutor(max_workers=self._max_workers,
+                                                     thread_name_prefix="dra"))
+        dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(
+            make_dra_servicer(self.state, dra_v1_pb2, dra_v1_pb2_grpc.DRAPluginServicer, True), dra)
+        dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(
+            make_dra_servicer(self.state, dra_v1beta1_pb2, dra_v1beta1_pb2_grpc.DRAPluginServicer, False), dra)
+        _bind(dra, self.dra_socket)
+        dra.start()
+        self._dra = dra
+        reg = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="reg"))
+        pluginregistration_pb2_grpc.add_RegistrationServicer_to_server(self.registration, reg)
+        try:
+            _bind(reg, self.registration_socket)
+        except OSError:
+            self.stop()
+            raise
+        reg.start()
+        self._reg = reg
+        log.info("DRA service for %s on %s; registration on %s", self.state.driver, self.dra_socket,
+                 self.registration_socket)
+
+    def stop(self, grace: float = 1.0) -> None:
+        """Stop serving and remove the sockets (registration first, so the kubelet unregisters)."""
+        for attr, path in (("_reg", self.registration_socket), ("_dra", self.dra_socket)):
+            server = getattr(self, attr)
+            if server is not None:
+                server.stop(grace).wait()
+                setattr(self, attr, None)
+            path.unlink(missing_ok=True)
+
+    def wait_for_registration(self, timeout: float | None = None) -> bool:
+        """True once the kubelet reported success; raises RegistrationFailed on a refusal."""
+        if not self.registration.notified.wait(timeout):
+            return False
+        ok, err = self.registration.status or (False, "")
+        if not ok:
+            raise RegistrationFailed(f"kubelet refused driver {self.state.driver}: {err or 'no reason given'}")
+        return True
+
+    def __enter__(self) -> PluginServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

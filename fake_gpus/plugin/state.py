@@ -1,0 +1,100 @@
+"""Prepare / unprepare claims: the driver logic behind the gRPC service.
+
+No gRPC here, so the embedded simulator and tests can call it directly. Safe for
+concurrent calls: one lock per claim UID serialises work on the same claim, and the
+checkpoint has its own lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from . import cdi
+from .checkpoint import Checkpoint, PreparedClaim, PreparedDevice
+from .claims import ClaimSource, ClaimSourceError
+from .devices import AllocatedDevice, ClaimError, DeviceIndex, allocated_devices
+
+log = logging.getLogger("fake_gpus.plugin")
+
+
+def _prepared_devices(driver: str, claim_uid: str, devices: list[AllocatedDevice]) -> list[PreparedDevice]:
+    """One entry per (pool, device, shareID), listing every request that got it."""
+    out: dict[tuple[str, str, str | None], PreparedDevice] = {}
+    for dev in devices:
+        key = (dev.pool, dev.name, dev.share_id)
+        entry = out.get(key)
+        if entry is None:
+            name = cdi.cdi_device_name(claim_uid, dev.name, dev.share_id)
+            entry = out[key] = PreparedDevice(request_names=[], pool_name=dev.pool, device_name=dev.name,
+                                              cdi_device_ids=[cdi.cdi_device_id(driver, name)],
+                                              share_id=dev.share_id)
+        if dev.request_name not in entry.request_names:
+            entry.request_names.append(dev.request_name)
+    return list(out.values())
+
+
+class DriverState:
+    def __init__(self, driver: str, claims: ClaimSource, *, cdi_dir: str | Path, checkpoint_path: str | Path,
+                 slices: list[dict[str, Any]] | None = None):
+        self.driver = driver
+        self.claims = claims
+        self.cdi_dir = Path(cdi_dir)
+        self.checkpoint = Checkpoint(checkpoint_path, driver)
+        self._index = DeviceIndex(slices or [])
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        restored = self.checkpoint.all()
+        if restored:
+            log.info("restored %d prepared claim(s) from %s", len(restored), self.checkpoint.path)
+
+    def set_slices(self, slices: list[dict[str, Any]]) -> None:
+        """The node's published slices: where device attributes for the env come from."""
+        self._index = DeviceIndex(slices)
+
+    def _lock(self, uid: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(uid, threading.Lock())
+
+    def prepare(self, namespace: str, name: str, uid: str) -> PreparedClaim:
+        """Prepare one claim; idempotent. Raises ClaimError with a message for the kubelet."""
+        ref = f"{namespace}/{name}"
+        with self._lock(uid):
+            done = self.checkpoint.get(uid)
+            if done is not None:
+                if done.cdi_spec and not cdi.spec_path(self.cdi_dir, self.driver, uid).exists():
+                    cdi.write_spec(self.cdi_dir, self.driver, uid, done.cdi_spec)
+                    log.info("claim %s (uid %s): CDI spec was missing, rewritten", ref, uid)
+                return done
+            try:
+                claim = self.claims.get_claim(namespace, name)
+            except ClaimSourceError as exc:
+                raise ClaimError(f"claim {ref}: {exc}") from exc
+            if claim is None:
+                raise ClaimError(f"claim {ref} not found in the API server; it was deleted or the name is wrong")
+            got_uid = (claim.get("metadata") or {}).get("uid")
+            if got_uid != uid:
+                raise ClaimError(f"claim {ref} got replaced: the API server has uid {got_uid}, "
+                                 f"the kubelet asked for uid {uid}")
+            devices = allocated_devices(claim, self.driver, self._index)
+            spec = cdi.build_spec(claim, self.driver, devices) if devices else None
+            if spec is not None:
+                cdi.write_spec(self.cdi_dir, self.driver, uid, spec)
+            prepared = PreparedClaim(namespace=namespace, name=name, uid=uid,
+                                     devices=_prepared_devices(self.driver, uid, devices), cdi_spec=spec)
+            self.checkpoint.put(prepared)
+            log.info("prepared claim %s (uid %s): %s", ref, uid,
+                     ", ".join(f"{d.pool_name}/{d.device_name}" for d in prepared.devices) or "no devices")
+            return prepared
+
+    def unprepare(self, namespace: str, name: str, uid: str) -> None:
+        """Remove the claim's CDI spec and checkpoint entry; unknown claims are fine."""
+        with self._lock(uid):
+            cdi.remove_spec(self.cdi_dir, self.driver, uid)
+            if self.checkpoint.remove(uid):
+                log.info("unprepared claim %s/%s (uid %s)", namespace, name, uid)
+
+    def prepared(self) -> dict[str, PreparedClaim]:
+        return self.checkpoint.all()
