@@ -1,1 +1,26 @@
-"""labkit.cel"""
+"""The DRA CEL environment (``k8s.io/dynamic-resource-allocation/cel``) behind one facade.
+
+>>> prog = compile_selector('device.driver == "gpu.nvidia.com"')
+>>> prog.evaluate(device_input("gpu.nvidia.com", {"name": "gpu-0"}))
+True
+"""
+
+from labkit.cel.device import DeviceInput, device_input
+from labkit.cel.errors import CelCompileError, CelError, CelRuntimeError
+from labkit.cel.facade import DEFAULT_ENGINE, ENGINES, Program, compile_selector
+from labkit.cel.semver import Semver, SemverError, parse_semver
+
+__all__ = [
+    "DEFAULT_ENGINE",
+    "ENGINES",
+    "CelCompileError",
+    "CelError",
+    "CelRuntimeError",
+    "DeviceInput",
+    "Program",
+    "Semver",
+    "SemverError",
+    "compile_selector",
+    "device_input",
+    "parse_semver",
+]

@@ -1,0 +1,250 @@
+"""The ``cel-expr-python`` engine (Google's cel-cpp): type-checked like the API server.
+
+Kubernetes types are protobuf messages (see :mod:`labkit.cel._proto`); the ``device`` object is
+declared as four qualified variables (``device.driver`` ...), which the checker resolves like
+fields, so ``device.capacity[d].x`` is statically a ``kubernetes.Quantity``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
+
+from labkit.cel import _proto, k8slib
+from labkit.cel.device import DeviceInput
+from labkit.cel.diagnose import compile_error_from_text, runtime_error_from_text
+from labkit.cel.errors import CelRuntimeError
+from labkit.cel.literals import domain_candidates
+
+NAME = "cel-expr-python"
+
+T = cel.Type
+Q = T(_proto.QUANTITY)
+S = T(_proto.SEMVER)
+U = T(_proto.URL)
+LIST_DYN = T.List(T.DYN)
+
+
+def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Convert message arguments to Python values and back; LibError -> CEL error value."""
+
+    def impl(*args: Any) -> Any:
+        try:
+            return _proto.to_cel(fn(*(_proto.from_msg(a) for a in args)))
+        except k8slib.LibError as exc:
+            raise ValueError(str(exc)) from None
+        except (TypeError, AttributeError):
+            raise ValueError("no such overload") from None
+
+    return impl
+
+
+def _ov(oid: str, ret: Any, params: list[Any], member: bool, fn: Callable[..., Any] | None) -> Any:
+    if fn is None:  # the runtime dispatches on value kind: one impl per kind signature
+        return cel.Overload(oid, ret, params, member)
+    return cel.Overload(oid, ret, params, member, _wrap(fn))
+
+
+def _declarations(list_type_attributes: bool) -> tuple[list[Any], list[Any]]:
+    """(functions, extension functions merged with strings ext names) for one environment."""
+    F = cel.FunctionDecl
+    cmp_ids = {"compareTo": (T.INT, k8slib.compare_to), "isGreaterThan": (T.BOOL, k8slib.is_greater_than),
+               "isLessThan": (T.BOOL, k8slib.is_less_than)}
+    funcs = [
+        F("quantity", [_ov("string_to_quantity", Q, [T.STRING], False, k8slib.quantity)]),
+        F("isQuantity", [_ov("is_quantity_string", T.BOOL, [T.STRING], False, k8slib.is_quantity)]),
+        F("sign", [_ov("quantity_sign", T.INT, [Q], False, lambda q: q.sign())]),
+        F("asApproximateFloat", [_ov("quantity_get_float", T.DOUBLE, [Q], True, k8slib.q_as_float)]),
+        F("asInteger", [_ov("quantity_get_int", T.INT, [Q], True, k8slib.q_as_integer)]),
+        F("isInteger", [_ov("quantity_is_integer", T.BOOL, [Q], True, k8slib.q_is_integer)]),
+        F("add", [_ov("quantity_add", Q, [Q, Q], True, k8slib.q_add),
+                  _ov("quantity_add_int", Q, [Q, T.INT], True, k8slib.q_add)]),
+        F("sub", [_ov("quantity_sub", Q, [Q, Q], True, k8slib.q_sub),
+                  _ov("quantity_sub_int", Q, [Q, T.INT], True, k8slib.q_sub)]),
+        F("mul", [_ov("quantity_multiply_int", Q, [Q, T.INT], True, k8slib.q_mul)]),
+        F("div", [_ov("quantity_divide_int_default_rounding", Q, [Q, T.INT], True, k8slib.q_div),
+                  _ov("quantity_divide_int_round", Q, [Q, T.INT, T.INT], True, k8slib.q_div)]),
+        F("divInt", [_ov("quantity_divide_int", Q, [Q, T.INT], True, k8slib.q_div_int)]),
+        F("semver", [_ov("string_to_semver", S, [T.STRING], False, k8slib.semver),
+                     _ov("string_bool_to_semver", S, [T.STRING, T.BOOL], False, k8slib.semver)]),
+        F("isSemver", [_ov("is_semver_string", T.BOOL, [T.STRING], False, k8slib.is_semver_),
+                       _ov("is_semver_string_bool", T.BOOL, [T.STRING, T.BOOL], False, k8slib.is_semver_)]),
+        F("major", [_ov("semver_major", T.INT, [S], True, lambda s: s.major)]),
+        F("minor", [_ov("semver_minor", T.INT, [S], True, lambda s: s.minor)]),
+        F("patch", [_ov("semver_patch", T.INT, [S], True, lambda s: s.patch)]),
+        F("find", [_ov("string_find_string", T.STRING, [T.STRING, T.STRING], True, k8slib.find)]),
+        F("findAll", [_ov("string_find_all_string", T.List(T.STRING), [T.STRING, T.STRING], True, k8slib.find_all),
+                      _ov("string_find_all_string_int", T.List(T.STRING), [T.STRING, T.STRING, T.INT], True,
+                          k8slib.find_all)]),
+        F("url", [_ov("string_to_url", U, [T.STRING], False, k8slib.url)]),
+        F("isURL", [_ov("is_url_string", T.BOOL, [T.STRING], False, k8slib.is_url)]),
+        F("getScheme", [_ov("url_get_scheme", T.STRING, [U], True, k8slib.url_scheme)]),
+        F("getHost", [_ov("url_get_host", T.STRING, [U], True, k8slib.url_host)]),
+        F("getHostname", [_ov("url_get_hostname", T.STRING, [U], True, k8slib.url_hostname)]),
+        F("getPort", [_ov("url_get_port", T.STRING, [U], True, k8slib.url_port)]),
+        F("getEscapedPath", [_ov("url_get_escaped_path", T.STRING, [U], True, k8slib.url_escaped_path)]),
+        F("getQuery", [_ov("url_get_query", T.Map(T.STRING, T.List(T.STRING)), [U], True, k8slib.url_query)]),
+        F("sets.contains", [_ov("list_sets_contains_list", T.BOOL, [LIST_DYN, LIST_DYN], False,
+                                k8slib.sets_contains)]),
+        F("sets.equivalent", [_ov("list_sets_equivalent_list", T.BOOL, [LIST_DYN, LIST_DYN], False,
+                                  k8slib.sets_equivalent)]),
+        F("sets.intersects", [_ov("list_sets_intersects_list", T.BOOL, [LIST_DYN, LIST_DYN], False,
+                                  k8slib.sets_intersects)]),
+    ]
+    for name, (ret, fn) in cmp_ids.items():
+        funcs.append(F(name, [
+            _ov(f"quantity_{name}", ret, [Q, Q], True, fn),
+            _ov(f"semver_{name}", ret, [S, S], True, None),
+        ]))
+    comparable = [("int", T.INT), ("uint", T.UINT), ("double", T.DOUBLE), ("bool", T.BOOL),
+                  ("string", T.STRING), ("bytes", T.BYTES), ("duration", T.DURATION),
+                  ("timestamp", T.TIMESTAMP)]
+    summable = [("int", T.INT), ("uint", T.UINT), ("double", T.DOUBLE)]
+
+    def templated(fmt: str, types: list[tuple[str, Any]], ret_elem: bool, fn: Callable[..., Any]) -> list[Any]:
+        out = []
+        for i, (tname, t) in enumerate(types):
+            out.append(_ov(fmt.format(t=tname), t if ret_elem else T.BOOL, [T.List(t)], True,
+                           fn if i == 0 else None))
+        return out
+
+    funcs += [
+        F("isSorted", templated("list_{t}_is_sorted_bool", comparable, False, k8slib.is_sorted)),
+        F("sum", templated("list_{t}_sum_{t}", summable, True, k8slib.list_sum)),
+        F("min", templated("list_{t}_min_{t}", comparable, True, k8slib.list_min)),
+        F("max", templated("list_{t}_max_{t}", comparable, True, k8slib.list_max)),
+    ]
+    if list_type_attributes:
+        funcs.append(F("includes", [_ov("list_includes_dyn_dyn", T.BOOL, [T.DYN, T.DYN], True, k8slib.includes)]))
+    # names the strings extension also declares must be merged into one extension
+    merged = [
+        F("indexOf", [_ov("list_a_index_of_int", T.INT, [LIST_DYN, T.DYN], True, k8slib.index_of)]),
+        F("lastIndexOf", [_ov("list_a_last_index_of_int", T.INT, [LIST_DYN, T.DYN], True,
+                              k8slib.last_index_of)]),
+    ]
+    return funcs, merged
+
+
+_ENVS: dict[tuple[bool, bool], Any] = {}
+_ENV_LOCK = threading.Lock()
+
+
+def _env(consumable_capacity: bool, list_type_attributes: bool) -> Any:
+    key = (consumable_capacity, list_type_attributes)
+    env = _ENVS.get(key)
+    if env is None:
+        with _ENV_LOCK:
+            env = _ENVS.get(key)
+            if env is None:
+                funcs, merged = _declarations(list_type_attributes)
+                variables = {
+                    "device.driver": T.STRING,
+                    "device.attributes": T.Map(T.STRING, T.Map(T.STRING, T.DYN)),
+                    "device.capacity": T.Map(T.STRING, T.Map(T.STRING, Q)),
+                }
+                if consumable_capacity:
+                    variables["device.allowMultipleAllocations"] = T.BOOL
+                env = cel.NewEnv(
+                    descriptor_pool=_proto.POOL,
+                    variables=variables,
+                    extensions=[ext_strings.ExtStrings(2), ext_optional.ExtOptional(),
+                                ext_bindings.ExtBindings(), cel.CelExtension("kubernetes.lists", merged)],
+                    functions=funcs,
+                )
+                _ENVS[key] = env
+    return env
+
+
+_CROSS_NUMERIC = ("int", "uint", "double")
+
+
+def _only_cross_numeric(text: str) -> bool:
+    """True if every checker error is an int/uint/double mix in a relational operator.
+
+    cel-go (CrossTypeNumericComparisons, on in Kubernetes) accepts ``1 < 1.5``; cel-cpp's
+    checker does not, but its runtime does, so such expressions are compiled unchecked.
+    """
+    import re
+
+    errors = re.findall(r"ERROR: <input>:\d+:\d+: (.*)", text)
+    pat = re.compile(r"found no matching overload for '_(<|<=|>|>=)_' applied to '\((\w+), (\w+)\)'")
+    for e in errors:
+        m = pat.fullmatch(e.strip())
+        if not m or m.group(2) not in _CROSS_NUMERIC or m.group(3) not in _CROSS_NUMERIC:
+            return False
+    return bool(errors)
+
+
+class CppProgram:
+    """A compiled selector for cel-expr-python."""
+
+    __slots__ = ("expr", "_env", "_prog", "_domains", "_env_key", "_known_bool")
+
+    def __init__(self, expr: str, consumable_capacity: bool, list_type_attributes: bool) -> None:
+        self.expr = expr
+        self._env_key = (consumable_capacity, list_type_attributes)
+        self._env = _env(consumable_capacity, list_type_attributes)
+        try:
+            self._prog = self._env.compile(expr)
+        except RuntimeError as exc:
+            text = str(exc)
+            if not _only_cross_numeric(text):
+                raise compile_error_from_text(expr, text) from None
+            self._prog = self._env.compile(expr, disable_check=True)
+        rtype = self._prog.return_type().name()
+        if rtype not in ("BOOL", "DYN", "bool", "dyn"):
+            from labkit.cel.errors import CelCompileError
+
+            raise CelCompileError("must evaluate to bool", f"the expression has type {rtype.lower()}")
+        self._known_bool = rtype in ("BOOL", "bool")
+        self._domains = domain_candidates(expr)
+
+    def _activation(self, dev: DeviceInput) -> Any:
+        extra_a = self._domains.difference(dev.attributes)
+        extra_c = self._domains.difference(dev.capacity)
+        key = (NAME, self._env_key, extra_a, extra_c)
+        act = dev.cache.get(key)
+        if act is None:
+            data = dev.cache.get((NAME, "data"))
+            if data is None:
+                data = {
+                    "device.driver": dev.driver,
+                    "device.attributes": {d: {k: _proto.to_cel(v) for k, v in m.items()}
+                                          for d, m in dev.attributes.items()},
+                    "device.capacity": {d: {k: _proto.q_to_msg(v) for k, v in m.items()}
+                                        for d, m in dev.capacity.items()},
+                    "device.allowMultipleAllocations": dev.allow_multiple_allocations,
+                }
+                for m in (data["device.attributes"], data["device.capacity"]):
+                    m.setdefault(dev.driver, {})
+                dev.cache[(NAME, "data")] = data
+            if extra_a or extra_c:
+                data = dict(data)
+                data["device.attributes"] = {**{d: {} for d in extra_a}, **data["device.attributes"]}
+                data["device.capacity"] = {**{d: {} for d in extra_c}, **data["device.capacity"]}
+            if not self._env_key[0]:
+                data = {k: v for k, v in data.items() if k != "device.allowMultipleAllocations"}
+            act = self._env.Activation(data)
+            dev.cache[key] = act
+        return act
+
+    def evaluate(self, dev: DeviceInput) -> bool:
+        if dev.error:
+            raise CelRuntimeError(dev.error)
+        value = self._prog.eval(self._activation(dev))
+        result = value.value()
+        if result is True or result is False:
+            return result
+        tname = value.type().name()
+        if tname == "ERROR":
+            raise runtime_error_from_text(str(result))
+        tname = tname.lower()
+        raise CelRuntimeError(
+            f"CEL result of type {tname} could not be converted to bool: "
+            f"type conversion error from '{tname}' to 'bool'",
+            "a selector must evaluate to true or false",
+        )

@@ -1,0 +1,78 @@
+"""The public facade: ``compile_selector`` (cached) and :class:`Program`."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from labkit.cel.device import DeviceInput
+from labkit.cel.errors import CelCompileError
+from labkit.cel.literals import strip_strings
+
+__all__ = ["ENGINES", "DEFAULT_ENGINE", "Program", "compile_selector"]
+
+DEFAULT_ENGINE = "cel-expr-python"
+ENGINES = ("cel-expr-python", "cel-python")
+MAX_EXPRESSION_LENGTH = 10 * 1024
+
+_IP_CIDR = re.compile(r"(?<![\w.])(ip|cidr|isIP|isCIDR)\s*\(|\.(isCanonical|containsIP|containsCIDR|masked|prefixLength|isLoopback|isUnspecified|isGlobalUnicast|isLinkLocalMulticast|isLinkLocalUnicast)\s*\(")
+
+
+class Program:
+    """A compiled selector. ``evaluate`` returns True/False or raises CelRuntimeError."""
+
+    __slots__ = ("expr", "engine", "evaluate", "_impl")
+
+    def __init__(self, expr: str, engine: str, impl: object) -> None:
+        self.expr = expr
+        self.engine = engine
+        self._impl = impl
+        # bind directly: no extra Python frame per evaluation
+        self.evaluate = impl.evaluate  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        return f"Program({self.expr!r}, engine={self.engine!r})"
+
+    def matches(self, device: DeviceInput) -> bool:
+        return self.evaluate(device)
+
+
+def _precheck(expr: str) -> None:
+    if not isinstance(expr, str):
+        raise CelCompileError(f"selector expression must be a string, got {type(expr).__name__}")
+    if len(expr.encode()) > MAX_EXPRESSION_LENGTH:
+        raise CelCompileError(
+            f"expression is {len(expr.encode())} bytes long, longer than the limit of {MAX_EXPRESSION_LENGTH}",
+            "split the selector into several selectors",
+        )
+    m = _IP_CIDR.search(strip_strings(expr))
+    if m:
+        name = m.group(1) or m.group(2)
+        raise CelCompileError(
+            f"{name}(): the Kubernetes IP/CIDR library is not supported by labkit yet",
+            "compare the address as a string instead",
+        )
+
+
+@lru_cache(maxsize=256)
+def compile_selector(
+    expr: str,
+    *,
+    engine: str | None = None,
+    consumable_capacity: bool = True,
+    list_type_attributes: bool = False,
+) -> Program:
+    """Compile a DRA device selector. Raises CelCompileError."""
+    engine = engine or DEFAULT_ENGINE
+    _precheck(expr)
+    if engine == "cel-expr-python":
+        from labkit.cel.engine_cpp import CppProgram
+
+        impl: object = CppProgram(expr, consumable_capacity, list_type_attributes)
+    elif engine == "cel-python":
+        from labkit.cel.engine_celpy import CelpyProgram
+
+        impl = CelpyProgram(expr, consumable_capacity, list_type_attributes)
+    else:
+        raise CelCompileError(f"unknown CEL engine {engine!r}", f"use one of: {', '.join(ENGINES)}")
+    return Program(expr, engine, impl)

@@ -1,0 +1,306 @@
+"""Kubernetes' CEL library functions (quantity, semver, lists, regex, URLs) on Python values.
+
+Engine-neutral: both engines call these with plain Python values (``Quantity``, ``Semver``,
+``int``, ``str``, lists). A failure raises :class:`LibError` with the message cel-go gives.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import re2
+
+from labkit.api.quantity import Quantity, QuantityError, parse_quantity
+from labkit.cel.semver import Semver, SemverError, is_semver, parse_semver
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+class LibError(Exception):
+    """A runtime error raised by a library function."""
+
+
+# -- quantity -------------------------------------------------------------------------------------
+def quantity(text: str) -> Quantity:
+    try:
+        return parse_quantity(text)
+    except QuantityError as exc:
+        raise LibError(str(exc)) from None
+
+
+def is_quantity(text: str) -> bool:
+    try:
+        parse_quantity(text)
+    except QuantityError:
+        return False
+    return True
+
+
+def q_is_integer(q: Quantity) -> bool:
+    return q.value.denominator == 1 and INT64_MIN <= q.value <= INT64_MAX
+
+
+def q_as_integer(q: Quantity) -> int:
+    if not q_is_integer(q):
+        raise LibError("cannot convert value to integer")
+    return int(q.value)
+
+
+def q_as_float(q: Quantity) -> float:
+    try:
+        return float(q.value)
+    except OverflowError:
+        return math.inf if q.value > 0 else -math.inf
+
+
+def q_add(q: Quantity, other: Quantity | int) -> Quantity:
+    o = other.value if isinstance(other, Quantity) else Fraction(other)
+    return Quantity(q.value + o, q.format)
+
+
+def q_sub(q: Quantity, other: Quantity | int) -> Quantity:
+    o = other.value if isinstance(other, Quantity) else Fraction(other)
+    return Quantity(q.value - o, q.format)
+
+
+def q_mul(q: Quantity, n: int) -> Quantity:
+    return Quantity(q.value * n, q.format)
+
+
+def _round_half_up(value: Fraction, scale: int) -> Fraction:
+    unit = Fraction(1, 10**scale)
+    steps = abs(value) / unit
+    whole = math.floor(steps + Fraction(1, 2))
+    return (whole if value >= 0 else -whole) * unit
+
+
+def q_div(q: Quantity, n: int, round_val: int = 4) -> Quantity:
+    if n == 0:
+        raise LibError("division by zero error")
+    if not 0 <= round_val <= 10:
+        raise LibError(f"the valid range for roundVal is 0 to 10 but {round_val} was passed")
+    return Quantity(_round_half_up(q.value / n, round_val), q.format)
+
+
+def q_div_int(q: Quantity, n: int) -> Quantity:
+    if n == 0:
+        raise LibError("division by zero error")
+    value = q.value / n
+    return Quantity(Fraction(math.trunc(value)), q.format)
+
+
+# -- semver ---------------------------------------------------------------------------------------
+def semver(text: str, normalize: bool = False) -> Semver:
+    try:
+        return parse_semver(text, normalize)
+    except SemverError as exc:
+        raise LibError(str(exc)) from None
+
+
+def is_semver_(text: str, normalize: bool = False) -> bool:
+    return is_semver(text, normalize)
+
+
+# -- generic comparisons used by both kinds -------------------------------------------------------
+def compare_to(a: Quantity | Semver, b: Quantity | Semver) -> int:
+    if type(a) is not type(b):
+        raise LibError("no such overload")
+    return a.compare(b)  # type: ignore[arg-type]
+
+
+def is_greater_than(a: Quantity | Semver, b: Quantity | Semver) -> bool:
+    return compare_to(a, b) == 1
+
+
+def is_less_than(a: Quantity | Semver, b: Quantity | Semver) -> bool:
+    return compare_to(a, b) == -1
+
+
+# -- lists ----------------------------------------------------------------------------------------
+def _cmp(a: Any, b: Any) -> int:
+    if isinstance(a, bool) != isinstance(b, bool) or isinstance(a, str) != isinstance(b, str):
+        raise LibError("no such overload")
+    return (a > b) - (a < b)
+
+
+def is_sorted(items: list[Any]) -> bool:
+    return all(_cmp(items[i], items[i + 1]) <= 0 for i in range(len(items) - 1))
+
+
+def list_sum(items: list[Any]) -> Any:
+    total: Any = 0
+    for x in items:
+        if isinstance(x, bool | str):
+            raise LibError("no such overload")
+        total = total + x
+        if isinstance(total, int) and not INT64_MIN <= total <= INT64_MAX:
+            raise LibError("integer overflow")
+    if not items:
+        return 0
+    return total
+
+
+def list_min(items: list[Any]) -> Any:
+    if not items:
+        raise LibError("min called on empty list")
+    best = items[0]
+    for x in items[1:]:
+        if _cmp(best, x) == 1:
+            best = x
+    return best
+
+
+def list_max(items: list[Any]) -> Any:
+    if not items:
+        raise LibError("max called on empty list")
+    best = items[0]
+    for x in items[1:]:
+        if _cmp(best, x) == -1:
+            best = x
+    return best
+
+
+def cel_equal(a: Any, b: Any) -> bool:
+    """CEL heterogeneous equality: numbers compare by value, other kinds must match."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    num = (int, float)
+    if isinstance(a, num) and isinstance(b, num):
+        return a == b
+    if type(a) is not type(b) and not (isinstance(a, list) and isinstance(b, list)):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(cel_equal(x, y) for x, y in zip(a, b))
+    return bool(a == b)
+
+
+def index_of(items: list[Any], item: Any) -> int:
+    for i, x in enumerate(items):
+        if cel_equal(x, item):
+            return i
+    return -1
+
+
+def last_index_of(items: list[Any], item: Any) -> int:
+    for i in range(len(items) - 1, -1, -1):
+        if cel_equal(items[i], item):
+            return i
+    return -1
+
+
+def includes(target: Any, item: Any) -> bool:
+    if isinstance(target, list):
+        return any(cel_equal(x, item) for x in target)
+    return cel_equal(target, item)
+
+
+# -- regex ----------------------------------------------------------------------------------------
+_RE_CACHE: dict[str, Any] = {}
+
+
+def _compile(pattern: str) -> Any:
+    rx = _RE_CACHE.get(pattern)
+    if rx is None:
+        try:
+            rx = re2.compile(pattern)
+        except Exception as exc:  # re2.error has no stable public class across versions
+            raise LibError(f"error parsing regexp: {exc}") from None
+        _RE_CACHE[pattern] = rx
+    return rx
+
+
+def matches(text: str, pattern: str) -> bool:
+    return _compile(pattern).search(text) is not None
+
+
+def find(text: str, pattern: str) -> str:
+    m = _compile(pattern).search(text)
+    return m.group(0) if m else ""
+
+
+def find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
+    if limit == 0:
+        return []
+    out = [m.group(0) for m in _compile(pattern).finditer(text)]
+    return out if limit < 0 else out[:limit]
+
+
+# -- URLs (Go's url.ParseRequestURI semantics, approximated with urllib) --------------------------
+_SCHEME = re2.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*$")
+
+
+def _split_url(text: str) -> Any:
+    from urllib.parse import urlsplit
+
+    bad = any(ord(c) < 0x21 or ord(c) == 0x7F for c in text)
+    scheme, sep, _ = text.partition(":")
+    absolute = bool(sep) and _SCHEME.match(scheme) is not None
+    if bad or not (absolute or text.startswith("/")):
+        raise LibError(f'URL parse error during conversion from string: parse "{text}": invalid URI for request')
+    try:
+        return urlsplit(text)
+    except ValueError as exc:
+        raise LibError(f'URL parse error during conversion from string: parse "{text}": {exc}') from None
+
+
+def url(text: str) -> str:
+    _split_url(text)
+    return text
+
+
+def is_url(text: str) -> bool:
+    try:
+        _split_url(text)
+    except LibError:
+        return False
+    return True
+
+
+def url_scheme(text: str) -> str:
+    return _split_url(text).scheme
+
+
+def url_host(text: str) -> str:
+    return _split_url(text).netloc.rpartition("@")[2]
+
+
+def url_hostname(text: str) -> str:
+    host = url_host(text)
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.partition(":")[0]
+
+
+def url_port(text: str) -> str:
+    host = url_host(text)
+    if host.startswith("["):
+        host = host.partition("]")[2]
+    return host.partition(":")[2]
+
+
+def url_escaped_path(text: str) -> str:
+    from urllib.parse import quote, unquote
+
+    path = _split_url(text).path
+    return quote(unquote(path), safe="/!$&'()*+,;=:@-._~")
+
+
+def url_query(text: str) -> dict[str, list[str]]:
+    from urllib.parse import parse_qs
+
+    return parse_qs(_split_url(text).query, keep_blank_values=True)
+
+
+# -- sets (cel-go ext.Sets) -----------------------------------------------------------------------
+def sets_contains(a: list[Any], b: list[Any]) -> bool:
+    return all(any(cel_equal(x, y) for x in a) for y in b)
+
+
+def sets_equivalent(a: list[Any], b: list[Any]) -> bool:
+    return sets_contains(a, b) and sets_contains(b, a)
+
+
+def sets_intersects(a: list[Any], b: list[Any]) -> bool:
+    return any(any(cel_equal(x, y) for x in a) for y in b)
