@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Build the differential oracle (tools/oracle) against the real Kubernetes
+# structured allocator, through the Go module proxy.
+#   bash tools/build-oracle.sh [VERSION...]     VERSION: 0.37 (default), 0.36, 0.35, 0.34 or a full v0.3x.y
+# Binaries: ${LABKIT_CACHE:-$HOME/.cache/dra-labkit}/oracle/oracle-<version>; oracle-0.37 is the one tests use.
+# A build is skipped when the binary is newer than every source file.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+src="$here/oracle"
+out_dir="${LABKIT_CACHE:-$HOME/.cache/dra-labkit}/oracle"
+mkdir -p "$out_dir"
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "build-oracle: Go is not installed; install Go >= 1.24 to build the oracle" >&2
+  exit 1
+fi
+
+# Newest patch releases known to work; the go.mod in tools/oracle pins 0.37.
+declare -A pins=([0.34]=v0.34.13 [0.35]=v0.35.10 [0.36]=v0.36.6 [0.37]=v0.37.2)
+
+newer_than_sources() { # $1 binary
+  [[ -x "$1" ]] || return 1
+  [[ -z "$(find "$src" -type f \( -name '*.go' -o -name 'go.mod' -o -name 'go.sum' \) -newer "$1" -print -quit)" ]] \
+    && [[ "$1" -nt "${BASH_SOURCE[0]}" ]]
+}
+
+build_one() {
+  local want="$1" minor full bin
+  minor="$(sed -E 's/^v?([0-9]+\.[0-9]+).*/\1/' <<<"$want")"
+  full="${pins[$minor]:-}"
+  [[ "$want" == v*.*.* || "$want" == *.*.* ]] && full="v${want#v}"
+  if [[ -z "$full" ]]; then
+    echo "build-oracle: unknown version '$want' (use 0.34, 0.35, 0.36 or 0.37)" >&2
+    return 1
+  fi
+  bin="$out_dir/oracle-$minor"
+  if newer_than_sources "$bin"; then
+    echo "$bin (up to date)"
+    return 0
+  fi
+  local start=$SECONDS
+  if [[ "$minor" == "0.37" ]]; then
+    (cd "$src" && go build -trimpath -o "$bin.tmp" .)
+  else
+    # Older releases: a scratch copy whose go.mod requires that release.
+    local work
+    work="$(mktemp -d)"
+    cp "$src"/*.go "$src"/go.mod "$src"/go.sum "$work"/
+    if [[ -d "$src/compat/v$minor" ]]; then
+      cp "$src/compat/v$minor/"*.go "$work"/ && rm -f "$work/compat.go"
+    fi
+    (cd "$work" && go get "k8s.io/dynamic-resource-allocation@$full" >/dev/null 2>&1 \
+      && go mod tidy >/dev/null 2>&1 && go build -trimpath -o "$bin.tmp" .) || { rm -rf "$work"; return 1; }
+    rm -rf "$work"
+  fi
+  mv "$bin.tmp" "$bin"
+  echo "$bin (built $full in $((SECONDS - start))s)"
+}
+
+versions=("$@")
+[[ ${#versions[@]} -eq 0 ]] && versions=(0.37)
+status=0
+for v in "${versions[@]}"; do
+  build_one "$v" || { echo "build-oracle: build of $v failed" >&2; status=1; }
+done
+exit $status
