@@ -1,0 +1,105 @@
+"""kind cluster configuration for a LabKit cluster profile.
+
+One kind worker per fake node of the profile. Worker names are kind's (``<cluster>-worker``,
+``<cluster>-worker2``, ...), so each worker carries labels naming the profile node it plays and
+the fake_gpus node profile its driver pod must publish.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from labkit.cluster.kind.images import node_image
+from labkit.cluster.profiles import ClusterProfile, load_profile
+
+#: label keys the fake_gpus DaemonSet reads (through the Node object) to pick its hardware
+PROFILE_LABEL = "fake-gpus.dev/node-profile"
+MIG_LABEL = "fake-gpus.dev/mig-mode"
+NODE_NAME_LABEL = "labkit.dev/profile-node"
+
+#: containerd 1.7 silently drops CDI devices unless CDI is on; containerd 2 has it on by default,
+#: and this patch is harmless there (kind migrates version-2 config sections).
+CDI_PATCH = '[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = true\n'
+
+#: API groups/versions an enabled gate needs served, per Kubernetes minor (alpha/beta APIs are
+#: off by default). GA APIs need nothing.
+RUNTIME_CONFIG_FOR_GATE: dict[str, dict[str, str]] = {
+    "DRADeviceTaintRules": {"1.35": "resource.k8s.io/v1alpha3", "1.36": "resource.k8s.io/v1beta2"},
+    "DRAResourcePoolStatus": {"1.36": "resource.k8s.io/v1alpha3", "1.37": "resource.k8s.io/v1alpha3"},
+    "DRAWorkloadResourceClaims": {"1.36": "scheduling.k8s.io/v1alpha2", "1.37": "scheduling.k8s.io/v1alpha3"},
+    "GenericWorkload": {"1.36": "scheduling.k8s.io/v1alpha2", "1.37": "scheduling.k8s.io/v1alpha3"},
+}
+
+
+def minor_of(version: str) -> str:
+    return ".".join(str(version).lstrip("v").split(".")[:2])
+
+
+def _taint_patch(taints: list[dict[str, Any]]) -> str:
+    doc = {"kind": "JoinConfiguration", "nodeRegistration": {"taints": [
+        {k: t[k] for k in ("key", "value", "effect") if k in t} for t in taints
+    ]}}
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def kind_config(
+    profile: str | dict[str, Any] | ClusterProfile,
+    *,
+    cluster_name: str = "labkit",
+    allow_cgroup_v1: bool = False,
+) -> dict[str, Any]:
+    """The ``kind.x-k8s.io/v1alpha4`` Cluster document for a cluster profile."""
+    profile = load_profile(profile)
+    version = profile.kubernetes_version
+    minor = minor_of(version)
+    image = node_image(version)
+    gates = dict(profile.feature_gates)
+
+    runtime_config: dict[str, str] = {}
+    for gate, enabled in sorted(gates.items()):
+        api = RUNTIME_CONFIG_FOR_GATE.get(gate, {}).get(minor)
+        if enabled and api:
+            runtime_config[api] = "true"
+
+    control_plane: dict[str, Any] = {"role": "control-plane", "image": image}
+    if allow_cgroup_v1:
+        control_plane["kubeadmConfigPatches"] = [_cgroup_v1_patch()]
+    nodes: list[dict[str, Any]] = [control_plane]
+    for node in profile.nodes:
+        labels = {NODE_NAME_LABEL: node.name, PROFILE_LABEL: node.node_profile}
+        if node.mig_mode:
+            labels[MIG_LABEL] = node.mig_mode
+        labels.update(node.labels)
+        worker: dict[str, Any] = {"role": "worker", "image": image, "labels": labels}
+        patches = []
+        if node.taints:
+            patches.append(_taint_patch(node.taints))
+        if allow_cgroup_v1:
+            patches.append(_cgroup_v1_patch())
+        if patches:
+            worker["kubeadmConfigPatches"] = patches
+        nodes.append(worker)
+
+    config: dict[str, Any] = {
+        "kind": "Cluster",
+        "apiVersion": "kind.x-k8s.io/v1alpha4",
+        "name": cluster_name,
+        "nodes": nodes,
+        "containerdConfigPatches": [CDI_PATCH],
+    }
+    if gates:
+        config["featureGates"] = dict(sorted(gates.items()))
+    if runtime_config:
+        config["runtimeConfig"] = runtime_config
+    return config
+
+
+def _cgroup_v1_patch() -> str:
+    """Kubelet 1.35+ refuses cgroup v1 hosts unless told otherwise (KEP-5573)."""
+    return yaml.safe_dump({"kind": "KubeletConfiguration", "failCgroupV1": False}, sort_keys=False)
+
+
+def kind_config_yaml(profile: str | dict[str, Any] | ClusterProfile, **kwargs: Any) -> str:
+    return yaml.safe_dump(kind_config(profile, **kwargs), sort_keys=False)

@@ -1,0 +1,88 @@
+"""The fake_gpus driver manifests for a kind cluster.
+
+The shared manifests (namespace, RBAC, DeviceClasses) come from ``fake_gpus/deploy``. The
+DaemonSet is rendered here once per (node profile, MIG mode) of the cluster profile, pinned with
+a nodeSelector on the labels the kind config puts on each worker, so every kind worker runs the
+fake driver for exactly the hardware its profile node has.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from labkit.cluster.kind.config import MIG_LABEL, PROFILE_LABEL
+from labkit.cluster.profiles import ClusterProfile
+
+DEPLOY_DIR = Path(__file__).resolve().parents[3] / "fake_gpus" / "deploy"
+
+
+def _load_deploy_objects(deploy_dir: Path) -> list[dict[str, Any]]:
+    objs: list[dict[str, Any]] = []
+    for path in sorted(deploy_dir.glob("*.yaml")):
+        if path.name.startswith("kustomization"):
+            continue
+        objs.extend(d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict))
+    return objs
+
+
+def _dns_label(text: str) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:63]
+
+
+def driver_manifests(
+    profile: ClusterProfile, image: str, *, deploy_dir: Path = DEPLOY_DIR
+) -> list[dict[str, Any]]:
+    """Every object to apply: shared objects first, then one DaemonSet per hardware kind."""
+    objs = _load_deploy_objects(deploy_dir)
+    daemonsets = [o for o in objs if o.get("kind") == "DaemonSet"]
+    if len(daemonsets) != 1:
+        raise ValueError(f"{deploy_dir}: expected exactly one DaemonSet template, found {len(daemonsets)}")
+    template = daemonsets[0]
+    shared = [o for o in objs if o.get("kind") != "DaemonSet"]
+
+    kinds = sorted({(n.node_profile, n.mig_mode or "") for n in profile.nodes})
+    rendered: list[dict[str, Any]] = []
+    for node_profile, mig in kinds:
+        ds = copy.deepcopy(template)
+        base = ds["metadata"]["name"]
+        suffix = _dns_label(node_profile + (f"-{mig}" if mig else ""))
+        ds["metadata"]["name"] = f"{base}-{suffix}"[:63]
+        selector_labels = {"app.kubernetes.io/name": base, "fake-gpus.dev/hardware": suffix}
+        ds["spec"]["selector"] = {"matchLabels": selector_labels}
+        pod = ds["spec"]["template"]
+        pod.setdefault("metadata", {}).setdefault("labels", {}).update(selector_labels)
+        node_selector = {PROFILE_LABEL: node_profile}
+        if mig:
+            node_selector[MIG_LABEL] = mig
+        pod["spec"]["nodeSelector"] = node_selector
+        for container in pod["spec"]["containers"]:
+            container["image"] = image
+            container["imagePullPolicy"] = "IfNotPresent"  # loaded with `kind load`, never pulled
+            container["args"] = _driver_args(container.get("args") or [], node_profile, mig)
+        rendered.append(ds)
+    return shared + rendered
+
+
+def _driver_args(args: list[str], node_profile: str, mig: str) -> list[str]:
+    """Replace --profile/--mig in the template's args with this hardware's values."""
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        if arg in ("--profile", "--mig"):
+            skip = True
+            continue
+        if arg.startswith(("--profile=", "--mig=")):
+            continue
+        out.append(arg)
+    out += ["--profile", node_profile]
+    if mig:
+        out += ["--mig", mig]
+    return out

@@ -1,0 +1,135 @@
+"""The fake_gpus driver image, built as a plain directory.
+
+Without a container engine we cannot run `docker build`, but we can still prove what the image
+would contain: this module reads the Dockerfile and carries out the instructions that shape the
+file tree (WORKDIR, COPY, ENV, `RUN pip install`) into a directory, recording the rest
+(FROM, CMD, ENTRYPOINT, other RUN lines). Tests then run the driver from that tree.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+DOCKERFILE = REPO_ROOT / "fake_gpus" / "deploy" / "Dockerfile"
+DEFAULT_IMAGE = "labkit/fake-gpus:dev"
+
+
+@dataclass
+class ImageTree:
+    root: Path
+    base: str = ""
+    workdir: str = "/"
+    env: dict[str, str] = field(default_factory=dict)
+    entrypoint: list[str] = field(default_factory=list)
+    cmd: list[str] = field(default_factory=list)
+    pip_installs: list[list[str]] = field(default_factory=list)
+    skipped_runs: list[str] = field(default_factory=list)
+
+    def path(self, inside: str) -> Path:
+        return self.root / inside.lstrip("/")
+
+    def files(self) -> list[str]:
+        return sorted("/" + str(p.relative_to(self.root)) for p in self.root.rglob("*") if p.is_file())
+
+
+def _logical_lines(text: str) -> list[str]:
+    lines: list[str] = []
+    current = ""
+    for raw in text.splitlines():
+        stripped = raw.strip()
+        if not current and (not stripped or stripped.startswith("#")):
+            continue
+        if stripped.endswith("\\"):
+            current += stripped[:-1] + " "
+            continue
+        lines.append((current + stripped).strip())
+        current = ""
+    if current.strip():
+        lines.append(current.strip())
+    return lines
+
+
+def _json_or_shell(arg: str) -> list[str]:
+    import json
+
+    arg = arg.strip()
+    if arg.startswith("["):
+        return [str(x) for x in json.loads(arg)]
+    return ["/bin/sh", "-c", arg]
+
+
+def build_image_tree(
+    dest: Path,
+    *,
+    dockerfile: Path = DOCKERFILE,
+    context: Path = REPO_ROOT,
+    run_pip: bool = True,
+    pip_no_deps: bool = False,
+) -> ImageTree:
+    """Carry out the Dockerfile's file-tree instructions into ``dest``."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    tree = ImageTree(root=dest)
+    for line in _logical_lines(Path(dockerfile).read_text()):
+        instr, _, arg = line.partition(" ")
+        instr = instr.upper()
+        if instr == "FROM":
+            tree.base = arg.split()[0]
+        elif instr == "WORKDIR":
+            tree.workdir = arg if arg.startswith("/") else os.path.join(tree.workdir, arg)
+            tree.path(tree.workdir).mkdir(parents=True, exist_ok=True)
+        elif instr == "ENV":
+            key, _, value = arg.partition("=") if "=" in arg.split()[0] else arg.partition(" ")
+            tree.env[key.strip()] = value.strip().strip('"')
+        elif instr in ("COPY", "ADD"):
+            parts = [p for p in shlex.split(arg) if not p.startswith("--")]
+            *sources, target = parts
+            target_abs = target if target.startswith("/") else os.path.join(tree.workdir, target)
+            for src in sources:
+                matches = sorted(glob.glob(str(context / src))) or [str(context / src)]
+                for match in matches:
+                    _copy_into(Path(match), tree.path(target_abs), many=len(sources) > 1 or target.endswith("/"))
+        elif instr == "RUN":
+            words = shlex.split(arg)
+            if run_pip and "pip" in " ".join(words[:4]) and "install" in words:
+                _pip_install_into(tree, words, pip_no_deps)
+            else:
+                tree.skipped_runs.append(arg)
+        elif instr == "ENTRYPOINT":
+            tree.entrypoint = _json_or_shell(arg)
+        elif instr == "CMD":
+            tree.cmd = _json_or_shell(arg)
+    return tree
+
+
+def _copy_into(src: Path, target: Path, many: bool) -> None:
+    if src.is_dir():
+        shutil.copytree(src, target, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
+    else:
+        dest = target / src.name if many or target.is_dir() else target
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest)
+
+
+def _pip_install_into(tree: ImageTree, words: list[str], no_deps: bool) -> None:
+    """`pip install X` inside the image becomes `pip install --target <tree>/site-packages X`."""
+    args = words[words.index("install") + 1:]
+    packages = [a for a in args if not a.startswith("-")]
+    site = tree.path("/usr/local/lib/python3/site-packages")
+    site.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--target", str(site)]
+    if no_deps:
+        cmd.append("--no-deps")
+    resolved = [str(tree.path(p if p.startswith("/") else os.path.join(tree.workdir, p)))
+                if (p.startswith((".", "/")) or os.sep in p) else p for p in packages]
+    subprocess.run(cmd + resolved, check=True, capture_output=True, text=True)
+    tree.pip_installs.append(packages)

@@ -1,0 +1,72 @@
+"""Running external commands, or recording them.
+
+The kind backend never calls subprocess directly: it asks a Runner. `SubprocessRunner` runs
+commands for real; `RecordingRunner` writes them down and answers from a script of canned
+outputs, which is how the exact command sequence is tested on a machine without Docker.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+
+class CommandError(RuntimeError):
+    def __init__(self, cmd: Sequence[str], result: subprocess.CompletedProcess[str]):
+        tail = (result.stderr or result.stdout or "").strip().splitlines()[-5:]
+        super().__init__(f"`{shlex.join(cmd)}` failed with exit code {result.returncode}: " + " | ".join(tail))
+        self.cmd = list(cmd)
+        self.result = result
+
+
+class Runner(ABC):
+    @abstractmethod
+    def run(self, cmd: Sequence[str], *, input: str | None = None, check: bool = True,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """Run (or record) one command."""
+
+
+class SubprocessRunner(Runner):
+    def __init__(self, log: Callable[[str], None] | None = None):
+        self.log = log
+
+    def run(self, cmd, *, input=None, check=True, env=None):
+        if self.log:
+            self.log("$ " + shlex.join(cmd))
+        try:
+            result = subprocess.run(list(cmd), input=input, capture_output=True, text=True, env=env)
+        except FileNotFoundError:
+            result = subprocess.CompletedProcess(list(cmd), 127, "", f"{cmd[0]}: command not found")
+        if check and result.returncode != 0:
+            raise CommandError(cmd, result)
+        return result
+
+
+@dataclass
+class RecordingRunner(Runner):
+    """Records commands; `responses` maps a command prefix (space-joined) to (exit code, stdout)."""
+
+    responses: dict[str, tuple[int, str]] = field(default_factory=dict)
+    commands: list[list[str]] = field(default_factory=list)
+    inputs: list[str | None] = field(default_factory=list)
+
+    def run(self, cmd, *, input=None, check=True, env=None):
+        self.commands.append(list(cmd))
+        self.inputs.append(input)
+        joined = " ".join(cmd)
+        code, out = 0, ""
+        best = -1
+        for prefix, answer in self.responses.items():
+            if joined.startswith(prefix) and len(prefix) > best:
+                code, out = answer
+                best = len(prefix)
+        result = subprocess.CompletedProcess(list(cmd), code, out, "" if code == 0 else out)
+        if check and code != 0:
+            raise CommandError(cmd, result)
+        return result
+
+    def lines(self) -> list[str]:
+        return [shlex.join(c) for c in self.commands]
