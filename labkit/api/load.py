@@ -1,0 +1,308 @@
+"""Read Kubernetes manifests (YAML/JSON, files, stdin, dicts) into plain dicts and print them back.
+
+Objects keep the key order and values they were written with: no defaults are injected, quantities
+stay the strings the user wrote, timestamps stay strings (as in the JSON form the API server uses).
+The one change ``load`` makes is to fill ``metadata.namespace`` of namespaced kinds that have none.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["LoadError", "NAMESPACED_KINDS", "dump", "load", "load_files"]
+
+#: kinds LabKit knows to be namespaced; everything else is left without a namespace
+NAMESPACED_KINDS = frozenset({
+    "ResourceClaim", "ResourceClaimTemplate", "Pod", "Deployment", "Job", "PodGroup",
+    "ReplicaSet", "StatefulSet", "DaemonSet", "ConfigMap", "Secret", "ServiceAccount",
+})
+
+
+class LoadError(ValueError):
+    """Input that cannot be read or parsed; ``problems`` holds one line per problem."""
+
+    def __init__(self, problems: list[str] | str):
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+# -- YAML flavour: JSON-like scalars (no datetime objects), duplicate keys are errors -------------
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+# Drop the timestamp resolver: Kubernetes keeps times as RFC 3339 strings.
+_Loader.yaml_implicit_resolvers = {
+    ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    loader.flatten_mapping(node)
+    result: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                None, None, "mapping keys must be strings", key_node.start_mark) from None
+        if key in result:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark)
+        result[key] = loader.construct_object(value_node, deep=deep)
+    return result
+
+
+def _construct_yaml_map(loader: _Loader, node: yaml.MappingNode) -> Iterator[dict]:
+    data: dict[Any, Any] = {}
+    yield data
+    data.update(_construct_mapping(loader, node))
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", _construct_yaml_map)
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _represent_str(dumper: _Dumper, value: str) -> yaml.ScalarNode:
+    if "\n" in value:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+# -- parsing ----------------------------------------------------------------------------------
+
+def _mark_text(err: yaml.YAMLError, line_offset: int) -> str:
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    context = getattr(err, "context", None)
+    msg = f"{context}, {problem}" if context and problem and context not in problem else str(problem)
+    if mark is not None:
+        return f"line {mark.line + 1 + line_offset}: {msg}"
+    return msg
+
+
+def _split_documents(text: str) -> list[tuple[int, str]]:
+    """Split on ``---`` lines, returning (first line index, text) pairs; used only for errors."""
+    docs: list[tuple[int, str]] = []
+    start, buf = 0, []
+    for i, line in enumerate(text.splitlines(keepends=True)):
+        if line.startswith("---") and line[3:].strip() in ("", "|", ">") or line.rstrip() == "...":
+            docs.append((start, "".join(buf)))
+            start, buf = i + 1, []
+            if line.rstrip() == "...":
+                continue
+            rest = line[3:]
+            if rest.strip():
+                buf.append(rest)
+                start = i
+        else:
+            buf.append(line)
+    docs.append((start, "".join(buf)))
+    return docs
+
+
+def _parse_text(text: str, origin: str) -> list[Any]:
+    """Parse YAML or JSON text into documents; raise LoadError with all problems found."""
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            return [json.loads(text)]
+        except json.JSONDecodeError as exc:
+            # JSON-looking YAML (flow style) is still YAML: fall through, keep the JSON error
+            json_error = f"{origin}:doc 1: line {exc.lineno}: invalid JSON: {exc.msg}"
+        else:  # pragma: no cover - returned above
+            json_error = ""
+    else:
+        json_error = ""
+    try:
+        return list(yaml.load_all(text, Loader=_Loader))  # noqa: S506 - safe loader subclass
+    except yaml.YAMLError:
+        pass
+    except (ValueError, RecursionError, TypeError) as exc:  # e.g. deeply nested or odd input
+        raise LoadError(f"{origin}:doc 1: {exc}") from None
+    if json_error:
+        raise LoadError(json_error)
+    problems: list[str] = []
+    for number, (offset, chunk) in enumerate(_split_documents(text), start=1):
+        try:
+            list(yaml.load_all(chunk, Loader=_Loader))  # noqa: S506
+        except yaml.YAMLError as exc:
+            problems.append(f"{origin}:doc {number}: {_mark_text(exc, offset)}")
+        except (ValueError, RecursionError, TypeError) as exc:
+            problems.append(f"{origin}:doc {number}: {exc}")
+    if not problems:  # splitting hid the problem (e.g. a '---' inside a block scalar)
+        try:
+            list(yaml.load_all(text, Loader=_Loader))  # noqa: S506
+        except yaml.YAMLError as exc:
+            problems.append(f"{origin}: {_mark_text(exc, 0)}")
+    return_problems = problems or [f"{origin}: unparsable YAML"]
+    raise LoadError(return_problems)
+
+
+def _looks_like_text(source: str) -> bool:
+    if "\n" in source or source.lstrip().startswith(("{", "[")):
+        return True
+    return ": " in source or source.rstrip().endswith(":")
+
+
+def _read_source(source: Any) -> tuple[list[Any], str]:
+    """Return (documents, origin) for any accepted source."""
+    if isinstance(source, dict):
+        return [copy.deepcopy(source)], "<dict>"
+    if isinstance(source, list | tuple):
+        return [copy.deepcopy(item) for item in source], "<list>"
+    if isinstance(source, bytes):
+        try:
+            source = source.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise LoadError(f"<bytes>: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        return _parse_text(source, "<string>"), "<string>"
+    if isinstance(source, os.PathLike):
+        return _read_file(Path(source))
+    if isinstance(source, str):
+        if source == "-":
+            try:
+                data = sys.stdin.read()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise LoadError(f"<stdin>: cannot read: {exc}") from None
+            return _parse_text(data, "<stdin>"), "<stdin>"
+        if _looks_like_text(source):
+            return _parse_text(source, "<string>"), "<string>"
+        return _read_file(Path(source))
+    raise LoadError(f"cannot load objects from a {type(source).__name__}; "
+                    "pass a path, '-', YAML/JSON text, a dict or a list of dicts")
+
+
+def _read_file(path: Path) -> tuple[list[Any], str]:
+    origin = str(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise LoadError(f"{origin}: no such file") from None
+    except IsADirectoryError:
+        raise LoadError(f"{origin}: is a directory; pass the manifest files in it") from None
+    except OSError as exc:
+        raise LoadError(f"{origin}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise LoadError(f"{origin}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return _parse_text(text, origin), origin
+
+
+def _is_list_kind(doc: dict) -> bool:
+    kind = doc.get("kind")
+    return isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list)
+
+
+def _flatten(doc: dict, origin: str, number: int, problems: list[str]) -> Iterator[dict]:
+    if not _is_list_kind(doc):
+        yield doc
+        return
+    kind = doc["kind"]
+    item_kind = kind[: -len("List")] if kind != "List" else None
+    for i, item in enumerate(doc["items"]):
+        if not isinstance(item, dict):
+            problems.append(f"{origin}:doc {number}: items[{i}]: expected an object, got "
+                            f"{type(item).__name__}")
+            continue
+        if item_kind and ("apiVersion" not in item or "kind" not in item):
+            filled = {"apiVersion": item.get("apiVersion", doc.get("apiVersion")),
+                      "kind": item.get("kind", item_kind)}
+            filled.update({k: v for k, v in item.items() if k not in filled})
+            item = filled
+        yield from _flatten(item, origin, number, problems)
+
+
+def _set_namespace(obj: dict, default_namespace: str | None) -> None:
+    if not default_namespace or obj.get("kind") not in NAMESPACED_KINDS:
+        return
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and not meta.get("namespace"):
+        meta["namespace"] = default_namespace
+
+
+def _objects(documents: Iterable[Any], origin: str, default_namespace: str | None,
+             problems: list[str]) -> list[dict]:
+    objs: list[dict] = []
+    for number, doc in enumerate(documents, start=1):
+        if doc is None:
+            continue
+        if isinstance(doc, list):  # a bare JSON/YAML array of objects
+            nested = _objects(doc, origin, default_namespace, problems)
+            objs.extend(nested)
+            continue
+        if not isinstance(doc, dict):
+            problems.append(f"{origin}:doc {number}: expected a Kubernetes object (a mapping with "
+                            f"apiVersion, kind, metadata), got {type(doc).__name__}")
+            continue
+        bad_keys = [k for k in doc if not isinstance(k, str)]
+        if bad_keys:
+            problems.append(f"{origin}:doc {number}: top-level keys must be strings, got {bad_keys[0]!r}")
+            continue
+        for obj in _flatten(doc, origin, number, problems):
+            _set_namespace(obj, default_namespace)
+            objs.append(obj)
+    return objs
+
+
+def load(source: Any, *, default_namespace: str | None = "default") -> list[dict]:
+    """Load Kubernetes objects from a path, ``"-"``, YAML/JSON text, a dict or a list of dicts.
+
+    Lists (``kind: List``, ``<Kind>List``) are flattened; namespaced kinds without a namespace
+    get ``default_namespace`` (``None`` leaves them alone). Raises :class:`LoadError`.
+    """
+    documents, origin = _read_source(source)
+    problems: list[str] = []
+    objs = _objects(documents, origin, default_namespace, problems)
+    if problems:
+        raise LoadError(problems)
+    return objs
+
+
+def load_files(paths: Iterable[str | os.PathLike[str]], *,
+               default_namespace: str | None = "default") -> list[dict]:
+    """Load several files (``"-"`` = stdin) in order; all problems are reported together."""
+    objs: list[dict] = []
+    problems: list[str] = []
+    for path in paths:
+        try:
+            documents, origin = (_read_source(path) if str(path) == "-" else _read_file(Path(path)))
+        except LoadError as exc:
+            problems.extend(exc.problems)
+            continue
+        objs.extend(_objects(documents, origin, default_namespace, problems))
+    if problems:
+        raise LoadError(problems)
+    return objs
+
+
+def dump(objs: dict | Iterable[dict], fmt: str = "yaml") -> str:
+    """Print objects as multi-document YAML or JSON (one object, or a ``kind: List``)."""
+    items = [objs] if isinstance(objs, dict) else list(objs)
+    if fmt == "json":
+        if len(items) == 1:
+            return json.dumps(items[0], indent=2, ensure_ascii=False) + "\n"
+        return json.dumps({"apiVersion": "v1", "kind": "List", "items": items},
+                          indent=2, ensure_ascii=False) + "\n"
+    if fmt == "yaml":
+        return yaml.dump_all(items, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+                             allow_unicode=True, explicit_start=len(items) > 1, width=10**6)
+    raise ValueError(f"unknown output format {fmt!r}; use 'yaml' or 'json'")

@@ -1,0 +1,86 @@
+"""The validation result type and the small helpers rule modules share."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Problem", "Sink", "as_dict", "as_list", "show"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One validation problem; ``str(p) == "Kind/name: field.path: message"``."""
+
+    kind: str
+    name: str
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}: " if self.path else ""
+        return f"{self.kind}/{self.name}: {where}{self.message}"
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """A value as Go's field errors print it: JSON, truncated."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def as_dict(value: Any) -> dict:
+    """The value if it is a mapping, else {} (type errors are reported by the schema check)."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+@dataclass
+class Sink:
+    """Collects problems for one object."""
+
+    kind: str
+    name: str
+    problems: list[Problem] = field(default_factory=list)
+
+    def add(self, path: str, message: str) -> None:
+        self.problems.append(Problem(self.kind, self.name, path, message))
+
+    # Go field.Error flavours -----------------------------------------------------------------
+    def required(self, path: str, detail: str = "") -> None:
+        self.add(path, f"Required value: {detail}" if detail else "Required value")
+
+    def invalid(self, path: str, value: Any, detail: str) -> None:
+        self.add(path, f"Invalid value: {show(value)}: {detail}")
+
+    def forbidden(self, path: str, detail: str) -> None:
+        self.add(path, f"Forbidden: {detail}")
+
+    def unsupported(self, path: str, value: Any, supported: list[str]) -> None:
+        options = ", ".join(show(s) for s in supported)
+        self.add(path, f"Unsupported value: {show(value)}: supported values: {options}")
+
+    def duplicate(self, path: str, value: Any) -> None:
+        self.add(path, f"Duplicate value: {show(value)}")
+
+    def too_many(self, path: str, count: int, limit: int) -> None:
+        self.add(path, f"Too many: {count}: must have at most {limit} items")
+
+    def too_long(self, path: str, limit: int, unit: str = "bytes") -> None:
+        self.add(path, f"Too long: may not be more than {limit} {unit}")
+
+    def names(self, path: str, value: str, messages: list[str]) -> None:
+        """Report the messages of a :mod:`labkit.api.names` check."""
+        for msg in messages:
+            if msg == "Required value":
+                self.required(path)
+            elif msg.startswith("Too long"):
+                self.add(path, msg)
+            else:
+                self.invalid(path, value, msg)

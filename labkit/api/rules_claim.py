@@ -1,0 +1,395 @@
+"""Rules for DeviceClass, ResourceClaim(.spec/.status) and ResourceClaimTemplate (spec.spec)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from labkit.api import names
+from labkit.api.context import Context
+from labkit.api.problem import Sink, as_dict, as_list
+from labkit.api.quantity import QuantityError, parse_quantity
+
+__all__ = ["check_cel", "check_device_class_spec", "check_claim_spec", "check_claim_status",
+           "check_opaque", "check_toleration", "quantity"]
+
+MAX_REQUESTS = 32
+MAX_SUBREQUESTS = 8
+MAX_SELECTORS = 32
+MAX_CONSTRAINTS = 32
+MAX_CONFIG = 32
+MAX_TOLERATIONS = 16
+MAX_RESULTS = 32
+MAX_ALLOCATION_CONFIG = 64
+MAX_RESERVED_FOR = 256
+CEL_MAX_LENGTH = 10 * 1024
+OPAQUE_MAX_BYTES = 10 * 1024
+EFFECTS = ["NoExecute", "NoSchedule", "None"]
+_FLAT_V1BETA1 = ("deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations")
+_REF_MSG = ("must be the name of a request in the claim or the name of a request and a subrequest "
+            "separated by '/'")
+
+
+def quantity(sink: Sink, path: str, value: Any) -> None:
+    """Report a value that does not parse as a Kubernetes quantity."""
+    if value is None:
+        sink.required(path)
+        return
+    if isinstance(value, bool):
+        sink.invalid(path, value, "must be a quantity such as 40Gi, 500m or 1")
+        return
+    try:
+        parse_quantity(value)
+    except QuantityError as exc:
+        sink.invalid(path, value, str(exc))
+
+
+def gate(sink: Sink, ctx: Context, path: str, name: str) -> bool:
+    """Report a field that needs feature gate ``name``; True if the gate is on."""
+    msg = ctx.gate_message(name)
+    if msg:
+        sink.add(path, msg)
+        return False
+    return True
+
+
+def check_cel(sink: Sink, ctx: Context, path: str, expression: Any) -> None:
+    if not isinstance(expression, str) or expression == "":
+        if expression is None or expression == "":
+            sink.required(path)
+        return
+    if len(expression.encode()) > CEL_MAX_LENGTH:
+        sink.too_long(path, CEL_MAX_LENGTH)
+        return
+    if ctx.cel_compile is None:
+        return
+    try:
+        ctx.cel_compile(expression,
+                        consumable_capacity=ctx.on("DRAConsumableCapacity"),
+                        list_type_attributes=ctx.on("DRAListTypeAttributes"))
+    except Exception as exc:  # noqa: BLE001 - only the CEL package's own errors count
+        if not any(c.__name__ == "CelError" for c in type(exc).__mro__):
+            return  # a bug in the compiler must not make a manifest invalid
+        message = (str(getattr(exc, "message", "") or exc).strip().splitlines() or ["invalid"])[0]
+        while message.lower().startswith("compilation failed:"):
+            message = message[len("compilation failed:"):].strip()
+        if "cost" in message and "exceed" in message:
+            sink.forbidden(path, "too complex, exceeds cost limit")
+        else:
+            sink.invalid(path, expression, f"compilation failed: {message}")
+
+
+def check_selectors(sink: Sink, ctx: Context, path: str, selectors: Any) -> None:
+    selectors = as_list(selectors)
+    if len(selectors) > MAX_SELECTORS:
+        sink.too_many(path, len(selectors), MAX_SELECTORS)
+        return
+    for i, selector in enumerate(selectors):
+        sel = as_dict(selector)
+        if "cel" not in sel or sel.get("cel") is None:
+            sink.required(f"{path}[{i}].cel", "a selector is `cel: {expression: ...}`")
+            continue
+        check_cel(sink, ctx, f"{path}[{i}].cel.expression", as_dict(sel["cel"]).get("expression"))
+
+
+def check_toleration(sink: Sink, path: str, tol: Any) -> None:
+    tol = as_dict(tol)
+    key, op, value, effect = tol.get("key", ""), tol.get("operator") or "Equal", tol.get("value", ""), tol.get("effect", "")
+    if isinstance(key, str) and key:
+        sink.names(f"{path}.key", key, names.label_key(key))
+    if op == "Exists":
+        if value:
+            sink.invalid(f"{path}.value", value, "must be empty for operator `Exists`")
+    elif op == "Equal":
+        if isinstance(value, str):
+            sink.names(f"{path}.value", value, names.label_value(value))
+    else:
+        sink.unsupported(f"{path}.operator", op, ["Equal", "Exists"])
+    if effect and effect not in EFFECTS:
+        sink.unsupported(f"{path}.effect", effect, EFFECTS)
+
+
+def _check_mode_count(sink: Sink, path: str, req: dict) -> None:
+    mode = req.get("allocationMode") or "ExactCount"
+    count = req.get("count")
+    if not isinstance(count, int) or isinstance(count, bool):
+        count = 0 if count is None else None
+    if mode == "All":
+        if count:
+            sink.invalid(f"{path}.count", count, "must not be specified when allocationMode is 'All'")
+    elif mode == "ExactCount":
+        if count is not None and count < 0:  # 0 and unset are defaulted to 1
+            sink.invalid(f"{path}.count", count, "must be greater than zero")
+    else:
+        sink.unsupported(f"{path}.allocationMode", mode, ["All", "ExactCount"])
+
+
+def _check_request_body(sink: Sink, ctx: Context, path: str, req: dict, *, exact: bool) -> None:
+    """Fields shared by ExactDeviceRequest and DeviceSubRequest."""
+    cls = req.get("deviceClassName")
+    if not cls:
+        sink.required(f"{path}.deviceClassName", "name the DeviceClass to allocate from")
+    elif isinstance(cls, str):
+        sink.names(f"{path}.deviceClassName", cls, names.dns_subdomain(cls))
+    check_selectors(sink, ctx, f"{path}.selectors", req.get("selectors"))
+    _check_mode_count(sink, path, req)
+    tolerations = req.get("tolerations")
+    if tolerations is not None and gate(sink, ctx, f"{path}.tolerations", "DRADeviceTaints"):
+        tolerations = as_list(tolerations)
+        if len(tolerations) > MAX_TOLERATIONS:
+            sink.too_many(f"{path}.tolerations", len(tolerations), MAX_TOLERATIONS)
+        else:
+            for i, tol in enumerate(tolerations):
+                check_toleration(sink, f"{path}.tolerations[{i}]", tol)
+    capacity = req.get("capacity")
+    if capacity is not None and gate(sink, ctx, f"{path}.capacity", "DRAConsumableCapacity"):
+        for key, value in as_dict(as_dict(capacity).get("requests")).items():
+            kpath = f"{path}.capacity.requests[{key}]"
+            sink.names(kpath, key, names.qualified_name(str(key)))
+            quantity(sink, kpath, value)
+    if req.get("derivedAttributes") is not None:
+        gate(sink, ctx, f"{path}.derivedAttributes", "DRADerivedAttributes")
+    if exact and req.get("adminAccess") is not None:
+        gate(sink, ctx, f"{path}.adminAccess", "DRAAdminAccess")
+
+
+def _request_names(requests: list) -> dict[str, set[str] | None]:
+    out: dict[str, set[str] | None] = {}
+    for req in requests:
+        req = as_dict(req)
+        name = req.get("name")
+        if not isinstance(name, str):
+            continue
+        subs = as_list(req.get("firstAvailable"))
+        out[name] = {s.get("name") for s in subs if isinstance(s, dict)} if subs else None
+    return out
+
+
+def _check_refs(sink: Sink, path: str, refs: Any, known: dict[str, set[str] | None]) -> None:
+    refs = as_list(refs)
+    if len(refs) > MAX_REQUESTS:
+        sink.too_many(path, len(refs), MAX_REQUESTS)
+        return
+    seen: set[str] = set()
+    for i, ref in enumerate(refs):
+        rpath = f"{path}[{i}]"
+        if not isinstance(ref, str):
+            continue
+        parts = ref.split("/")
+        if len(parts) > 2:
+            sink.invalid(rpath, ref, _REF_MSG)
+            continue
+        for part in parts:
+            sink.names(rpath, part, names.dns_label(part))
+        req, sub = parts[0], (parts[1] if len(parts) == 2 else None)
+        ok = req in known and (sub is None or sub in (known[req] or set()))
+        if not ok:
+            hint = ""
+            if known:
+                choices = ", ".join(sorted(known))
+                hint = f" (requests: {choices})"
+            sink.invalid(rpath, ref, _REF_MSG + hint)
+        if ref in seen:
+            sink.duplicate(rpath, ref)
+        seen.add(ref)
+
+
+def check_opaque(sink: Sink, path: str, config: Any) -> None:
+    """DeviceConfiguration: ``opaque: {driver, parameters}``."""
+    config = as_dict(config)
+    if config.get("opaque") is None:
+        sink.required(f"{path}.opaque", "the only configuration type is `opaque: {driver, parameters}`")
+        return
+    opaque = as_dict(config["opaque"])
+    driver = opaque.get("driver")
+    if isinstance(driver, str) or driver is None:
+        sink.names(f"{path}.opaque.driver", driver or "", names.driver_name(driver or ""))
+    params = opaque.get("parameters")
+    ppath = f"{path}.opaque.parameters"
+    if params is None:
+        sink.required(ppath, "a JSON object for the driver (e.g. apiVersion/kind of its config type)")
+    elif not isinstance(params, dict):
+        sink.invalid(ppath, "<value omitted>", "must be a valid JSON object")
+    elif len(json.dumps(params, separators=(",", ":"))) > OPAQUE_MAX_BYTES:
+        sink.too_long(ppath, OPAQUE_MAX_BYTES)
+
+
+def _check_request(sink: Sink, ctx: Context, path: str, req: Any) -> None:
+    req = as_dict(req)
+    name = req.get("name")
+    if not name:
+        sink.required(f"{path}.name")
+    elif isinstance(name, str):
+        sink.names(f"{path}.name", name, names.dns_label(name))
+    subs = req.get("firstAvailable")
+    has_first = isinstance(subs, list) and len(subs) > 0
+    has_exact = req.get("exactly") is not None
+    if has_first and has_exact:
+        sink.invalid(path, None, "exactly one of `exactly` or `firstAvailable` is required, but multiple fields are set")
+        return
+    if not has_first and not has_exact:
+        if any(k in req for k in _FLAT_V1BETA1):
+            return  # reported by the legacy check with the fix
+        sink.required(path, "exactly one of `exactly` or `firstAvailable` is required")
+        return
+    if has_exact:
+        _check_request_body(sink, ctx, f"{path}.exactly", as_dict(req["exactly"]), exact=True)
+        return
+    fpath = f"{path}.firstAvailable"
+    if not gate(sink, ctx, fpath, "DRAPrioritizedList"):
+        return
+    if len(subs) > MAX_SUBREQUESTS:
+        sink.too_many(fpath, len(subs), MAX_SUBREQUESTS)
+        return
+    seen: set[str] = set()
+    for i, sub in enumerate(subs):
+        sub = as_dict(sub)
+        spath = f"{fpath}[{i}]"
+        sname = sub.get("name")
+        if not sname:
+            sink.required(f"{spath}.name")
+        elif isinstance(sname, str):
+            sink.names(f"{spath}.name", sname, names.dns_label(sname))
+            if sname in seen:
+                sink.duplicate(f"{spath}.name", sname)
+            seen.add(sname)
+        _check_request_body(sink, ctx, spath, sub, exact=False)
+
+
+def _check_constraint(sink: Sink, ctx: Context, path: str, con: Any,
+                      known: dict[str, set[str] | None]) -> None:
+    con = as_dict(con)
+    _check_refs(sink, f"{path}.requests", con.get("requests"), known)
+    match, distinct = con.get("matchAttribute"), con.get("distinctAttribute")
+    if match is not None and distinct is not None:
+        sink.invalid(path, None, "exactly one of `matchAttribute` or `distinctAttribute` is required, "
+                     "but multiple fields are set")
+    if match is not None:
+        if isinstance(match, str):
+            sink.names(f"{path}.matchAttribute", match, names.fully_qualified_name(match))
+    elif distinct is not None:
+        if gate(sink, ctx, f"{path}.distinctAttribute", "DRAConsumableCapacity") and isinstance(distinct, str):
+            sink.names(f"{path}.distinctAttribute", distinct, names.fully_qualified_name(distinct))
+    elif ctx.on("DRAConsumableCapacity"):
+        sink.required(path, "exactly one of `matchAttribute` or `distinctAttribute` is required")
+    else:
+        sink.required(f"{path}.matchAttribute")
+
+
+def check_claim_spec(sink: Sink, ctx: Context, path: str, spec: Any, namespace: str | None) -> None:
+    """``ResourceClaimSpec`` at ``path`` (``spec`` or ``spec.spec``)."""
+    spec = as_dict(spec)
+    devices = as_dict(spec.get("devices"))
+    dpath = f"{path}.devices"
+    requests = as_list(devices.get("requests"))
+    if len(requests) > MAX_REQUESTS:
+        sink.too_many(f"{dpath}.requests", len(requests), MAX_REQUESTS)
+    else:
+        seen: set[str] = set()
+        for i, req in enumerate(requests):
+            _check_request(sink, ctx, f"{dpath}.requests[{i}]", req)
+            name = as_dict(req).get("name")
+            if isinstance(name, str) and name:
+                if name in seen:
+                    sink.duplicate(f"{dpath}.requests[{i}].name", name)
+                seen.add(name)
+    known = _request_names(requests)
+    constraints = as_list(devices.get("constraints"))
+    if len(constraints) > MAX_CONSTRAINTS:
+        sink.too_many(f"{dpath}.constraints", len(constraints), MAX_CONSTRAINTS)
+    else:
+        for i, con in enumerate(constraints):
+            _check_constraint(sink, ctx, f"{dpath}.constraints[{i}]", con, known)
+    configs = as_list(devices.get("config"))
+    if len(configs) > MAX_CONFIG:
+        sink.too_many(f"{dpath}.config", len(configs), MAX_CONFIG)
+    else:
+        for i, cfg in enumerate(configs):
+            _check_refs(sink, f"{dpath}.config[{i}].requests", as_dict(cfg).get("requests"), known)
+            check_opaque(sink, f"{dpath}.config[{i}]", cfg)
+    _check_admin_access(sink, ctx, dpath, requests, namespace)
+
+
+def _check_admin_access(sink: Sink, ctx: Context, dpath: str, requests: list, namespace: str | None) -> None:
+    """Admin access needs a labelled namespace; checkable only when the Namespace is in the input."""
+    if namespace is None or namespace not in ctx.namespaces:
+        return
+    labels = ctx.namespaces[namespace]
+    if str(labels.get("resource.kubernetes.io/admin-access", "")).lower() == "true":
+        return
+    for i, req in enumerate(requests):
+        if as_dict(as_dict(req).get("exactly")).get("adminAccess") is True:
+            sink.forbidden(f"{dpath}.requests[{i}].exactly.adminAccess",
+                           "admin access to devices requires the `resource.kubernetes.io/admin-access: "
+                           f"true` label on the containing namespace (namespace {namespace!r})")
+
+
+def check_claim_status(sink: Sink, ctx: Context, status: Any, spec: Any) -> None:
+    status = as_dict(status)
+    known = _request_names(as_list(as_dict(as_dict(spec).get("devices")).get("requests")))
+    allocation = status.get("allocation")
+    if allocation is not None:
+        devices = as_dict(as_dict(allocation).get("devices"))
+        results = as_list(devices.get("results"))
+        rpath = "status.allocation.devices.results"
+        if len(results) > MAX_RESULTS:
+            sink.too_many(rpath, len(results), MAX_RESULTS)
+        else:
+            for i, res in enumerate(results):
+                res = as_dict(res)
+                p = f"{rpath}[{i}]"
+                if isinstance(res.get("request"), str):
+                    _check_refs(sink, f"{p}.request", [res["request"]], known)
+                else:
+                    sink.required(f"{p}.request")
+                sink.names(f"{p}.driver", str(res.get("driver") or ""), names.driver_name(str(res.get("driver") or "")))
+                sink.names(f"{p}.pool", str(res.get("pool") or ""), names.pool_name(str(res.get("pool") or "")))
+                dev = str(res.get("device") or "")
+                sink.names(f"{p}.device", dev, names.dns_label(dev) if dev else ["Required value"])
+                for j, tol in enumerate(as_list(res.get("tolerations"))):
+                    check_toleration(sink, f"{p}.tolerations[{j}]", tol)
+        configs = as_list(devices.get("config"))
+        if len(configs) > MAX_ALLOCATION_CONFIG:
+            sink.too_many("status.allocation.devices.config", len(configs), MAX_ALLOCATION_CONFIG)
+        for i, cfg in enumerate(configs):
+            source = as_dict(cfg).get("source")
+            if source not in ("FromClass", "FromClaim"):
+                p = f"status.allocation.devices.config[{i}].source"
+                if source:
+                    sink.unsupported(p, source, ["FromClaim", "FromClass"])
+                else:
+                    sink.required(p)
+    reserved = as_list(status.get("reservedFor"))
+    if len(reserved) > MAX_RESERVED_FOR:
+        sink.too_many("status.reservedFor", len(reserved), MAX_RESERVED_FOR)
+    elif reserved and allocation is None:
+        sink.forbidden("status.reservedFor", "may not be specified when `allocated` is not set")
+    for i, ref in enumerate(reserved):
+        for fld in ("resource", "name", "uid"):
+            if not as_dict(ref).get(fld):
+                sink.required(f"status.reservedFor[{i}].{fld}")
+    if status.get("devices") is not None:
+        gate(sink, ctx, "status.devices", "DRAResourceClaimDeviceStatus")
+
+
+def _is_extended_resource_name(name: str) -> bool:
+    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
+        return False
+    return not names.label_key("requests." + name)
+
+
+def check_device_class_spec(sink: Sink, ctx: Context, spec: Any) -> None:
+    spec = as_dict(spec)
+    check_selectors(sink, ctx, "spec.selectors", spec.get("selectors"))
+    configs = as_list(spec.get("config"))
+    if len(configs) > MAX_CONFIG:
+        sink.too_many("spec.config", len(configs), MAX_CONFIG)
+    else:
+        for i, cfg in enumerate(configs):
+            check_opaque(sink, f"spec.config[{i}]", cfg)
+    ext = spec.get("extendedResourceName")
+    if ext is not None and gate(sink, ctx, "spec.extendedResourceName", "DRAExtendedResource") \
+            and isinstance(ext, str) and not _is_extended_resource_name(ext):
+        sink.invalid("spec.extendedResourceName", ext,
+                     "must be a valid extended resource name: 'domain/name' outside kubernetes.io "
+                     "(e.g. 'example.com/gpu')")

@@ -1,0 +1,51 @@
+"""ObjectMeta rules: name syntax per kind, namespace scope, labels and annotations."""
+
+from __future__ import annotations
+
+from labkit.api import names
+from labkit.api.load import NAMESPACED_KINDS
+from labkit.api.problem import Sink, as_dict
+
+__all__ = ["check_metadata"]
+
+#: kinds whose names must be DNS labels; every other kind LabKit handles uses DNS subdomains
+_LABEL_NAMED = {"Namespace"}
+_ANNOTATIONS_MAX_BYTES = 256 * 1024
+
+
+def check_metadata(obj: dict, sink: Sink) -> None:
+    kind = str(obj.get("kind"))
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        sink.required("metadata", "every object needs metadata.name")
+        return
+    name, generate = meta.get("name"), meta.get("generateName")
+    rule = names.dns_label if kind in _LABEL_NAMED else names.dns_subdomain
+    if isinstance(name, str) and name:
+        sink.names("metadata.name", name, rule(name))
+    elif isinstance(generate, str) and generate:
+        # the server appends 5 characters; trailing '-' is fine in a prefix
+        sink.names("metadata.generateName", generate, rule(generate.rstrip("-") or "x"))
+    elif name is None or name == "":
+        sink.required("metadata.name", "name or generateName is required")
+    namespace = meta.get("namespace")
+    if kind in NAMESPACED_KINDS:
+        if isinstance(namespace, str) and namespace:
+            sink.names("metadata.namespace", namespace, names.dns_label(namespace))
+    elif namespace and kind in _CLUSTER_SCOPED:
+        sink.forbidden("metadata.namespace", f"not allowed on this type ({kind} is cluster-scoped); "
+                       "remove metadata.namespace")
+    for key, value in as_dict(meta.get("labels")).items():
+        path = f"metadata.labels[{key}]"
+        sink.names("metadata.labels", key, names.label_key(str(key)))
+        if isinstance(value, str):
+            sink.names(path, value, names.label_value(value))
+    total = 0
+    for key, value in as_dict(meta.get("annotations")).items():
+        sink.names("metadata.annotations", key, names.label_key(str(key)))
+        total += len(str(key)) + len(str(value))
+    if total > _ANNOTATIONS_MAX_BYTES:
+        sink.too_long("metadata.annotations", _ANNOTATIONS_MAX_BYTES)
+
+
+_CLUSTER_SCOPED = {"DeviceClass", "ResourceSlice", "DeviceTaintRule", "Node", "Namespace"}

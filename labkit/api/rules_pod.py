@@ -1,0 +1,67 @@
+"""Pod-side DRA rules: ``spec.resourceClaims`` and containers' ``resources.claims``.
+
+Also applied to the pod template of Deployments and Jobs. Extended resources such as
+``nvidia.com/gpu`` in limits are fine and not checked here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from labkit.api import names
+from labkit.api.problem import Sink, as_dict, as_list
+
+__all__ = ["check_pod_spec"]
+
+_CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+
+
+def check_pod_spec(sink: Sink, path: str, spec: Any) -> None:
+    spec = as_dict(spec)
+    claim_names: list[str] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(as_list(spec.get("resourceClaims"))):
+        entry = as_dict(entry)
+        epath = f"{path}.resourceClaims[{i}]"
+        name = entry.get("name")
+        if not name:
+            sink.required(f"{epath}.name", "containers refer to the claim by this name")
+        elif isinstance(name, str):
+            sink.names(f"{epath}.name", name, names.dns_label(name))
+            if name in seen:
+                sink.duplicate(f"{epath}.name", name)
+            seen.add(name)
+            claim_names.append(name)
+        sources = [f for f in ("resourceClaimName", "resourceClaimTemplateName") if entry.get(f)]
+        if not sources:
+            sink.required(epath, "exactly one of `resourceClaimName` (a shared ResourceClaim) or "
+                                 "`resourceClaimTemplateName` (one claim per pod) is required")
+        elif len(sources) > 1:
+            sink.invalid(epath, None, "exactly one of `resourceClaimName` or `resourceClaimTemplateName` "
+                         "is required, but both are set")
+        for fld in sources:
+            value = entry[fld]
+            if isinstance(value, str):
+                sink.names(f"{epath}.{fld}", value, names.dns_subdomain(value))
+    for group in _CONTAINER_LISTS:
+        for i, container in enumerate(as_list(spec.get(group))):
+            claims = as_list(as_dict(as_dict(container).get("resources")).get("claims"))
+            pairs: set[tuple[str, str]] = set()
+            for j, claim in enumerate(claims):
+                claim = as_dict(claim)
+                cpath = f"{path}.{group}[{i}].resources.claims[{j}]"
+                name = claim.get("name")
+                if not name:
+                    sink.required(f"{cpath}.name")
+                    continue
+                if name not in claim_names:
+                    have = ", ".join(f'"{n}"' for n in claim_names) or "none"
+                    sink.add(f"{cpath}.name", f'Not found: "{name}": must be the name of an entry in '
+                                              f"{path}.resourceClaims (have: {have})")
+                key = (str(name), str(claim.get("request") or ""))
+                if key in pairs:
+                    sink.duplicate(cpath, "/".join(k for k in key if k))
+                pairs.add(key)
+                request = claim.get("request")
+                if isinstance(request, str) and request:
+                    sink.names(f"{cpath}.request", request, names.dns_label(request))

@@ -1,0 +1,124 @@
+"""Validate objects like the API server of the chosen Kubernetes version would.
+
+Order per object: old-API recognition, apiVersion/kind, metadata, structure (unknown fields,
+types), then the kind's own rules. Each problem is one line with the fix when it is obvious.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from labkit.api import features
+from labkit.api.context import Context, load_cel_compiler
+from labkit.api.legacy import check_legacy
+from labkit.api.problem import Problem, Sink, as_dict
+from labkit.api.rules_claim import check_claim_spec, check_claim_status, check_device_class_spec
+from labkit.api.rules_meta import check_metadata
+from labkit.api.rules_pod import check_pod_spec
+from labkit.api.rules_slice import check_slice_spec, check_taint_rule_spec
+from labkit.api.schema import check_structure
+
+__all__ = ["KNOWN_KINDS", "Problem", "validate"]
+
+#: kind -> accepted apiVersions (group/version); pass-through kinds get metadata checks only
+KNOWN_KINDS: dict[str, tuple[str, ...]] = {
+    "DeviceClass": ("resource.k8s.io/v1",),
+    "ResourceClaim": ("resource.k8s.io/v1",),
+    "ResourceClaimTemplate": ("resource.k8s.io/v1",),
+    "ResourceSlice": ("resource.k8s.io/v1",),
+    "DeviceTaintRule": ("resource.k8s.io/v1",),
+    "Node": ("v1",),
+    "Pod": ("v1",),
+    "Namespace": ("v1",),
+    "Deployment": ("apps/v1",),
+    "Job": ("batch/v1",),
+    "PodGroup": ("scheduling.k8s.io/v1alpha2", "scheduling.k8s.io/v1alpha3", "scheduling.k8s.io/v1beta1"),
+}
+
+
+def _ident(obj: dict) -> tuple[str, str]:
+    kind = obj.get("kind")
+    meta = as_dict(obj.get("metadata"))
+    name = meta.get("name") or meta.get("generateName") or "<unnamed>"
+    return (kind if isinstance(kind, str) and kind else "<no kind>"), str(name)
+
+
+def validate(objs: dict | Iterable[dict], *, kubernetes_version: str = features.DEFAULT_VERSION,
+             feature_gates: dict[str, bool] | None = None) -> list[Problem]:
+    """All problems in ``objs``; empty when the API server would accept them.
+
+    Raises :class:`labkit.api.features.FeatureGateError` for an unsupported version or an
+    unknown gate name (bad options, not bad objects).
+    """
+    version = features.normalize_version(kubernetes_version)
+    gates, _warnings = features.resolve_gates(version, feature_gates)
+    items = [objs] if isinstance(objs, dict) else list(objs)
+    ctx = Context(version=version, gates=gates, cel_compile=load_cel_compiler())
+    for obj in items:
+        if isinstance(obj, dict) and obj.get("kind") == "Namespace" and obj.get("apiVersion") == "v1":
+            meta = as_dict(obj.get("metadata"))
+            if isinstance(meta.get("name"), str):
+                ctx.namespaces[meta["name"]] = as_dict(meta.get("labels"))
+    problems: list[Problem] = []
+    for index, obj in enumerate(items):
+        problems.extend(_validate_one(obj, index, ctx))
+    return problems
+
+
+def _validate_one(obj: Any, index: int, ctx: Context) -> list[Problem]:
+    if not isinstance(obj, dict):
+        sink = Sink("<object>", f"#{index + 1}")
+        sink.add("", f"expected a Kubernetes object (a mapping), got {type(obj).__name__}")
+        return sink.problems
+    kind, name = _ident(obj)
+    sink = Sink(kind, name)
+    try:
+        _check(obj, sink, ctx)
+    except RecursionError:
+        sink.add("", "object is nested too deeply to check")
+    return sink.problems
+
+
+def _check(obj: dict, sink: Sink, ctx: Context) -> None:
+    stop, skip = check_legacy(obj, sink)
+    if stop:
+        return
+    api, kind = obj.get("apiVersion"), obj.get("kind")
+    if not api or not isinstance(api, str):
+        sink.required("apiVersion", "e.g. resource.k8s.io/v1")
+    if not kind or not isinstance(kind, str):
+        sink.required("kind", "e.g. ResourceClaim")
+        return
+    if kind not in KNOWN_KINDS:
+        return  # not LabKit's business (ConfigMap, Service, ...): accepted as is
+    if api and api not in KNOWN_KINDS[kind]:
+        sink.add("apiVersion", f"{kind} is {' or '.join(KNOWN_KINDS[kind])}, not {api!r}")
+        return
+    check_metadata(obj, sink)
+    check_structure(obj, sink, skip=skip)
+    namespace = as_dict(obj.get("metadata")).get("namespace")
+    spec = obj.get("spec")
+    if kind == "DeviceClass":
+        check_device_class_spec(sink, ctx, spec)
+    elif kind == "ResourceClaim":
+        check_claim_spec(sink, ctx, "spec", spec, namespace)
+        if obj.get("status") is not None:
+            check_claim_status(sink, ctx, obj["status"], spec)
+    elif kind == "ResourceClaimTemplate":
+        check_claim_spec(sink, ctx, "spec.spec", as_dict(spec).get("spec"), namespace)
+    elif kind == "ResourceSlice":
+        check_slice_spec(sink, ctx, spec)
+    elif kind == "DeviceTaintRule":
+        msg = ctx.gate_message("DRADeviceTaintRules")
+        if ctx.minor() < 37:
+            sink.add("apiVersion", f"DeviceTaintRule is served as resource.k8s.io/v1 from Kubernetes 1.37; "
+                                   f"{ctx.version} has it only as an alpha/beta API (v1alpha3/v1beta2)")
+        elif msg:
+            sink.add("kind", msg)
+        check_taint_rule_spec(sink, ctx, spec)
+    elif kind == "Pod":
+        check_pod_spec(sink, "spec", spec)
+    elif kind in ("Deployment", "Job"):
+        template = as_dict(as_dict(spec).get("template"))
+        check_pod_spec(sink, "spec.template.spec", template.get("spec"))
