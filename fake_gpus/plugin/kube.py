@@ -35,7 +35,7 @@ class KubeRest:
         try:
             m, url, hdrs, data, _ = self.api_client.param_serialize(
                 method, path, query_params=query or None, header_params=headers,
-                body=json.dumps(body) if body is not None else None, auth_settings=["BearerToken"])
+                body=body, auth_settings=["BearerToken"])
             resp = self.api_client.call_api(m, url, hdrs, data, _request_timeout=30)
             raw = resp.read()
         except Exception as exc:

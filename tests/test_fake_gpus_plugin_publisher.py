@@ -1,0 +1,211 @@
+"""SlicePublisher, DeviceClasses and KubeClaimSource against a small fake API server over HTTP.
+
+The fake speaks just enough of the Kubernetes REST API (GET/POST/PUT/DELETE, resourceVersion
+conflicts, the spec.driver field selector) to exercise the real `kubernetes` client path.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from kubernetes import client
+
+from fake_gpus.plugin.claims import ClaimSourceError, KubeClaimSource
+from fake_gpus.plugin.publisher import SlicePublisher, apply_device_classes
+from fake_gpus.plugin.state import DriverState
+
+from .test_fake_gpus_plugin_support import DRIVER, NODE, make_claim, node_slices
+
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
+
+
+class FakeApi:
+    def __init__(self):
+        self.objects: dict[str, dict[str, dict]] = {SLICES: {}, CLASSES: {}, "/api/v1/nodes": {}}
+        self.claims: dict[tuple[str, str], dict] = {}
+        self.rv = 0
+        self.lock = threading.Lock()
+        self.log: list[tuple[str, str]] = []
+        self.fail_with: int | None = None
+
+    def _next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    def add(self, coll: str, obj: dict) -> None:
+        obj = copy.deepcopy(obj)
+        obj.setdefault("metadata", {})["resourceVersion"] = self._next_rv()
+        obj["metadata"].setdefault("uid", str(uuid.uuid4()))
+        self.objects[coll][obj["metadata"]["name"]] = obj
+
+    def handle(self, method: str, path: str, query: dict, body: dict | None) -> tuple[int, dict]:
+        with self.lock:
+            self.log.append((method, path))
+            if self.fail_with:
+                return self.fail_with, {"kind": "Status", "message": "injected failure"}
+            if path.startswith("/apis/resource.k8s.io/v1/namespaces/"):
+                parts = path.split("/")
+                claim = self.claims.get((parts[5], parts[7]))
+                return (200, claim) if claim else (404, {"kind": "Status", "message": "not found"})
+            for coll, items in self.objects.items():
+                if path == coll:
+                    if method == "GET":
+                        sel = query.get("fieldSelector", [""])[0]
+                        out = list(items.values())
+                        if sel.startswith("spec.driver="):
+                            out = [o for o in out if o["spec"].get("driver") == sel.split("=", 1)[1]]
+                        return 200, {"kind": "List", "items": copy.deepcopy(out)}
+                    if method == "POST":
+                        name = body["metadata"]["name"]
+                        if name in items:
+                            return 409, {"kind": "Status", "message": f"{name} already exists"}
+                        self.add(coll, body)
+                        return 201, items[name]
+                if path.startswith(coll + "/"):
+                    name = path[len(coll) + 1:]
+                    cur = items.get(name)
+                    if cur is None:
+                        return 404, {"kind": "Status", "message": f"{name} not found"}
+                    if method == "GET":
+                        return 200, copy.deepcopy(cur)
+                    if method == "DELETE":
+                        del items[name]
+                        return 200, {"kind": "Status"}
+                    if method == "PUT":
+                        if body["metadata"].get("resourceVersion") != cur["metadata"]["resourceVersion"]:
+                            return 409, {"kind": "Status", "message": "conflict"}
+                        body = copy.deepcopy(body)
+                        body["metadata"]["uid"] = cur["metadata"]["uid"]
+                        body["metadata"]["resourceVersion"] = self._next_rv()
+                        items[name] = body
+                        return 200, body
+            return 404, {"kind": "Status", "message": "unknown path"}
+
+
+@pytest.fixture
+def api():
+    fake = FakeApi()
+
+    class Handler(BaseHTTPRequestHandler):
+        def _do(self):
+            u = urlparse(self.path)
+            n = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(n)) if n else None
+            status, out = fake.handle(self.command, u.path, parse_qs(u.query), body)
+            data = json.dumps(out).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = do_DELETE = _do
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    t.start()
+    cfg = client.Configuration()
+    cfg.host = f"http://127.0.0.1:{httpd.server_address[1]}"
+    api_client = client.ApiClient(cfg)
+    try:
+        yield fake, api_client
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_publish_creates_slices_with_node_owner(api):
+    fake, api_client = api
+    fake.add("/api/v1/nodes", {"metadata": {"name": NODE, "uid": "node-uid-1"}})
+    pub = SlicePublisher(api_client, NODE, DRIVER)
+    names = pub.publish(node_slices())
+    assert names == [f"{NODE}-{DRIVER}-0"]
+    obj = fake.objects[SLICES][names[0]]
+    assert obj["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": "node-uid-1", "controller": True}]
+    assert obj["spec"]["pool"]["generation"] == 0
+    assert len(obj["spec"]["devices"]) == 5
+
+
+def test_publish_without_node_has_no_owner(api):
+    fake, api_client = api
+    SlicePublisher(api_client, NODE, DRIVER).publish(node_slices())
+    (obj,) = fake.objects[SLICES].values()
+    assert "ownerReferences" not in obj["metadata"]
+
+
+def test_republish_unchanged_keeps_generation_changed_bumps_and_prunes(api):
+    fake, api_client = api
+    pub = SlicePublisher(api_client, NODE, DRIVER)
+    two = node_slices() + [{**copy.deepcopy(node_slices()[0]), "metadata": {"name": "extra"}}]
+    pub.publish(two)
+    assert set(fake.objects[SLICES]) == {f"{NODE}-{DRIVER}-0", "extra"}
+    pub.publish(two)
+    assert {o["spec"]["pool"]["generation"] for o in fake.objects[SLICES].values()} == {0}
+    pub.publish(node_slices())  # one slice fewer: pruned, generation bumped
+    assert set(fake.objects[SLICES]) == {f"{NODE}-{DRIVER}-0"}
+    assert fake.objects[SLICES][f"{NODE}-{DRIVER}-0"]["spec"]["pool"]["generation"] == 1
+
+
+def test_other_nodes_and_drivers_are_left_alone(api):
+    fake, api_client = api
+    fake.add(SLICES, node_slices(node="node-b")[0])
+    fake.add(SLICES, node_slices(driver="nic.example.com")[0])
+    pub = SlicePublisher(api_client, NODE, DRIVER)
+    pub.publish(node_slices())
+    assert pub.delete_all() == 1
+    assert set(fake.objects[SLICES]) == {f"node-b-{DRIVER}-0", f"{NODE}-nic.example.com-0"}
+
+
+def test_publish_names_unnamed_slices(api):
+    fake, api_client = api
+    sl = node_slices()
+    del sl[0]["metadata"]["name"]
+    names = SlicePublisher(api_client, NODE, DRIVER).publish(sl)
+    assert names == ["node-a-gpu.nvidia.com-0"]
+
+
+def test_apply_device_classes_create_then_update(api):
+    fake, api_client = api
+    dc = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+          "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}
+    assert apply_device_classes(api_client, [dc]) == ["gpu.nvidia.com"]
+    dc2 = copy.deepcopy(dc)
+    dc2["spec"]["selectors"][0]["cel"]["expression"] = "true"
+    apply_device_classes(api_client, [dc2])
+    assert fake.objects[CLASSES]["gpu.nvidia.com"]["spec"]["selectors"][0]["cel"]["expression"] == "true"
+
+
+def test_kube_claim_source(api, tmp_path):
+    fake, api_client = api
+    claim = make_claim("c", "uid-1", [("gpu", "gpu-0")], namespace="team")
+    claim["status"]["allocation"]["futureField"] = {"x": 1}  # unknown to the client: must survive
+    fake.claims[("team", "c")] = claim
+    src = KubeClaimSource(api_client)
+    assert src.get_claim("team", "c") == claim
+    assert src.get_claim("team", "missing") is None
+    state = DriverState(DRIVER, src, cdi_dir=tmp_path / "cdi", checkpoint_path=tmp_path / "cp.json",
+                        slices=node_slices())
+    assert [d.device_name for d in state.prepare("team", "c", "uid-1").devices] == ["gpu-0"]
+    fake.fail_with = 500
+    with pytest.raises(ClaimSourceError, match="HTTP 500 injected failure"):
+        src.get_claim("team", "c")
+
+
+def test_kube_claim_source_unreachable():
+    cfg = client.Configuration()
+    cfg.host = "http://127.0.0.1:9"  # discard port: connection refused
+    cfg.retries = 0
+    src = KubeClaimSource(client.ApiClient(cfg))
+    with pytest.raises(ClaimSourceError, match="cannot reach the API server"):
+        src.get_claim("ns", "c")
