@@ -1,0 +1,134 @@
+"""Public entry: :class:`Allocator` and :class:`Outcome`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from labkit.allocator.core import Search
+from labkit.allocator.errors import AllocationError
+from labkit.allocator.features import Features, VariantProfile
+from labkit.allocator.model import SliceInfo, build_slices
+from labkit.allocator.pools import Pool, PoolError, gather_pools
+from labkit.allocator.result import build_results
+from labkit.allocator.selectors import SelectorCompileError, SelectorEngine
+from labkit.allocator.state import AllocatedState
+
+__all__ = ["Allocator", "Outcome"]
+
+
+@dataclass
+class Outcome:
+    status: str                              # "allocated" | "unsatisfiable" | "error"
+    allocations: list[dict] = field(default_factory=list)
+    error: str | None = None
+    node_scoped: bool = False
+    #: allocateOne invocations (a measure of search effort)
+    steps: int = 0
+    _explain: Any = field(default=None, repr=False, compare=False)
+    _explanation: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def explanation(self):
+        """Why (not): computed on first access, in a separate pass (never changes the result)."""
+        if self._explanation is None and self._explain is not None:
+            self._explanation = self._explain()
+            self._explain = None
+        return self._explanation
+
+
+class Allocator:
+    """``Allocator(features, classes, slices, allocated, taint_rules=(), cel_engine=None)``.
+
+    ``slices`` are parsed once; ``allocated`` may be an :class:`AllocatedState` (kept by
+    reference, so ``add``/``remove`` on it are seen by later calls) or a list of claims.
+    """
+
+    def __init__(self, features: Features, classes: list[dict], slices: list[dict],
+                 allocated: AllocatedState | list[dict] | None = None, taint_rules: list[dict] = (),
+                 cel_engine: Any = None) -> None:
+        self.features = features
+        self.profile = VariantProfile.for_features(features)
+        self.classes = {(c.get("metadata") or {}).get("name", ""): c for c in classes}
+        if allocated is None:
+            allocated = AllocatedState(consumable_capacity=features.ConsumableCapacity)
+        elif not isinstance(allocated, AllocatedState):
+            allocated = AllocatedState.from_claims(allocated, consumable_capacity=features.ConsumableCapacity)
+        self.allocated = allocated
+        self.slices: list[SliceInfo] = build_slices(slices, list(taint_rules))
+        self.slices_on_node: dict[str, list[SliceInfo]] = {}
+        self.slices_shared: list[SliceInfo] = []
+        for s in self.slices:
+            if s.node_name:
+                self.slices_on_node.setdefault(s.node_name, []).append(s)
+            else:
+                self.slices_shared.append(s)
+        self.engine = SelectorEngine(cel_engine, consumable_capacity=features.ConsumableCapacity,
+                                     list_type_attributes=features.ListTypeAttributes)
+        self._cel_results: dict[tuple[int, str], Any] = {}
+        self._pool_cache: dict[tuple, list[Pool]] = {}
+
+    @property
+    def variant(self) -> str:
+        return self.profile.name
+
+    # selectors are pure functions of (device, expression): cached for the Allocator's lifetime
+    def eval_selector(self, expr: str, dev) -> bool:
+        key = (id(dev), expr)
+        hit = self._cel_results.get(key)
+        if hit is not None:
+            if isinstance(hit, Exception):
+                raise hit
+            return hit
+        prog = self.engine.compile(expr)
+        if isinstance(prog, SelectorCompileError):
+            raise prog
+        try:
+            result = self.engine.matches(prog, dev.slice.driver, dev.raw)
+        except Exception as exc:
+            self._cel_results[key] = exc
+            raise
+        self._cel_results[key] = result
+        return result
+
+    def pools_for(self, node: dict) -> list[Pool]:
+        meta = (node or {}).get("metadata") or {}
+        name = meta.get("name", "")
+        key = (name, tuple(sorted((meta.get("labels") or {}).items())),
+               tuple(((node or {}).get("status") or {}).get("declaredFeatures") or ()))
+        pools = self._pool_cache.get(key)
+        if pools is None:
+            if self.profile.node_local_slices:
+                for_node = self.slices_on_node.get(name, []) + self.slices_shared
+            else:
+                for_node = self.slices
+            pools = gather_pools(for_node, node, self.features, self.slices, self.profile)
+            self._pool_cache[key] = pools
+        return pools
+
+    def allocate(self, node: dict, claims: list[dict]) -> Outcome:
+        from labkit.allocator.explain import explain  # late: explain imports this module
+
+        def later(outcome: Outcome):
+            return lambda: explain(self, node, claims, outcome)
+
+        try:
+            try:
+                pools = self.pools_for(node)
+            except PoolError as exc:
+                raise AllocationError(f"gather pool information: {exc}") from exc
+            search = Search(self, node, claims, pools)
+            search.prepare()
+            done = search.run()
+            if done:
+                outcome = Outcome("allocated", build_results(search), steps=search.steps)
+            elif any(p.invalid for p in pools):
+                outcome = Outcome("unsatisfiable", error="invalid resource pools were encountered",
+                                  node_scoped=True, steps=search.steps)
+            else:
+                outcome = Outcome("unsatisfiable", steps=search.steps)
+        except AllocationError as exc:
+            outcome = Outcome("unsatisfiable" if exc.node_scoped else "error", error=exc.message,
+                              node_scoped=exc.node_scoped)
+        outcome._explain = later(outcome)
+        return outcome

@@ -1,0 +1,450 @@
+"""The structured allocator: depth-first search with backtracking, first solution wins.
+
+A behavioural port of k8s.io/dynamic-resource-allocation/structured v0.37 (the variant is
+picked from the enabled features, see :mod:`labkit.allocator.features`). One :class:`Search`
+object lives for one ``allocate`` call and holds the tentative state of the attempt.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from fractions import Fraction
+
+from labkit.allocator.capacity import CapacityError, check_capacity, consumed_quantities
+from labkit.allocator.constraints import DistinctAttribute, MatchAttribute
+from labkit.allocator.errors import MAX_RESULTS, AllocationError, device_str, kobj
+from labkit.allocator.features import Features
+from labkit.allocator.model import DeviceInfo
+from labkit.allocator.nodes import NodeSelectorError, node_matches
+from labkit.allocator.pools import Pool
+from labkit.allocator.requests import RequestData, request_view
+from labkit.allocator.selectors import SelectorCompileError, SelectorRuntimeError
+from labkit.allocator.taints import taint_prevents
+
+__all__ = ["Search", "DeviceResult"]
+
+_START = (0, 0, 0)
+_OPTIONAL_NODE_OPS_FEATURE = "DRAOptionalNodeOperations"
+
+
+class _MaxSize(Exception):
+    """errAllocationResultMaxSizeExceeded: more than 32 results would be needed."""
+
+
+class DeviceResult:
+    __slots__ = ("rd", "device", "share_id", "consumed")
+
+    def __init__(self, rd: RequestData, device: DeviceInfo, share_id: str | None, consumed: dict | None):
+        self.rd = rd
+        self.device = device
+        self.share_id = share_id
+        self.consumed = consumed
+
+
+class Search:
+    def __init__(self, allocator, node: dict, claims: list[dict], pools: list[Pool]) -> None:
+        self.a = allocator
+        self.f: Features = allocator.features
+        self.profile = allocator.profile
+        self.state = allocator.allocated
+        self.node = node
+        self.claims = claims
+        self.pools = pools
+        self.req_data: dict[tuple[int, int, int], RequestData] = {}
+        self.requests: list[list[dict]] = [((c.get("spec") or {}).get("devices") or {}).get("requests") or []
+                                           for c in claims]
+        self.constraints: list[list] = [[] for _ in claims]
+        self.match_cache: dict[tuple, bool] = {}
+        self.allocating: dict[tuple, set[int]] = {}
+        self.allocating_capacity: dict[tuple, dict[str, Fraction]] = {}
+        self.available_counters: dict[tuple, dict[str, dict[str, Fraction]]] = {}
+        self.negative_pools: set[tuple] = set()
+        self.consumed_counters: dict[tuple, dict[str, dict[str, Fraction]]] = {}
+        self.results: list[list[DeviceResult]] = [[] for _ in claims]
+        self.shared_ids = self.state.shared_device_ids()
+        self.steps = 0
+
+    # -- pre-pass ------------------------------------------------------------------------------
+    def prepare(self) -> None:
+        f = self.f
+        for ci, claim in enumerate(self.claims):
+            min_claim = 0
+            for ri, req in enumerate(self.requests[ci]):
+                subs = req.get("firstAvailable") or []
+                if not f.PrioritizedList and subs:
+                    raise AllocationError(f"claim {kobj(claim)}, request {req.get('name', '')}: has subrequests, "
+                                          "but the DRAPrioritizedList feature is disabled")
+                if not f.ConsumableCapacity:
+                    exactly = req.get("exactly")
+                    if exactly is not None and exactly.get("capacity") is not None:
+                        raise AllocationError(f"claim {kobj(claim)}, request {req.get('name', '')}: has capacity "
+                                              "requests, but the DRAConsumableCapacity feature is disabled")
+                    for sub in subs:
+                        if sub.get("capacity") is not None:
+                            raise AllocationError(f"claim {kobj(claim)}, subrequest {sub.get('name', '')}: has "
+                                                  "capacity requests, but the DRAConsumableCapacity feature is "
+                                                  "disabled")
+                if subs:
+                    min_req = sys.maxsize
+                    for si, sub in enumerate(subs):
+                        rd = self._validate(claim, ci, ri, si, req, sub)
+                        self.req_data[rd.key] = rd
+                        min_req = min(min_req, rd.num_devices)
+                else:
+                    rd = self._validate(claim, ci, ri, 0, req, None)
+                    self.req_data[rd.key] = rd
+                    min_req = rd.num_devices
+                if min_req > MAX_RESULTS - min_claim:
+                    raise AllocationError(f"claim {kobj(claim)}, request {req.get('name', '')}: adding {min_req} "
+                                          f"devices exceeds the claim limit of {MAX_RESULTS}, with {min_claim} "
+                                          "already accounted for")
+                min_claim += min_req
+            list_mode = self.profile.experimental_code and f.ListTypeAttributes
+            for i, c in enumerate(((claim.get("spec") or {}).get("devices") or {}).get("constraints") or []):
+                if c.get("matchAttribute") is not None:
+                    self.constraints[ci].append(MatchAttribute(i, c.get("requests"), c["matchAttribute"], list_mode))
+                elif c.get("distinctAttribute") is not None:
+                    self.constraints[ci].append(
+                        DistinctAttribute(i, c.get("requests"), c["distinctAttribute"], list_mode))
+                else:
+                    raise AllocationError(f"claim {kobj(claim)}, constraint #{i}: empty constraint "
+                                          "(unsupported constraint type?)")
+
+    def _validate(self, claim, ci, ri, si, req, sub) -> RequestData:
+        rd = request_view(claim, ci, ri, si, req, sub, self.a.classes, self.f.AdminAccess)
+        if rd.mode == "All":
+            for pool in self.pools:
+                if pool.incomplete:
+                    raise AllocationError(f"claim {kobj(claim)}, request {rd.name}: asks for all devices, but "
+                                          f"resource pool {pool} is currently being updated")
+                if pool.invalid:
+                    raise AllocationError(f"claim {kobj(claim)}, request {rd.name}: asks for all devices, but "
+                                          f"resource pool {pool} is currently invalid")
+                for s in pool.device_slices:
+                    for dev in s.devices:
+                        if not self.is_selectable(rd, dev):
+                            continue
+                        if self.f.ConsumableCapacity:
+                            try:
+                                ok, _ = check_capacity(rd.capacity_requests, dev.capacity, None, None,
+                                                       self.f.FractionalCapacityRange)
+                            except CapacityError as exc:
+                                raise AllocationError(f"claim {kobj(claim)}, request {rd.name}: checking capacity "
+                                                      f"for device {dev.name}: {exc}") from exc
+                            if not ok:
+                                continue
+                        rd.all_devices.append((dev, pool))
+            rd.num_devices = len(rd.all_devices)
+        return rd
+
+    # -- search --------------------------------------------------------------------------------
+    def run(self) -> bool:
+        limit = 2000 + 8 * (len(self.claims) + sum(len(r) for r in self.requests)) + 64 * MAX_RESULTS
+        old = sys.getrecursionlimit()
+        if old < limit:
+            sys.setrecursionlimit(limit)
+        try:
+            return self.one(0, 0, 0, 0, False, _START)
+        except _MaxSize:
+            return False
+        finally:
+            if old < limit:
+                sys.setrecursionlimit(old)
+
+    def one(self, ci: int, ri: int, si: int, di: int, alloc_sub: bool, start: tuple[int, int, int]) -> bool:
+        self.steps += 1
+        if ci >= len(self.claims):
+            return True
+        if ri >= len(self.requests[ci]):
+            try:
+                return self.one(ci + 1, 0, 0, 0, False, _START)
+            except _MaxSize:
+                return False
+        rd = self.req_data[(ci, ri, si)]
+        if not alloc_sub and rd.parent is not None:
+            all_exceeded = True
+            sub = 0
+            while (ci, ri, sub) in self.req_data:
+                try:
+                    ok = self.one(ci, ri, sub, di, True, _START)
+                except _MaxSize:
+                    sub += 1
+                    continue
+                all_exceeded = False
+                if ok:
+                    self.req_data[(ci, ri, 0)].selected_sub = sub
+                    return True
+                sub += 1
+            if all_exceeded:
+                raise _MaxSize
+            return False
+        if rd.mode == "All" and not rd.all_devices:
+            return False
+        if di >= rd.num_devices:
+            return self.one(ci, ri + 1, 0, 0, False, _START)
+        if rd.num_devices - di > MAX_RESULTS - len(self.results[ci]):
+            raise _MaxSize
+        if rd.mode == "All":
+            dev, pool = rd.all_devices[di]
+            undo = self.allocate_device(ci, rd, dev, pool, must=True)
+            if undo is None:
+                return False
+            try:
+                done = self.one(ci, ri, si, di + 1, alloc_sub, _START)
+            except BaseException:
+                undo()
+                raise
+            if not done:
+                undo()
+            return done
+
+        combos = self.profile.combinations
+        pools = self.pools
+        cc = self.f.ConsumableCapacity
+        for pi in range(start[0] if combos else 0, len(pools)):
+            pool = pools[pi]
+            if pool.incomplete or pool.invalid:
+                continue
+            slices = pool.device_slices
+            s_start = start[1] if combos and pi == start[0] else 0
+            for sj in range(s_start, len(slices)):
+                devices = slices[sj].devices
+                d_start = start[2] if combos and pi == start[0] and sj == start[1] else 0
+                for dj in range(d_start, len(devices)):
+                    dev = devices[dj]
+                    if rd.admin:
+                        if ci in self.allocating.get(dev.id, ()):
+                            continue
+                    elif self.in_use(dev.id):
+                        continue
+                    if not self.is_selectable(rd, dev):
+                        continue
+                    if cc:
+                        ok = self.capacity_ok(ci, rd, dev, "checking")
+                        if not ok:
+                            continue
+                    undo = self.allocate_device(ci, rd, dev, pool, must=False)
+                    if undo is None:
+                        continue
+                    try:
+                        done = self.one(ci, ri, si, di + 1, alloc_sub, (pi, sj, dj + 1))
+                    except BaseException:
+                        undo()
+                        raise
+                    if done:
+                        return True
+                    undo()
+        return False
+
+    # -- checks --------------------------------------------------------------------------------
+    def in_use(self, device_id: tuple) -> bool:
+        return device_id in self.state.devices or bool(self.allocating.get(device_id))
+
+    def capacity_in_use(self, device_id: tuple) -> bool:
+        return (device_id in self.state.capacity or device_id in self.shared_ids
+                or device_id in self.allocating_capacity)
+
+    def capacity_ok(self, ci: int, rd: RequestData, dev: DeviceInfo, verb: str) -> bool:
+        try:
+            ok, _ = check_capacity(rd.capacity_requests, dev.capacity, self.state.capacity.get(dev.id),
+                                   self.allocating_capacity.get(dev.id), self.f.FractionalCapacityRange)
+        except CapacityError as exc:
+            raise AllocationError(f"claim {kobj(self.claims[ci])}, request {rd.name}: {verb} capacity for device "
+                                  f"{device_str(dev.id)}: {exc}") from exc
+        return ok
+
+    def is_selectable(self, rd: RequestData, dev: DeviceInfo) -> bool:
+        if not self.f.DeviceBindingAndStatus and dev.binding_conditions:
+            return False
+        key = (id(dev), rd.key)
+        cached = self.match_cache.get(key)
+        if cached is not None:
+            return cached
+        ok = (self.selectors_match(rd, dev, rd.class_obj, (rd.class_obj.get("spec") or {}).get("selectors") or [])
+              and self.selectors_match(rd, dev, None, rd.selectors))
+        if ok and dev.slice.per_device:
+            try:
+                ok = node_matches(self.node, dev.node_name, dev.all_nodes, dev.node_selector)
+            except NodeSelectorError as exc:
+                raise AllocationError(f"failed to parse node selector: {exc}") from exc
+        self.match_cache[key] = ok
+        return ok
+
+    def selectors_match(self, rd: RequestData, dev: DeviceInfo, cls: dict | None, selectors: list) -> bool:
+        for i, sel in enumerate(selectors):
+            expr = ((sel or {}).get("cel") or {}).get("expression", "") if cls is not None else sel
+            try:
+                result = self.a.eval_selector(expr, dev)
+            except SelectorCompileError as exc:
+                if cls is not None:
+                    raise AllocationError(f"class {(cls.get('metadata') or {}).get('name', '')}: selector #{i}: "
+                                          f"CEL compile error: {exc}") from exc
+                raise AllocationError(f"claim {kobj(self.claims[rd.claim_index])}: selector #{i}: "
+                                      f"CEL compile error: {exc}") from exc
+            except SelectorRuntimeError as exc:
+                if cls is not None:
+                    raise AllocationError(f"class {(cls.get('metadata') or {}).get('name', '')}: selector #{i} on "
+                                          f"device {device_str(dev.id)}: CEL runtime error: {exc}") from exc
+                raise AllocationError(f"claim {kobj(self.claims[rd.claim_index])}: selector #{i} on device "
+                                      f"{device_str(dev.id)}: CEL runtime error: {exc}") from exc
+            if not result:
+                return False
+        return True
+
+    def allocate_device(self, ci: int, rd: RequestData, dev: DeviceInfo, pool: Pool, must: bool):
+        """Tentatively take ``dev``; returns an undo callable, or None if it cannot be taken."""
+        f = self.f
+        multi = f.ConsumableCapacity and dev.allow_multi
+        if not multi and rd.admin and ci in self.allocating.get(dev.id, ()):
+            return None
+        if not rd.admin and self.in_use(dev.id):
+            return None
+        if self.profile.experimental_code and dev.slice.skip_node_operations:
+            declared = ((self.node or {}).get("status") or {}).get("declaredFeatures") or []
+            if not f.OptionalNodeOperations or _OPTIONAL_NODE_OPS_FEATURE not in declared:
+                return None
+        if not f.PartitionableDevices and dev.consumes:
+            return None
+        skip_counters = multi and self.capacity_in_use(dev.id)
+        counters_reserved = False
+        if not skip_counters and dev.consumes:
+            if not self.reserve_counters(dev, pool):
+                return None
+            counters_reserved = True
+        name, sub = (rd.parent, rd.name) if rd.parent else (rd.name, None)
+        constraints = self.constraints[ci]
+        added = 0
+        marked = False
+        inserted: dict | None = None
+        existed = False
+
+        def rollback() -> None:
+            if inserted is not None:
+                self._capacity_remove(dev.id, inserted)
+                if existed and dev.id not in self.allocating_capacity:
+                    self.allocating_capacity[dev.id] = {}
+            if marked:
+                self.allocating[dev.id].discard(ci)
+            for k in range(added - 1, -1, -1):
+                constraints[k].remove(name, sub)
+            if counters_reserved:
+                self.release_counters(dev, pool)
+
+        if f.DeviceTaints and taint_prevents(dev.taints, rd.tolerations):
+            rollback()
+            return None
+        for c in constraints:
+            if not c.add(name, sub, dev.attributes, dev.slice.driver):
+                rollback()
+                if must:
+                    raise AllocationError(f"claim {kobj(self.claims[ci])}, request {rd.name}: cannot add device "
+                                          f"{device_str(dev.id)} because a claim constraint would not be satisfied")
+                return None
+            added += 1
+        if not multi:
+            self.allocating.setdefault(dev.id, set()).add(ci)
+            marked = True
+        share_id = None
+        consumed = None
+        if f.ConsumableCapacity:
+            try:
+                ok = self.capacity_ok(ci, rd, dev, "rechecking")
+            except AllocationError:
+                rollback()
+                raise
+            if not ok:
+                rollback()
+                return None
+            if multi:
+                try:
+                    consumed = consumed_quantities(rd.capacity_requests, dev.capacity, f.FractionalCapacityRange)
+                except CapacityError as exc:
+                    rollback()
+                    raise AllocationError(f"claim {kobj(self.claims[ci])}, request {rd.name}: computing consumed "
+                                          f"capacity for device {device_str(dev.id)}: {exc}") from exc
+                share_id = str(uuid.uuid1())
+                existed = dev.id in self.allocating_capacity
+                inserted = {k: q.value for k, q in consumed.items()}
+                per = self.allocating_capacity.setdefault(dev.id, {})
+                for k, v in inserted.items():
+                    per[k] = per.get(k, Fraction(0)) + v
+        results = self.results[ci]
+        results.append(DeviceResult(rd, dev, share_id, consumed or None))
+        n = len(results)
+
+        def undo() -> None:
+            del results[n - 1:]
+            rollback()
+
+        return undo
+
+    def _capacity_remove(self, device_id: tuple, amounts: dict[str, Fraction]) -> None:
+        per = self.allocating_capacity.get(device_id)
+        if per is None:
+            return
+        for k, v in amounts.items():
+            if k in per:
+                per[k] -= v
+        if all(v == 0 for v in per.values()):
+            del self.allocating_capacity[device_id]
+
+    # -- shared counters -----------------------------------------------------------------------
+    def _available(self, pool: Pool) -> dict[str, dict[str, Fraction]]:
+        avail = self.available_counters.get(pool.id)
+        if avail is None:
+            avail = {cs: dict(counters) for cs, counters in pool.counter_sets.items()}
+            for group in (pool.device_slices, pool.other_slices):
+                for s in group:
+                    for d in s.devices:
+                        if not d.consumes or not self._is_allocated(d.id):
+                            continue
+                        for cs, counters in d.consumes:
+                            have = avail.get(cs)
+                            if have is None:
+                                continue
+                            for cname, v in counters.items():
+                                if cname in have:
+                                    have[cname] -= v
+            self.available_counters[pool.id] = avail
+            if any(v < 0 for counters in avail.values() for v in counters.values()):
+                self.negative_pools.add(pool.id)
+        return avail
+
+    def _is_allocated(self, device_id: tuple) -> bool:
+        return device_id in self.state.devices or device_id in self.shared_ids or device_id in self.state.capacity
+
+    def reserve_counters(self, dev: DeviceInfo, pool: Pool) -> bool:
+        avail = self._available(pool)
+        used = self.consumed_counters.setdefault(pool.id, {})
+        for cs, counters in dev.consumes:
+            u = used.setdefault(cs, {})
+            for cname, v in counters.items():
+                u[cname] = u.get(cname, Fraction(0)) + v
+        ok = pool.id not in self.negative_pools
+        if ok:
+            # only sets this device touched can have changed; the rest were checked when added
+            for cs, _ in dev.consumes:
+                have = avail.get(cs)
+                if have is None:
+                    continue
+                u = used.get(cs, {})
+                for cname, a in have.items():
+                    if a < u.get(cname, 0):
+                        ok = False
+                        break
+                if not ok:
+                    break
+        if not ok:
+            self.release_counters(dev, pool)
+        return ok
+
+    def release_counters(self, dev: DeviceInfo, pool: Pool) -> None:
+        used = self.consumed_counters[pool.id]
+        for cs, counters in dev.consumes:
+            u = used.get(cs)
+            if u is None:
+                continue
+            for cname, v in counters.items():
+                if cname in u:
+                    u[cname] -= v

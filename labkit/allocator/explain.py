@@ -1,0 +1,389 @@
+"""Why a claim did (not) fit on a node, in words and as data.
+
+Explanations are gathered in separate passes after the allocation, so they can never change
+its result: first the shortest prefix of the claims that fails is found (by re-running the
+allocator on ``claims[:k]``), then every device visible on the node is checked against the
+failing claim's requests with the devices the successful prefix took counted as in use. For each
+rejected device the FIRST rule that rejected it is reported, in the allocator's order of checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from labkit.allocator.capacity import CapacityError, check_capacity
+from labkit.allocator.constraints import lookup_attribute
+from labkit.allocator.errors import AllocationError, device_str, kobj
+from labkit.allocator.nodes import NodeSelectorError, node_matches
+from labkit.allocator.quantities import qvalue
+from labkit.allocator.requests import RequestData, request_view
+from labkit.allocator.selectors import SelectorCompileError, SelectorRuntimeError
+from labkit.allocator.taints import blocking_taint
+
+__all__ = ["Explanation", "RequestExplanation", "Rejection", "explain"]
+
+#: rule -> short phrase used in summaries
+PHRASES = {
+    "binding-conditions": "have binding conditions but DRADeviceBindingConditions is off",
+    "class-selector": "are excluded by the device class selector",
+    "request-selector": "do not match the request selector",
+    "cel-error": "make a selector fail with a CEL error",
+    "node-mismatch": "are not usable from this node",
+    "in-use": "are in use",
+    "capacity": "do not have enough capacity left",
+    "partitionable-off": "consume shared counters but DRAPartitionableDevices is off",
+    "counters": "have not enough shared counters left (partitions of the same GPU are in use)",
+    "taint": "are tainted and the request does not tolerate it",
+    "constraint": "break a claim constraint",
+}
+
+
+@dataclass
+class Rejection:
+    device: str
+    rule: str
+    detail: str
+    data: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"device": self.device, "rule": self.rule, "detail": self.detail, **self.data}
+
+
+@dataclass
+class RequestExplanation:
+    claim: str
+    request: str
+    needed: int | str
+    considered: int = 0
+    matching: int = 0
+    candidates: list[str] = field(default_factory=list)
+    rejected: list[Rejection] = field(default_factory=list)
+    selectors: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.rejected:
+            out[r.rule] = out.get(r.rule, 0) + 1
+        return out
+
+    def to_dict(self) -> dict:
+        return {"claim": self.claim, "request": self.request, "needed": self.needed,
+                "considered": self.considered, "matching": self.matching,
+                "available": len(self.candidates), "candidates": self.candidates,
+                "reasons": self.counts(), "rejected": [r.to_dict() for r in self.rejected]}
+
+    def summary(self) -> str:
+        sel = " && ".join(f"`{s}`" for s in self.selectors) or "the device class"
+        head = (f"claim {self.claim}, request {self.request} (needs {self.needed}): "
+                f"{self.matching} of {self.considered} devices match {sel}")
+        after = [r for r in self.rejected if r.rule not in ("binding-conditions", "class-selector",
+                                                                "request-selector", "cel-error", "node-mismatch")]
+        if self.matching == 0:
+            errors = [r for r in self.rejected if r.rule == "cel-error"]
+            if errors:
+                return head + f"; CEL error: {errors[0].detail}"
+            return head
+        if not after:
+            return head + f"; {len(self.candidates)} usable"
+        parts = []
+        counts: dict[str, list[Rejection]] = {}
+        for r in after:
+            counts.setdefault(r.rule, []).append(r)
+        for rule, items in counts.items():
+            detail = _rule_detail(rule, items)
+            n = len(items)
+            prefix = f"all {n}" if n == self.matching else f"{n}"
+            parts.append(f"{prefix} {PHRASES[rule]}{detail}")
+        tail = f"; {len(self.candidates)} usable" if self.candidates else ""
+        return head + "; " + "; ".join(parts) + tail
+
+
+def _rule_detail(rule: str, items: list[Rejection]) -> str:
+    if rule == "in-use":
+        owners = sorted({o for r in items for o in r.data.get("by", [])})
+        return f" by {', '.join(owners)}" if owners else ""
+    if rule in ("taint", "counters", "capacity", "constraint"):
+        details = sorted({r.detail for r in items})
+        return f" ({'; '.join(details[:3])}{'; ...' if len(details) > 3 else ''})"
+    return ""
+
+
+@dataclass
+class Explanation:
+    node: str
+    status: str
+    error: str | None = None
+    failing_claim: str | None = None
+    allocated: list[str] = field(default_factory=list)
+    requests: list[RequestExplanation] = field(default_factory=list)
+    pools: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"node": self.node, "status": self.status, "error": self.error,
+                "failingClaim": self.failing_claim, "allocatedBefore": self.allocated,
+                "pools": self.pools, "requests": [r.to_dict() for r in self.requests]}
+
+    def summary(self) -> str:
+        lines = []
+        if self.status == "allocated":
+            return f"all claims fit on node {self.node}"
+        lines.append(f"node {self.node}: {self.status}" + (f" — {self.error}" if self.error else ""))
+        if self.failing_claim:
+            before = f" (after {', '.join(self.allocated)} got their devices)" if self.allocated else ""
+            lines.append(f"claim {self.failing_claim} does not fit{before}")
+        for p in self.pools:
+            lines.append(f"pool {p['pool']} is {p['problem']}" + (f": {p['reason']}" if p.get("reason") else ""))
+        lines.extend(r.summary() for r in self.requests)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+def explain(allocator, node: dict, claims: list[dict], outcome) -> Explanation:
+    name = ((node or {}).get("metadata") or {}).get("name", "")
+    exp = Explanation(name, outcome.status, outcome.error)
+    if outcome.status == "allocated":
+        return exp
+    # shortest failing prefix
+    k = len(claims)
+    prefix_outcome = None
+    for i in range(1, len(claims) + 1):
+        o = allocator.allocate(node, claims[:i])
+        if o.status != "allocated":
+            k = i
+            break
+        prefix_outcome = o
+    if not claims:
+        return exp
+    failing = claims[k - 1]
+    exp.failing_claim = kobj(failing)
+    exp.allocated = [kobj(c) for c in claims[:k - 1]]
+    taken = _taken_by(claims[:k - 1], prefix_outcome.allocations if prefix_outcome else [])
+    try:
+        pools = allocator.pools_for(node)
+    except Exception:  # noqa: BLE001 - the outcome already carries the error
+        return exp
+    for p in pools:
+        if p.incomplete:
+            exp.pools.append({"pool": str(p), "problem": "incomplete (being updated)"})
+        elif p.invalid:
+            exp.pools.append({"pool": str(p), "problem": "invalid", "reason": p.invalid_reason})
+    _explain_claim(allocator, node, failing, k - 1, pools, taken, exp)
+    return exp
+
+
+def _taken_by(claims: list[dict], allocations: list[dict]) -> dict:
+    """Devices (and capacity, counters) the successful prefix took, with owner names."""
+    dedicated: dict[tuple, list[str]] = {}
+    capacity: dict[tuple, dict[str, Fraction]] = {}
+    for claim, alloc in zip(claims, allocations):
+        for r in (alloc.get("devices") or {}).get("results") or []:
+            did = (r["driver"], r["pool"], r["device"])
+            if r.get("shareID"):
+                per = capacity.setdefault(did, {})
+                for cname, v in (r.get("consumedCapacity") or {}).items():
+                    per[cname] = per.get(cname, Fraction(0)) + qvalue(v)
+            elif not r.get("adminAccess"):
+                dedicated.setdefault(did, []).append(f"{kobj(claim)} (this run)")
+    return {"dedicated": dedicated, "capacity": capacity}
+
+
+def _explain_claim(allocator, node, claim, ci, pools, taken, exp: Explanation) -> None:
+    f = allocator.features
+    requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+    for ri, req in enumerate(requests):
+        subs = req.get("firstAvailable") or []
+        for si, sub in enumerate(subs or [None]):
+            try:
+                rd = request_view(claim, ci, ri, si, req, sub, allocator.classes, f.AdminAccess)
+            except AllocationError as exc:
+                exp.requests.append(RequestExplanation(kobj(claim), req.get("name", ""), "?",
+                                                       rejected=[Rejection("-", "cel-error", exc.message)]))
+                continue
+            exp.requests.append(_explain_request(allocator, node, claim, rd, pools, taken))
+
+
+def _explain_request(allocator, node, claim, rd: RequestData, pools, taken) -> RequestExplanation:
+    state = allocator.allocated
+    needed: int | str = "all" if rd.mode == "All" else rd.num_devices
+    out = RequestExplanation(kobj(claim), rd.full_name, needed, selectors=list(rd.selectors))
+    cls_sel = [((s or {}).get("cel") or {}).get("expression", "")
+               for s in (rd.class_obj.get("spec") or {}).get("selectors") or []]
+    counters_used = _counters_used(pools, state, taken)
+    candidates = []
+    for pool in pools:
+        if pool.incomplete or pool.invalid:
+            continue
+        for s in pool.device_slices:
+            for dev in s.devices:
+                out.considered += 1
+                rej = _first_rule(allocator, node, rd, dev, pool, cls_sel, taken, counters_used)
+                if rej is None:
+                    candidates.append(dev)
+                else:
+                    out.rejected.append(rej)
+                if rej is None or rej.rule not in ("binding-conditions", "class-selector", "request-selector",
+                                                   "cel-error", "node-mismatch"):
+                    out.matching += 1
+    candidates = _constraint_pass(claim, rd, candidates, out)
+    out.candidates = [device_str(d.id) for d in candidates]
+    return out
+
+
+def _first_rule(allocator, node, rd, dev, pool, cls_sel, taken, counters_used) -> Rejection | None:
+    f = allocator.features
+    did = device_str(dev.id)
+    if not f.DeviceBindingAndStatus and dev.binding_conditions:
+        return Rejection(did, "binding-conditions", "device has bindingConditions")
+    for rule, sels, who in (("class-selector", cls_sel, f"class {rd.class_name}"),
+                            ("request-selector", rd.selectors, "request")):
+        for i, expr in enumerate(sels):
+            try:
+                ok = allocator.eval_selector(expr, dev)
+            except (SelectorCompileError, SelectorRuntimeError) as exc:
+                return Rejection(did, "cel-error", f"{who} selector #{i}: {exc}", {"expression": expr})
+            if not ok:
+                return Rejection(did, rule, f"{who} selector #{i} is false: {expr}", {"expression": expr})
+    if dev.slice.per_device:
+        try:
+            ok = node_matches(node, dev.node_name, dev.all_nodes, dev.node_selector)
+        except NodeSelectorError as exc:
+            return Rejection(did, "node-mismatch", str(exc))
+        if not ok:
+            return Rejection(did, "node-mismatch", "the device's own node selection does not match this node")
+    multi = f.ConsumableCapacity and dev.allow_multi
+    if not rd.admin and not multi:
+        owners = []
+        if dev.id in state_devices(allocator):
+            owners = list(allocator.allocated.owners.get(dev.id, [])) or ["an allocated claim"]
+        owners += taken["dedicated"].get(dev.id, [])
+        if owners:
+            return Rejection(did, "in-use", f"in use by {', '.join(owners)}", {"by": owners})
+    if f.ConsumableCapacity:
+        already = dict(allocator.allocated.capacity.get(dev.id, {}))
+        for k, v in taken["capacity"].get(dev.id, {}).items():
+            already[k] = already.get(k, Fraction(0)) + v
+        try:
+            ok, why = check_capacity(rd.capacity_requests, dev.capacity, already, None, f.FractionalCapacityRange)
+        except CapacityError as exc:
+            return Rejection(did, "capacity", str(exc))
+        if not ok:
+            return Rejection(did, "capacity", _capacity_text(why), {"capacity": why[1]})
+    if dev.consumes and not f.PartitionableDevices:
+        return Rejection(did, "partitionable-off", "device consumes shared counters")
+    if dev.consumes and f.PartitionableDevices:
+        short = _counter_short(pool, dev, counters_used)
+        if short is not None:
+            cs, cname, by = short
+            return Rejection(did, "counters", f"counter set {cs}, counter {cname}: short by {_num(by)}",
+                             {"counterSet": cs, "counter": cname, "shortBy": _num(by)})
+    if f.DeviceTaints:
+        taint = blocking_taint(dev.taints, rd.tolerations)
+        if taint is not None:
+            text = f"{taint.get('key', '')}={taint.get('value', '')}:{taint.get('effect', '')}"
+            return Rejection(did, "taint", f"taint {text} not tolerated",
+                             {"taint": {k: taint.get(k) for k in ("key", "value", "effect") if taint.get(k)}})
+    return None
+
+
+def state_devices(allocator) -> dict:
+    return allocator.allocated.devices
+
+
+def _capacity_text(why: tuple) -> str:
+    if why[0] == "missing":
+        return f"device has no capacity {why[1]}"
+    if why[0] == "policy":
+        return f"capacity {why[1]}: {why[2]} is not allowed by the device's requestPolicy"
+    return f"capacity {why[1]}: short by {_num(why[2])}"
+
+
+def _num(value: Fraction) -> str:
+    from labkit.api.quantity import Quantity
+    return Quantity(Fraction(value)).canonical()
+
+
+def _counters_used(pools, state, taken) -> dict:
+    """Per pool: counter set -> counter -> consumed (allocated claims + this run's prefix)."""
+    used: dict = {}
+    busy = set(state.devices) | state.shared_device_ids() | set(state.capacity) | set(taken["dedicated"]) \
+        | set(taken["capacity"])
+    for pool in pools:
+        if pool.incomplete or pool.invalid:
+            continue
+        per: dict[str, dict[str, Fraction]] = {}
+        for group in (pool.device_slices, pool.other_slices):
+            for s in group:
+                for d in s.devices:
+                    if d.id in busy:
+                        for cs, counters in d.consumes:
+                            u = per.setdefault(cs, {})
+                            for cname, v in counters.items():
+                                u[cname] = u.get(cname, Fraction(0)) + v
+        used[pool.id] = per
+    return used
+
+
+def _counter_short(pool, dev, counters_used) -> tuple[str, str, Fraction] | None:
+    used = counters_used.get(pool.id, {})
+    for cs, counters in dev.consumes:
+        total = pool.counter_sets.get(cs, {})
+        for cname, v in counters.items():
+            if cname not in total:
+                continue
+            left = total[cname] - used.get(cs, {}).get(cname, Fraction(0))
+            if v > left:
+                return cs, cname, v - left
+    return None
+
+
+def _constraint_pass(claim, rd: RequestData, candidates: list, out: RequestExplanation) -> list:
+    constraints = ((claim.get("spec") or {}).get("devices") or {}).get("constraints") or []
+    name, sub = (rd.parent, rd.name) if rd.parent else (rd.name, None)
+    kept = list(candidates)
+    for i, c in enumerate(constraints):
+        attr_name = c.get("matchAttribute") or c.get("distinctAttribute")
+        if not attr_name:
+            continue
+        wanted = set(c.get("requests") or [])
+        if wanted and name not in wanted and (sub is None or f"{name}/{sub}" not in wanted):
+            continue
+        kind = "matchAttribute" if c.get("matchAttribute") else "distinctAttribute"
+        still = []
+        for dev in kept:
+            attr = lookup_attribute(dev.attributes, dev.slice.driver, attr_name)
+            if attr is None:
+                out.rejected.append(Rejection(device_str(dev.id), "constraint",
+                                              f"constraint #{i} ({kind} {attr_name}): attribute not set",
+                                              {"constraint": i}))
+            else:
+                still.append(dev)
+        kept = still
+        if kind == "matchAttribute" and kept and rd.num_devices > 1:
+            groups: dict[str, list] = {}
+            for dev in kept:
+                attr = lookup_attribute(dev.attributes, dev.slice.driver, attr_name)
+                groups.setdefault(repr(sorted(attr.items())), []).append(dev)
+            best = max(groups.values(), key=len)
+            if len(best) < rd.num_devices:
+                ref = best[0]
+                value = lookup_attribute(ref.attributes, ref.slice.driver, attr_name)
+                for dev in kept:
+                    if dev in best:
+                        continue
+                    other = lookup_attribute(dev.attributes, dev.slice.driver, attr_name)
+                    out.rejected.append(Rejection(
+                        device_str(dev.id), "constraint",
+                        f"constraint #{i} ({kind} {attr_name}): {_attr_text(other)} differs from "
+                        f"{_attr_text(value)} of {device_str(ref.id)}", {"constraint": i, "against": device_str(ref.id)}))
+                kept = best
+    return kept
+
+
+def _attr_text(attr: dict | None) -> str:
+    if not attr:
+        return "<unset>"
+    key, value = next(iter(attr.items()))
+    return f"{value!r}" if key != "version" else str(value)

@@ -1,0 +1,138 @@
+"""Read-only views of ResourceSlices and devices, parsed once per Allocator.
+
+The allocator never copies slice dicts in its hot path; it works on these small objects, which
+keep a reference to the original device dict (handed to CEL and to explanations).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from labkit.allocator.quantities import qparse, qvalue
+
+__all__ = ["CapacityInfo", "DeviceInfo", "SliceInfo", "build_slices", "apply_taint_rules"]
+
+
+@dataclass(eq=False)
+class CapacityInfo:
+    name: str
+    value: Fraction
+    text: str
+    policy: dict | None
+
+
+@dataclass(eq=False)
+class DeviceInfo:
+    name: str
+    id: tuple[str, str, str]
+    raw: dict
+    slice: SliceInfo
+    index: int
+    attributes: dict
+    capacity: dict[str, CapacityInfo]
+    consumes: list[tuple[str, dict[str, Fraction]]]
+    uses_compat_groups: bool
+    taints: list[dict]
+    binding_conditions: list[str] | None
+    binding_failure_conditions: list[str] | None
+    binds_to_node: bool
+    allow_multi: bool
+    node_name: str
+    all_nodes: bool
+    node_selector: dict | None
+
+
+@dataclass(eq=False)
+class SliceInfo:
+    name: str
+    driver: str
+    pool: str
+    generation: int
+    count: int
+    node_name: str
+    all_nodes: bool
+    node_selector: dict | None
+    per_device: bool | None
+    shared_counters: list[tuple[str, dict[str, Fraction]]]
+    skip_node_operations: list[str]
+    raw: dict
+    devices: list[DeviceInfo] = field(default_factory=list)
+
+    @property
+    def uses_compat_groups(self) -> bool:
+        return any(d.uses_compat_groups for d in self.devices)
+
+
+def _counters(counters: dict | None) -> dict[str, Fraction]:
+    return {name: qvalue((c or {}).get("value", "0")) for name, c in (counters or {}).items()}
+
+
+def apply_taint_rules(slice_spec: dict, rules: list[dict]) -> dict[int, list[dict]]:
+    """Extra taints per device index from DeviceTaintRules (driver/pool/device selector)."""
+    extra: dict[int, list[dict]] = {}
+    for rule in rules:
+        spec = rule.get("spec") or {}
+        sel = spec.get("deviceSelector")
+        if sel is None:
+            continue
+        if sel.get("driver") is not None and sel["driver"] != slice_spec.get("driver"):
+            continue
+        if sel.get("pool") is not None and sel["pool"] != (slice_spec.get("pool") or {}).get("name"):
+            continue
+        for i, dev in enumerate(slice_spec.get("devices") or []):
+            if sel.get("device") is not None and sel["device"] != dev.get("name"):
+                continue
+            extra.setdefault(i, []).append(spec.get("taint") or {})
+    return extra
+
+
+def build_slices(slices: list[dict], taint_rules: list[dict] = ()) -> list[SliceInfo]:
+    out = []
+    for raw in slices:
+        spec = raw.get("spec") or {}
+        pool = spec.get("pool") or {}
+        info = SliceInfo(
+            name=(raw.get("metadata") or {}).get("name", ""),
+            driver=spec.get("driver", ""),
+            pool=pool.get("name", ""),
+            generation=int(pool.get("generation") or 0),
+            count=int(pool.get("resourceSliceCount") or 0),
+            node_name=spec.get("nodeName") or "",
+            all_nodes=bool(spec.get("allNodes")),
+            node_selector=spec.get("nodeSelector"),
+            per_device=spec.get("perDeviceNodeSelection"),
+            shared_counters=[(cs.get("name", ""), _counters(cs.get("counters")))
+                             for cs in spec.get("sharedCounters") or []],
+            skip_node_operations=list(spec.get("skipNodeOperations") or []),
+            raw=raw,
+        )
+        extra = apply_taint_rules(spec, list(taint_rules)) if taint_rules else {}
+        for i, dev in enumerate(spec.get("devices") or []):
+            caps = {}
+            for cname, cap in (dev.get("capacity") or {}).items():
+                text = str((cap or {}).get("value", "0"))
+                caps[cname] = CapacityInfo(cname, qparse(text).value, text, (cap or {}).get("requestPolicy"))
+            consumes = [(cc.get("counterSet", ""), _counters(cc.get("counters")))
+                        for cc in dev.get("consumesCounters") or []]
+            info.devices.append(DeviceInfo(
+                name=dev.get("name", ""),
+                id=(info.driver, info.pool, dev.get("name", "")),
+                raw=dev,
+                slice=info,
+                index=i,
+                attributes=dev.get("attributes") or {},
+                capacity=caps,
+                consumes=consumes,
+                uses_compat_groups=any(cc.get("compatibilityGroups") for cc in dev.get("consumesCounters") or []),
+                taints=list(dev.get("taints") or []) + extra.get(i, []),
+                binding_conditions=dev.get("bindingConditions"),
+                binding_failure_conditions=dev.get("bindingFailureConditions"),
+                binds_to_node=bool(dev.get("bindsToNode")),
+                allow_multi=bool(dev.get("allowMultipleAllocations")),
+                node_name=dev.get("nodeName") or "",
+                all_nodes=bool(dev.get("allNodes")),
+                node_selector=dev.get("nodeSelector"),
+            ))
+        out.append(info)
+    return out

@@ -1,0 +1,32 @@
+"""Device taints and request tolerations (``resourceclaim.ToleratesTaint``)."""
+
+from __future__ import annotations
+
+__all__ = ["tolerates", "taint_prevents", "blocking_taint"]
+
+_BLOCKING = ("NoSchedule", "NoExecute")
+
+
+def tolerates(toleration: dict, taint: dict) -> bool:
+    effect = toleration.get("effect") or ""
+    if effect and effect != (taint.get("effect") or ""):
+        return False
+    key = toleration.get("key") or ""
+    if key and key != (taint.get("key") or ""):
+        return False
+    op = toleration.get("operator") or ""
+    if op in ("", "Equal"):
+        return (toleration.get("value") or "") == (taint.get("value") or "")
+    return op == "Exists"
+
+
+def blocking_taint(taints: list[dict], tolerations: list[dict]) -> dict | None:
+    """The first NoSchedule/NoExecute taint no toleration covers (None and unknown effects never block)."""
+    for taint in taints:
+        if taint.get("effect") in _BLOCKING and not any(tolerates(t, taint) for t in tolerations):
+            return taint
+    return None
+
+
+def taint_prevents(taints: list[dict], tolerations: list[dict]) -> bool:
+    return bool(taints) and blocking_taint(taints, tolerations) is not None
