@@ -17,8 +17,9 @@ from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 from labkit.cel import _proto, k8slib
 from labkit.cel.device import DeviceInput
 from labkit.cel.diagnose import compile_error_from_text, runtime_error_from_text
-from labkit.cel.errors import CelRuntimeError
-from labkit.cel.literals import domain_candidates
+from labkit.cel.errors import CelCompileError, CelRuntimeError
+from labkit.cel.literals import DRIVER, domain_candidates
+from labkit.cel.typenames import go_type_name, runtime_non_bool
 
 NAME = "cel-expr-python"
 
@@ -65,10 +66,6 @@ def _declarations(list_type_attributes: bool) -> tuple[list[Any], list[Any]]:
                   _ov("quantity_add_int", Q, [Q, T.INT], True, k8slib.q_add)]),
         F("sub", [_ov("quantity_sub", Q, [Q, Q], True, k8slib.q_sub),
                   _ov("quantity_sub_int", Q, [Q, T.INT], True, k8slib.q_sub)]),
-        F("mul", [_ov("quantity_multiply_int", Q, [Q, T.INT], True, k8slib.q_mul)]),
-        F("div", [_ov("quantity_divide_int_default_rounding", Q, [Q, T.INT], True, k8slib.q_div),
-                  _ov("quantity_divide_int_round", Q, [Q, T.INT, T.INT], True, k8slib.q_div)]),
-        F("divInt", [_ov("quantity_divide_int", Q, [Q, T.INT], True, k8slib.q_div_int)]),
         F("semver", [_ov("string_to_semver", S, [T.STRING], False, k8slib.semver),
                      _ov("string_bool_to_semver", S, [T.STRING, T.BOOL], False, k8slib.semver)]),
         F("isSemver", [_ov("is_semver_string", T.BOOL, [T.STRING], False, k8slib.is_semver_),
@@ -182,7 +179,7 @@ def _only_cross_numeric(text: str) -> bool:
 class CppProgram:
     """A compiled selector for cel-expr-python."""
 
-    __slots__ = ("expr", "_env", "_prog", "_domains", "_env_key", "_known_bool")
+    __slots__ = ("expr", "_env", "_prog", "_domains", "_env_key")
 
     def __init__(self, expr: str, consumable_capacity: bool, list_type_attributes: bool) -> None:
         self.expr = expr
@@ -195,17 +192,20 @@ class CppProgram:
             if not _only_cross_numeric(text):
                 raise compile_error_from_text(expr, text) from None
             self._prog = self._env.compile(expr, disable_check=True)
-        rtype = self._prog.return_type().name()
-        if rtype not in ("BOOL", "DYN", "bool", "dyn"):
-            from labkit.cel.errors import CelCompileError
-
-            raise CelCompileError("must evaluate to bool", f"the expression has type {rtype.lower()}")
-        self._known_bool = rtype in ("BOOL", "bool")
+        rtype = go_type_name(self._prog.return_type().name())
+        if rtype not in ("bool", "dyn"):
+            raise CelCompileError(
+                f"must evaluate to bool or the unknown type, not {rtype}",
+                "a selector must be a condition, e.g. compare the value with ==",
+            )
         self._domains = domain_candidates(expr)
 
     def _activation(self, dev: DeviceInput) -> Any:
-        extra_a = self._domains.difference(dev.attributes)
-        extra_c = self._domains.difference(dev.capacity)
+        domains = self._domains
+        if DRIVER in domains:
+            domains = domains.difference((DRIVER,)).union((dev.driver,))
+        extra_a = domains.difference(dev.attributes)
+        extra_c = domains.difference(dev.capacity)
         key = (NAME, self._env_key, extra_a, extra_c)
         act = dev.cache.get(key)
         if act is None:
@@ -219,8 +219,6 @@ class CppProgram:
                                         for d, m in dev.capacity.items()},
                     "device.allowMultipleAllocations": dev.allow_multiple_allocations,
                 }
-                for m in (data["device.attributes"], data["device.capacity"]):
-                    m.setdefault(dev.driver, {})
                 dev.cache[(NAME, "data")] = data
             if extra_a or extra_c:
                 data = dict(data)
@@ -242,9 +240,4 @@ class CppProgram:
         tname = value.type().name()
         if tname == "ERROR":
             raise runtime_error_from_text(str(result))
-        tname = tname.lower()
-        raise CelRuntimeError(
-            f"CEL result of type {tname} could not be converted to bool: "
-            f"type conversion error from '{tname}' to 'bool'",
-            "a selector must evaluate to true or false",
-        )
+        raise CelRuntimeError(runtime_non_bool(go_type_name(tname).split("(")[0]), "a selector must evaluate to true or false")

@@ -23,11 +23,19 @@ class LibError(Exception):
 
 
 # -- quantity -------------------------------------------------------------------------------------
+_QUANTITY_SHAPE = re2.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+
+
 def quantity(text: str) -> Quantity:
+    """Parse like Go's ``resource.ParseQuantity``, with Go's error messages."""
     try:
         return parse_quantity(text)
-    except QuantityError as exc:
-        raise LibError(str(exc)) from None
+    except QuantityError:
+        if _QUANTITY_SHAPE.match(text):
+            raise LibError("unable to parse quantity's suffix") from None
+        raise LibError(
+            "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+        ) from None
 
 
 def is_quantity(text: str) -> bool:
@@ -63,32 +71,6 @@ def q_add(q: Quantity, other: Quantity | int) -> Quantity:
 def q_sub(q: Quantity, other: Quantity | int) -> Quantity:
     o = other.value if isinstance(other, Quantity) else Fraction(other)
     return Quantity(q.value - o, q.format)
-
-
-def q_mul(q: Quantity, n: int) -> Quantity:
-    return Quantity(q.value * n, q.format)
-
-
-def _round_half_up(value: Fraction, scale: int) -> Fraction:
-    unit = Fraction(1, 10**scale)
-    steps = abs(value) / unit
-    whole = math.floor(steps + Fraction(1, 2))
-    return (whole if value >= 0 else -whole) * unit
-
-
-def q_div(q: Quantity, n: int, round_val: int = 4) -> Quantity:
-    if n == 0:
-        raise LibError("division by zero error")
-    if not 0 <= round_val <= 10:
-        raise LibError(f"the valid range for roundVal is 0 to 10 but {round_val} was passed")
-    return Quantity(_round_half_up(q.value / n, round_val), q.format)
-
-
-def q_div_int(q: Quantity, n: int) -> Quantity:
-    if n == 0:
-        raise LibError("division by zero error")
-    value = q.value / n
-    return Quantity(Fraction(math.trunc(value)), q.format)
 
 
 # -- semver ---------------------------------------------------------------------------------------

@@ -33,7 +33,26 @@ def strip_strings(expr: str) -> str:
     return _STRING.sub('""', expr)
 
 
+_STR = r"""(?:'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*")"""
+_INDEXED = re.compile(r"\b(?:attributes|capacity)\s*\[\s*\??\s*(" + _STR + r")\s*\]")
+_OPT_SELECTED = re.compile(r"\b(?:attributes|capacity)\s*\.\s*\??\s*([A-Za-z_][A-Za-z0-9_]*)")
+_PRESENCE = re.compile(r"(" + _STR + r")\s+in\s+device\s*\.\s*(?:attributes|capacity)\b(?!\s*[\[.])")
+_DRIVER_INDEX = re.compile(r"\b(?:attributes|capacity)\s*\[\s*\??\s*device\s*\.\s*driver\s*\]")
+
+
 def domain_candidates(expr: str) -> frozenset[str]:
-    found = {s for s in string_literals(expr) if len(s) <= 253 and _DNS_SUBDOMAIN.match(s)}
-    found.update(_SELECTED.findall(strip_strings(expr)))
+    """Domains the expression looks up in ``device.attributes``/``device.capacity``.
+
+    ``"d" in device.attributes`` is an honest membership test in Kubernetes, so a domain that
+    the expression tests that way is left out (it must not be pre-filled). The returned
+    set may contain the marker ``DRIVER`` for ``attributes[device.driver]``.
+    """
+    found = {m[1:-1] for m in _INDEXED.findall(expr)}
+    found.update(_OPT_SELECTED.findall(strip_strings(expr)))
+    found.difference_update(m[1:-1] for m in _PRESENCE.findall(expr))
+    if _DRIVER_INDEX.search(expr):
+        found.add(DRIVER)
     return frozenset(found)
+
+
+DRIVER = "\x00driver"

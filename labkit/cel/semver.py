@@ -7,6 +7,7 @@ major/minor/patch parts and fill a missing minor/patch with ``0``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import total_ordering
 
@@ -16,18 +17,23 @@ _DIGITS = frozenset("0123456789")
 _ALNUM = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-")
 
 
+def _q(text: str) -> str:
+    """Go's %q for the ASCII strings that appear in version errors."""
+    return json.dumps(text)
+
+
 class SemverError(ValueError):
     """A string that is not a semantic version."""
 
 
 def _number(text: str, what: str) -> int:
     if not text or not set(text) <= _DIGITS:
-        raise SemverError(f"Invalid character(s) found in {what} number {text!r}")
+        raise SemverError(f"Invalid character(s) found in {what} number {_q(text)}")
     if len(text) > 1 and text[0] == "0":
-        raise SemverError(f"{what.capitalize()} number must not contain leading zeroes {text!r}")
+        raise SemverError(f"{what.capitalize()} number must not contain leading zeroes {_q(text)}")
     value = int(text)
     if value >= 2**64:
-        raise SemverError(f"{what.capitalize()} number out of range {text!r}")
+        raise SemverError(f"{what.capitalize()} number out of range {_q(text)}")
     return value
 
 
@@ -36,10 +42,10 @@ def _prerelease(part: str) -> int | str:
         raise SemverError("Prerelease is empty")
     if set(part) <= _DIGITS:
         if len(part) > 1 and part[0] == "0":
-            raise SemverError(f"Numeric PreRelease version must not contain leading zeroes {part!r}")
+            raise SemverError(f"Numeric PreRelease version must not contain leading zeroes {_q(part)}")
         return int(part)
     if not set(part) <= _ALNUM:
-        raise SemverError(f"Invalid character(s) found in prerelease {part!r}")
+        raise SemverError(f"Invalid character(s) found in prerelease {_q(part)}")
     return part
 
 
@@ -151,7 +157,7 @@ def parse_semver(text: str, normalize: bool = False) -> Semver:
             if not b:
                 raise SemverError("Build meta data is empty")
             if not set(b) <= _ALNUM:
-                raise SemverError(f"Invalid character(s) found in build meta data {b!r}")
+                raise SemverError(f"Invalid character(s) found in build meta data {_q(b)}")
         build = tuple(items)
     return Semver(major, minor, patch, pre, build)
 
