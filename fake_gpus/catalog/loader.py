@@ -1,0 +1,452 @@
+"""Reads and validates the catalog YAML files. Every problem becomes one CatalogError line that
+names the file/object, the field path and what to do about it."""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fake_gpus.catalog.models import (
+    GpuModel,
+    GpuSlot,
+    MigPlacement,
+    MigProfile,
+    NicModel,
+    NicSlot,
+    NodeProfile,
+)
+
+CATALOG_DIR = Path(__file__).resolve().parent
+PROFILES_DIR = CATALOG_DIR / "profiles"
+PROFILE_PATH_ENV = "FAKE_GPUS_PROFILE_PATH"
+MIG_MODES = ("none", "static", "dynamic")
+
+_PCI_BUS_ID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_PCIE_ROOT = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class CatalogError(ValueError):
+    """A catalog or node-profile file is invalid; str() is a one-line, actionable message."""
+
+
+def _read_yaml(path: Path, what: str) -> Any:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise CatalogError(f"{what} {path}: cannot read file ({e.strerror})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise CatalogError(f"{what} {path}:{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+
+
+class _Ctx:
+    """Field-path aware accessor for one mapping of a YAML document."""
+
+    def __init__(self, obj: str, data: Any, path: str = ""):
+        self.obj, self.data, self.path = obj, data, path
+        if not isinstance(data, dict):
+            self.fail(f"must be a mapping, got {type(data).__name__}")
+
+    def fail(self, msg: str, key: str | None = None) -> None:
+        p = self.sub(key) if key is not None else self.path
+        raise CatalogError(f"{self.obj}: {p or '<root>'}: {msg}")
+
+    def sub(self, key: str | int) -> str:
+        if isinstance(key, int):
+            return f"{self.path}[{key}]"
+        return f"{self.path}.{key}" if self.path else key
+
+    def only(self, allowed: set[str]) -> None:
+        for k in self.data:
+            if k not in allowed:
+                self.fail(f"unknown field (allowed: {', '.join(sorted(allowed))})", str(k))
+
+    def get(self, key: str, typ: type | tuple[type, ...], default: Any = ..., *, nonneg: bool = False) -> Any:
+        if key not in self.data or self.data[key] is None:
+            if default is ...:
+                self.fail("required field is missing", key)
+            return default
+        v = self.data[key]
+        ok = isinstance(v, typ) and not (isinstance(v, bool) and typ in (int, (int,)))
+        if not ok:
+            names = typ.__name__ if isinstance(typ, type) else "/".join(t.__name__ for t in typ)
+            self.fail(f"must be {names}, got {type(v).__name__} {v!r}", key)
+        if nonneg and v < 0:
+            self.fail(f"must be >= 0, got {v}", key)
+        return v
+
+    def items(self, key: str, required: bool = False) -> list[_Ctx]:
+        v = self.data.get(key)
+        if v is None:
+            if required:
+                self.fail("required list is missing", key)
+            return []
+        if not isinstance(v, list):
+            self.fail(f"must be a list, got {type(v).__name__}", key)
+        base = self.sub(key)
+        return [_Ctx(self.obj, item, f"{base}[{i}]") for i, item in enumerate(v)]
+
+
+# ---------------------------------------------------------------- hardware models
+
+_MIG_PROFILE_FIELDS = {
+    "name", "giProfileId", "multiprocessors", "copyEngines", "decoders", "encoders", "jpegEngines",
+    "ofaEngines", "memoryMiB", "memorySlices", "maxInstances", "placements", "memoryVerified",
+}
+_GPU_FIELDS = {
+    "productName", "brand", "architecture", "cudaComputeCapability", "memoryMiB", "multiprocessors",
+    "copyEngines", "decoders", "encoders", "jpegEngines", "ofaEngines", "formFactor", "pcieGeneration",
+    "nvlink", "mig",
+}
+
+
+def _mig_profile(c: _Ctx, memory_slices: int) -> MigProfile:
+    c.only(_MIG_PROFILE_FIELDS)
+    name = c.get("name", str)
+    if not re.match(r"^[1-7]g\.\d+gb(\+me)?$", name):
+        c.fail(f"MIG profile name {name!r} must look like 1g.10gb or 1g.10gb+me", "name")
+    placements = c.get("placements", list)
+    size = c.get("memorySlices", int)
+    for i, s in enumerate(placements):
+        if not isinstance(s, int) or isinstance(s, bool) or s < 0 or s + size > memory_slices:
+            c.fail(f"placement start {s!r} does not fit {size} slice(s) into {memory_slices}", f"placements[{i}]")
+    return MigProfile(
+        name=name,
+        gi_profile_id=c.get("giProfileId", int, nonneg=True),
+        multiprocessors=c.get("multiprocessors", int, nonneg=True),
+        copy_engines=c.get("copyEngines", int, nonneg=True),
+        decoders=c.get("decoders", int, nonneg=True),
+        encoders=c.get("encoders", int, nonneg=True),
+        jpeg_engines=c.get("jpegEngines", int, nonneg=True),
+        ofa_engines=c.get("ofaEngines", int, nonneg=True),
+        memory_mib=c.get("memoryMiB", int, nonneg=True),
+        memory_slices=size,
+        max_instances=c.get("maxInstances", int, nonneg=True),
+        placements=tuple(placements),
+        memory_verified=c.get("memoryVerified", bool, True),
+    )
+
+
+def _gpu_model(name: str, c: _Ctx) -> GpuModel:
+    c.only(_GPU_FIELDS)
+    profiles: tuple[MigProfile, ...] = ()
+    mem_slices = compute_slices = 0
+    if "mig" in c.data:
+        m = _Ctx(c.obj, c.data["mig"], c.sub("mig"))
+        m.only({"memorySlices", "computeSlices", "profiles"})
+        mem_slices = m.get("memorySlices", int, nonneg=True)
+        compute_slices = m.get("computeSlices", int, nonneg=True)
+        profiles = tuple(_mig_profile(p, mem_slices) for p in m.items("profiles", required=True))
+    nvlink = c.get("nvlink", dict, None)
+    return GpuModel(
+        name=name,
+        product_name=c.get("productName", str),
+        brand=c.get("brand", str),
+        architecture=c.get("architecture", str),
+        cuda_compute_capability=str(c.get("cudaComputeCapability", str)),
+        memory_mib=c.get("memoryMiB", int, nonneg=True),
+        multiprocessors=c.get("multiprocessors", int, nonneg=True),
+        copy_engines=c.get("copyEngines", int, nonneg=True),
+        decoders=c.get("decoders", int, nonneg=True),
+        encoders=c.get("encoders", int, nonneg=True),
+        jpeg_engines=c.get("jpegEngines", int, nonneg=True),
+        ofa_engines=c.get("ofaEngines", int, nonneg=True),
+        form_factor=c.get("formFactor", str),
+        pcie_generation=c.get("pcieGeneration", int, nonneg=True),
+        nvlink=dict(nvlink) if nvlink else None,
+        mig_memory_slices=mem_slices,
+        mig_compute_slices=compute_slices,
+        mig_profiles=profiles,
+    )
+
+
+def _nic_model(name: str, c: _Ctx) -> NicModel:
+    c.only({"productName", "vendor", "vendorID", "deviceID", "type", "linkType", "linkSpeedGbps", "ports",
+            "pcieGeneration"})
+    return NicModel(
+        name=name,
+        product_name=c.get("productName", str),
+        vendor=c.get("vendor", str),
+        vendor_id=c.get("vendorID", str),
+        device_id=c.get("deviceID", str),
+        type=c.get("type", str),
+        link_type=c.get("linkType", str),
+        link_speed_gbps=c.get("linkSpeedGbps", int, nonneg=True),
+        ports=c.get("ports", int, nonneg=True),
+        pcie_generation=c.get("pcieGeneration", int, nonneg=True),
+    )
+
+
+@cache
+def _gpu_catalog() -> tuple[dict[str, GpuModel], dict[str, str]]:
+    path = CATALOG_DIR / "gpus.yaml"
+    c = _Ctx(f"GPU catalog {path.name}", _read_yaml(path, "GPU catalog"))
+    models = _Ctx(c.obj, c.get("models", dict), "models")
+    out = {name: _gpu_model(name, _Ctx(c.obj, spec, f"models.{name}")) for name, spec in models.data.items()}
+    d = _Ctx(c.obj, c.get("defaults", dict), "defaults")
+    defaults = {"driverVersion": d.get("driverVersion", str), "cudaDriverVersion": d.get("cudaDriverVersion", str)}
+    return out, defaults
+
+
+@cache
+def _nic_catalog() -> dict[str, NicModel]:
+    path = CATALOG_DIR / "nics.yaml"
+    c = _Ctx(f"NIC catalog {path.name}", _read_yaml(path, "NIC catalog"))
+    models = _Ctx(c.obj, c.get("models", dict), "models")
+    return {name: _nic_model(name, _Ctx(c.obj, spec, f"models.{name}")) for name, spec in models.data.items()}
+
+
+def gpu_models() -> dict[str, GpuModel]:
+    return dict(_gpu_catalog()[0])
+
+
+def nic_models() -> dict[str, NicModel]:
+    return dict(_nic_catalog())
+
+
+def gpu_model(name: str) -> GpuModel:
+    models = _gpu_catalog()[0]
+    if name not in models:
+        raise CatalogError(f"unknown GPU model {name!r} (known: {', '.join(sorted(models))})")
+    return models[name]
+
+
+def nic_model(name: str) -> NicModel:
+    models = _nic_catalog()
+    if name not in models:
+        raise CatalogError(f"unknown NIC model {name!r} (known: {', '.join(sorted(models))})")
+    return models[name]
+
+
+def catalog_defaults() -> dict[str, str]:
+    return dict(_gpu_catalog()[1])
+
+
+# ---------------------------------------------------------------- node profiles
+
+_PROFILE_FIELDS = {
+    "name", "description", "migMode", "driverVersion", "cudaDriverVersion", "sockets", "pcieRoots",
+    "pcieSwitches", "nvlinkDomains", "gpus", "nics",
+}
+
+
+def _profile_dirs() -> list[Path]:
+    dirs = [PROFILES_DIR]
+    for part in os.environ.get(PROFILE_PATH_ENV, "").split(os.pathsep):
+        if part:
+            dirs.append(Path(part))
+    return dirs
+
+
+def _profile_files() -> dict[str, Path]:
+    """name -> file; later directories (user ones) override the packaged ones."""
+    out: dict[str, Path] = {}
+    for d in _profile_dirs():
+        if d.is_dir():
+            for f in sorted(d.glob("*.y*ml")):
+                out[f.stem] = f
+    return out
+
+
+def node_profiles() -> list[str]:
+    """Names of all known node profiles (packaged + directories in $FAKE_GPUS_PROFILE_PATH)."""
+    return sorted(_profile_files())
+
+
+def load_node_profile(name_or_path: str | os.PathLike[str]) -> NodeProfile:
+    """Load a profile by name (see node_profiles()) or from a YAML file path."""
+    s = os.fspath(name_or_path)
+    files = _profile_files()
+    if s in files:
+        path = files[s]
+    elif s.endswith((".yaml", ".yml")) or os.sep in s or Path(s).is_file():
+        path = Path(s)
+        if not path.is_file():
+            raise CatalogError(f"node profile file {s}: not found")
+    else:
+        raise CatalogError(f"unknown node profile {s!r} (known: {', '.join(sorted(files))}; "
+                           f"or pass a path to a profile YAML file)")
+    return _load_profile_file(path)
+
+
+def parse_node_profile(data: Any, source: str = "<data>") -> NodeProfile:
+    """Build a NodeProfile from already-parsed YAML data (a dict)."""
+    name = data.get("name") if isinstance(data, dict) else None
+    obj = f"NodeProfile/{name}" if isinstance(name, str) else f"NodeProfile {source}"
+    return _parse_profile(_Ctx(obj, data), source)
+
+
+def _load_profile_file(path: Path) -> NodeProfile:
+    return parse_node_profile(_read_yaml(path, "node profile"), str(path))
+
+
+def _parse_profile(c: _Ctx, source: str) -> NodeProfile:
+    c.only(_PROFILE_FIELDS)
+    name = c.get("name", str)
+    if not _DNS_LABEL.match(name):
+        c.fail(f"{name!r} must be a DNS label (lower-case letters, digits, '-')", "name")
+    mig_mode = c.get("migMode", str, "none")
+    if mig_mode not in MIG_MODES:
+        c.fail(f"{mig_mode!r} is not one of {', '.join(MIG_MODES)}", "migMode")
+    defaults = catalog_defaults()
+
+    sockets: dict[int, int] = {}
+    for s in c.items("sockets", required=True):
+        s.only({"id", "numaNode"})
+        sid = s.get("id", int, nonneg=True)
+        if sid in sockets:
+            s.fail(f"duplicate socket id {sid}", "id")
+        sockets[sid] = s.get("numaNode", int, sid, nonneg=True)
+
+    roots: dict[str, int] = {}
+    for r in c.items("pcieRoots"):
+        r.only({"id", "socket"})
+        rid = r.get("id", str)
+        if not _PCIE_ROOT.match(rid):
+            r.fail(f"{rid!r} must look like pci0000:00 (pci<domain>:<bus>, lower-case hex)", "id")
+        if rid in roots:
+            r.fail(f"duplicate PCIe root {rid}", "id")
+        sock = r.get("socket", int)
+        if sock not in sockets:
+            r.fail(f"socket {sock} is not declared in sockets", "socket")
+        roots[rid] = sock
+
+    switches: dict[str, str] = {}
+    for w in c.items("pcieSwitches"):
+        w.only({"id", "root"})
+        wid = w.get("id", str)
+        if wid in switches:
+            w.fail(f"duplicate PCIe switch {wid}", "id")
+        root = w.get("root", str)
+        if root not in roots:
+            w.fail(f"PCIe root {root!r} is not declared in pcieRoots", "root")
+        switches[wid] = root
+
+    domains: dict[str, dict[str, Any]] = {}
+    for d in c.items("nvlinkDomains"):
+        d.only({"id", "fabric", "generation", "nvswitches", "linksPerGpu", "bandwidthGBps"})
+        did = d.get("id", str)
+        if did in domains:
+            d.fail(f"duplicate NVLink domain {did}", "id")
+        fabric = d.get("fabric", str)
+        if fabric not in ("nvswitch", "bridge"):
+            d.fail(f"{fabric!r} is not one of nvswitch, bridge", "fabric")
+        domains[did] = {
+            "id": did, "fabric": fabric, "generation": d.get("generation", int, nonneg=True),
+            "nvswitches": d.get("nvswitches", int, 0, nonneg=True),
+            "linksPerGpu": d.get("linksPerGpu", int, nonneg=True),
+            "bandwidthGBps": d.get("bandwidthGBps", int, nonneg=True),
+        }
+
+    bus_ids: set[str] = set()
+
+    def place(e: _Ctx) -> tuple[str, str, str | None, int]:
+        bus = e.get("pciBusID", str)
+        if not _PCI_BUS_ID.match(bus):
+            e.fail(f"{bus!r} must look like 0000:4a:00.0 (lower-case hex BDF)", "pciBusID")
+        if bus in bus_ids:
+            e.fail(f"PCI bus id {bus} is used twice", "pciBusID")
+        bus_ids.add(bus)
+        sw = e.get("pcieSwitch", str, None)
+        root = e.get("pcieRoot", str, None)
+        if (sw is None) == (root is None):
+            e.fail("exactly one of pcieSwitch or pcieRoot is required")
+        if sw is not None:
+            if sw not in switches:
+                e.fail(f"PCIe switch {sw!r} is not declared in pcieSwitches", "pcieSwitch")
+            root = switches[sw]
+        elif root not in roots:
+            e.fail(f"PCIe root {root!r} is not declared in pcieRoots", "pcieRoot")
+        assert root is not None
+        if bus[:4] != root[3:7] or int(bus[5:7], 16) < int(root[8:10], 16):
+            e.fail(f"bus {bus} cannot sit below root {root} (domain must match, bus >= root bus)", "pciBusID")
+        return bus, root, sw, roots[root]
+
+    gpus: list[GpuSlot] = []
+    for g in c.items("gpus", required=True):
+        g.only({"minor", "model", "pciBusID", "pcieSwitch", "pcieRoot", "nvlinkDomain", "migLayout"})
+        minor = g.get("minor", int, nonneg=True)
+        if any(x.minor == minor for x in gpus):
+            g.fail(f"duplicate GPU minor {minor}", "minor")
+        model_name = g.get("model", str)
+        try:
+            model = gpu_model(model_name)
+        except CatalogError as e:
+            g.fail(str(e), "model")
+        bus, root, sw, sock = place(g)
+        dom = g.get("nvlinkDomain", str, None)
+        if dom is not None and dom not in domains:
+            g.fail(f"NVLink domain {dom!r} is not declared in nvlinkDomains", "nvlinkDomain")
+        layout = _mig_layout(g, model)
+        gpus.append(GpuSlot(minor, model, bus, root, sw, sock, sockets[sock], dom, layout))
+
+    nics: list[NicSlot] = []
+    for n in c.items("nics"):
+        n.only({"index", "model", "pciBusID", "pcieSwitch", "pcieRoot"})
+        idx = n.get("index", int, nonneg=True)
+        if any(x.index == idx for x in nics):
+            n.fail(f"duplicate NIC index {idx}", "index")
+        try:
+            nmodel = nic_model(n.get("model", str))
+        except CatalogError as e:
+            n.fail(str(e), "model")
+        bus, root, sw, sock = place(n)
+        nics.append(NicSlot(idx, nmodel, bus, root, sw, sock, sockets[sock]))
+
+    return NodeProfile(
+        name=name,
+        description=c.get("description", str, ""),
+        mig_mode=mig_mode,
+        driver_version=str(c.get("driverVersion", str, defaults["driverVersion"])),
+        cuda_driver_version=str(c.get("cudaDriverVersion", str, defaults["cudaDriverVersion"])),
+        sockets=tuple({"id": k, "numaNode": v} for k, v in sockets.items()),
+        pcie_roots=tuple({"id": k, "socket": v} for k, v in roots.items()),
+        pcie_switches=tuple({"id": k, "root": v} for k, v in switches.items()),
+        nvlink_domains=tuple(domains.values()),
+        gpus=tuple(gpus),
+        nics=tuple(nics),
+        source=source,
+    )
+
+
+def _mig_layout(g: _Ctx, model: GpuModel) -> tuple[MigPlacement, ...]:
+    entries = g.items("migLayout")
+    if not entries:
+        return ()
+    if not model.mig_capable:
+        g.fail(f"GPU model {model.name} does not support MIG; remove migLayout", "migLayout")
+    used: dict[int, str] = {}
+    counts: dict[str, int] = {}
+    compute = 0
+    out: list[MigPlacement] = []
+    for e in entries:
+        e.only({"profile", "placement"})
+        pname = e.get("profile", str)
+        try:
+            prof = model.mig_profile(pname)
+        except KeyError as err:
+            e.fail(str(err.args[0]), "profile")
+        start = e.get("placement", int, nonneg=True)
+        if start not in prof.placements:
+            e.fail(f"{pname} cannot start at memory slice {start} (valid: {list(prof.placements)})", "placement")
+        for s in prof.slices_at(start):
+            if s in used:
+                e.fail(f"{pname}@{start} overlaps memory slice {s} already used by {used[s]}", "placement")
+            used[s] = f"{pname}@{start}"
+        counts[pname] = counts.get(pname, 0) + 1
+        if counts[pname] > prof.max_instances:
+            e.fail(f"more than {prof.max_instances} instance(s) of {pname} on one GPU", "profile")
+        compute += prof.compute_slices
+        if compute > model.mig_compute_slices:
+            e.fail(f"layout needs {compute} compute slices, the GPU has {model.mig_compute_slices}", "profile")
+        out.append(MigPlacement(pname, start))
+    return tuple(out)

@@ -1,0 +1,346 @@
+"""ResourceSlices (resource.k8s.io/v1) for a node profile, in the schema NVIDIA's DRA driver
+publishes (dra-reference §5), plus the DeviceClasses NVIDIA installs and a NIC class.
+
+MIG modes:
+  none     every GPU is a `gpu-<minor>` device with `memory` capacity.
+  static   GPUs with a `migLayout` publish their pre-created MIG devices (no counters); the
+           parent GPU is not published. Other GPUs are published whole.
+  dynamic  MIG-capable GPUs get one counter set `gpu-<minor>-counter-set`; every (profile,
+           placement) is a device consuming its capacities plus its memory slices; the full GPU
+           consumes everything (omitted on Ampere, where MIG mode cannot toggle without reset).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from fake_gpus import naming
+from fake_gpus.catalog import MIG_MODES, GpuSlot, MigProfile, NicSlot, NodeProfile, load_node_profile
+from fake_gpus.quantity import binary_si
+
+GPU_DRIVER = "gpu.nvidia.com"
+NIC_DRIVER = "nic.fake-gpus.dev"
+TOPOLOGY_DOMAIN = "topology.fake-gpus.dev"
+STD_DOMAIN = "resource.kubernetes.io"
+API_VERSION = "resource.k8s.io/v1"
+
+MAX_DEVICES = 128
+MAX_DEVICES_WITH_COUNTERS = 64
+MAX_COUNTER_SETS = 8
+MAX_COUNTERS_PER_SLICE_1_34 = 32
+OLDEST_VERSION = (1, 34)
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+class SliceError(ValueError):
+    """Bad arguments to build_slices/device_classes (one-line message)."""
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def parse_kubernetes_version(v: str) -> tuple[int, int]:
+    m = re.match(r"^v?(\d+)\.(\d+)(\.\d+)?$", str(v).strip())
+    if not m:
+        raise SliceError(f"kubernetes_version {v!r}: must look like 1.37 or v1.35.2")
+    ver = (int(m.group(1)), int(m.group(2)))
+    if ver < OLDEST_VERSION:
+        raise SliceError(f"kubernetes_version {v!r}: resource.k8s.io/v1 needs Kubernetes 1.34 or newer")
+    return ver
+
+
+def semver_from_nvml(v: str) -> str:
+    """NVML version string re-printed as strict semver: `580.95.05` -> `580.95.5`, `13.0` -> `13.0.0`."""
+    parts = str(v).split(".")
+    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        raise SliceError(f"version {v!r}: must be 1-3 dot-separated numbers (e.g. 580.95.05)")
+    nums = [int(p) for p in parts] + [0] * (3 - len(parts))
+    return ".".join(str(n) for n in nums)
+
+
+def counter_name(capacity: str) -> str:
+    """Capacity name (camelCase) -> counter name (kebab-case): copyEngines -> copy-engines."""
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1-\2", capacity)
+    return re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1-\2", s).lower()
+
+
+def _check_driver(name: str, what: str) -> None:
+    if len(name) > 63 or not _DNS_SUBDOMAIN.match(name):
+        raise SliceError(f"{what} {name!r}: must be a DNS subdomain of at most 63 characters (e.g. gpu.nvidia.com)")
+
+
+def _s(v: str) -> dict[str, str]:
+    return {"string": v}
+
+
+def _caps(values: dict[str, int]) -> dict[str, dict[str, str]]:
+    return {k: {"value": binary_si(v)} for k, v in sorted(values.items())}
+
+
+def _counters(values: dict[str, int]) -> dict[str, dict[str, str]]:
+    return {k: {"value": binary_si(v)} for k, v in sorted(values.items(), key=lambda kv: _counter_key(kv[0]))}
+
+
+def _counter_key(name: str) -> tuple[int, str]:
+    m = re.match(r"^memory-slice-(\d+)$", name)
+    return (1, f"{int(m.group(1)):04d}") if m else (0, name)
+
+
+def _topology_attrs(dev: GpuSlot | NicSlot) -> dict[str, dict[str, Any]]:
+    attrs: dict[str, dict[str, Any]] = {f"{TOPOLOGY_DOMAIN}/numaNode": {"int": dev.numa_node}}
+    if dev.pcie_switch is not None:
+        attrs[f"{TOPOLOGY_DOMAIN}/pcieSwitch"] = _s(naming.bounded(dev.pcie_switch))
+    if isinstance(dev, GpuSlot) and dev.nvlink_domain is not None:
+        attrs[f"{TOPOLOGY_DOMAIN}/nvlinkDomain"] = _s(naming.bounded(dev.nvlink_domain))
+    return attrs
+
+
+# ------------------------------------------------------------------ devices
+
+
+class _GpuView:
+    """Everything needed to publish one GPU of one node."""
+
+    def __init__(self, profile: NodeProfile, gpu: GpuSlot, node_name: str):
+        self.profile, self.gpu, self.node = profile, gpu, node_name
+        self.uuid = naming.gpu_uuid(node_name, gpu.minor)
+
+    def common_attrs(self) -> dict[str, dict[str, Any]]:
+        m, p = self.gpu.model, self.profile
+        return {
+            "productName": _s(m.product_name),
+            "brand": _s(m.brand),
+            "architecture": _s(m.architecture),
+            "cudaComputeCapability": {"version": semver_from_nvml(m.cuda_compute_capability)},
+            "driverVersion": {"version": semver_from_nvml(p.driver_version)},
+            "cudaDriverVersion": {"version": semver_from_nvml(p.cuda_driver_version)},
+            f"{STD_DOMAIN}/pciBusID": _s(self.gpu.pci_bus_id),
+            f"{STD_DOMAIN}/pcieRoot": _s(self.gpu.pcie_root),
+            **_topology_attrs(self.gpu),
+        }
+
+    def gpu_attrs(self) -> dict[str, dict[str, Any]]:
+        attrs = {"type": _s("gpu"), "uuid": _s(self.uuid), **self.common_attrs()}
+        attrs[f"{STD_DOMAIN}/numaNode"] = {"int": self.gpu.numa_node}
+        return dict(sorted(attrs.items()))
+
+    def mig_attrs(self, prof: MigProfile, uuid: str | None) -> dict[str, dict[str, Any]]:
+        attrs = {"type": _s("mig"), "parentUUID": _s(self.uuid), "profile": _s(prof.name), **self.common_attrs()}
+        if uuid is not None:
+            attrs["uuid"] = _s(uuid)
+        return dict(sorted(attrs.items()))
+
+    def classic_gpu(self) -> dict[str, Any]:
+        return {
+            "name": naming.gpu_device_name(self.gpu.minor),
+            "attributes": self.gpu_attrs(),
+            "capacity": _caps({"memory": self.gpu.model.memory_bytes}),
+        }
+
+    def static_migs(self) -> list[dict[str, Any]]:
+        out = []
+        for pl in self.gpu.mig_layout:
+            prof = self.gpu.model.mig_profile(pl.profile)
+            caps = prof.capacities()
+            caps.update({f"memorySlice{i}": 1 for i in prof.slices_at(pl.placement)})
+            out.append({
+                "name": naming.mig_device_name(self.gpu.minor, prof.name, prof.gi_profile_id, pl.placement),
+                "attributes": self.mig_attrs(
+                    prof, naming.mig_uuid(self.node, self.gpu.minor, prof.gi_profile_id, pl.placement)),
+                "capacity": _caps(caps),
+            })
+        return out
+
+    def counter_totals(self) -> dict[str, int]:
+        totals = {counter_name(k): v for k, v in self.gpu.model.mig_max_capacities().items()}
+        totals.update({f"memory-slice-{i}": 1 for i in range(self.gpu.model.mig_memory_slices)})
+        return totals
+
+    def counter_set(self) -> dict[str, Any]:
+        return {"name": naming.counter_set_name(self.gpu.minor), "counters": _counters(self.counter_totals())}
+
+    def dynamic_devices(self) -> list[dict[str, Any]]:
+        cs = naming.counter_set_name(self.gpu.minor)
+        out = []
+        if self.gpu.model.architecture != "Ampere":
+            out.append({
+                "name": naming.gpu_device_name(self.gpu.minor),
+                "attributes": self.gpu_attrs(),
+                "capacity": _caps(self.gpu.model.mig_max_capacities()),
+                "consumesCounters": [{"counterSet": cs, "counters": _counters(self.counter_totals())}],
+            })
+        for prof in self.gpu.model.mig_profiles:
+            for start in prof.placements:
+                used = {counter_name(k): v for k, v in prof.capacities().items()}
+                used.update({f"memory-slice-{i}": 1 for i in prof.slices_at(start)})
+                out.append({
+                    "name": naming.mig_device_name(self.gpu.minor, prof.name, prof.gi_profile_id, start),
+                    "attributes": self.mig_attrs(prof, None),
+                    "capacity": _caps(prof.capacities()),
+                    "consumesCounters": [{"counterSet": cs, "counters": _counters(used)}],
+                })
+        return out
+
+
+def _nic_device(nic: NicSlot) -> dict[str, Any]:
+    m = nic.model
+    attrs: dict[str, dict[str, Any]] = {
+        "type": _s(m.type),
+        "model": _s(m.name),
+        "productName": _s(m.product_name),
+        "vendor": _s(m.vendor),
+        "vendorID": _s(m.vendor_id),
+        "deviceID": _s(m.device_id),
+        "linkType": _s(m.link_type),
+        "linkSpeedGbps": {"int": m.link_speed_gbps},
+        "ports": {"int": m.ports},
+        f"{STD_DOMAIN}/pciBusID": _s(nic.pci_bus_id),
+        f"{STD_DOMAIN}/pcieRoot": _s(nic.pcie_root),
+        f"{STD_DOMAIN}/numaNode": {"int": nic.numa_node},
+        **_topology_attrs(nic),
+    }
+    return {
+        "name": naming.nic_device_name(nic.index),
+        "attributes": dict(sorted(attrs.items())),
+        "capacity": _caps({"bandwidthGbps": m.link_speed_gbps}),
+    }
+
+
+# ------------------------------------------------------------------ slices
+
+
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i:i + size] for i in range(0, len(items), size)] or [[]]
+
+
+def _slice(node: str, driver: str, index: int, spec_body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ResourceSlice",
+        "metadata": {"name": naming.slice_name(node, driver, index)},
+        "spec": {"driver": driver, "nodeName": node, "pool": {"name": node}, **spec_body},
+    }
+
+
+def _finish_pool(slices: list[dict[str, Any]], generation: int) -> list[dict[str, Any]]:
+    for s in slices:
+        s["spec"]["pool"] = {"name": s["spec"]["pool"]["name"], "generation": generation,
+                             "resourceSliceCount": len(slices)}
+    return slices
+
+
+def _device_limit(devices: list[dict[str, Any]]) -> int:
+    heavy = any("consumesCounters" in d or "taints" in d for d in devices)
+    return MAX_DEVICES_WITH_COUNTERS if heavy else MAX_DEVICES
+
+
+def _resolve_profile(profile: NodeProfile | str | os.PathLike[str]) -> NodeProfile:
+    return profile if isinstance(profile, NodeProfile) else load_node_profile(profile)
+
+
+def build_gpu_slices(profile: NodeProfile | str, node_name: str, *, mig_mode: str | None = None,
+                     driver: str = GPU_DRIVER, kubernetes_version: str = "1.37",
+                     generation: int = 1) -> list[dict[str, Any]]:
+    """The GPU driver's slices only (see build_slices)."""
+    prof = _resolve_profile(profile)
+    mode = prof.mig_mode if mig_mode is None else mig_mode
+    if mode not in MIG_MODES:
+        raise SliceError(f"mig_mode {mode!r}: must be one of {', '.join(MIG_MODES)}")
+    _check_driver(driver, "driver")
+    version = parse_kubernetes_version(kubernetes_version)
+
+    per_gpu: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []  # (counter sets, devices)
+    for gpu in sorted(prof.gpus, key=lambda g: g.pci_bus_id):
+        view = _GpuView(prof, gpu, node_name)
+        if mode == "dynamic" and gpu.model.mig_capable:
+            per_gpu.append(([view.counter_set()], sorted(view.dynamic_devices(), key=lambda d: d["name"])))
+        elif mode == "static" and gpu.mig_layout:
+            per_gpu.append(([], view.static_migs()))
+        else:
+            per_gpu.append(([], [view.classic_gpu()]))
+
+    bodies: list[dict[str, Any]] = []
+    if not any(cs for cs, _ in per_gpu):
+        # classic: all devices in as few slices as the limit allows, in PCI bus order
+        devices = [d for _, devs in per_gpu for d in devs]
+        bodies = [{"devices": chunk} for chunk in _chunks(devices, _device_limit(devices))]
+    elif version >= (1, 35):
+        # split: counter sets in their own slice(s), then one device slice per GPU
+        sets = [s for cs, _ in per_gpu for s in cs]
+        bodies += [{"sharedCounters": chunk} for chunk in _chunks(sets, MAX_COUNTER_SETS)]
+        for _, devs in per_gpu:
+            bodies += [{"devices": chunk} for chunk in _chunks(devs, _device_limit(devs))]
+    else:
+        # 1.34 combined: one slice per GPU holding its counter set and its devices
+        for cs, devs in per_gpu:
+            n_counters = sum(len(s["counters"]) for s in cs)
+            if n_counters > MAX_COUNTERS_PER_SLICE_1_34 or len(devs) > MAX_DEVICES_WITH_COUNTERS:
+                raise SliceError(
+                    f"Kubernetes 1.34 slices hold at most {MAX_COUNTERS_PER_SLICE_1_34} counters and "
+                    f"{MAX_DEVICES_WITH_COUNTERS} devices with counters; use kubernetes_version >= 1.35")
+            body: dict[str, Any] = {"devices": devs}
+            if cs:
+                body["sharedCounters"] = cs
+            bodies.append(body)
+    slices = [_slice(node_name, driver, i, b) for i, b in enumerate(bodies)]
+    return _finish_pool(slices, generation)
+
+
+def build_nic_slices(profile: NodeProfile | str, node_name: str, *, nic_driver: str = NIC_DRIVER,
+                     generation: int = 1) -> list[dict[str, Any]]:
+    """The NIC driver's slices: one pool named after the node; empty list without NICs."""
+    prof = _resolve_profile(profile)
+    if not prof.nics:
+        return []
+    _check_driver(nic_driver, "nic_driver")
+    devices = [_nic_device(n) for n in sorted(prof.nics, key=lambda n: n.pci_bus_id)]
+    slices = [_slice(node_name, nic_driver, i, {"devices": c}) for i, c in enumerate(_chunks(devices, MAX_DEVICES))]
+    return _finish_pool(slices, generation)
+
+
+def build_slices(profile: NodeProfile | str, node_name: str, *, mig_mode: str | None = None,
+                 driver: str = GPU_DRIVER, nic_driver: str = NIC_DRIVER, kubernetes_version: str = "1.37",
+                 generation: int = 1) -> list[dict[str, Any]]:
+    """All ResourceSlices the node publishes: the GPU driver's pool, then the NIC driver's pool.
+
+    `profile` is a NodeProfile or a profile name/path; `mig_mode` None = the profile's default.
+    """
+    if not isinstance(node_name, str) or not _DNS_SUBDOMAIN.match(node_name) or len(node_name) > 253:
+        raise SliceError(f"node name {node_name!r}: must be a DNS subdomain (lower-case, e.g. node-1)")
+    if driver == nic_driver:
+        raise SliceError(f"nic_driver {nic_driver!r}: must differ from the GPU driver name")
+    gpu = build_gpu_slices(profile, node_name, mig_mode=mig_mode, driver=driver,
+                           kubernetes_version=kubernetes_version, generation=generation)
+    return gpu + build_nic_slices(profile, node_name, nic_driver=nic_driver, generation=generation)
+
+
+# ------------------------------------------------------------------ device classes
+
+
+def _class(name: str, expression: str, extended: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": expression}}]}
+    if extended:
+        spec["extendedResourceName"] = extended
+    return {"apiVersion": API_VERSION, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+
+
+def device_classes(driver: str = GPU_DRIVER, nic_driver: str = NIC_DRIVER, *,
+                   extended_resource_name: str | None = "nvidia.com/gpu") -> list[dict[str, Any]]:
+    """The DeviceClasses NVIDIA's chart installs for the GPU driver (named after the driver as
+    NVIDIA does: `gpu.nvidia.com`, `mig.nvidia.com`, `vfio.gpu.nvidia.com`) plus a NIC class."""
+    _check_driver(driver, "driver")
+    _check_driver(nic_driver, "nic_driver")
+    base = driver.split(".", 1)[1] if driver.startswith("gpu.") else driver
+
+    def sel(kind: str) -> str:
+        return f"device.driver == '{driver}' && device.attributes['{driver}'].type == '{kind}'"
+
+    return [
+        _class(driver, sel("gpu"), extended_resource_name),
+        _class(f"mig.{base}", sel("mig")),
+        _class(f"vfio.{driver}", sel("vfio")),
+        _class(nic_driver, f"device.driver == '{nic_driver}'"),
+    ]

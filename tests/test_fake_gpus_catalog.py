@@ -1,0 +1,242 @@
+"""Catalog facts vs the published NVIDIA figures, node-profile structure and loader errors."""
+
+from __future__ import annotations
+
+import itertools
+import textwrap
+
+import pytest
+
+from fake_gpus.catalog import (
+    CatalogError,
+    gpu_model,
+    gpu_models,
+    load_node_profile,
+    nic_model,
+    node_profiles,
+    published_figures,
+)
+from fake_gpus.topology import topology_matrix, topology_structure
+
+PUB = published_figures()
+REQUIRED_MODELS = ["A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIE-80GB", "H100-SXM5-80GB", "H200-141GB", "L4", "T4"]
+REQUIRED_PROFILES = ["dgx-a100", "dgx-h100", "t4-inference", "l4-edge", "mig-a100", "hgx-h200", "mixed-a100-t4"]
+
+
+def test_required_models_and_profiles_exist():
+    assert set(REQUIRED_MODELS) <= set(gpu_models())
+    assert set(REQUIRED_PROFILES) <= set(node_profiles())
+    assert set(PUB["gpus"]) == set(REQUIRED_MODELS)
+
+
+@pytest.mark.parametrize("name", REQUIRED_MODELS)
+def test_gpu_model_matches_published_figures(name):
+    m, pub = gpu_model(name), PUB["gpus"][name]
+    assert m.product_name == pub["productName"]
+    assert m.memory_mib == pub["memoryMiB"]
+    assert m.multiprocessors == pub["multiprocessors"]
+    assert m.cuda_compute_capability == pub["cudaComputeCapability"]
+    assert m.architecture == pub["architecture"]
+    assert m.mig_capable == pub["mig"]
+
+
+@pytest.mark.parametrize("name", sorted(PUB["mig"]))
+def test_mig_profiles_match_published_figures(name):
+    m, pub = gpu_model(name), PUB["mig"][name]
+    assert [p.name for p in m.mig_profiles] == list(pub)
+    for p in m.mig_profiles:
+        want = pub[p.name]
+        assert p.gi_profile_id == want["id"], p.name
+        assert p.compute_slices == want["computeSlices"], p.name
+        assert p.memory_slices == want["memorySlices"], p.name
+        assert p.max_instances == want["instances"], p.name
+        assert list(p.placements) == want["placements"], p.name
+        for k, attr in [("decoders", "decoders"), ("jpegEngines", "jpeg_engines"), ("ofaEngines", "ofa_engines"),
+                        ("copyEngines", "copy_engines")]:
+            if k in want:
+                assert getattr(p, attr) == want[k], (p.name, k)
+    for pname, mib in PUB["migMemoryMiB"].get(name, {}).items():
+        assert m.mig_profile(pname).memory_mib == mib
+    for pname, sms in PUB["migMultiprocessors"].get(name, {}).items():
+        assert m.mig_profile(pname).multiprocessors == sms
+
+
+@pytest.mark.parametrize("name", sorted(PUB["mig"]))
+def test_mig_geometry_is_self_consistent(name):
+    m = gpu_model(name)
+    full = max(m.mig_profiles, key=lambda p: p.memory_slices)
+    assert full.memory_slices == m.mig_memory_slices == 8
+    assert full.compute_slices == m.mig_compute_slices == 7
+    assert full.memory_mib <= m.memory_mib
+    assert full.multiprocessors <= m.multiprocessors
+    for p in m.mig_profiles:
+        # the memory in the profile name is the rounded-up GI memory
+        gb = int(p.name.split(".")[1].split("gb")[0])
+        assert gb - 1.5 <= p.memory_mib / 1024 <= gb + 0.01 or not p.memory_verified or gb >= 40, p.name
+        # max instances = placements that fit side by side
+        assert p.max_instances == (1 if p.name.endswith("+me") else len(p.placements)), p.name
+        # SMs scale with compute slices and never exceed the 7g profile
+        assert p.multiprocessors <= full.multiprocessors
+        assert p.multiprocessors * 7 // p.compute_slices >= full.multiprocessors * 0.8
+
+
+def test_nic_models():
+    cx7, bf3 = nic_model("ConnectX-7"), nic_model("BlueField-3")
+    assert cx7.type == "nic" and cx7.link_speed_gbps == 400 and cx7.vendor_id == "15b3"
+    assert bf3.type == "dpu"
+    with pytest.raises(CatalogError, match="known: .*ConnectX-7"):
+        nic_model("ConnectX-9")
+
+
+def test_unknown_gpu_model_lists_known():
+    with pytest.raises(CatalogError, match="unknown GPU model 'B300'.*A100-SXM4-40GB"):
+        gpu_model("B300")
+
+
+# ------------------------------------------------------------------ dgx-a100
+
+
+def test_dgx_a100_facts():
+    p = load_node_profile("dgx-a100")
+    assert [g.model.name for g in p.gpus] == ["A100-SXM4-80GB"] * 8
+    assert sorted(g.minor for g in p.gpus) == list(range(8))
+    assert len(p.sockets) == 2 and {s["numaNode"] for s in p.sockets} == {0, 1}
+    # 4 PCIe switches, each under its own root, each with exactly 2 GPUs and 1-2 NICs
+    assert len(p.pcie_switches) == 4
+    assert len({w["root"] for w in p.pcie_switches}) == 4
+    for w in p.pcie_switches:
+        gpus = [g for g in p.gpus if g.pcie_switch == w["id"]]
+        nics = [n for n in p.nics if n.pcie_switch == w["id"]]
+        assert len(gpus) == 2 and 1 <= len(nics) <= 2
+        assert {n.pcie_root for n in nics} == {g.pcie_root for g in gpus}
+    m = topology_matrix(p)
+    for a, b in itertools.permutations(range(8), 2):
+        assert m[f"GPU{a}"][f"GPU{b}"] == "NV12"
+    for g in p.gpus:
+        for n in p.nics:
+            code = m[f"GPU{g.minor}"][f"NIC{n.index}"]
+            if n.pcie_switch == g.pcie_switch:
+                assert code == "PIX"
+            elif n.numa_node == g.numa_node:
+                assert code == "NODE"
+            else:
+                assert code == "SYS"
+
+
+def test_topology_codes_per_profile():
+    t4 = topology_matrix(load_node_profile("t4-inference"))
+    assert t4["GPU0"]["GPU3"] == "PHB" and t4["GPU2"]["GPU2"] == "X"
+    h100 = topology_matrix(load_node_profile("dgx-h100"))
+    assert h100["GPU0"]["GPU7"] == "NV18"
+    mixed = topology_matrix(load_node_profile("mixed-a100-t4"))
+    assert mixed["GPU0"]["GPU1"] == "NV12" and mixed["GPU0"]["GPU2"] == "SYS" and mixed["GPU2"]["GPU3"] == "PHB"
+    l4 = topology_matrix(load_node_profile("l4-edge"))
+    assert l4["GPU0"]["GPU1"] == "NODE" and l4["GPU1"]["NIC0"] == "PHB"
+
+
+@pytest.mark.parametrize("name", REQUIRED_PROFILES)
+def test_topology_matrix_is_symmetric_and_structure_consistent(name):
+    p = load_node_profile(name)
+    m = topology_matrix(p)
+    labels = list(m)
+    assert len(labels) == len(p.gpus) + len(p.nics)
+    for a in labels:
+        assert m[a][a] == "X"
+        for b in labels:
+            assert m[a][b] == m[b][a]
+    s = topology_structure(p)
+    ids = {n["id"] for n in s["nodes"]}
+    assert len(ids) == len(s["nodes"])
+    for link in s["links"]:
+        assert link["a"] in ids and link["b"] in ids, link
+        assert link["type"] in {"pcie", "nvlink", "smp"} and link["bandwidthGBps"] > 0
+
+
+def test_mig_a100_static_layouts_do_not_overlap():
+    p = load_node_profile("mig-a100")
+    assert p.mig_mode == "static"
+    for g in p.gpus:
+        assert g.mig_layout
+        used: list[int] = []
+        for pl in g.mig_layout:
+            prof = g.model.mig_profile(pl.profile)
+            assert pl.placement in prof.placements
+            used += list(prof.slices_at(pl.placement))
+        assert len(used) == len(set(used))
+        assert sum(g.model.mig_profile(pl.profile).compute_slices for pl in g.mig_layout) <= 7
+
+
+# ------------------------------------------------------------------ loader errors
+
+
+def _write(tmp_path, text, name="custom.yaml"):
+    f = tmp_path / name
+    f.write_text(textwrap.dedent(text))
+    return f
+
+
+GOOD = """
+name: custom
+sockets: [{id: 0, numaNode: 0}]
+pcieRoots: [{id: pci0000:00, socket: 0}]
+gpus:
+  - {minor: 0, model: T4, pciBusID: "0000:3b:00.0", pcieRoot: pci0000:00}
+"""
+
+
+def test_user_profile_by_path_and_env(tmp_path, monkeypatch):
+    f = _write(tmp_path, GOOD)
+    assert load_node_profile(str(f)).gpus[0].model.name == "T4"
+    monkeypatch.setenv("FAKE_GPUS_PROFILE_PATH", str(tmp_path))
+    assert "custom" in node_profiles()
+    assert load_node_profile("custom").name == "custom"
+
+
+@pytest.mark.parametrize(
+    ("mutation", "pattern"),
+    [
+        (("model: T4", "model: T5"), r"NodeProfile/custom: gpus\[0\]\.model: unknown GPU model 'T5'"),
+        (("pciBusID: \"0000:3b:00.0\"", "pciBusID: \"3b:00.0\""), r"gpus\[0\]\.pciBusID: .*must look like"),
+        (("pcieRoot: pci0000:00}", "pcieRoot: pci0000:80}"), r"gpus\[0\]\.pcieRoot: PCIe root 'pci0000:80' is not declared"),
+        (("minor: 0", "minr: 0"), r"gpus\[0\]\.minr: unknown field"),
+        (("name: custom", "name: Custom_1"), r"name: 'Custom_1' must be a DNS label"),
+        (("socket: 0}]", "socket: 3}]"), r"pcieRoots\[0\]\.socket: socket 3 is not declared"),
+    ],
+)
+def test_bad_profile_errors_name_field_path(tmp_path, mutation, pattern):
+    f = _write(tmp_path, GOOD.replace(*mutation))
+    with pytest.raises(CatalogError, match=pattern):
+        load_node_profile(str(f))
+
+
+def test_bad_yaml_and_unknown_profile(tmp_path):
+    f = _write(tmp_path, "name: [unclosed\n")
+    with pytest.raises(CatalogError, match="not valid YAML"):
+        load_node_profile(str(f))
+    with pytest.raises(CatalogError, match="unknown node profile 'nope'.*dgx-a100"):
+        load_node_profile("nope")
+
+
+@pytest.mark.parametrize(
+    ("layout", "pattern"),
+    [
+        ("[{profile: 3g.20gb, placement: 0}, {profile: 2g.10gb, placement: 2}]", "overlaps memory slice 2"),
+        ("[{profile: 3g.20gb, placement: 2}]", r"cannot start at memory slice 2 \(valid: \[0, 4\]\)"),
+        ("[{profile: 9g.99gb, placement: 0}]", "unknown MIG profile '9g.99gb'"),
+        ("[{profile: 4g.20gb, placement: 0}, {profile: 1g.5gb, placement: 4}, {profile: 1g.5gb, placement: 5},"
+         " {profile: 1g.5gb, placement: 6}, {profile: 1g.5gb, placement: 7}]", "cannot start at memory slice 7"),
+        ("[{profile: 1g.5gb+me, placement: 0}, {profile: 1g.5gb+me, placement: 1}]",
+         r"more than 1 instance\(s\) of 1g.5gb\+me"),
+    ],
+)
+def test_bad_static_layouts_rejected(tmp_path, layout, pattern):
+    text = GOOD.replace("model: T4", "model: A100-SXM4-40GB").replace(
+        "pcieRoot: pci0000:00}", f"pcieRoot: pci0000:00, migLayout: {layout}}}")
+    with pytest.raises(CatalogError, match=pattern):
+        load_node_profile(str(_write(tmp_path, text)))
+
+
+def test_mig_layout_on_non_mig_gpu_rejected(tmp_path):
+    text = GOOD.replace("pcieRoot: pci0000:00}", "pcieRoot: pci0000:00, migLayout: [{profile: 1g.5gb, placement: 0}]}")
+    with pytest.raises(CatalogError, match="T4 does not support MIG"):
+        load_node_profile(str(_write(tmp_path, text)))
