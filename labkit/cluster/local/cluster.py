@@ -1,0 +1,335 @@
+"""`LocalCluster`: the real control plane as local processes, fake nodes, the fake GPU driver's
+real gRPC plugin per node, and a node agent per node playing the kubelet's DRA part."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from labkit.cluster.base import Cluster, ClusterError, NotFound, Source
+from labkit.cluster.local import binaries, controlplane, nodes, pki
+from labkit.cluster.local.agent import ENV_ANNOTATION, NodeAgent
+from labkit.cluster.local.binaries import Binaries, BinariesMissing
+from labkit.cluster.local.kube import ApiError, Kube
+from labkit.cluster.local.procs import Component, ProcessError, Supervisor, pid_alive, port_open, wait_until
+from labkit.cluster.placements import PlacementTable, build_placements
+
+#: cluster-scoped kinds are applied first, so namespaced objects find their namespace/classes
+_FIRST = ("Namespace", "CustomResourceDefinition", "DeviceClass", "PriorityClass", "ResourceSlice")
+
+
+class LocalCluster(Cluster):
+    """Real kube-apiserver/etcd/kube-scheduler/kube-controller-manager on 127.0.0.1.
+
+    Options: `state_dir` (default: a fresh temp dir, short enough for unix sockets), `keep`
+    (leave the state dir after `down()`), `build` (build missing binaries with Go; slow),
+    `start_timeout` seconds per component.
+    """
+
+    backend = "local"
+
+    def __init__(self, *, progress: bool = True, state_dir: str | Path | None = None, keep: bool = False,
+                 build: bool = True, start_timeout: float = 120.0, **kw: Any) -> None:
+        super().__init__(progress=progress, **kw)
+        self._state_arg = Path(state_dir) if state_dir else None
+        self.keep = keep
+        self.build = build
+        self.start_timeout = start_timeout
+        self.state_dir: Path | None = None
+        self.binaries: Binaries | None = None
+        self.kubernetes_version = ""  # exact version of the running binaries, e.g. "v1.37.1"
+        self.kube: Kube | None = None
+        self.sup: Supervisor | None = None
+        self.agents: dict[str, NodeAgent] = {}
+        self.heartbeats: nodes.Heartbeats | None = None
+        self.server = ""
+        self.timings: dict[str, float] = {}
+        self._gates: dict[str, bool] = {}
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    @property
+    def kubeconfig(self) -> Path:
+        if self.state_dir is None:
+            raise ClusterError("local cluster: not up; call up() first")
+        return self.state_dir / "kubeconfig"
+
+    def up(self, profile: Any = "workshop") -> LocalCluster:
+        from labkit.api.features import FeatureGateError, resolve_gates
+        from labkit.cluster.profiles import load_profile
+
+        if self.sup is not None:
+            raise ClusterError("local cluster: already up; call down() before up() again")
+        prof = load_profile(profile)
+        try:
+            gates, _warnings = resolve_gates(prof.kubernetes_version, prof.feature_gates)
+        except FeatureGateError as exc:
+            raise ClusterError(f"cluster profile {prof.name}: featureGates: {exc}") from None
+        try:
+            self.binaries = binaries.ensure(prof.kubernetes_version, build=self.build)
+        except BinariesMissing as exc:
+            raise ClusterError(str(exc)) from None
+        self.profile, self._gates = prof, gates
+        self.kubernetes_version = self.binaries.kubernetes_version
+        self.state_dir = self._state_arg or Path(tempfile.mkdtemp(prefix="lk-", dir="/tmp"))
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.sup = Supervisor(self.state_dir / "logs")
+        atexit.register(self.down)
+        t0 = time.monotonic()
+        steps: list[tuple[str, Callable[[], None]]] = [
+            ("control plane", self._start_control_plane),
+            ("nodes", self._create_nodes),
+            ("device classes", self._apply_device_classes),
+            ("driver plugins", self._start_plugins),
+            ("ready", self._wait_ready),
+        ]
+        try:
+            for name, step in self.progress(steps, desc=f"local cluster {prof.name}", total=len(steps)):
+                t = time.monotonic()
+                step()
+                self.timings[name] = round(time.monotonic() - t, 2)
+        except (ProcessError, ApiError) as exc:
+            self.down()
+            raise ClusterError(f"local cluster: start-up failed: {exc}") from None
+        except BaseException:
+            self.down()
+            raise
+        self.timings["total"] = round(time.monotonic() - t0, 2)
+        return self
+
+    def _start_control_plane(self) -> None:
+        assert self.sup and self.state_dir and self.binaries and self.profile
+        keys = pki.generate(self.state_dir / "pki")
+        cp = controlplane.start(self.sup, self.binaries, keys, self.state_dir,
+                                version=self.profile.kubernetes_version, gates=self._gates,
+                                timeout=self.start_timeout)
+        self.server = cp.server
+        self.kube = Kube(cp.server, keys.tokens["admin"], str(keys.ca_cert))
+        self.kube.discover()
+        # pods need the namespace's "default" ServiceAccount, made by kube-controller-manager
+        wait_until(lambda: self.kube.get("serviceaccounts", "default", "default"), self.start_timeout,
+                   interval=0.2, what="ServiceAccount default/default", comp=cp.controller_manager)
+
+    def _create_nodes(self) -> None:
+        from labkit.cluster.profiles import DEFAULT_ALLOCATABLE
+
+        assert self.kube and self.profile
+        objs = [nodes.node_object(n, self.kubernetes_version, DEFAULT_ALLOCATABLE) for n in self.profile.nodes]
+        nodes.create_nodes(self.kube, objs)
+        self.heartbeats = nodes.Heartbeats(self.kube, [n.name for n in self.profile.nodes])
+        self.heartbeats.start()
+
+    def _apply_device_classes(self) -> None:
+        from fake_gpus.slices import device_classes
+
+        assert self.kube
+        for dc in device_classes():
+            self.kube.apply(dc)
+
+    def _plugin_cmd(self) -> list[str]:
+        import fake_gpus
+
+        top = Path(fake_gpus.__file__).parent / "__main__.py"
+        return [sys.executable, "-m", "fake_gpus", "plugin"] if top.exists() else [sys.executable, "-m",
+                                                                                   "fake_gpus.plugin"]
+
+    def node_dirs(self, node: str) -> dict[str, Path]:
+        assert self.state_dir
+        base = self.state_dir / "nodes" / node
+        return {"registry": base / "reg", "plugins": base / "plugins", "cdi": base / "cdi"}
+
+    def _start_plugins(self) -> None:
+        assert self.sup and self.kube and self.profile and self.state_dir
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        for n in self.profile.nodes:
+            dirs = self.node_dirs(n.name)
+            for d in dirs.values():
+                d.mkdir(parents=True, exist_ok=True)
+            argv = [*self._plugin_cmd(), "--profile", n.node_profile, "--node", n.name,
+                    "--kubeconfig", str(self.kubeconfig), "--registry-dir", str(dirs["registry"]),
+                    "--plugins-dir", str(dirs["plugins"]), "--cdi-dir", str(dirs["cdi"]),
+                    "--kubernetes-version", self.profile.kubernetes_version]
+            if n.mig_mode:
+                argv += ["--mig", n.mig_mode]
+            self.sup.start(f"plugin-{n.name}", argv, env=env)
+            agent = NodeAgent(self.kube, n.name, dirs["registry"], dirs["cdi"])
+            agent.start()
+            self.agents[n.name] = agent
+
+    def _wait_ready(self) -> None:
+        assert self.kube and self.sup and self.profile
+        names = [n.name for n in self.profile.nodes]
+
+        def ready() -> bool:
+            dead = [c for c in self.sup.dead() if c.name.startswith("plugin-")]
+            if dead:
+                c = dead[0]
+                raise ProcessError(f"{c.name} exited with code {c.popen.returncode}; see {c.log}: {c.tail(3)}")
+            pools = {(s.get("spec") or {}).get("pool", {}).get("name") for s in self.kube.list("resourceslices")}
+            return all(n in pools for n in names) and all(self.agents[n].plugins for n in names)
+
+        deadline = time.monotonic() + self.start_timeout
+        while not ready():
+            if time.monotonic() > deadline:
+                raise ProcessError(f"timed out after {self.start_timeout:.0f}s waiting for every node's "
+                                   f"ResourceSlices and plugin registration; see {self.sup.log_dir}")
+            time.sleep(0.2)
+
+    def down(self) -> None:
+        """Stop everything (agents, plugins, scheduler, controller-manager, apiserver, etcd, in that
+        order), kill what does not stop in time, remove the state dir unless `keep`."""
+        atexit.unregister(self.down)
+        if self.heartbeats is not None:
+            self.heartbeats.stop()
+        for a in self.agents.values():
+            a.stop()
+        for a in self.agents.values():
+            a.join(timeout=5)
+        if self.heartbeats is not None:
+            self.heartbeats.join(timeout=5)
+        self.agents, self.heartbeats = {}, None
+        if self.sup is not None:
+            self.sup.stop_all(timeout=10)
+            self.sup = None
+        if self.kube is not None:
+            self.kube.close()
+            self.kube = None
+        if self.state_dir is not None and not self.keep and self._state_arg is None:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def components(self) -> list[Component]:
+        """Running (or crashed) processes, in start order."""
+        return list(self.sup.components) if self.sup else []
+
+    # -- objects -------------------------------------------------------------------------------
+    def _api(self) -> Kube:
+        if self.kube is None:
+            raise ClusterError("local cluster: not up; call up() first")
+        return self.kube
+
+    def apply(self, source: Source) -> list[dict]:
+        from labkit.api import LoadError, load
+
+        try:
+            objs = load(source)
+        except LoadError as exc:
+            raise ClusterError(str(exc)) from None
+        objs = sorted(objs, key=lambda o: 0 if o.get("kind") in _FIRST else 1)
+        out = []
+        for obj in objs:
+            meta = obj.get("metadata") or {}
+            try:
+                out.append(self._api().apply(obj))
+            except ApiError as exc:
+                raise ClusterError(f"{obj.get('kind')}/{meta.get('name') or meta.get('generateName')}: "
+                                   f"{exc.message}") from None
+        return out
+
+    def _call(self, fn: Callable[[], Any], kind: str, name: str, namespace: str | None) -> Any:
+        try:
+            return fn()
+        except ApiError as exc:
+            where = f"{kind}/{name}" + (f" in namespace {namespace}" if namespace else "")
+            if exc.status == 404:
+                raise NotFound(f"{where}: not found ({exc.message})") from None
+            raise ClusterError(f"{where}: {exc.message}") from None
+
+    def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
+        self._call(lambda: self._api().delete(kind, name, namespace), kind, name, namespace)
+
+    def get(self, kind: str, name: str, namespace: str | None = "default") -> dict:
+        obj = self._call(lambda: self._api().get(kind, name, namespace), kind, name, namespace)
+        r = self._api().resource(kind)
+        obj.setdefault("apiVersion", r.api_version)
+        obj.setdefault("kind", r.kind)
+        return obj
+
+    def list(self, kind: str, namespace: str | None = None) -> list[dict]:
+        items = self._call(lambda: self._api().list(kind, namespace), kind, "*", namespace)
+        return sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+
+    # -- running -------------------------------------------------------------------------------
+    def _fingerprint(self) -> str:
+        pods = [(p["metadata"]["namespace"], p["metadata"]["name"], p["spec"].get("nodeName"),
+                 (p.get("status") or {}).get("phase"), bool(p["metadata"].get("deletionTimestamp")))
+                for p in self.list("pods")]
+        claims = [(c["metadata"]["namespace"], c["metadata"]["name"],
+                   json.dumps((c.get("status") or {}), sort_keys=True)) for c in self.list("resourceclaims")]
+        return json.dumps([pods, claims])
+
+    def wait(self, until: Callable[[Cluster], bool] | None = None, timeout: float = 60.0) -> bool:
+        """Poll until `until(self)` holds, or (None) until pods and claims stop changing for 2 s."""
+        deadline = time.monotonic() + timeout
+        last, since = None, time.monotonic()
+        while True:
+            self._check_alive()
+            if until is not None:
+                if until(self):
+                    return True
+            else:
+                fp = self._fingerprint()
+                if fp != last:
+                    last, since = fp, time.monotonic()
+                elif time.monotonic() - since >= 2.0 and not self._in_flight():
+                    return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.25)
+
+    def _in_flight(self) -> bool:
+        """A pod bound to a node but not yet started by the agent (it will change soon)."""
+        for p in self.list("pods"):
+            if p["spec"].get("nodeName") and (p.get("status") or {}).get("phase", "Pending") == "Pending":
+                agent = self.agents.get(p["spec"]["nodeName"])
+                if agent is not None and p["metadata"]["uid"] not in agent.errors:
+                    return True
+        return False
+
+    def _check_alive(self) -> None:
+        dead = [c for c in (self.sup.dead() if self.sup else [])]
+        if dead:
+            c = dead[0]
+            raise ClusterError(f"local cluster: {c.name} (pid {c.pid}) exited with code {c.popen.returncode}; "
+                               f"see {c.log}; call down() and up() again")
+
+    def events(self) -> list[dict]:
+        evs = self.list("events")
+
+        def when(e: dict) -> str:
+            return (e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp")
+                    or e["metadata"].get("creationTimestamp") or "")
+
+        return sorted(evs, key=when)
+
+    # -- looking -------------------------------------------------------------------------------
+    def placements(self) -> PlacementTable:
+        return build_placements(self.list("pods"), self.list("resourceclaims"), self.list("resourceslices"))
+
+    def pod_env(self, pod: str, namespace: str = "default") -> dict[str, str]:
+        obj = self.get("pods", pod, namespace)
+        raw = (obj["metadata"].get("annotations") or {}).get(ENV_ANNOTATION)
+        return json.loads(raw) if raw else {}
+
+    def explain(self, pod: str, namespace: str = "default") -> str:
+        from labkit.cluster.local.explain import explain_pod
+
+        return explain_pod(self, self.get("pods", pod, namespace))
+
+    def status(self) -> dict[str, Any]:
+        """Versions, ports, pids and state dir: what is running where."""
+        return {
+            "kubernetesVersion": self.kubernetes_version,
+            "server": self.server,
+            "kubeconfig": str(self.kubeconfig) if self.state_dir else "",
+            "components": [{"name": c.name, "pid": c.pid, "running": c.running() and pid_alive(c.pid),
+                            "ports": list(c.ports), "portsOpen": [port_open(p) for p in c.ports],
+                            "log": str(c.log)} for c in self.components()],
+            "timings": dict(self.timings),
+        }

@@ -1,0 +1,133 @@
+"""Command lines and start-up order of etcd, kube-apiserver, kube-controller-manager and
+kube-scheduler, all on 127.0.0.1 with random free ports."""
+
+from __future__ import annotations
+
+import ssl
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from labkit.cluster.local.binaries import Binaries
+from labkit.cluster.local.pki import Pki, kubeconfig
+from labkit.cluster.local.procs import Component, Supervisor, free_port, wait_until
+
+SERVICE_CIDR = "10.0.0.0/24"
+
+#: API group versions that are off by default but needed when a gate is on (per minor).
+#: Everything DRA needs at 1.37 defaults is served by resource.k8s.io/v1.
+RUNTIME_CONFIG: dict[str, dict[str, str]] = {
+    "1.34": {"DRADeviceTaints": "resource.k8s.io/v1alpha3", "DRAAdminAccess": ""},
+    "1.35": {"DRADeviceTaints": "resource.k8s.io/v1alpha3", "DRADeviceTaintRules": "resource.k8s.io/v1alpha3"},
+    "1.36": {"DRADeviceTaintRules": "resource.k8s.io/v1beta2",
+             "DRAWorkloadResourceClaims": "scheduling.k8s.io/v1alpha2"},
+    "1.37": {"DRAWorkloadResourceClaims": "scheduling.k8s.io/v1alpha3"},
+}
+
+
+def feature_gate_flag(version: str, gates: dict[str, bool]) -> list[str]:
+    """`--feature-gates=...` for the gates that differ from the version's defaults (locked ones
+    are left out: they cannot be changed)."""
+    from labkit.api.features import FEATURE_DEFAULTS, LOCKED
+
+    defaults, locked = FEATURE_DEFAULTS.get(version, {}), LOCKED.get(version, frozenset())
+    diff = {g: v for g, v in sorted(gates.items()) if g not in locked and defaults.get(g) != v}
+    return [f"--feature-gates={','.join(f'{g}={str(v).lower()}' for g, v in diff.items())}"] if diff else []
+
+
+def runtime_config(version: str, gates: dict[str, bool]) -> list[str]:
+    apis = sorted({api for g, api in RUNTIME_CONFIG.get(version, {}).items() if api and gates.get(g)})
+    return [f"--runtime-config={','.join(f'{a}=true' for a in apis)}"] if apis else []
+
+
+def _https_ok(url: str, token: str | None = None) -> bool:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # scheduler/kcm serve a self-signed cert of their own
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    with urllib.request.urlopen(req, context=ctx, timeout=2) as r:
+        return r.status == 200
+
+
+@dataclass
+class ControlPlane:
+    """The four processes and how to reach them."""
+
+    server: str
+    kubeconfig: Path
+    etcd: Component
+    apiserver: Component
+    controller_manager: Component
+    scheduler: Component
+
+
+def start(sup: Supervisor, bins: Binaries, pki: Pki, state: Path, *, version: str,
+          gates: dict[str, bool], timeout: float = 90.0, on_step=lambda name: None) -> ControlPlane:
+    gate_args = feature_gate_flag(version, gates)
+    # etcd
+    etcd_client, etcd_peer = free_port(), free_port()
+    etcd = sup.start("etcd", [
+        bins.path("etcd"), "--name=labkit", f"--data-dir={state / 'etcd'}",
+        f"--listen-client-urls=http://127.0.0.1:{etcd_client}",
+        f"--advertise-client-urls=http://127.0.0.1:{etcd_client}",
+        f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+        f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+        f"--initial-cluster=labkit=http://127.0.0.1:{etcd_peer}",
+        "--unsafe-no-fsync=true", "--log-level=warn", "--quota-backend-bytes=1073741824",
+    ], ports=(etcd_client, etcd_peer))
+    wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{etcd_client}/health", timeout=2).status == 200,
+               timeout, what="etcd /health", comp=etcd)
+    on_step("etcd")
+
+    # kube-apiserver
+    port = free_port()
+    server = f"https://127.0.0.1:{port}"
+    apiserver = sup.start("kube-apiserver", [
+        bins.path("kube-apiserver"),
+        f"--etcd-servers=http://127.0.0.1:{etcd_client}",
+        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={port}",
+        f"--tls-cert-file={pki.serving_cert}", f"--tls-private-key-file={pki.serving_key}",
+        f"--client-ca-file={pki.ca_cert}", f"--token-auth-file={pki.token_file}",
+        "--authorization-mode=RBAC", "--anonymous-auth=true",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-account-key-file={pki.sa_pub}", f"--service-account-signing-key-file={pki.sa_key}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--endpoint-reconciler-type=none",  # endpoints may not point at 127.0.0.1
+        f"--cert-dir={state / 'apiserver-certs'}", "--allow-privileged=true", "--profiling=false",
+        *gate_args, *runtime_config(version, gates),
+    ], ports=(port,))
+    wait_until(lambda: _https_ok(f"{server}/readyz", pki.tokens["admin"]), timeout, interval=0.2,
+               what="kube-apiserver /readyz", comp=apiserver)
+    on_step("kube-apiserver")
+
+    admin_kc = state / "kubeconfig"
+    admin_kc.write_text(kubeconfig(server, pki.ca_cert, pki.tokens["admin"]))
+    admin_kc.chmod(0o600)
+    kcs = {}
+    for user, short in (("system:kube-scheduler", "scheduler"), ("system:kube-controller-manager", "kcm")):
+        kcs[short] = state / f"{short}.kubeconfig"
+        kcs[short].write_text(kubeconfig(server, pki.ca_cert, pki.tokens[user], user))
+        kcs[short].chmod(0o600)
+
+    def component(name: str, kc: Path, extra: list[str]) -> tuple[Component, int]:
+        p = free_port()
+        comp = sup.start(name, [
+            bins.path(name), f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}",
+            f"--authorization-kubeconfig={kc}", "--bind-address=127.0.0.1", f"--secure-port={p}",
+            f"--cert-dir={state / (name + '-certs')}", "--leader-elect=false", *gate_args, *extra,
+        ], ports=(p,))
+        return comp, p
+
+    kcm, kcm_port = component("kube-controller-manager", kcs["kcm"], [
+        "--use-service-account-credentials=true", f"--service-account-private-key-file={pki.sa_key}",
+        f"--root-ca-file={pki.ca_cert}", "--controllers=*",
+        "--node-monitor-period=5s",
+    ])
+    sched, sched_port = component("kube-scheduler", kcs["scheduler"], [])
+    wait_until(lambda: _https_ok(f"https://127.0.0.1:{kcm_port}/healthz"), timeout, interval=0.2,
+               what="kube-controller-manager /healthz", comp=kcm)
+    on_step("kube-controller-manager")
+    wait_until(lambda: _https_ok(f"https://127.0.0.1:{sched_port}/healthz"), timeout, interval=0.2,
+               what="kube-scheduler /healthz", comp=sched)
+    on_step("kube-scheduler")
+    return ControlPlane(server, admin_kc, etcd, apiserver, kcm, sched)

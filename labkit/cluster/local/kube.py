@@ -1,0 +1,177 @@
+"""A small dict-in/dict-out REST client for one API server, built on the kubernetes client's
+Configuration + connection pool. Kinds are resolved through the server's aggregated discovery,
+so any built-in or CRD kind works by name ("Pod", "pods", "resourceclaim", "deviceclasses")."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from kubernetes import client as k8s
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the API server: `.status`, `.reason`, `.message`."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.reason, self.message = status, reason, message
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace)}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{quote(name)}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+
+_DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+                     "application/json")
+
+
+class Kube:
+    """Talks to `server` with a bearer `token`, trusting `ca_cert`."""
+
+    def __init__(self, server: str, token: str, ca_cert: str) -> None:
+        cfg = k8s.Configuration()
+        cfg.host = server
+        cfg.ssl_ca_cert = ca_cert
+        cfg.api_key = {"authorization": token}
+        cfg.api_key_prefix = {"authorization": "Bearer"}
+        self.server = server
+        self._auth = f"Bearer {token}"
+        self._api = k8s.ApiClient(cfg)
+        self._pool = self._api.rest_client.pool_manager
+        self._by_kind: dict[str, list[Resource]] = {}
+        self._lock = threading.Lock()
+
+    # -- raw ---------------------------------------------------------------------------------
+    def request(self, method: str, path: str, body: Any = None, *, params: dict | None = None,
+                content_type: str = "application/json", accept: str = "application/json",
+                timeout: float = 30.0) -> Any:
+        url = self.server + path + (("?" + urlencode(params)) if params else "")
+        headers = {"Authorization": self._auth, "Accept": accept}
+        data = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            data = body if isinstance(body, (str, bytes)) else json.dumps(body)
+        r = self._pool.request(method, url, body=data, headers=headers, timeout=timeout, retries=False)
+        text = r.data.decode("utf-8", "replace") if r.data else ""
+        if r.status >= 400:
+            try:
+                st = json.loads(text)
+                raise ApiError(r.status, st.get("reason", ""), st.get("message", text))
+            except (ValueError, AttributeError):
+                raise ApiError(r.status, "", text.strip() or f"HTTP {r.status}") from None
+        return json.loads(text) if text and text[0] in "{[" else text
+
+    # -- discovery ---------------------------------------------------------------------------
+    def discover(self) -> None:
+        table: dict[str, list[Resource]] = {}
+        for root in ("/api", "/apis"):
+            doc = self.request("GET", root, accept=_DISCOVERY_ACCEPT)
+            for group in doc.get("items") or []:
+                gname = (group.get("metadata") or {}).get("name", "")
+                for ver in group.get("versions") or []:  # preferred version first
+                    for res in ver.get("resources") or []:
+                        kind = (res.get("responseKind") or {}).get("kind") or ""
+                        r = Resource(gname, ver["version"], res["resource"], kind, res.get("scope") == "Namespaced")
+                        keys = {kind.lower(), res["resource"], res.get("singularResource", "")}
+                        keys |= set(res.get("shortNames") or [])
+                        for k in filter(None, keys):
+                            table.setdefault(k.lower(), []).append(r)
+        with self._lock:
+            self._by_kind = table
+
+    def resource(self, kind: str, api_version: str | None = None) -> Resource:
+        """The resource for `kind` (preferring `api_version`, else the group's preferred version)."""
+        key = kind.lower()
+        if key not in self._by_kind:
+            self.discover()
+        found = self._by_kind.get(key) or []
+        if api_version:
+            exact = [r for r in found if r.api_version == api_version]
+            if exact:
+                return exact[0]
+            if found:
+                raise ApiError(404, "NotFound", f"{kind}: apiVersion {api_version} is not served by this "
+                               f"cluster; use {found[0].api_version}")
+        if not found:
+            raise ApiError(404, "NotFound", f"kind {kind!r} is not served by this cluster "
+                           "(check the spelling, or enable its API with the profile's runtimeConfig)")
+        return found[0]
+
+    # -- objects -----------------------------------------------------------------------------
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict:
+        r = self.resource(kind)
+        return self.request("GET", r.path(namespace or "default", name))
+
+    def list(self, kind: str, namespace: str | None = None, **params: str) -> list[dict]:
+        r = self.resource(kind)
+        doc = self.request("GET", r.path(namespace), params=params or None)
+        items = doc.get("items") or []
+        for it in items:  # list items carry no apiVersion/kind; add them so they round-trip
+            it.setdefault("apiVersion", r.api_version)
+            it.setdefault("kind", r.kind)
+        return items
+
+    def create(self, obj: dict, namespace: str | None = None) -> dict:
+        r = self.resource(obj["kind"], obj.get("apiVersion"))
+        ns = namespace or (obj.get("metadata") or {}).get("namespace") or "default"
+        return self.request("POST", r.path(ns), body=obj)
+
+    def apply(self, obj: dict, *, manager: str = "labkit", namespace: str = "default") -> dict:
+        """Server-side apply (create or update) of one object."""
+        r = self.resource(obj["kind"], obj.get("apiVersion"))
+        meta = obj.get("metadata") or {}
+        name = meta.get("name")
+        if not name:
+            if meta.get("generateName"):
+                return self.request("POST", r.path(meta.get("namespace") or namespace), body=obj)
+            raise ApiError(422, "Invalid", f"{obj['kind']}: metadata.name: required; give the object a name")
+        ns = meta.get("namespace") or namespace
+        return self.request("PATCH", r.path(ns, name), body=json.dumps(obj),
+                            params={"fieldManager": manager, "force": "true"},
+                            content_type="application/apply-patch+yaml")
+
+    def patch_status(self, kind: str, name: str, namespace: str | None, patch: dict) -> dict:
+        r = self.resource(kind)
+        return self.request("PATCH", r.path(namespace, name, "status"), body=patch,
+                            content_type="application/merge-patch+json")
+
+    def patch(self, kind: str, name: str, namespace: str | None, patch: dict) -> dict:
+        r = self.resource(kind)
+        return self.request("PATCH", r.path(namespace, name), body=patch,
+                            content_type="application/merge-patch+json")
+
+    def delete(self, kind: str, name: str, namespace: str | None = None, *, grace: int | None = None) -> dict:
+        r = self.resource(kind)
+        body = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if grace is not None:
+            body["gracePeriodSeconds"] = grace
+        return self.request("DELETE", r.path(namespace or "default", name), body=body)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._pool.clear()

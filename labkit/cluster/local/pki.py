@@ -1,0 +1,114 @@
+"""Throw-away PKI for a local control plane: a CA, the apiserver's serving cert, the
+service-account key pair and bearer tokens. Generated with `cryptography` (a dependency of the
+kubernetes client), so no openssl CLI is needed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+
+@dataclass(frozen=True)
+class Pki:
+    ca_cert: Path
+    serving_cert: Path
+    serving_key: Path
+    sa_key: Path  # private (signing) key, PEM
+    sa_pub: Path  # public key, PEM
+    token_file: Path  # --token-auth-file
+    tokens: dict[str, str]  # user name -> bearer token
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    path.chmod(0o600)
+    return path
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+#: users with a static token: name -> groups. The names are the ones the RBAC bootstrap
+#: policy already binds (system:kube-scheduler, system:kube-controller-manager).
+USERS: dict[str, tuple[str, ...]] = {
+    "admin": ("system:masters",),
+    "system:kube-scheduler": (),
+    "system:kube-controller-manager": (),
+}
+
+
+def generate(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> Pki:
+    """Write a fresh CA, serving cert for `hosts`, SA key pair and token file into `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    until = now + dt.timedelta(days=30)
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "labkit-local-ca")])
+    ca = (
+        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now).not_valid_after(until)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                     content_commitment=False, key_encipherment=False,
+                                     data_encipherment=False, key_agreement=False,
+                                     encipher_only=False, decipher_only=False), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = []
+    for h in (*hosts, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "10.0.0.1"):
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(h)))
+        except ValueError:
+            sans.append(x509.DNSName(h))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now).not_valid_after(until)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    tokens = {user: secrets.token_urlsafe(32) for user in USERS}
+    lines = [f'{tokens[u]},{u},{u},"{",".join(g)}"' if g else f"{tokens[u]},{u},{u}" for u, g in USERS.items()]
+    pem = serialization.Encoding.PEM
+    return Pki(
+        ca_cert=_write(directory / "ca.crt", ca.public_bytes(pem)),
+        serving_cert=_write(directory / "apiserver.crt", cert.public_bytes(pem) + ca.public_bytes(pem)),
+        serving_key=_write(directory / "apiserver.key", _pem_key(key)),
+        sa_key=_write(directory / "sa.key", _pem_key(sa)),
+        sa_pub=_write(directory / "sa.pub", sa.public_key().public_bytes(
+            pem, serialization.PublicFormat.SubjectPublicKeyInfo)),
+        token_file=_write(directory / "tokens.csv", ("\n".join(lines) + "\n").encode()),
+        tokens=tokens,
+    )
+
+
+def kubeconfig(server: str, ca_cert: Path, token: str, user: str = "admin") -> str:
+    """A kubeconfig (YAML text) for `server` with a bearer token; context name "labkit-local"."""
+    import yaml
+
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "labkit-local",
+        "clusters": [{"name": "labkit-local",
+                      "cluster": {"server": server, "certificate-authority": str(ca_cert)}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "labkit-local", "context": {"cluster": "labkit-local", "user": user}}],
+    }, sort_keys=False)
