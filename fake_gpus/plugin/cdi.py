@@ -72,6 +72,17 @@ def _put(env: dict[str, str], key: str, value: Any) -> None:
         env[key] = str(value)
 
 
+def _first(dev: AllocatedDevice, *names: str) -> Any:
+    for n in names:
+        value = dev.attribute(n)
+        if value is not None and value != "":
+            return value
+    return None
+
+
+_NUMA = ("resource.kubernetes.io/numaNode", "numaNode", "topology.fake-gpus.dev/numaNode", "numa")
+
+
 def _gpu_env(i: int, dev: AllocatedDevice) -> dict[str, str]:
     p = f"FAKE_GPU_{i}_"
     env: dict[str, str] = {}
@@ -80,11 +91,14 @@ def _gpu_env(i: int, dev: AllocatedDevice) -> dict[str, str]:
     _put(env, p + "TYPE", dev.kind)
     _put(env, p + "UUID", device_uuid(dev))
     _put(env, p + "PRODUCT", dev.attribute("productName"))
+    _put(env, p + "ARCHITECTURE", dev.attribute("architecture"))
     _put(env, p + "MEMORY", dev.capacity("memory"))
     _put(env, p + "MIG_PROFILE", dev.attribute("profile"))
     _put(env, p + "PARENT_UUID", dev.attribute("parentUUID"))
     _put(env, p + "PCIE_ROOT", dev.attribute("resource.kubernetes.io/pcieRoot"))
     _put(env, p + "PCI_BUS_ID", dev.attribute("resource.kubernetes.io/pciBusID"))
+    _put(env, p + "NUMA_NODE", _first(dev, *_NUMA))
+    _put(env, p + "NVLINK_DOMAIN", _first(dev, "topology.fake-gpus.dev/nvlinkDomain", "nvlinkDomain"))
     _put(env, p + "REQUEST", dev.request_name)
     _put(env, p + "SHARE_ID", dev.share_id)
     return env
@@ -95,11 +109,16 @@ def _nic_env(i: int, dev: AllocatedDevice) -> dict[str, str]:
     env: dict[str, str] = {}
     _put(env, p + "NAME", dev.name)
     _put(env, p + "POOL", dev.pool)
-    _put(env, p + "PRODUCT", dev.attribute("productName") or dev.attribute("model"))
-    _put(env, p + "INTERFACE", dev.attribute("interfaceName") or dev.attribute("ifName"))
-    _put(env, p + "BANDWIDTH", dev.capacity("bandwidth"))
+    _put(env, p + "TYPE", dev.attribute("type"))
+    _put(env, p + "PRODUCT", dev.attribute("productName"))
+    _put(env, p + "MODEL", dev.attribute("model"))
+    _put(env, p + "INTERFACE", _first(dev, "interfaceName", "ifName"))
+    _put(env, p + "LINK_TYPE", dev.attribute("linkType"))
+    _put(env, p + "LINK_SPEED_GBPS", dev.attribute("linkSpeedGbps"))
+    _put(env, p + "BANDWIDTH", dev.capacity("bandwidthGbps") or dev.capacity("bandwidth"))
     _put(env, p + "PCIE_ROOT", dev.attribute("resource.kubernetes.io/pcieRoot"))
     _put(env, p + "PCI_BUS_ID", dev.attribute("resource.kubernetes.io/pciBusID"))
+    _put(env, p + "NUMA_NODE", _first(dev, *_NUMA))
     _put(env, p + "REQUEST", dev.request_name)
     _put(env, p + "SHARE_ID", dev.share_id)
     return env

@@ -21,6 +21,7 @@ from . import paths
 log = logging.getLogger("fake_gpus.plugin")
 
 DEFAULT_DRIVER = "gpu.nvidia.com"
+DEFAULT_NIC_DRIVER = "nic.fake-gpus.dev"  # fake_gpus.slices.NIC_DRIVER
 
 
 class UsageError(Exception):
@@ -30,7 +31,10 @@ class UsageError(Exception):
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", help="node profile name or file (see `python -m fake_gpus profiles`)")
     p.add_argument("--node", required=True, help="node name (also the ResourceSlice pool name)")
-    p.add_argument("--driver", default=DEFAULT_DRIVER, help=f"DRA driver name (default {DEFAULT_DRIVER})")
+    p.add_argument("--driver", default=DEFAULT_DRIVER, help=f"GPU DRA driver name (default {DEFAULT_DRIVER})")
+    p.add_argument("--nic-driver", default=DEFAULT_NIC_DRIVER,
+                   help=f"NIC DRA driver name (default {DEFAULT_NIC_DRIVER}); served too when the node has NICs")
+    p.add_argument("--no-nic", action="store_true", help="serve only the GPU driver, not the NIC driver")
     p.add_argument("--mig", dest="mig_mode", default=None, help="MIG mode passed to build_slices")
     p.add_argument("--kubernetes-version", default="1.37", help="slice layout version (default 1.37)")
     p.add_argument("--slices", type=Path, help="publish these ResourceSlices (YAML) instead of --profile's")
@@ -103,7 +107,8 @@ def load_slices(args: argparse.Namespace) -> list[dict[str, Any]]:
         raise UsageError(f"--profile needs fake_gpus.catalog and fake_gpus.slices ({exc}); use --slices FILE") from exc
     try:
         profile = load_node_profile(args.profile)
-        kwargs: dict[str, Any] = {"driver": args.driver, "kubernetes_version": args.kubernetes_version}
+        kwargs: dict[str, Any] = {"driver": args.driver, "nic_driver": args.nic_driver,
+                                  "kubernetes_version": args.kubernetes_version}
         if args.mig_mode is not None:
             kwargs["mig_mode"] = args.mig_mode
         return build_slices(profile, args.node, **kwargs)
@@ -121,6 +126,17 @@ def _setup_logging(level: str) -> None:
     root.propagate = False
 
 
+def served_drivers(args: argparse.Namespace, slices: list[dict[str, Any]]) -> list[str]:
+    """The GPU driver, then every other driver that has slices (unless --no-nic)."""
+    drivers = [args.driver]
+    if not args.no_nic:
+        for s in slices:
+            d = (s.get("spec") or {}).get("driver")
+            if d and d not in drivers:
+                drivers.append(d)
+    return drivers
+
+
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM/SIGINT. Returns the exit code."""
     from .checkpoint import CheckpointError
@@ -134,36 +150,41 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stop.set())
-    server = publisher = None
+    servers: list[PluginServer] = []
+    publishers: list[SlicePublisher] = []
     try:
         slices = load_slices(args)
-        ours = [s for s in slices if (s.get("spec") or {}).get("driver") == args.driver]
-        if len(ours) != len(slices):
-            log.info("%d slice(s) belong to other drivers; they are used for lookups only",
-                     len(slices) - len(ours))
         api_client = None
-        needs_api = not args.no_publish or args.apply_device_classes or not args.claims
-        if needs_api:
+        if not args.no_publish or args.apply_device_classes or not args.claims:
             try:
                 api_client = kube_api_client(args.kubeconfig)
             except Exception as exc:
-                raise UsageError(f"cannot load a kubeconfig ({exc}); pass --kubeconfig, or --no-publish "
-                                 "with --claims FILE to run without an API server") from exc
+                raise UsageError(f"cannot load a kubeconfig ({str(exc).splitlines()[0]}); pass --kubeconfig, "
+                                 "or --no-publish with --claims FILE to run without an API server") from exc
         claims = FileClaimSource(args.claims) if args.claims else KubeClaimSource(api_client)
-        state = DriverState(args.driver, claims, cdi_dir=args.cdi_dir,
-                            checkpoint_path=paths.checkpoint_path(args.plugins_dir, args.driver), slices=slices)
-        server = PluginServer(state, registry_dir=args.registry_dir, plugins_dir=args.plugins_dir)
-        server.start()
+        for driver in served_drivers(args, slices):
+            state = DriverState(driver, claims, cdi_dir=args.cdi_dir,
+                                checkpoint_path=paths.checkpoint_path(args.plugins_dir, driver), slices=slices)
+            server = PluginServer(state, registry_dir=args.registry_dir, plugins_dir=args.plugins_dir)
+            server.start()
+            servers.append(server)
         if args.apply_device_classes:
             from fake_gpus.slices import device_classes
 
-            apply_device_classes(api_client, device_classes(args.driver))
+            apply_device_classes(api_client, device_classes(args.driver, args.nic_driver))
         if not args.no_publish:
-            publisher = SlicePublisher(api_client, args.node, args.driver)
-            publisher.publish(ours)
-        log.info("ready: driver %s on node %s, %d device(s) in %d slice(s)", args.driver, args.node,
-                 sum(len((s.get("spec") or {}).get("devices") or []) for s in ours), len(ours))
-        while not stop.wait(1.0):
+            for server in servers:
+                driver = server.state.driver
+                pub = SlicePublisher(api_client, args.node, driver)
+                publishers.append(pub)
+                pub.publish([s for s in slices if (s.get("spec") or {}).get("driver") == driver])
+        for server in servers:
+            ours = [s for s in slices if (s.get("spec") or {}).get("driver") == server.state.driver]
+            log.info("ready: driver %s on node %s, %d device(s) in %d slice(s), socket %s",
+                     server.state.driver, args.node,
+                     sum(len((s.get("spec") or {}).get("devices") or []) for s in ours), len(ours),
+                     server.dra_socket)
+        while not stop.wait(0.5):
             pass
         log.info("shutting down")
         return 0
@@ -174,13 +195,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"fake_gpus plugin: error: {exc}", file=sys.stderr)
         return 1
     finally:
-        if server is not None:
+        for server in servers:
             server.stop()
-        if publisher is not None and not args.keep_slices:
-            try:
-                publisher.delete_all()
-            except KubeError as exc:
-                print(f"fake_gpus plugin: warning: slices not deleted: {exc}", file=sys.stderr)
+        if not args.keep_slices:
+            for pub in publishers:
+                try:
+                    pub.delete_all()
+                except KubeError as exc:
+                    print(f"fake_gpus plugin: warning: slices of {pub.driver} not deleted: {exc}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
