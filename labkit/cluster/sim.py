@@ -1,0 +1,164 @@
+"""The `sim` backend: `Cluster` on the embedded, in-process `labkit.sim` cluster.
+
+Nothing runs outside Python: `up()` builds the nodes and their ResourceSlices from the profile,
+`apply()` stores objects like the API server would (validated and defaulted by labkit.api), and
+`wait()` runs controllers, scheduler and node agent until nothing changes. Time is simulated:
+`advance(seconds)` moves it (Jobs with a `labkit.dev/duration` annotation finish).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from labkit.cluster.base import Cluster, ClusterError, NotFound, Source, register_backend
+from labkit.cluster.explain import explain_pod
+from labkit.cluster.placements import PlacementTable, build_placements
+from labkit.cluster.profiles import ClusterProfile, load_profile
+from labkit.sim.engine import Sim, SimError
+from labkit.sim.kinds import canonical_kind
+from labkit.sim.nodes import HardwareError
+
+
+def load_source(source: Source) -> list[dict]:
+    """Objects from YAML/JSON text, a path, a dict or a list (labkit.api.load), as one-line errors."""
+    from labkit.api import LoadError, load
+
+    if isinstance(source, Path):
+        source = str(source)
+    try:
+        return load(source)
+    except LoadError as exc:
+        raise ClusterError(str(exc)) from None
+
+
+class SimCluster(Cluster):
+    backend = "sim"
+
+    def __init__(self, *, seed: int = 0, validate: bool = True, progress: bool = True,
+                 cel_engine: str | None = None, **kw: Any) -> None:
+        super().__init__(progress=progress, **kw)
+        self.seed = seed
+        self.validate = validate
+        self.cel_engine = cel_engine
+        self.sim: Sim | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def up(self, profile: str | Path | dict | ClusterProfile = "workshop") -> SimCluster:
+        self.profile = load_profile(profile)
+        try:
+            self.sim = Sim(self.profile, seed=self.seed, cel_engine=self.cel_engine,
+                           progress=self._progress if len(self.profile.nodes) > 50 else None)
+        except HardwareError as exc:
+            raise ClusterError(str(exc)) from None
+        self.sim.run()
+        return self
+
+    def _progress(self, items, desc: str, total: int | None = None):  # noqa: ANN001
+        return self.progress(items, desc=desc, total=total)
+
+    def down(self) -> None:
+        self.sim = None
+
+    @property
+    def _sim(self) -> Sim:
+        if self.sim is None:
+            raise ClusterError("the sim cluster is not up: call up(profile) or use labkit.cluster.connect()")
+        return self.sim
+
+    # -- objects ---------------------------------------------------------------------------
+    def apply(self, source: Source) -> list[dict]:
+        objs = load_source(source)
+        if self.validate:
+            from labkit.api import validate
+
+            problems = validate(objs, kubernetes_version=self._sim.profile.kubernetes_version,
+                                feature_gates=self._sim.dra.gates or None)
+            if problems:
+                raise ClusterError("\n".join(str(p) for p in problems))
+        from labkit.api import with_defaults
+
+        objs = [with_defaults(o) for o in objs]
+        try:
+            out = self._sim.apply(objs)
+        except SimError as exc:
+            raise ClusterError(str(exc)) from None
+        return out
+
+    def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
+        try:
+            self._sim.delete(kind, name, namespace)
+        except SimError as exc:
+            raise NotFound(str(exc)) from None
+
+    def get(self, kind: str, name: str, namespace: str | None = "default") -> dict:
+        obj = self._sim.get(kind, name, namespace)
+        if obj is None:
+            where = f" in namespace {namespace}" if namespace else ""
+            raise NotFound(f'{canonical_kind(kind)} "{name}" not found{where}')
+        return obj
+
+    def list(self, kind: str, namespace: str | None = None) -> list[dict]:
+        return self._sim.list(kind, namespace)
+
+    # -- running ---------------------------------------------------------------------------
+    def wait(self, until: Callable[[Cluster], bool] | None = None, timeout: float = 60.0) -> bool:
+        """Run to quiescence; with `until`, also let sim time pass (up to `timeout` sim seconds)
+        so that timed pods finish, until `until(self)` holds."""
+        sim = self._sim
+        try:
+            sim.run()
+            if until is None:
+                return True
+            start = sim.clock.seconds
+            while not until(self):
+                nxt = sim.agent.next_deadline()
+                if nxt is None or nxt - start > timeout:
+                    return False
+                sim.advance(max(0.0, nxt - sim.clock.seconds))
+            return True
+        except SimError as exc:
+            raise ClusterError(str(exc)) from None
+
+    def advance(self, seconds: float) -> None:
+        """Move simulated time forward by `seconds` (sim only)."""
+        try:
+            self._sim.advance(seconds)
+        except SimError as exc:
+            raise ClusterError(str(exc)) from None
+
+    def events(self) -> list[dict]:
+        return self._sim.events.events()
+
+    # -- looking ---------------------------------------------------------------------------
+    def placements(self) -> PlacementTable:
+        s = self._sim
+        return build_placements(s.store.list("Pod"), s.store.list("ResourceClaim"), s.dra.all_slices())
+
+    def explain(self, pod: str, namespace: str = "default") -> str:
+        obj = self.get("Pod", pod, namespace)
+        s = self._sim
+        uid = obj["metadata"]["uid"]
+        return explain_pod(obj, s.scheduler.attempts.get(uid), s.agent.problems.get(uid),
+                           lambda name: s.store.get("ResourceClaim", name, namespace))
+
+    def pod_env(self, pod: str, namespace: str = "default") -> dict[str, str]:
+        obj = self.get("Pod", pod, namespace)
+        return dict(self._sim.agent.env.get(obj["metadata"]["uid"], {}))
+
+    def inventory(self) -> str:
+        """Nodes, GPUs and other devices of the cluster, one line per node profile."""
+        s = self._sim
+        slices = s.dra.all_slices()
+        per_driver: dict[str, int] = {}
+        for sl in slices:
+            drv = sl["spec"].get("driver", "")
+            per_driver[drv] = per_driver.get(drv, 0) + len(sl["spec"].get("devices") or [])
+        lines = [self.profile.summary(),
+                 f"  {len(slices)} ResourceSlices, {len(s.store.list('DeviceClass'))} DeviceClasses"]
+        lines += [f"  {n:>6} devices from driver {d}" for d, n in sorted(per_driver.items())]
+        return "\n".join(lines)
+
+
+register_backend("sim", SimCluster)

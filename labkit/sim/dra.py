@@ -1,0 +1,116 @@
+"""What kube-scheduler's DynamicResources plugin keeps between pods: the allocator inputs.
+
+One `Allocator` per node is built lazily over the slices that node can see (its own pools and
+cluster-wide slices whose nodeSelector/allNodes reach it) and shares one `AllocatedState`, which
+is updated incrementally as claims are allocated and freed. Any change to DeviceClasses,
+ResourceSlices or DeviceTaintRules drops the per-node allocators.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from labkit.sim.selectors import node_selector_matches
+from labkit.sim.store import Store
+
+
+class _AllocatorAPI:
+    """labkit.allocator's public names (falls back to its submodules while the package
+    __init__ does not export them yet)."""
+
+    def __init__(self) -> None:
+        import labkit.allocator as pkg
+
+        if hasattr(pkg, "Allocator"):
+            self.Allocator, self.AllocatedState, self.features_for = pkg.Allocator, pkg.AllocatedState, pkg.features_for
+        else:  # pragma: no cover - depends on the allocator package state
+            from labkit.allocator.allocator import Allocator
+            from labkit.allocator.features import features_for
+            from labkit.allocator.state import AllocatedState
+
+            self.Allocator, self.AllocatedState, self.features_for = Allocator, AllocatedState, features_for
+
+
+_API: _AllocatorAPI | None = None
+
+
+def allocator_module() -> _AllocatorAPI:
+    global _API
+    if _API is None:
+        _API = _AllocatorAPI()
+    return _API
+
+
+def split_gates(version: str, gates: dict[str, bool]) -> tuple[dict[str, bool], dict[str, bool]]:
+    """(allocator/DRA gates known to labkit.api.features, all other gates)."""
+    from labkit.api.features import FEATURE_DEFAULTS, normalize_version
+
+    known = FEATURE_DEFAULTS[normalize_version(version)]
+    return ({k: v for k, v in gates.items() if k in known}, {k: v for k, v in gates.items() if k not in known})
+
+
+class DraState:
+    def __init__(self, store: Store, kubernetes_version: str, gates: dict[str, bool], cel_engine: str | None = None):
+        self.store = store
+        self.kubernetes_version = kubernetes_version
+        self.gates = gates
+        self.cel_engine = cel_engine
+        mod = allocator_module()
+        self.features = mod.features_for(kubernetes_version, gates)
+        self.allocated = mod.AllocatedState(consumable_capacity=self.features.ConsumableCapacity)
+        self._allocators: dict[str, Any] = {}
+        self._slices: dict[str, list[dict]] | None = None
+        self._cluster_wide: list[dict] = []
+        store.watch(lambda ev: self.invalidate(), kinds=("DeviceClass", "ResourceSlice", "DeviceTaintRule"))
+
+    def invalidate(self) -> None:
+        self._allocators.clear()
+        self._slices = None
+
+    def _index(self) -> dict[str, list[dict]]:
+        if self._slices is None:
+            by_node: dict[str, list[dict]] = {}
+            wide: list[dict] = []
+            for s in self.store.list("ResourceSlice"):
+                spec = s.get("spec") or {}
+                if spec.get("nodeName"):
+                    by_node.setdefault(spec["nodeName"], []).append(s)
+                else:
+                    wide.append(s)
+            self._slices, self._cluster_wide = by_node, wide
+        return self._slices
+
+    def slices_for(self, node: dict) -> list[dict]:
+        name = node["metadata"]["name"]
+        own = self._index().get(name, [])
+        wide = [s for s in self._cluster_wide
+                if (s.get("spec") or {}).get("allNodes") or node_selector_matches(node, (s.get("spec") or {}).get("nodeSelector"))]
+        return own + wide
+
+    def all_slices(self) -> list[dict]:
+        return self.store.list("ResourceSlice")
+
+    def allocator_for(self, node: dict) -> Any:
+        name = node["metadata"]["name"]
+        alloc = self._allocators.get(name)
+        if alloc is None:
+            mod = allocator_module()
+            alloc = mod.Allocator(
+                self.features,
+                self.store.list("DeviceClass"),
+                self.slices_for(node),
+                self.allocated,
+                taint_rules=self.store.list("DeviceTaintRule"),
+                cel_engine=self.cel_engine,
+            )
+            self._allocators[name] = alloc
+        return alloc
+
+    def extended_resource_classes(self) -> dict[str, str]:
+        """extendedResourceName -> DeviceClass name (DRAExtendedResource)."""
+        out: dict[str, str] = {}
+        for c in self.store.list("DeviceClass"):
+            ern = (c.get("spec") or {}).get("extendedResourceName")
+            if ern:
+                out.setdefault(ern, c["metadata"]["name"])
+        return out

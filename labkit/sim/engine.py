@@ -1,0 +1,162 @@
+"""`Sim`: the embedded cluster. Object store + controllers + scheduler + node agent, one process.
+
+    sim = Sim(load_profile("workshop"), seed=0)
+    sim.apply(objs); sim.run()          # run until nothing changes
+    sim.advance(60)                     # move sim time; Jobs with labkit.dev/duration finish
+
+Everything is deterministic for a given seed and input order: names, uids, placements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from labkit.cluster.profiles import ClusterProfile
+from labkit.sim.agent import NodeAgent
+from labkit.sim.claimctl import ClaimController
+from labkit.sim.clock import Clock
+from labkit.sim.dra import DraState, split_gates
+from labkit.sim.events import EventRecorder
+from labkit.sim.kinds import canonical_kind, is_namespaced
+from labkit.sim.nodes import build_node, build_slices_for, default_device_classes
+from labkit.sim.podutil import meta
+from labkit.sim.scheduler import Scheduler
+from labkit.sim.store import Store, StoreError, copy_of
+from labkit.sim.workloads import WorkloadController
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+#: kinds whose status a client may set on create (everything else: the API server drops it)
+KEEP_STATUS = frozenset({"Node"})
+
+
+class SimError(Exception):
+    """A request the simulated API server refuses; one line, names the object."""
+
+
+class Sim:
+    def __init__(self, profile: ClusterProfile, seed: int = 0, progress: Callable[..., Iterable] | None = None,
+                 cel_engine: str | None = None) -> None:
+        self.profile = profile
+        self.clock = Clock()
+        self.store = Store(seed=seed, clock=self.clock)
+        self.events = EventRecorder(self.store)
+        dra_gates, self.other_gates = split_gates(profile.kubernetes_version, profile.feature_gates)
+        self.dra = DraState(self.store, profile.kubernetes_version, dra_gates, cel_engine=cel_engine)
+        self.workloads = WorkloadController(self.store)
+        self.scheduler = Scheduler(self.store, self.events, self.dra)
+        self.claims = ClaimController(self.store, self.events, on_deallocate=self.scheduler.release_claim)
+        self.agent = NodeAgent(self.store, self.events, self.dra)
+        self._bootstrap(progress or (lambda it, **_: it))
+
+    def _bootstrap(self, progress: Callable[..., Iterable]) -> None:
+        for ns in SYSTEM_NAMESPACES:
+            self.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
+                               "status": {"phase": "Active"}})
+        for cls in default_device_classes():
+            self.store.create(cls)
+        cache: dict[str, Any] = {}
+        for spec in progress(self.profile.nodes, desc="nodes", total=len(self.profile.nodes)):
+            self.store.create(build_node(spec))
+            for s in build_slices_for(spec, self.profile, cache):
+                self.store.create(s)
+
+    # -- API -------------------------------------------------------------------------------
+    def apply(self, objs: list[dict]) -> list[dict]:
+        """Create or update each object (Namespaces first, then in order). Returns stored objects."""
+        ordered = [o for o in objs if o.get("kind") == "Namespace"] + [o for o in objs if o.get("kind") != "Namespace"]
+        out = []
+        for obj in ordered:
+            out.append(self._apply_one(obj))
+        return out
+
+    def _apply_one(self, obj: dict) -> dict:
+        kind = obj.get("kind") or ""
+        m = obj.get("metadata") or {}
+        what = f"{kind or '<no kind>'}/{m.get('name') or m.get('generateName') or '<no name>'}"
+        if not kind:
+            raise SimError(f"{what}: kind: required; every object needs `kind:` (e.g. Pod, ResourceClaim)")
+        if not m.get("name") and not m.get("generateName"):
+            raise SimError(f"{what}: metadata.name: required; give the object a name")
+        ns = m.get("namespace") or "default"
+        if is_namespaced(kind) and kind != "Event" and self.store.get("Namespace", ns, None) is None:
+            raise SimError(f'{what}: metadata.namespace: namespace "{ns}" not found; apply a Namespace named {ns} first')
+        existing = self.store.get(kind, m["name"], ns) if m.get("name") else None
+        try:
+            if existing is None:
+                new = copy_of(obj)
+                if kind not in KEEP_STATUS:
+                    new.pop("status", None)
+                for f in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation"):
+                    new.setdefault("metadata", {}).pop(f, None)
+                return self.store.create(new)
+            if kind == "ResourceClaim" and (existing.get("spec") or {}) != (obj.get("spec") or {}):
+                raise SimError(f"{what}: spec: field is immutable; delete the claim and create it again")
+            new = copy_of(existing)
+            for k, v in obj.items():
+                if k not in ("metadata", "status", "apiVersion", "kind"):
+                    new[k] = copy_of(v)
+            for f in ("labels", "annotations"):
+                if f in m:
+                    new["metadata"][f] = copy_of(m[f])
+            if kind in KEEP_STATUS and "status" in obj:
+                new["status"] = copy_of(obj["status"])
+            return existing if new == existing else self.store.update(new)
+        except StoreError as exc:
+            raise SimError(f"{what}: {exc}") from None
+
+    def get(self, kind: str, name: str, namespace: str | None = "default") -> dict | None:
+        return self.store.get(canonical_kind(kind), name, namespace)
+
+    def list(self, kind: str, namespace: str | None = None) -> list[dict]:
+        return self.store.list(canonical_kind(kind), namespace)
+
+    def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
+        kind = canonical_kind(kind)
+        try:
+            self.store.delete(kind, name, namespace)
+        except StoreError as exc:
+            raise SimError(f"{kind}/{name}: {exc}") from None
+
+    # -- running ---------------------------------------------------------------------------
+    def step(self) -> bool:
+        """One round of every controller. True when something changed."""
+        before = self.store.rv
+        self.workloads.reconcile()
+        self.claims.reconcile()
+        self.scheduler.schedule_pending()
+        self.claims.reconcile()
+        self.agent.reconcile()
+        return self.store.rv != before
+
+    def run(self, max_rounds: int = 10_000) -> int:
+        """Run until nothing changes. Returns the number of rounds."""
+        for i in range(1, max_rounds + 1):
+            if not self.step():
+                return i
+        raise SimError(f"the sim did not settle after {max_rounds} rounds (a controller keeps writing)")
+
+    def advance(self, seconds: float) -> None:
+        """Move sim time forward, finishing timed pods at their deadlines (and rescheduling after each)."""
+        if seconds < 0:
+            raise SimError("advance(seconds): seconds must be >= 0")
+        target = self.clock.seconds + seconds
+        self.run()
+        while True:
+            nxt = self.agent.next_deadline()
+            if nxt is None or nxt > target:
+                break
+            self.clock.seconds = max(self.clock.seconds, nxt)
+            self.agent.finish_due(self.clock.seconds)
+            self.run()
+        self.clock.seconds = target
+        self.run()
+
+    # -- looking ---------------------------------------------------------------------------
+    def node_slices(self, node_name: str) -> list[dict]:
+        node = self.store.get("Node", node_name, None)
+        return self.dra.slices_for(node) if node else []
+
+    def pod_uid(self, name: str, namespace: str = "default") -> str | None:
+        pod = self.store.get("Pod", name, namespace)
+        return meta(pod)["uid"] if pod else None

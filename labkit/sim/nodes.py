@@ -1,0 +1,72 @@
+"""Node objects and their ResourceSlices from a cluster profile (hardware comes from fake_gpus)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from labkit.cluster.profiles import DEFAULT_ALLOCATABLE, ClusterProfile, NodeSpec
+
+
+class HardwareError(Exception):
+    """fake_gpus could not build a node's inventory."""
+
+
+def build_node(spec: NodeSpec) -> dict[str, Any]:
+    labels = {
+        "kubernetes.io/hostname": spec.name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "fake-gpus.dev/node-profile": spec.node_profile,
+    }
+    if spec.mig_mode:
+        labels["fake-gpus.dev/mig-mode"] = spec.mig_mode
+    labels.update(spec.labels)
+    alloc = dict(DEFAULT_ALLOCATABLE)
+    alloc.update(spec.allocatable)
+    node: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": spec.name, "labels": labels},
+        "spec": {},
+        "status": {
+            "capacity": dict(alloc),
+            "allocatable": alloc,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "kubelet is posting ready status (simulated)"}],
+            "nodeInfo": {"kubeletVersion": "v1.37.0", "operatingSystem": "linux", "architecture": "amd64"},
+        },
+    }
+    if spec.taints:
+        node["spec"]["taints"] = [dict(t) for t in spec.taints]
+    return node
+
+
+def _fake_gpus() -> tuple[Any, Any, Any]:
+    try:
+        catalog = importlib.import_module("fake_gpus.catalog")
+        slices = importlib.import_module("fake_gpus.slices")
+    except ImportError as exc:  # pragma: no cover - depends on the fake_gpus package state
+        raise HardwareError(f"fake_gpus is not available ({exc}); the sim needs it for node hardware") from None
+    return catalog.load_node_profile, slices.build_slices, slices.device_classes
+
+
+def build_slices_for(spec: NodeSpec, profile: ClusterProfile, cache: dict[str, Any]) -> list[dict]:
+    """The ResourceSlices the node's driver(s) publish. `cache` memoises node profiles."""
+    load_node_profile, build_slices, _ = _fake_gpus()
+    try:
+        if spec.node_profile not in cache:
+            cache[spec.node_profile] = load_node_profile(spec.node_profile)
+        kw: dict[str, Any] = {"kubernetes_version": profile.kubernetes_version}
+        if spec.mig_mode:
+            kw["mig_mode"] = spec.mig_mode
+        return build_slices(cache[spec.node_profile], spec.name, **kw)
+    except (ValueError, KeyError, OSError) as exc:
+        raise HardwareError(
+            f"{profile.source}: node {spec.name} (nodeProfile {spec.node_profile}, migMode {spec.mig_mode}): {exc}"
+        ) from None
+
+
+def default_device_classes() -> list[dict]:
+    _, _, device_classes = _fake_gpus()
+    return list(device_classes())

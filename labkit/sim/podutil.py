@@ -1,0 +1,59 @@
+"""Small helpers about pods and their claims shared by the controllers and the scheduler."""
+
+from __future__ import annotations
+
+import re
+
+POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+DURATION_ANNOTATION = "labkit.dev/duration"
+GROUP_LABEL = "labkit.dev/pod-group"
+MIN_MEMBER_ANNOTATION = "labkit.dev/min-member"
+
+
+def meta(obj: dict) -> dict:
+    return obj.get("metadata") or {}
+
+
+def nsname(obj: dict) -> str:
+    m = meta(obj)
+    return f"{m.get('namespace', 'default')}/{m.get('name', '')}"
+
+
+def is_finished(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def is_deleting(obj: dict) -> bool:
+    return bool(meta(obj).get("deletionTimestamp"))
+
+
+def claim_name_for(pod: dict, entry: dict) -> tuple[str | None, bool]:
+    """(ResourceClaim name, from a template?) for one pod.spec.resourceClaims entry.
+
+    A template claim's name is only known once the claim controller recorded it in
+    pod.status.resourceClaimStatuses; until then the name is None.
+    """
+    if entry.get("resourceClaimName"):
+        return entry["resourceClaimName"], False
+    for st in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
+        if st.get("name") == entry.get("name"):
+            return st.get("resourceClaimName"), True
+    return None, True
+
+
+def pod_reference(pod: dict) -> dict:
+    m = meta(pod)
+    return {"resource": "pods", "name": m.get("name", ""), "uid": m.get("uid", "")}
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+
+
+def parse_duration(value: str) -> float:
+    """'90', '90s', '5m', '1.5h' -> seconds. Raises ValueError with the accepted forms."""
+    m = _DURATION.match(str(value))
+    if not m:
+        raise ValueError(f"{DURATION_ANNOTATION}: {value!r} is not a duration; use e.g. 30s, 5m or 1h")
+    n = float(m.group(1))
+    return n * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]

@@ -1,0 +1,67 @@
+"""Pod resource requests against node allocatable (cpu, memory, pods, extended resources)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from labkit.api.quantity import parse_quantity
+
+Requests = dict[str, Fraction]
+
+
+def _q(value: object) -> Fraction:
+    return Fraction(parse_quantity(str(value)).value)
+
+
+def pod_requests(pod: dict) -> Requests:
+    """Effective requests: sum over containers, at least the largest init container (limits
+    stand in for missing requests, as the API server defaults them)."""
+    spec = pod.get("spec") or {}
+
+    def of(c: dict) -> Requests:
+        res = c.get("resources") or {}
+        merged = dict(res.get("limits") or {})
+        merged.update(res.get("requests") or {})
+        return {k: _q(v) for k, v in merged.items()}
+
+    total: Requests = {}
+    for c in spec.get("containers") or []:
+        for k, v in of(c).items():
+            total[k] = total.get(k, Fraction(0)) + v
+    for c in spec.get("initContainers") or []:
+        for k, v in of(c).items():
+            total[k] = max(total.get(k, Fraction(0)), v)
+    return total
+
+
+def node_allocatable(node: dict) -> Requests:
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    return {k: _q(v) for k, v in alloc.items()}
+
+
+def is_extended(name: str) -> bool:
+    """Extended resources: domain-qualified names outside kubernetes.io (nvidia.com/gpu, ...)."""
+    if "/" not in name:
+        return False
+    domain = name.split("/", 1)[0]
+    return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
+
+
+def insufficient(req: Requests, used: Requests, alloc: Requests, pods_used: int) -> list[str]:
+    """kube-scheduler NodeResourcesFit reasons ("Too many pods", "Insufficient cpu", ...).
+
+    Extended resources the node does not advertise are left out here: they may be backed by DRA
+    (DeviceClass extendedResourceName); the caller decides.
+    """
+    reasons = []
+    if pods_used + 1 > int(alloc.get("pods", 110)):
+        reasons.append("Too many pods")
+    for name in sorted(req):
+        amount = req[name]
+        if amount == 0:
+            continue
+        if is_extended(name) and name not in alloc:
+            continue
+        if used.get(name, Fraction(0)) + amount > alloc.get(name, Fraction(0)):
+            reasons.append(f"Insufficient {name}")
+    return reasons
