@@ -1,1 +1,15 @@
-"""labkit.topology"""
+"""networkx topology graphs of nodes (NVLink / PCIe / NUMA) and clusters, with pictures.
+
+    from labkit.topology import node_graph, nvlink_islands, distance, draw_node
+    g = node_graph("dgx-a100")
+    nvlink_islands(g); distance(g, "gpu-0", "nic-0"); draw_node(g)
+"""
+
+from labkit.topology.draw import draw_node, layout, save_png
+from labkit.topology.graph import cluster_graph, node_graph, plain_attributes
+from labkit.topology.queries import devices_under, distance, gpus, nvlink_islands, stats, topo_matrix
+
+__all__ = [
+    "cluster_graph", "devices_under", "distance", "draw_node", "gpus", "layout", "node_graph",
+    "nvlink_islands", "plain_attributes", "save_png", "stats", "topo_matrix",
+]

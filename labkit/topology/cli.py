@@ -1,0 +1,66 @@
+"""`labkit topology --profile P [--node N] (--png FILE | --json | --matrix)`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("topology", help="draw or describe a node's NVLink / PCIe / NUMA topology")
+    p.add_argument("--profile", required=True,
+                   help="a cluster profile (workshop, mig-lab, ...) or a fake_gpus node profile (dgx-a100, ...)")
+    p.add_argument("--node", help="node of the cluster profile (default: its first node)")
+    p.add_argument("--png", metavar="FILE", help="write a picture of the node")
+    p.add_argument("--json", action="store_true", help="print graph statistics as JSON")
+    p.add_argument("--matrix", action="store_true", help="print the nvidia-smi topo -m style matrix")
+    p.set_defaults(func=run)
+
+
+def resolve_node(profile: str, node: str | None) -> tuple[str, str]:
+    """(node name, fake_gpus node profile) for a cluster profile + node, or a node profile."""
+    from fake_gpus.catalog import node_profiles
+    from labkit.cluster.profiles import ProfileError, load_profile, profile_names
+
+    if profile in profile_names() or profile.endswith((".yaml", ".yml")):
+        cluster = load_profile(profile)
+        nodes = {n.name: n for n in cluster.nodes}
+        if node is None:
+            first = cluster.nodes[0]
+            return first.name, first.node_profile
+        if node not in nodes:
+            shown = ", ".join(list(nodes)[:10])
+            raise ProfileError(f"cluster profile {profile}: no node {node!r} (nodes: {shown}...)")
+        return node, nodes[node].node_profile
+    if profile in node_profiles():
+        return node or profile, profile
+    raise ProfileError(f"unknown profile {profile!r}: cluster profiles: {', '.join(profile_names())}; "
+                       f"node profiles: {', '.join(node_profiles())}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from labkit.cluster.base import ClusterError
+    from labkit.topology import node_graph, save_png, stats, topo_matrix
+
+    try:
+        node, node_profile = resolve_node(args.profile, args.node)
+    except ClusterError as exc:
+        print(f"labkit topology: {exc}", file=sys.stderr)
+        return 2
+    g = node_graph(node_profile, node_name=node)
+    if args.png:
+        save_png(g, args.png)
+        print(f"wrote {args.png}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(stats(g), indent=2))
+    if args.matrix:
+        m = topo_matrix(g)
+        names = [g.nodes[n].get("device") or n for n in m]
+        width = max(len(n) for n in names) + 2
+        print("".ljust(width) + "".join(n.ljust(width) for n in names))
+        for row, name in zip(m.values(), names, strict=True):
+            print(name.ljust(width) + "".join(code.ljust(width) for code in row.values()))
+    if not (args.png or args.json or args.matrix):
+        print(json.dumps(stats(g), indent=2))
+    return 0
