@@ -77,7 +77,18 @@ def _validate_one(obj: Any, index: int, ctx: Context) -> list[Problem]:
         _check(obj, sink, ctx)
     except RecursionError:
         sink.add("", "object is nested too deeply to check")
-    return sink.problems
+    return _dedupe(sink.problems)
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    """Drop exact repeats, and a bare "Required value" when a rule said more about that path."""
+    detailed = {p.path for p in problems if p.message != "Required value"}
+    out: list[Problem] = []
+    for p in problems:
+        if p in out or (p.message == "Required value" and p.path in detailed):
+            continue
+        out.append(p)
+    return out
 
 
 def _check(obj: dict, sink: Sink, ctx: Context) -> None:

@@ -1,0 +1,188 @@
+"""labkit.api.validate: ResourceClaim / ResourceClaimTemplate / DeviceClass rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from labkit.api import load, validate
+from tests.test_api_helpers import V1, claim, exact, first, messages, one
+
+DATA = Path(__file__).parent / "data" / "api"
+
+
+@pytest.mark.parametrize("name", ["nvidia-claims.yaml", "kubectl-claims-list.yaml", "slices.yaml"])
+def test_realistic_manifests_are_valid(name: str) -> None:
+    assert messages(load(DATA / name)) == []
+
+
+def test_minimal_claim_valid() -> None:
+    assert messages(claim()) == []
+
+
+def test_request_needs_exactly_or_first_available() -> None:
+    assert one(claim([{"name": "gpu"}])) == (
+        "ResourceClaim/c: spec.devices.requests[0]: Required value: "
+        "exactly one of `exactly` or `firstAvailable` is required")
+    both = {"name": "gpu", "exactly": {"deviceClassName": "x"}, "firstAvailable": first()["firstAvailable"]}
+    assert "exactly one of `exactly` or `firstAvailable` is required, but multiple fields are set" in one(claim([both]))
+
+
+def test_request_name_dns_label_and_unique() -> None:
+    assert 'requests[0].name: Invalid value: "GPU"' in one(claim([exact("GPU")]))
+    assert one(claim([exact(), exact()])).endswith('spec.devices.requests[1].name: Duplicate value: "gpu"')
+    assert one(claim([{"exactly": {"deviceClassName": "x"}}])).endswith("requests[0].name: Required value")
+
+
+def test_device_class_name_required_and_subdomain() -> None:
+    assert "exactly.deviceClassName: Required value" in one(claim([{"name": "g", "exactly": {}}]))
+    assert "deviceClassName: Invalid value: \"Gpu_Class\"" in one(claim([exact(deviceClassName="Gpu_Class")]))
+
+
+def test_count_rules() -> None:
+    assert one(claim([exact(count=-1)])).endswith("exactly.count: Invalid value: -1: must be greater than zero")
+    assert one(claim([exact(allocationMode="All", count=2)])).endswith(
+        "exactly.count: Invalid value: 2: must not be specified when allocationMode is 'All'")
+    assert messages(claim([exact(count=0)])) == []  # defaulted to 1 by the API server
+    assert messages(claim([exact(allocationMode="All")])) == []
+    assert one(claim([exact(allocationMode="Some")])).endswith(
+        'exactly.allocationMode: Unsupported value: "Some": supported values: "All", "ExactCount"')
+
+
+def test_first_available_rules() -> None:
+    assert messages(claim([first()])) == []
+    subs = [{"name": f"s{i}", "deviceClassName": "x"} for i in range(9)]
+    assert one(claim([first(subs=subs)])).endswith("firstAvailable: Too many: 9: must have at most 8 items")
+    dup = [{"name": "a", "deviceClassName": "x"}, {"name": "a", "deviceClassName": "x"}]
+    assert one(claim([first(subs=dup)])).endswith('firstAvailable[1].name: Duplicate value: "a"')
+    assert "firstAvailable[0].count: Invalid value: -2" in one(
+        claim([first(subs=[{"name": "a", "deviceClassName": "x", "count": -2}])]))
+
+
+def test_limits_on_requests_selectors_constraints_config() -> None:
+    many = [exact(f"r{i}") for i in range(33)]
+    assert one(claim(many)).endswith("spec.devices.requests: Too many: 33: must have at most 32 items")
+    sels = [{"cel": {"expression": "true"}}] * 33
+    assert one(claim([exact(selectors=sels)])).endswith("selectors: Too many: 33: must have at most 32 items")
+    cons = [{"matchAttribute": "gpu.nvidia.com/uuid"}] * 33
+    assert one(claim(constraints=cons)).endswith("constraints: Too many: 33: must have at most 32 items")
+    cfg = [{"opaque": {"driver": "gpu.nvidia.com", "parameters": {"a": 1}}}] * 33
+    assert one(claim(config=cfg)).endswith("config: Too many: 33: must have at most 32 items")
+    tols = [{"key": "k", "operator": "Exists"}] * 17
+    assert one(claim([exact(tolerations=tols)])).endswith("tolerations: Too many: 17: must have at most 16 items")
+
+
+def test_cel_length_limit() -> None:
+    long_expr = "true && " * 1300 + "true"
+    assert one(claim([exact(selectors=[{"cel": {"expression": long_expr}}])])).endswith(
+        "selectors[0].cel.expression: Too long: may not be more than 10240 bytes")
+    assert "selectors[0].cel: Required value" in one(claim([exact(selectors=[{}])]))
+
+
+def test_constraint_references() -> None:
+    reqs = [first("gpu"), exact("nic", deviceClassName="nic.example.com")]
+    ok = claim(reqs, constraints=[{"requests": ["gpu/big", "nic"], "matchAttribute":
+                                   "resource.kubernetes.io/pcieRoot"}])
+    assert messages(ok) == []
+    msg = ("must be the name of a request in the claim or the name of a request and a subrequest "
+           "separated by '/'")
+    bad = claim(reqs, constraints=[{"requests": ["gpu/huge"], "matchAttribute": "a.b/c"}])
+    assert msg in one(bad) and "constraints[0].requests[0]" in one(bad)
+    bad = claim(reqs, constraints=[{"requests": ["a/b/c"], "matchAttribute": "a.b/c"}])
+    assert one(bad).endswith(f'requests[0]: Invalid value: "a/b/c": {msg}')
+    bad = claim(reqs, config=[{"requests": ["gone"], "opaque": {"driver": "d.io", "parameters": {}}}])
+    assert msg in one(bad) and "config[0].requests[0]" in one(bad)
+    dup = claim(reqs, constraints=[{"requests": ["nic", "nic"], "matchAttribute": "a.b/c"}])
+    assert one(dup).endswith('requests[1]: Duplicate value: "nic"')
+
+
+def test_constraint_attribute_names() -> None:
+    assert one(claim(constraints=[{"matchAttribute": "parentUUID"}])).endswith(
+        'matchAttribute: Invalid value: "parentUUID": a fully qualified name must be a domain and a name '
+        "separated by a slash")
+    assert "must not contain more than one slash" in one(claim(constraints=[{"matchAttribute": "a.b/c/d"}]))
+    assert "exactly one of `matchAttribute` or `distinctAttribute` is required" in one(claim(constraints=[{}]))
+    assert messages(claim(constraints=[{"distinctAttribute": "gpu.nvidia.com/uuid"}])) == []
+    both = [{"matchAttribute": "a.b/c", "distinctAttribute": "a.b/d"}]
+    assert "but multiple fields are set" in one(claim(constraints=both))
+
+
+def test_config_opaque() -> None:
+    assert "config[0].opaque: Required value" in one(claim(config=[{}]))
+    big = {"blob": "x" * 11000}
+    assert one(claim(config=[{"opaque": {"driver": "gpu.nvidia.com", "parameters": big}}])).endswith(
+        "config[0].opaque.parameters: Too long: may not be more than 10240 bytes")
+    assert "opaque.parameters: Required value" in one(claim(config=[{"opaque": {"driver": "gpu.nvidia.com"}}]))
+    assert "opaque.driver" in one(claim(config=[{"opaque": {"driver": "bad_driver", "parameters": {}}}]))
+
+
+def test_tolerations() -> None:
+    ok = [{"key": "gpu.nvidia.com/xid", "operator": "Exists", "effect": "NoExecute"},
+          {"key": "k", "value": "v"}]
+    assert messages(claim([exact(tolerations=ok)])) == []
+    assert "must be empty for operator `Exists`" in one(
+        claim([exact(tolerations=[{"key": "k", "operator": "Exists", "value": "v"}])]))
+    assert 'operator: Unsupported value: "In"' in one(claim([exact(tolerations=[{"key": "k", "operator": "In"}])]))
+    assert 'effect: Unsupported value: "NoRun"' in one(claim([exact(tolerations=[{"key": "k", "effect": "NoRun"}])]))
+
+
+def test_capacity_requests_quantities_and_gate() -> None:
+    ok = claim([exact(capacity={"requests": {"memory": "10Gi"}})])
+    assert messages(ok) == []
+    assert "capacity.requests[memory]: Invalid value: \"ten\"" in one(
+        claim([exact(capacity={"requests": {"memory": "ten"}})]))
+    gated = one(ok, kubernetes_version="1.35")
+    assert "exactly.capacity: Forbidden: needs feature gate DRAConsumableCapacity" in gated
+    assert messages(ok, kubernetes_version="1.35", feature_gates={"DRAConsumableCapacity": True}) == []
+    assert "DRAConsumableCapacity" in one(ok, feature_gates={"DRAConsumableCapacity": False})
+
+
+def test_prioritized_list_gate() -> None:
+    assert messages(claim([first()]), kubernetes_version="1.34") == []
+    assert "DRAPrioritizedList" in one(claim([first()]), kubernetes_version="1.35",
+                                       feature_gates={"DRAPrioritizedList": False})
+
+
+def test_template_uses_spec_spec_paths() -> None:
+    tmpl = {"apiVersion": V1, "kind": "ResourceClaimTemplate", "metadata": {"name": "t", "namespace": "d"},
+            "spec": {"metadata": {"labels": {"a": "b"}}, "spec": claim([exact(count=-1)])["spec"]}}
+    assert one(tmpl).startswith("ResourceClaimTemplate/t: spec.spec.devices.requests[0].exactly.count")
+
+
+def test_admin_access_needs_namespace_label() -> None:
+    c = claim([exact(adminAccess=True, allocationMode="All")], namespace="monitoring")
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "monitoring"}}
+    assert messages([c]) == []  # namespace unknown: cannot tell
+    msg = one([ns, c])
+    assert "admin access to devices requires the `resource.kubernetes.io/admin-access: true` label" in msg
+    ns["metadata"]["labels"] = {"resource.kubernetes.io/admin-access": "true"}
+    assert messages([ns, c]) == []
+
+
+def test_claim_status() -> None:
+    c = load(DATA / "kubectl-claims-list.yaml")[0]
+    c["status"]["allocation"]["devices"]["results"][0]["request"] = "nope"
+    assert "status.allocation.devices.results[0].request[0]" in one(c)
+    c = load(DATA / "kubectl-claims-list.yaml")[0]
+    del c["status"]["allocation"]
+    assert one(c).endswith("status.reservedFor: Forbidden: may not be specified when `allocated` is not set")
+
+
+def test_device_class_rules() -> None:
+    cls = {"apiVersion": V1, "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"},
+           "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}],
+                    "extendedResourceName": "example.com/gpu",
+                    "config": [{"opaque": {"driver": "gpu.example.com", "parameters": {"a": 1}}}]}}
+    assert messages(cls) == []
+    cls["spec"]["extendedResourceName"] = "cpu"
+    assert "must be a valid extended resource name" in one(cls)
+    assert "DRAExtendedResource" in one(cls, kubernetes_version="1.35")
+    cls["spec"] = {"config": [{}] * 33}
+    assert one(cls).endswith("spec.config: Too many: 33: must have at most 32 items")
+
+
+def test_problem_str_and_fields() -> None:
+    (p,) = validate(claim([exact(count=-1)]))
+    assert (p.kind, p.name, p.path) == ("ResourceClaim", "c", "spec.devices.requests[0].exactly.count")
+    assert str(p) == f"{p.kind}/{p.name}: {p.path}: {p.message}"
