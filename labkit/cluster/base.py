@@ -17,6 +17,10 @@ imported::
 
     register_backend("local", LocalCluster)
 
+`down()` must also work on a fresh instance whose ``profile`` attribute was set (no ``up()``), so
+that ``labkit cluster down --backend B --profile P`` can stop a cluster an earlier process started;
+``status()`` likewise (override it to describe the live cluster).
+
 `connect(backend=...)` imports ``labkit.cluster.<backend>`` on first use when the name is in
 `LAZY_BACKENDS` and not registered yet, so ``local`` and ``kind`` cost nothing until asked for.
 `connect` calls ``cls(**kw).up(profile)`` and returns the result.
@@ -116,6 +120,11 @@ class Cluster(ABC):
     @abstractmethod
     def pod_env(self, pod: str, namespace: str = "default") -> dict[str, str]:
         """Environment the pod's containers get from their prepared devices (CDI env)."""
+
+    def status(self) -> str:
+        """A short human summary of the cluster (used by `labkit cluster up|status`)."""
+        name = getattr(self.profile, "name", self.profile)
+        return f"{self.backend} cluster, profile {name}"
 
     # -- helpers for subclasses ------------------------------------------------------------
     def progress(self, items: Iterable[T], desc: str, total: int | None = None) -> Iterable[T]:

@@ -147,6 +147,9 @@ class SimCluster(Cluster):
         obj = self.get("Pod", pod, namespace)
         return dict(self._sim.agent.env.get(obj["metadata"]["uid"], {}))
 
+    def status(self) -> str:
+        return self.inventory() if self.sim is not None else "sim cluster (not up)"
+
     def inventory(self) -> str:
         """Nodes, GPUs and other devices of the cluster, one line per node profile."""
         s = self._sim
