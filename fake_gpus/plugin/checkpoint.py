@@ -77,7 +77,7 @@ class Checkpoint:
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".checkpoint-", suffix=".tmp")
         try:
             with os.fdopen(fd, "w") as fh:
-                json.dump(data, fh, indent=1, sort_keys=True)
+                json.dump(data, fh, indent=1)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)

@@ -49,6 +49,10 @@ class DriverState:
         restored = self.checkpoint.all()
         if restored:
             log.info("restored %d prepared claim(s) from %s", len(restored), self.checkpoint.path)
+        for uid, prepared in restored.items():  # e.g. /var/run/cdi is a tmpfs emptied by a reboot
+            if prepared.cdi_spec and not cdi.spec_path(self.cdi_dir, driver, uid).exists():
+                cdi.write_spec(self.cdi_dir, driver, uid, prepared.cdi_spec)
+                log.info("claim %s/%s (uid %s): rewrote missing CDI spec", prepared.namespace, prepared.name, uid)
 
     def set_slices(self, slices: list[dict[str, Any]]) -> None:
         """The node's published slices: where device attributes for the env come from."""
