@@ -1,0 +1,190 @@
+"""Static checks for the cel-python engine, which has no type checker.
+
+They reject, at compile time, what the API server rejects most often: unknown functions and
+``device`` fields, relational operators on Quantity/Semver, member ``sign()``, and selectors
+whose result is obviously not a bool. Constructs celpy cannot run are refused with a message
+pointing at the cel-expr-python engine.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from lark import Token, Tree
+
+from labkit.cel.diagnose import relational_hint
+from labkit.cel.errors import CelCompileError
+from labkit.cel.literals import _STRING, strip_strings
+
+_UNSUPPORTED = [
+    (re.compile(r"\.\s*\?|\[\s*\?"), "optional syntax (.? and [?])"),
+    (re.compile(r"\bcel\s*\.\s*bind\s*\("), "cel.bind"),
+    (re.compile(r"\boptional\s*\."), "optional types (optional.of/none)"),
+    (re.compile(r"\.\s*(orValue|hasValue|value|or)\s*\("), "optional values (orValue/hasValue/value)"),
+    (re.compile(r"\.\s*(transformList|transformMap|transformMapEntry)\s*\("), "two-variable comprehensions"),
+    (re.compile(r"\blists\s*\.|\bmath\s*\.|\bbase64\s*\.|\bformat\s*\."), "this namespaced library"),
+]
+_NAMESPACED = re.compile(
+    r"\b(sets)\s*\.\s*(contains|equivalent|intersects)\s*\(|\b(strings)\s*\.\s*(quote)\s*\(|\.\s*()(min|max)\s*\("
+)
+
+MACROS = {"all", "exists", "exists_one", "map", "filter"}
+GLOBALS = {
+    "has", "size", "int", "uint", "double", "string", "bytes", "bool", "dyn", "type", "duration",
+    "timestamp", "matches", "quantity", "isQuantity", "sign", "semver", "isSemver", "url", "isURL",
+    "labkit_sets_contains", "labkit_sets_equivalent", "labkit_sets_intersects", "labkit_strings_quote",
+}
+MEMBERS = MACROS | {
+    "size", "contains", "startsWith", "endsWith", "matches",
+    "getDate", "getDayOfMonth", "getDayOfWeek", "getDayOfYear", "getFullYear", "getMonth", "getHours",
+    "getMilliseconds", "getMinutes", "getSeconds",
+    "asApproximateFloat", "asInteger", "isInteger", "add", "sub", "compareTo", "isGreaterThan",
+    "isLessThan", "major", "minor", "patch", "isSorted", "sum", "min", "max", "indexOf", "lastIndexOf",
+    "find", "findAll", "getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery",
+    "labkit_min", "labkit_max", "charAt", "lowerAscii", "upperAscii", "replace", "split", "substring", "trim", "join", "format",
+}
+DEVICE_FIELDS = {"driver", "attributes", "capacity"}
+_RELATIONAL = {"relation_lt": "<", "relation_le": "<=", "relation_gt": ">", "relation_ge": ">="}
+_LITERAL_TYPES = {"INT_LIT": "int", "UINT_LIT": "uint", "FLOAT_LIT": "double", "STRING_LIT": "string",
+                  "MLSTRING_LIT": "string", "BYTES_LIT": "bytes", "NULL_LIT": "null_type"}
+
+
+def unsupported(what: str) -> CelCompileError:
+    return CelCompileError(
+        f"{what} is not supported by the cel-python engine",
+        "use engine='cel-expr-python'",
+    )
+
+
+def precheck_text(expr: str) -> None:
+    text = strip_strings(expr)
+    for pattern, what in _UNSUPPORTED:
+        if pattern.search(text):
+            raise unsupported(what)
+
+
+def rewrite_namespaces(expr: str) -> str:
+    """``sets.contains(`` -> ``labkit_sets_contains(`` outside string literals (celpy has no namespaces)."""
+    out, pos = [], 0
+    for m in _STRING.finditer(expr):
+        out.append(_NAMESPACED.sub(_namespaced, expr[pos : m.start()]))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(_NAMESPACED.sub(_namespaced, expr[pos:]))
+    return "".join(out)
+
+
+def _namespaced(m: re.Match[str]) -> str:
+    if m.group(6):  # celpy treats .min()/.max() as its own macros
+        return f".labkit_{m.group(6)}("
+    ns, name = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+    return f"labkit_{ns}_{name}("
+
+
+def _unwrap(node: Any) -> Any:
+    """Descend through single-child wrapper nodes (expr -> conditionalor -> ... -> primary)."""
+    while isinstance(node, Tree) and len(node.children) == 1 and node.data != "ident" and node.data != "literal":
+        node = node.children[0]
+    return node
+
+
+def _name(node: Tree, index: int = 0) -> str:
+    tok = [c for c in node.children if isinstance(c, Token)]
+    return str(tok[index]) if len(tok) > index else ""
+
+
+def _is_device_map(node: Any, field: str) -> bool:
+    node = _unwrap(node)
+    if not (isinstance(node, Tree) and node.data == "member_dot" and _name(node) == field):
+        return False
+    base = _unwrap(node.children[0])
+    return isinstance(base, Tree) and base.data == "ident" and _name(base) == "device"
+
+
+def _kind(node: Any) -> str | None:
+    """'kubernetes.Quantity'/'kubernetes.Semver'/literal type when statically evident."""
+    node = _unwrap(node)
+    if isinstance(node, Token):
+        return _LITERAL_TYPES.get(node.type)
+    if not isinstance(node, Tree):
+        return None
+    if node.data == "literal":
+        return _LITERAL_TYPES.get(node.children[0].type) if node.children else None
+    if node.data == "ident_arg":
+        return {"quantity": "kubernetes.Quantity", "semver": "kubernetes.Semver"}.get(_name(node))
+    if node.data == "member_dot_arg" and _name(node) in ("add", "sub"):
+        return _kind(node.children[0])
+    if node.data in ("member_dot", "member_index"):
+        inner = _unwrap(node.children[0])
+        if isinstance(inner, Tree) and inner.data == "member_index" and _is_device_map(inner.children[0], "capacity"):
+            return "kubernetes.Quantity"
+    if node.data == "list_lit":
+        return "list"
+    if node.data == "map_lit":
+        return "map"
+    return None
+
+
+def check_tree(ast: Tree, expr: str, *, consumable_capacity: bool, list_type_attributes: bool) -> None:
+    fields = DEVICE_FIELDS | ({"allowMultipleAllocations"} if consumable_capacity else set())
+    members = MEMBERS | ({"includes"} if list_type_attributes else set())
+    for node in ast.iter_subtrees():
+        kind = node.data
+        if kind == "member_dot_arg":
+            name = _name(node)
+            if name == "sign":
+                raise CelCompileError(
+                    "compilation failed: found no matching overload for 'sign' applied to 'kubernetes.Quantity.()'",
+                    "sign is a global function in Kubernetes: write sign(<quantity>)",
+                )
+            if name not in members:
+                raise CelCompileError(f"compilation failed: undeclared reference to '{name}'",
+                                      _member_hint(name))
+        elif kind == "ident_arg":
+            name = _name(node)
+            if name not in GLOBALS:
+                raise CelCompileError(f"compilation failed: undeclared reference to '{name}'")
+        elif kind == "member_dot":
+            base = _unwrap(node.children[0])
+            if isinstance(base, Tree) and base.data == "ident" and _name(base) == "device":
+                field = _name(node)
+                if field not in fields:
+                    hint = ("device.allowMultipleAllocations exists only with consumable capacity "
+                            "(feature gate DRAConsumableCapacity)") if field == "allowMultipleAllocations" else ""
+                    raise CelCompileError(f"compilation failed: undefined field '{field}'", hint)
+        elif kind == "relation" and len(node.children) == 2:
+            op_node = node.children[0]
+            if isinstance(op_node, Tree) and op_node.data in _RELATIONAL:
+                left, right = _kind(op_node.children[0]), _kind(node.children[1])
+                opaque = {"kubernetes.Quantity", "kubernetes.Semver"}
+                if left in opaque or right in opaque:
+                    op = _RELATIONAL[op_node.data]
+                    raise CelCompileError(
+                        f"compilation failed: found no matching overload for '_{op}_' applied to "
+                        f"'({left or 'dyn'}, {right or 'dyn'})'",
+                        _hint_for(expr, op),
+                    )
+    root = _kind(ast)
+    if root is not None and root != "bool":
+        raise CelCompileError(f"must evaluate to bool or the unknown type, not {root}",
+                              "a selector must be a condition, e.g. compare the value with ==")
+
+
+def _member_hint(name: str) -> str:
+    if name == "includes":
+        return "includes() exists only with list-type attributes (feature gate DRAListTypeAttributes)"
+    return ""
+
+
+def _hint_for(expr: str, op: str) -> str:
+    stripped = strip_strings(expr)
+    # find the operator in the original text: same offsets when no strings, else best effort
+    for m in re.finditer(r"(?<![<>=!])" + re.escape(op) + r"(?![=<>])", expr):
+        before = stripped if len(stripped) == len(expr) else None
+        if before is not None and before[m.start() : m.end()] != op:
+            continue
+        hint = relational_hint(expr, 1, m.start() + 1, op) if "\n" not in expr else ""
+        if hint and any(k in hint for k in ("quantity", "semver", "capacity", "add(", "sub(")):
+            return hint
+    return f"use a.compareTo(b) {op} 0"
