@@ -1,0 +1,169 @@
+"""labkit.api.validate: metadata, structure (unknown fields/types), old APIs, Pods, CEL, options."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from labkit.api import validate
+from labkit.api.features import FeatureGateError
+from tests.test_api_helpers import V1, claim, exact, messages, one, slice_
+
+
+def test_metadata_name_rules_per_kind() -> None:
+    assert "metadata.name: Invalid value: \"Bad_Name\"" in one(claim(name="Bad_Name"))
+    assert messages(claim(name="a.b.c")) == []  # claims use DNS subdomain names
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a.b"}}
+    assert "must be a DNS label" in one(ns)  # namespaces use DNS labels
+    c = claim()
+    c["metadata"] = {"generateName": "pod-gpu-", "namespace": "default"}
+    assert messages(c) == []
+    c["metadata"] = {"namespace": "default"}
+    assert "metadata.name: Required value" in one(c)
+    assert "metadata: Required value" in one({"apiVersion": V1, "kind": "DeviceClass"})
+
+
+def test_namespace_on_cluster_scoped_kind() -> None:
+    cls = {"apiVersion": V1, "kind": "DeviceClass", "metadata": {"name": "x", "namespace": "default"}}
+    assert one(cls).endswith("metadata.namespace: Forbidden: not allowed on this type (DeviceClass is "
+                             "cluster-scoped); remove metadata.namespace")
+    c = claim(namespace="Team_A")
+    assert "metadata.namespace" in one(c)
+
+
+def test_labels_and_annotations() -> None:
+    c = claim()
+    c["metadata"]["labels"] = {"app.kubernetes.io/name": "x", "bad key": "v", "ok": "-bad-"}
+    found = messages(c)
+    assert len(found) == 2 and "metadata.labels" in found[0] and "metadata.labels[ok]" in found[1]
+
+
+def test_unknown_field_with_suggestion() -> None:
+    c = claim([exact(cuont=2)])
+    assert one(c) == ('ResourceClaim/c: spec.devices.requests[0].exactly.cuont: unknown field "cuont" '
+                      '(did you mean "count"?)')
+    assert '(did you mean "allocationMode"?)' in one(claim([exact(allocationmode="All")]))
+    assert '(did you mean "deviceClassName"?)' in one(claim([{"name": "g", "exactly": {
+        "device_class_name": "x", "deviceClassName": "x"}}]))
+    assert 'unknown field "zzz"' in one(claim([exact(zzz=1)])) and "did you mean" not in one(claim([exact(zzz=1)]))
+    s = slice_([{"name": "d", "attributes": {"m": {"strng": "x"}}}])
+    assert 'attributes[m].strng: unknown field "strng" (did you mean "string"?)' in messages(s)[0]
+
+
+def test_type_errors() -> None:
+    assert one(claim([exact(count="two")])).endswith('exactly.count: must be an integer, not "two"')
+    s = slice_([{"name": "d", "attributes": {"i": {"int": "5"}}}])
+    assert one(s).endswith('attributes[i].int: must be an integer, not "5"')
+    s = slice_([{"name": "d", "capacity": {"cores": {"value": 108}}}])
+    assert messages(s) == []  # numbers are fine where quantities go
+
+
+def test_old_apis_name_the_modern_equivalent() -> None:
+    rc = {"apiVersion": "resource.k8s.io/v1alpha2", "kind": "ResourceClass", "metadata": {"name": "gpu"},
+          "driverName": "gpu.example.com"}
+    assert one(rc) == ("ResourceClass/gpu: kind: ResourceClass was removed in Kubernetes 1.32 (classic DRA); "
+                       "use a DeviceClass (resource.k8s.io/v1) with CEL selectors")
+    old = claim()
+    old["apiVersion"] = "resource.k8s.io/v1alpha2"
+    assert "classic DRA, removed in Kubernetes 1.32" in one(old)
+    c = claim()
+    c["spec"] = {"resourceClassName": "gpu", "parametersRef": {"kind": "ConfigMap", "name": "x"}}
+    found = messages(c)
+    assert any("resourceClassName was removed" in m for m in found)
+    assert any("parametersRef was removed" in m for m in found)
+    assert not any("unknown field" in m for m in found)
+    flat = claim([{"name": "gpu", "deviceClassName": "gpu.nvidia.com", "count": 1}])
+    assert one(flat).endswith("spec.devices.requests[0]: v1beta1 request fields: move deviceClassName/selectors/"
+                              "count/allocationMode under `exactly:` (found deviceClassName, count)")
+    beta = claim()
+    beta["apiVersion"] = "resource.k8s.io/v1beta1"
+    assert "change apiVersion to resource.k8s.io/v1 (request fields move under `exactly:`" in one(beta)
+    basic = slice_([{"name": "d", "basic": {"attributes": {}}}])
+    assert "v1beta1 `basic:` wrapper" in one(basic)
+
+
+def test_missing_apiversion_kind_and_unknown_kinds() -> None:
+    assert "kind: Required value" in one({"apiVersion": "v1", "metadata": {"name": "x"}})
+    assert "apiVersion: Required value" in messages({"kind": "Pod", "metadata": {"name": "x"}})[0]
+    assert messages({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {}}) == []
+    assert "DeviceClass is resource.k8s.io/v1" in one({"apiVersion": "v1", "kind": "DeviceClass",
+                                                       "metadata": {"name": "x"}})
+    assert "expected a Kubernetes object" in str(validate(["nope"])[0])  # type: ignore[list-item]
+
+
+def _pod(claims: list, container_claims: list) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "busybox",
+                                     "resources": {"limits": {"nvidia.com/gpu": 1}, "claims": container_claims}}],
+                     "resourceClaims": claims}}
+
+
+def test_pod_claims() -> None:
+    assert messages(_pod([{"name": "gpu", "resourceClaimTemplateName": "t"}], [{"name": "gpu"}])) == []
+    both = _pod([{"name": "gpu", "resourceClaimTemplateName": "t", "resourceClaimName": "c"}], [{"name": "gpu"}])
+    assert "but both are set" in one(both)
+    none = _pod([{"name": "gpu"}], [{"name": "gpu"}])
+    assert "spec.resourceClaims[0]: Required value: exactly one of `resourceClaimName`" in one(none)
+    missing = _pod([{"name": "gpu", "resourceClaimName": "c"}], [{"name": "gpus"}])
+    assert one(missing).endswith('spec.containers[0].resources.claims[0].name: Not found: "gpus": must be the name '
+                                 'of an entry in spec.resourceClaims (have: "gpu")')
+    dup = _pod([{"name": "gpu", "resourceClaimName": "c"}, {"name": "gpu", "resourceClaimName": "d"}], [])
+    assert 'Duplicate value: "gpu"' in one(dup)
+
+
+def test_deployment_template_pod_claims_checked_and_rest_passed_through() -> None:
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "default"},
+           "spec": {"whatever": 1, "template": {"spec": {"containers": [
+               {"name": "c", "resources": {"claims": [{"name": "gpu"}]}}]}}}}
+    assert "spec.template.spec.containers[0].resources.claims[0].name: Not found" in one(dep)
+    pg = {"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "PodGroup", "metadata": {"name": "g", "namespace": "x"},
+          "spec": {"anything": True}}
+    assert messages(pg) == []
+
+
+def test_options_errors() -> None:
+    with pytest.raises(FeatureGateError, match="not supported"):
+        validate([], kubernetes_version="1.30")
+    with pytest.raises(FeatureGateError, match="does not exist"):
+        validate([], feature_gates={"NoSuchGate": True})
+    assert validate([], kubernetes_version="v1.36.4") == []
+
+
+VALIDATE_MODULE = importlib.import_module("labkit.api.validate")  # the package attribute is the function
+HAVE_CEL = importlib.util.find_spec("labkit.cel") is not None and hasattr(
+    importlib.import_module("labkit.cel"), "compile_selector")
+
+
+@pytest.mark.skipif(not HAVE_CEL, reason="labkit.cel.compile_selector not available yet")
+def test_cel_compile_errors_reported_when_cel_module_exists() -> None:
+    bad = claim([exact(selectors=[{"cel": {"expression": "device.attributes["}}])])
+    msg = one(bad)
+    assert "selectors[0].cel.expression: Invalid value: \"device.attributes[\"" in msg
+    assert "compilation failed" in msg
+    good = claim([exact(selectors=[{"cel": {"expression":
+                                            "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"}}])])
+    assert messages(good) == []
+
+
+def test_cel_checks_skipped_without_cel_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(VALIDATE_MODULE, "load_cel_compiler", lambda: None)
+    assert messages(claim([exact(selectors=[{"cel": {"expression": "device.attributes["}}])])) == []
+
+
+def test_cel_compiler_bugs_do_not_become_problems(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_a: object, **_k: object) -> None:
+        raise RuntimeError("bug")
+    monkeypatch.setattr(VALIDATE_MODULE, "load_cel_compiler", lambda: broken)
+    assert messages(claim([exact(selectors=[{"cel": {"expression": "true"}}])])) == []
+
+
+def test_cel_cost_error_maps_to_api_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    class CelError(Exception):
+        pass
+
+    def costly(*_a: object, **_k: object) -> None:
+        raise CelError("estimated cost exceeds limit")
+    monkeypatch.setattr(VALIDATE_MODULE, "load_cel_compiler", lambda: costly)
+    assert one(claim([exact(selectors=[{"cel": {"expression": "true"}}])])).endswith(
+        "cel.expression: Forbidden: too complex, exceeds cost limit")
