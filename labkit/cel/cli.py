@@ -1,0 +1,111 @@
+"""``labkit cel EXPR -f FILE...``: evaluate a selector against every device in ResourceSlices.
+
+Exit 0 after listing every device (match / no match / error); exit 2 with a one-line message
+when the expression does not compile or the input cannot be read. Never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from labkit.cel.device import device_input
+from labkit.cel.errors import CelCompileError, CelError, CelRuntimeError
+from labkit.cel.facade import DEFAULT_ENGINE, ENGINES, compile_selector
+
+__all__ = ["register", "run", "evaluate_slices"]
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "cel", help="evaluate a device selector against ResourceSlices",
+        description="Evaluate a DRA CEL device selector against every device of the ResourceSlices "
+                    "in the files, like kube-scheduler would.")
+    parser.add_argument("expression", metavar="EXPR", help="CEL selector, e.g. 'device.driver == \"gpu.nvidia.com\"'")
+    parser.add_argument("-f", "--filename", dest="files", action="append", required=True, metavar="FILE",
+                        help="manifest file with ResourceSlices (YAML/JSON); '-' = stdin; repeatable")
+    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    parser.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE)
+    parser.add_argument("--no-consumable-capacity", dest="consumable_capacity", action="store_false",
+                        help="compile as with feature gate DRAConsumableCapacity off")
+    parser.add_argument("--list-type-attributes", action="store_true",
+                        help="compile as with feature gate DRAListTypeAttributes on")
+    parser.set_defaults(func=run)
+
+
+def _load(paths: list[str]) -> list[dict]:
+    from labkit.api import load_files
+
+    return load_files(paths)
+
+
+def _node_of(spec: dict, device: dict) -> str:
+    for source in (device, spec):
+        if source.get("nodeName"):
+            return str(source["nodeName"])
+        if source.get("allNodes"):
+            return "<all nodes>"
+        if source.get("nodeSelector"):
+            return "<node selector>"
+    return ""
+
+
+def evaluate_slices(program: Any, slices: list[dict]) -> list[dict[str, str]]:
+    """One row per device: node, driver, pool, device, result ("match"/"no match"/"error"), message."""
+    rows = []
+    for obj in slices:
+        if not isinstance(obj, dict) or obj.get("kind") != "ResourceSlice":
+            continue
+        spec = obj.get("spec") or {}
+        driver = str(spec.get("driver", ""))
+        pool = str((spec.get("pool") or {}).get("name", ""))
+        for dev in spec.get("devices") or []:
+            if not isinstance(dev, dict):
+                continue
+            row = {"node": _node_of(spec, dev), "driver": driver, "pool": pool,
+                   "device": str(dev.get("name", "")), "result": "", "message": ""}
+            try:
+                row["result"] = "match" if program.evaluate(device_input(driver, dev)) else "no match"
+            except CelRuntimeError as exc:
+                row["result"], row["message"] = "error", str(exc)
+            rows.append(row)
+    return rows
+
+
+def _table(rows: list[dict[str, str]]) -> str:
+    cols = ["node", "driver", "pool", "device", "result", "message"]
+    widths = {c: max([len(c)] + [len(r[c]) for r in rows]) for c in cols[:-1]}
+    lines = ["  ".join(c.upper().ljust(widths.get(c, 0)) for c in cols).rstrip()]
+    for r in rows:
+        lines.append("  ".join(r[c].ljust(widths.get(c, 0)) for c in cols).rstrip())
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        program = compile_selector(args.expression, engine=args.engine,
+                                   consumable_capacity=args.consumable_capacity,
+                                   list_type_attributes=args.list_type_attributes)
+    except CelCompileError as exc:
+        print(f"labkit cel: {exc}".replace("\n", " "), file=sys.stderr)
+        return 2
+    try:
+        objs = _load(args.files)
+    except Exception as exc:  # noqa: BLE001 - LoadError and anything unreadable: one line, exit 2
+        problems = getattr(exc, "problems", None) or [str(exc)]
+        print(f"labkit cel: {'; '.join(str(p) for p in problems)}".replace("\n", " "), file=sys.stderr)
+        return 2
+    try:
+        rows = evaluate_slices(program, objs)
+    except CelError as exc:  # defensive: evaluation errors are per device above
+        print(f"labkit cel: {exc}", file=sys.stderr)
+        return 2
+    if not rows:
+        print("labkit cel: no devices found (the files contain no ResourceSlice with devices)", file=sys.stderr)
+    if args.output == "json":
+        print(json.dumps({"expression": args.expression, "engine": args.engine, "devices": rows}, indent=2))
+    else:
+        print(_table(rows))
+    return 0

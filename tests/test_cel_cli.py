@@ -1,0 +1,102 @@
+"""``labkit cel``: per-device results, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from labkit.cli import main
+
+SLICES = """\
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-1-gpu}
+spec:
+  driver: gpu.nvidia.com
+  nodeName: node-1
+  pool: {name: node-1, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: gpu-0
+    attributes:
+      productName: {string: NVIDIA A100-SXM4-80GB}
+      driverVersion: {version: 550.54.15}
+    capacity:
+      memory: {value: 80Gi}
+  - name: gpu-1
+    attributes:
+      productName: {string: Tesla T4}
+    capacity:
+      memory: {value: 16Gi}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: nics}
+spec:
+  driver: nic.example.com
+  allNodes: true
+  pool: {name: fabric, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: nic-0
+"""
+
+
+@pytest.fixture
+def slices(tmp_path):
+    path = tmp_path / "slices.yaml"
+    path.write_text(SLICES)
+    return str(path)
+
+
+def run(capsys, *argv):
+    code = main(["cel", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("engine", ["cel-expr-python", "cel-python"])
+def test_json_rows(capsys, slices, engine):
+    expr = 'device.attributes["gpu.nvidia.com"].driverVersion.major() >= 550'
+    code, out, err = run(capsys, expr, "-f", slices, "-o", "json", "--engine", engine)
+    assert code == 0, err
+    rows = {r["device"]: r for r in json.loads(out)["devices"]}
+    assert rows["gpu-0"]["result"] == "match"
+    assert rows["gpu-1"]["result"] == "error"
+    assert rows["gpu-1"]["message"].startswith("no such key: driverVersion")
+    # a missing domain is an empty map, so the lookup of the key fails the same way
+    assert rows["nic-0"]["result"] == "error"
+    assert rows["nic-0"]["node"] == "<all nodes>"
+    assert rows["gpu-0"]["node"] == "node-1" and rows["gpu-0"]["pool"] == "node-1"
+
+
+def test_table(capsys, slices):
+    code, out, _ = run(capsys, 'device.driver == "gpu.nvidia.com"', "-f", slices)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["NODE", "DRIVER", "POOL", "DEVICE", "RESULT", "MESSAGE"]
+    assert "gpu-0" in lines[1] and lines[1].rstrip().endswith("match")
+    assert "nic-0" in lines[3] and "no match" in lines[3]
+
+
+def test_stdin(capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO(SLICES))
+    code, out, _ = run(capsys, "true", "-f", "-", "-o", "json")
+    assert code == 0
+    assert [r["result"] for r in json.loads(out)["devices"]] == ["match"] * 3
+
+
+def test_compile_error_exit_2_one_line(capsys, slices):
+    code, out, err = run(capsys, 'device.capacity["gpu.nvidia.com"].memory >= quantity("40Gi")', "-f", slices)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1
+    assert "compareTo" in err and "Traceback" not in err
+
+
+def test_unreadable_input_exit_2(capsys, tmp_path):
+    code, _, err = run(capsys, "true", "-f", str(tmp_path / "missing.yaml"))
+    assert code == 2 and err.count("\n") == 1 and "no such file" in err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: [unclosed\n")
+    code, _, err = run(capsys, "true", "-f", str(bad))
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
