@@ -165,15 +165,18 @@ class LocalCluster(Cluster):
 
     def _wait_ready(self) -> None:
         assert self.kube and self.sup and self.profile
-        names = [n.name for n in self.profile.nodes]
+        want = self._expected_drivers()
 
         def ready() -> bool:
             dead = [c for c in self.sup.dead() if c.name.startswith("plugin-")]
             if dead:
                 c = dead[0]
                 raise ProcessError(f"{c.name} exited with code {c.popen.returncode}; see {c.log}: {c.tail(3)}")
-            pools = {(s.get("spec") or {}).get("pool", {}).get("name") for s in self.kube.list("resourceslices")}
-            return all(n in pools for n in names) and all(self.agents[n].plugins for n in names)
+            have: dict[str, set[str]] = {}
+            for s in self.kube.list("resourceslices"):
+                spec = s.get("spec") or {}
+                have.setdefault((spec.get("pool") or {}).get("name", ""), set()).add(spec.get("driver", ""))
+            return all(d <= have.get(n, set()) and d <= set(self.agents[n].plugins) for n, d in want.items())
 
         deadline = time.monotonic() + self.start_timeout
         while not ready():
@@ -181,6 +184,20 @@ class LocalCluster(Cluster):
                 raise ProcessError(f"timed out after {self.start_timeout:.0f}s waiting for every node's "
                                    f"ResourceSlices and plugin registration; see {self.sup.log_dir}")
             time.sleep(0.2)
+
+    def _expected_drivers(self) -> dict[str, set[str]]:
+        """node -> drivers whose slices its plugin publishes (computed like the plugin does)."""
+        from fake_gpus.catalog import load_node_profile
+        from fake_gpus.slices import build_slices
+
+        assert self.profile
+        out = {}
+        for n in self.profile.nodes:
+            kw: dict[str, Any] = {"kubernetes_version": self.profile.kubernetes_version}
+            if n.mig_mode:
+                kw["mig_mode"] = n.mig_mode
+            out[n.name] = {s["spec"]["driver"] for s in build_slices(load_node_profile(n.node_profile), n.name, **kw)}
+        return out
 
     def down(self) -> None:
         """Stop everything (agents, plugins, scheduler, controller-manager, apiserver, etcd, in that

@@ -1,0 +1,202 @@
+"""Pieces of the local backend that need no control-plane binaries (fast)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
+from hypothesis import given
+from hypothesis import strategies as st
+
+from labkit.cluster.local import binaries, controlplane, pki
+from labkit.cluster.local.cdi import CDIError, resolve_env
+from labkit.cluster.local.procs import Supervisor, free_port, pid_alive, port_open
+
+
+def test_pki_serving_cert_is_signed_by_ca_and_names_loopback(tmp_path: Path) -> None:
+    keys = pki.generate(tmp_path)
+    ca = x509.load_pem_x509_certificate(keys.ca_cert.read_bytes())
+    cert = x509.load_pem_x509_certificates(keys.serving_cert.read_bytes())[0]
+    assert cert.issuer == ca.subject
+    pub = ca.public_key()
+    assert isinstance(pub, ec.EllipticCurvePublicKey)
+    pub.verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "127.0.0.1" in [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)]
+    rows = keys.token_file.read_text().splitlines()
+    assert any(r.startswith(keys.tokens["admin"] + ",admin,admin,") and "system:masters" in r for r in rows)
+    assert oct(keys.sa_key.stat().st_mode & 0o777) == "0o600"
+
+
+def test_kubeconfig_has_server_ca_and_token(tmp_path: Path) -> None:
+    kc = yaml.safe_load(pki.kubeconfig("https://127.0.0.1:1234", tmp_path / "ca.crt", "tok"))
+    assert kc["clusters"][0]["cluster"]["server"] == "https://127.0.0.1:1234"
+    assert kc["users"][0]["user"]["token"] == "tok"
+    assert kc["current-context"] == kc["contexts"][0]["name"]
+
+
+def test_feature_gate_flag_only_lists_changed_unlocked_gates() -> None:
+    from labkit.api.features import FEATURE_DEFAULTS
+
+    gates = dict(FEATURE_DEFAULTS["1.37"])
+    assert controlplane.feature_gate_flag("1.37", gates) == []
+    gates["DRAListTypeAttributes"] = True
+    gates["DynamicResourceAllocation"] = False  # locked: cannot be passed, left out
+    assert controlplane.feature_gate_flag("1.37", gates) == ["--feature-gates=DRAListTypeAttributes=true"]
+
+
+@given(st.dictionaries(st.sampled_from(sorted(__import__("labkit.api.features", fromlist=["x"]).FEATURE_DEFAULTS["1.36"])),
+                       st.booleans()))
+def test_feature_gate_flag_round_trips(overrides: dict[str, bool]) -> None:
+    from labkit.api.features import FEATURE_DEFAULTS, LOCKED
+
+    gates = {**FEATURE_DEFAULTS["1.36"], **overrides}
+    flag = controlplane.feature_gate_flag("1.36", gates)
+    parsed = dict(kv.split("=") for kv in flag[0].split("=", 1)[1].split(",")) if flag else {}
+    expect = {g: str(v).lower() for g, v in gates.items()
+              if g not in LOCKED["1.36"] and FEATURE_DEFAULTS["1.36"][g] != v}
+    assert parsed == expect
+
+
+def test_runtime_config_only_for_enabled_gates() -> None:
+    assert controlplane.runtime_config("1.37", {"DRAWorkloadResourceClaims": False}) == []
+    flag = controlplane.runtime_config("1.35", {"DRADeviceTaints": True, "DRADeviceTaintRules": True})
+    assert flag == ["--runtime-config=resource.k8s.io/v1alpha3=true"]
+
+
+def _spec(tmp: Path, name: str, kind: str, common: list[str], devices: dict[str, list[str]]) -> None:
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / name).write_text(yaml.safe_dump({
+        "cdiVersion": "0.5.0", "kind": kind, "containerEdits": {"env": common},
+        "devices": [{"name": n, "containerEdits": {"env": e}} for n, e in devices.items()]}))
+
+
+def test_cdi_env_merges_spec_and_device_edits(tmp_path: Path) -> None:
+    _spec(tmp_path, "a.yaml", "k8s.gpu.nvidia.com/claim", ["COMMON=1", "X=spec"],
+          {"u1-gpu-0": ["GPU0=yes", "X=dev"], "u1-gpu-1": ["GPU1=yes"]})
+    _spec(tmp_path, "b.yaml", "k8s.nic/claim", ["NIC=1"], {"u2-nic-0": ["N0=yes"]})
+    env = resolve_env(["k8s.gpu.nvidia.com/claim=u1-gpu-0", "k8s.gpu.nvidia.com/claim=u1-gpu-1"], [tmp_path])
+    assert env == {"COMMON": "1", "X": "dev", "GPU0": "yes", "GPU1": "yes"}
+    assert "NIC" not in env
+
+
+def test_cdi_unknown_device_is_a_clear_error(tmp_path: Path) -> None:
+    _spec(tmp_path, "a.yaml", "k8s.gpu.nvidia.com/claim", [], {"d": []})
+    with pytest.raises(CDIError, match="k8s.gpu.nvidia.com/claim=missing not found"):
+        resolve_env(["k8s.gpu.nvidia.com/claim=missing"], [tmp_path])
+    with pytest.raises(CDIError, match="not fully qualified"):
+        resolve_env(["d"], [tmp_path])
+
+
+def test_supervisor_kills_whole_process_group_and_frees_port(tmp_path: Path) -> None:
+    port = free_port()
+    sup = Supervisor(tmp_path)
+    # a parent that ignores SIGTERM and a grandchild listening on a port: both must go
+    code = textwrap.dedent(f"""
+        import signal, socket, subprocess, sys, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        child = subprocess.Popen([sys.executable, "-c", "import socket,time; s=socket.socket(); "
+            "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', {port})); "
+            "s.listen(); print(flush=True); time.sleep(600)"])
+        print(child.pid, flush=True)
+        time.sleep(600)
+    """)
+    comp = sup.start("stubborn", [sys.executable, "-c", code], ports=(port,))
+    deadline = time.monotonic() + 30
+    while not port_open(port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert port_open(port)
+    grandchild = int(comp.log.read_text().split()[0])
+    sup.stop_all(timeout=0.5)
+    assert not pid_alive(comp.pid)
+    deadline = time.monotonic() + 10
+    while pid_alive(grandchild) and time.monotonic() < deadline:  # reaped by init, asynchronously
+        time.sleep(0.05)
+    assert not pid_alive(grandchild)
+    assert not port_open(port)
+
+
+def test_atexit_stops_children_when_python_exits_without_down(tmp_path: Path) -> None:
+    code = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from labkit.cluster.local.procs import Supervisor
+        sup = Supervisor(Path({str(tmp_path)!r}))
+        c = sup.start("sleeper", [sys.executable, "-c", "import time; time.sleep(600)"])
+        print(c.pid, flush=True)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    pid = int(out.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(pid)
+
+
+def test_missing_binaries_give_one_line_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
+    monkeypatch.delenv("LABKIT_CONTROLPLANE_BIN", raising=False)
+    assert binaries.find("1.36") is None
+    with pytest.raises(binaries.BinariesMissing) as err:
+        binaries.ensure("1.36", build=False)
+    msg = str(err.value)
+    assert "\n" not in msg and "tools/build-controlplane.sh 1.36" in msg
+
+
+def test_find_reads_recorded_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
+    monkeypatch.delenv("LABKIT_CONTROLPLANE_BIN", raising=False)
+    root = tmp_path / "controlplane" / "1.37"
+    (root / "bin").mkdir(parents=True)
+    for c in binaries.COMPONENTS:
+        (root / "bin" / c).write_text("#!/bin/sh\n")
+        os.chmod(root / "bin" / c, 0o755)
+    (root / "VERSION").write_text("v1.37.1\n")
+    (root / "ETCD_VERSION").write_text("v3.6.16\n")
+    found = binaries.find("1.37")
+    assert found is not None
+    assert (found.kubernetes_version, found.etcd_version, found.minor) == ("v1.37.1", "v3.6.16", "1.37")
+
+
+def test_local_backend_is_registered() -> None:
+    from labkit.cluster import backend_class
+    from labkit.cluster.local import LocalCluster
+
+    assert backend_class("local") is LocalCluster
+
+
+def test_up_without_binaries_is_a_cluster_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from labkit.cluster import ClusterError
+    from labkit.cluster.local import LocalCluster
+
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
+    monkeypatch.delenv("LABKIT_CONTROLPLANE_BIN", raising=False)
+    with pytest.raises(ClusterError, match="no control-plane binaries"):
+        LocalCluster(build=False, progress=False).up("tiny")
+
+
+def test_agent_env_per_container_honours_request_names(tmp_path: Path) -> None:
+    from labkit.cluster.local.agent import NodeAgent
+
+    _spec(tmp_path, "a.yaml", "k8s.gpu.nvidia.com/claim", ["C=1"], {"u-a": ["A=1"], "u-b": ["B=1"]})
+    agent = NodeAgent(None, "n", tmp_path / "reg", tmp_path)  # type: ignore[arg-type]
+    claim = {"metadata": {"uid": "u", "name": "c", "namespace": "default"}}
+    pod = {"spec": {"containers": [
+        {"name": "one", "resources": {"claims": [{"name": "gpus", "request": "first"}]}},
+        {"name": "all", "resources": {"claims": [{"name": "gpus"}]}},
+        {"name": "none"}]}}
+    prepared = {"u": [{"requests": ["first"], "cdi": ["k8s.gpu.nvidia.com/claim=u-a"]},
+                      {"requests": ["second"], "cdi": ["k8s.gpu.nvidia.com/claim=u-b"]}]}
+    env, devices = agent._container_env(pod, {"gpus": claim}, prepared)
+    assert env == {"one": {"C": "1", "A": "1"}, "all": {"C": "1", "A": "1", "B": "1"}, "none": {}}
+    assert devices["one"] == ["k8s.gpu.nvidia.com/claim=u-a"]
+    assert json.dumps(devices)  # serialisable for the pod annotation
