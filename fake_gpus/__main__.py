@@ -1,0 +1,5 @@
+import sys
+
+from fake_gpus.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Packaged node profiles (YAML data; a package so that wheels ship the files)."""
