@@ -1,0 +1,135 @@
+"""Random scenarios through labkit and the Go oracle (real kube-scheduler allocator code).
+
+Marked ``oracle``/``slow``: needs ``bash tools/build-oracle.sh``. The generator is also used by
+the fast invariant tests in test_allocator_properties.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from labkit.allocator.cli import allocate_files
+
+ORACLE = Path(os.environ.get("LABKIT_CACHE", Path.home() / ".cache" / "dra-labkit")) / "oracle" / "oracle-0.37"
+GPU = "gpu.nvidia.com"
+V1 = "resource.k8s.io/v1"
+GATE_CHOICES = ["DRAPartitionableDevices", "DRAConsumableCapacity", "DRADeviceTaints", "DRAPrioritizedList",
+                "DRADeviceBindingConditions", "DRAListTypeAttributes"]
+
+
+def random_scenario(rng: random.Random) -> tuple[list[dict], dict]:
+    """A small random node inventory and claims mixing most allocator features."""
+    objs: list[dict] = [
+        {"apiVersion": V1, "kind": "DeviceClass", "metadata": {"name": "gpu"},
+         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{GPU}"'}}]}},
+        {"apiVersion": V1, "kind": "DeviceClass", "metadata": {"name": "big"},
+         "spec": {"selectors": [{"cel": {"expression": 'device.attributes["gpu.nvidia.com"].mem >= 40'}}],
+                  "config": [{"opaque": {"driver": GPU, "parameters": {"big": True}}}]}},
+    ]
+    devices = []
+    n = rng.randint(2, 8)
+    mig = rng.random() < 0.4
+    shared = rng.random() < 0.3
+    for i in range(n):
+        d: dict = {"name": f"gpu-{i}", "attributes": {"mem": {"int": rng.choice([20, 40, 80])},
+                                                     "root": {"string": rng.choice(["p0", "p1"])},
+                                                     "numa": {"int": rng.randint(0, 1)}}}
+        if rng.random() < 0.2:
+            d["taints"] = [{"key": "k", "value": "v", "effect": rng.choice(["NoSchedule", "NoExecute", "None"])}]
+        if mig:
+            d["consumesCounters"] = [{"counterSet": "cs", "counters": {"mem": {"value": f"{rng.choice([10, 10, 20, 40])}Gi"}}}]
+        if shared and i == 0:
+            d["allowMultipleAllocations"] = True
+            d["capacity"] = {"bw": {"value": "100", "requestPolicy": {
+                "default": "10", "validRange": {"min": "10", "step": "10"}}}}
+        devices.append(d)
+    slices = [{"apiVersion": V1, "kind": "ResourceSlice", "metadata": {"name": "s-dev"},
+               "spec": {"driver": GPU, "nodeName": "node-1",
+                        "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 2 if mig else 1},
+                        "devices": devices}}]
+    if mig:
+        slices.append({"apiVersion": V1, "kind": "ResourceSlice", "metadata": {"name": "s-counters"},
+                       "spec": {"driver": GPU, "nodeName": "node-1",
+                                "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 2},
+                                "sharedCounters": [{"name": "cs", "counters": {"mem": {"value": "80Gi"}}}]}})
+    objs += slices
+    in_use = rng.sample(range(n), k=rng.choice([0, 0, 1, 2]))
+    if in_use:
+        objs.append({"apiVersion": V1, "kind": "ResourceClaim", "metadata": {"name": "old", "namespace": "default"},
+                     "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]}},
+                     "status": {"allocation": {"devices": {"results": [
+                         {"request": "r", "driver": GPU, "pool": "node-1", "device": f"gpu-{i}"} for i in in_use]}}}})
+    for c in range(rng.choice([1, 1, 2, 3])):
+        reqs = []
+        for r in range(rng.randint(1, 2)):
+            cls = rng.choice(["gpu", "gpu", "big"])
+            if rng.random() < 0.25:
+                reqs.append({"name": f"r{r}", "firstAvailable": [
+                    {"name": "a", "deviceClassName": cls, "count": rng.randint(2, 3)},
+                    {"name": "b", "deviceClassName": "gpu"}]})
+                continue
+            ex: dict = {"deviceClassName": cls}
+            if rng.random() < 0.15:
+                ex["allocationMode"] = "All"
+            else:
+                ex["count"] = rng.randint(1, 2)
+            if rng.random() < 0.3:
+                ex["selectors"] = [{"cel": {"expression": f'device.attributes["gpu.nvidia.com"].numa == {rng.randint(0, 1)}'}}]
+            if rng.random() < 0.3:
+                ex["tolerations"] = [{"key": "k", "operator": "Exists"}]
+            if shared and rng.random() < 0.3:
+                ex["capacity"] = {"requests": {"bw": str(rng.choice([5, 15, 30, 60]))}}
+            reqs.append({"name": f"r{r}", "exactly": ex})
+        devs: dict = {"requests": reqs}
+        if rng.random() < 0.3:
+            devs["constraints"] = [{rng.choice(["matchAttribute", "distinctAttribute"]):
+                                    rng.choice(["gpu.nvidia.com/root", "gpu.nvidia.com/numa"])}]
+        if rng.random() < 0.2:
+            devs["config"] = [{"requests": ["r0"], "opaque": {"driver": GPU, "parameters": {"c": c}}}]
+        objs.append({"apiVersion": V1, "kind": "ResourceClaim", "metadata": {"name": f"c{c}", "namespace": "default"},
+                     "spec": {"devices": devs}})
+    gates = {g: rng.random() < 0.7 for g in rng.sample(GATE_CHOICES, k=rng.randint(0, 2))}
+    return objs, {"node": "node-1", "featureGates": gates} if gates else {"node": "node-1"}
+
+
+def write_cases(root: Path, seeds: range) -> None:
+    for seed in seeds:
+        objs, case = random_scenario(random.Random(seed))
+        d = root / f"r{seed:05d}"
+        d.mkdir(parents=True)
+        (d / "input.yaml").write_text(yaml.safe_dump_all(objs, sort_keys=False))
+        (d / "case.yaml").write_text(yaml.safe_dump(case))
+
+
+def labkit_output(d: Path) -> dict:
+    case = yaml.safe_load((d / "case.yaml").read_text())
+    gates = ",".join(f"{k}={str(v).lower()}" for k, v in sorted((case.get("featureGates") or {}).items()))
+    doc = allocate_files([str(d / "input.yaml")], case["node"], feature_gates=gates, validate_input=False,
+                         warn=lambda s: None)
+    return {"status": doc["status"], "allocations": json.loads(json.dumps(doc["allocations"])), "error": doc["error"]}
+
+
+@pytest.mark.oracle
+@pytest.mark.slow
+@pytest.mark.skipif(not ORACLE.exists(), reason="Go oracle not built (bash tools/build-oracle.sh)")
+def test_random_scenarios_match_go(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_DETERMINISTIC_SHAREID", "1")
+    n = int(os.environ.get("LABKIT_DIFF_CASES", "400"))
+    write_cases(tmp_path, range(n))
+    out = subprocess.run([str(ORACLE), "--batch", str(tmp_path)], capture_output=True, text=True, check=True,
+                         env={**os.environ, "LABKIT_DETERMINISTIC_SHAREID": "1"})
+    diffs = []
+    for line in out.stdout.splitlines():
+        row = json.loads(line)
+        go = {k: row["output"][k] for k in ("status", "allocations", "error")}
+        mine = labkit_output(tmp_path / row["name"])
+        if mine != go:
+            diffs.append((row["name"], go, mine))
+    assert not diffs, f"{len(diffs)} of {n} differ; first: {diffs[0]}"
