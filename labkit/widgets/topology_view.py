@@ -1,0 +1,177 @@
+"""TopologyView: an interactive SVG of a node (anywidget, no CDN): zoom with the wheel, hover for a
+device's attributes, click a device to see its attributes and which claim holds it."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+import anywidget
+import ipywidgets as W
+import networkx as nx
+import traitlets
+
+from labkit.topology.draw import COLOURS, STATE_COLOURS, _mig_geometry, _overlay_colour, layout
+
+_ESM = r"""
+function render({ model, el }) {
+  const NS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(NS, "svg");
+  svg.classList.add("labkit-topology-svg");
+  svg.style.width = "100%"; svg.style.height = model.get("height") + "px";
+  svg.style.border = "1px solid #eee"; svg.style.background = "#fff";
+  el.appendChild(svg);
+  let scale = 1, tx = 0, ty = 0;
+  const root = document.createElementNS(NS, "g");
+  svg.appendChild(root);
+  const apply = () => root.setAttribute("transform", `translate(${tx},${ty}) scale(${scale})`);
+  svg.addEventListener("wheel", (e) => { e.preventDefault(); scale *= e.deltaY < 0 ? 1.1 : 0.9; apply(); });
+  let drag = null;
+  svg.addEventListener("mousedown", (e) => { drag = [e.clientX - tx, e.clientY - ty]; });
+  svg.addEventListener("mousemove", (e) => { if (drag) { tx = e.clientX - drag[0]; ty = e.clientY - drag[1]; apply(); } });
+  window.addEventListener("mouseup", () => { drag = null; });
+  function draw() {
+    root.innerHTML = "";
+    const data = model.get("graph");
+    const pos = {};
+    for (const n of data.nodes) pos[n.id] = n;
+    for (const e of data.edges) {
+      const a = pos[e.a], b = pos[e.b];
+      if (!a || !b) continue;
+      const line = document.createElementNS(NS, "line");
+      line.setAttribute("x1", a.x); line.setAttribute("y1", a.y);
+      line.setAttribute("x2", b.x); line.setAttribute("y2", b.y);
+      line.setAttribute("stroke", e.type === "nvlink" ? "#2e7d32" : (e.type === "smp" ? "#4f6bd8" : "#999"));
+      line.setAttribute("stroke-width", e.type === "nvlink" ? 3 : 1.5);
+      if (e.type === "smp") line.setAttribute("stroke-dasharray", "6,4");
+      line.classList.add("labkit-edge-" + e.type);
+      root.appendChild(line);
+    }
+    for (const n of data.nodes) {
+      const g = document.createElementNS(NS, "g");
+      g.classList.add("labkit-node", "labkit-kind-" + n.kind);
+      g.setAttribute("data-id", n.id);
+      if (n.device) g.setAttribute("data-device", n.device);
+      const r = document.createElementNS(NS, "rect");
+      r.setAttribute("x", n.x - n.w / 2); r.setAttribute("y", n.y - n.h / 2);
+      r.setAttribute("width", n.w); r.setAttribute("height", n.h); r.setAttribute("rx", 5);
+      r.setAttribute("fill", n.fill);
+      r.setAttribute("stroke", model.get("selected") === n.id ? "#d62728" : "#333");
+      r.setAttribute("stroke-width", model.get("selected") === n.id ? 3 : 1);
+      g.appendChild(r);
+      const t = document.createElementNS(NS, "text");
+      t.setAttribute("x", n.x); t.setAttribute("y", n.y + 4); t.setAttribute("text-anchor", "middle");
+      t.setAttribute("font-size", n.kind === "mig" ? 9 : 11); t.setAttribute("font-family", "sans-serif");
+      t.textContent = n.label;
+      g.appendChild(t);
+      const title = document.createElementNS(NS, "title");
+      title.textContent = n.title;
+      g.appendChild(title);
+      if (n.clickable) {
+        g.style.cursor = "pointer";
+        g.addEventListener("click", (e) => { e.stopPropagation(); model.set("selected", n.id); model.save_changes(); });
+      }
+      root.appendChild(g);
+    }
+  }
+  model.on("change:graph", draw);
+  model.on("change:selected", draw);
+  draw(); apply();
+}
+export default { render };
+"""
+
+
+class _TopologySvg(anywidget.AnyWidget):
+    _esm = _ESM
+    graph = traitlets.Dict().tag(sync=True)
+    selected = traitlets.Unicode("").tag(sync=True)
+    height = traitlets.Int(420).tag(sync=True)
+
+
+def svg_model(g: nx.Graph, overlay: dict[str, str] | None = None, holders: dict[str, str] | None = None
+              ) -> dict[str, Any]:
+    """The JSON the view draws: pixel positions from the same layout as the static picture."""
+    overlay = overlay or {}
+    holders = holders or {}
+    pos = layout(g)
+    xs = [p[0] for p in pos.values()] or [0.0]
+    x0 = min(xs)
+    sx, sy = 110.0, 80.0
+
+    def px(x: float, y: float) -> tuple[float, float]:
+        return 60 + (x - x0) * sx, 30 + (4.6 - y) * sy
+
+    claim_colours: dict[str, str] = {}
+    nodes = []
+    for n, d in g.nodes(data=True):
+        kind = d.get("kind")
+        if n not in pos and kind != "mig":
+            continue
+        device = d.get("device", "")
+        state = overlay.get(device)
+        fill = _overlay_colour(state, claim_colours) if state else COLOURS.get(kind, "#fff")
+        if not state and d.get("taints"):
+            fill = STATE_COLOURS["tainted"]
+        attrs = d.get("attributes") or {}
+        title = "\n".join([f"{device or n} ({kind})"] + [f"{k}: {v}" for k, v in sorted(attrs.items())]
+                          + [f"capacity {k}: {v}" for k, v in sorted((d.get("capacity") or {}).items())]
+                          + ([f"held by {holders[device]}"] if device in holders else []))
+        if kind == "mig":
+            if d.get("consumesCounters") and device not in overlay:
+                continue
+            start, slices, total = _mig_geometry(g, n)
+            gx, gy = px(*pos[d["parent"]])
+            w = 90 / total
+            nodes.append({"id": n, "kind": kind, "device": device, "label": str(d.get("profile", "")).split(".")[0],
+                          "x": gx - 45 + (start + slices / 2) * w, "y": gy + 14, "w": slices * w - 1, "h": 14,
+                          "fill": fill if state else "#c6dbef", "title": title, "clickable": True})
+            continue
+        x, y = px(*pos[n])
+        big = kind in ("gpu", "nic", "dpu")
+        label = device or d.get("label") or n
+        nodes.append({"id": n, "kind": kind, "device": device, "label": label, "x": x, "y": y,
+                      "w": 96 if big else (420 if kind == "nvswitchFabric" else 90), "h": 46 if big else 26,
+                      "fill": fill, "title": title, "clickable": bool(device) or big})
+    edges = [{"a": a, "b": b, "type": d.get("type", "")} for a, b, d in g.edges(data=True)
+             if d.get("type") != "mig"]
+    return {"nodes": nodes, "edges": edges}
+
+
+def _claims_in(overlay: dict[str, str] | None) -> dict[str, str]:
+    """Overlay entries that name a claim (not a state such as "free" or "tainted")."""
+    return {k: v for k, v in (overlay or {}).items() if v not in STATE_COLOURS}
+
+
+class TopologyView(W.VBox):
+    """`TopologyView(node_graph("dgx-a100"), overlay={"gpu-0": "default/train"})`."""
+
+    def __init__(self, g: nx.Graph, overlay: dict[str, str] | None = None, holders: dict[str, str] | None = None,
+                 height: int = 430):
+        self.g = g
+        self.holders = dict(holders) if holders is not None else _claims_in(overlay)
+        self.svg = _TopologySvg(graph=svg_model(g, overlay, self.holders), height=height)
+        self.info = W.HTML("<i>click a device to see its attributes</i>")
+        self.info.add_class("labkit-topology-info")
+        self.svg.observe(self._selected, names="selected")
+        super().__init__([self.svg, self.info])
+        self.add_class("labkit-topology")
+
+    def set_overlay(self, overlay: dict[str, str], holders: dict[str, str] | None = None) -> None:
+        self.holders = dict(holders) if holders is not None else _claims_in(overlay)
+        self.svg.graph = svg_model(self.g, overlay, self.holders)
+
+    def describe(self, node_id: str) -> str:
+        """HTML for one device: its DRA identity, attributes, capacity and holder."""
+        d = self.g.nodes[node_id]
+        device = d.get("device") or node_id
+        rows = [("device", device), ("kind", d.get("kind")), ("driver", d.get("driver", "")),
+                ("pool", d.get("pool", "")), ("held by", self.holders.get(device, "free"))]
+        rows += [(k, v) for k, v in sorted((d.get("attributes") or {}).items())]
+        rows += [(f"capacity {k}", v) for k, v in sorted((d.get("capacity") or {}).items())]
+        body = "".join(f"<tr><td><b>{escape(str(k))}</b></td><td>{escape(str(v))}</td></tr>" for k, v in rows)
+        return f"<table>{body}</table>"
+
+    def _selected(self, change: dict[str, Any]) -> None:
+        if change["new"] in self.g:
+            self.info.value = self.describe(change["new"])
