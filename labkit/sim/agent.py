@@ -22,7 +22,7 @@ from labkit.sim.podutil import (
     meta,
     parse_duration,
 )
-from labkit.sim.store import Store, copy_of
+from labkit.sim.store import Store, evolve
 
 COMPONENT = "kubelet"
 
@@ -96,8 +96,8 @@ class NodeAgent:
         self.problems.pop(uid, None)
         self.env[uid] = env
         now = self.store.clock.timestamp()
-        new = copy_of(pod)
-        st = new.setdefault("status", {})
+        new = evolve(pod, "status")
+        st = new["status"]
         st["phase"] = "Running"
         st["startTime"] = now
         st["hostIP"] = st["podIP"] = "10.0.0.1"  # addresses are not simulated
@@ -133,8 +133,8 @@ class NodeAgent:
             if pod is None or meta(pod).get("uid") != uid or is_finished(pod):
                 continue
             ts = self.store.clock.timestamp()
-            new = copy_of(pod)
-            st = new.setdefault("status", {})
+            new = evolve(pod, "status")
+            st = new["status"]
             st["phase"] = "Succeeded"
             st["conditions"] = [
                 c if c.get("type") == "PodScheduled" or c.get("type") == "Initialized"

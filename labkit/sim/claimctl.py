@@ -23,7 +23,7 @@ from labkit.sim.podutil import (
     is_finished,
     meta,
 )
-from labkit.sim.store import Store, copy_of
+from labkit.sim.store import Store, copy_of, evolve
 
 COMPONENT = "resource_claim"
 
@@ -109,12 +109,13 @@ class ClaimController:
             if tmeta.get("labels"):
                 claim_meta["labels"] = dict(tmeta["labels"])
             claim = self.store.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                                       "metadata": claim_meta, "spec": copy_of(tspec.get("spec") or {})})
+                                       "metadata": claim_meta, "spec": copy_of(tspec.get("spec") or {})},
+                                      copy=False)
             statuses.append({"name": entry["name"], "resourceClaimName": meta(claim)["name"]})
             changed = True
         if changed:
-            new = copy_of(pod)
-            new.setdefault("status", {})["resourceClaimStatuses"] = statuses
+            new = evolve(pod, "status")
+            new["status"]["resourceClaimStatuses"] = statuses
             self.store.update(new)
 
     # -- claims ----------------------------------------------------------------------------
@@ -149,8 +150,8 @@ class ClaimController:
             self._deallocate(claim, keep)
 
     def _deallocate(self, claim: dict, keep: list[dict]) -> dict:
-        new = copy_of(claim)
-        st = new.setdefault("status", {})
+        new = evolve(claim, "status")
+        st = new["status"]
         if keep:
             st["reservedFor"] = keep
         else:

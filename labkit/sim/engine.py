@@ -89,7 +89,7 @@ class Sim:
                     new.pop("status", None)
                 for f in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation"):
                     new.setdefault("metadata", {}).pop(f, None)
-                return self.store.create(new)
+                return self.store.create(new, copy=False)
             if kind == "ResourceClaim" and (existing.get("spec") or {}) != (obj.get("spec") or {}):
                 raise SimError(f"{what}: spec: field is immutable; delete the claim and create it again")
             new = copy_of(existing)

@@ -40,7 +40,7 @@ class EventRecorder:
             "firstTimestamp": now,
             "lastTimestamp": now,
             "count": 1,
-        })
+        }, copy=False)
         self._seen[key] = (ns, name)
         self.order.append((ns, name))
 

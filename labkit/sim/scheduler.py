@@ -44,7 +44,7 @@ from labkit.sim.podutil import (
 )
 from labkit.sim.resources import insufficient, is_extended, node_allocatable, pod_requests
 from labkit.sim.selectors import node_selector_matches, pod_matches_node_affinity, untolerated_taint
-from labkit.sim.store import Store, copy_of
+from labkit.sim.store import Store, copy_of, evolve
 
 COMPONENT = "default-scheduler"
 MAX_RESERVED_FOR = 256
@@ -98,6 +98,7 @@ class Scheduler:
         self._pods_on: dict[str, int] = {}
         self._claim_allocs: dict[str, dict] = {}  # claim uid -> allocation counted in dra.allocated
         self._nodes: list[dict] | None = None
+        self._alloc: dict[str, dict[str, Fraction]] = {}  # node -> parsed allocatable
         store.watch(self._on_pod, kinds=("Pod",))
         store.watch(self._on_inventory, kinds=("Node", "DeviceClass", "ResourceSlice", "DeviceTaintRule",
                                                 "ResourceClaim", "ResourceClaimTemplate", "PodGroup"))
@@ -110,6 +111,7 @@ class Scheduler:
     def _on_inventory(self, ev) -> None:
         if ev.kind == "Node":
             self._nodes = None
+            self._alloc.clear()
         if ev.kind == "ResourceClaim" and ev.type == "MODIFIED":
             return  # allocation changes are tracked by reserve()/release_claim()
         self.bump()
@@ -258,8 +260,7 @@ class Scheduler:
             if reasons and reasons[0].startswith("error: "):
                 att.error = reasons[0][len("error: "):]
                 att.message = f'running Filter plugin "DynamicResources": {att.error}'
-                att.per_node = dict(cur.per_node)
-                att.explanations = dict(cur.explanations)
+                att.per_node, att.explanations = dict(cur.per_node), dict(cur.explanations)
                 return att
             if reasons:
                 cur.per_node[name] = reasons
@@ -271,9 +272,9 @@ class Scheduler:
                 for c, result in zip(pending_claims, outcome.allocations):
                     att.allocations[f"{meta(c)['namespace']}/{meta(c)['name']}"] = result
             break
-        att.per_node = dict(cur.per_node)
-        att.explanations = dict(cur.explanations)
         if att.node is None:
+            # shared with the cursor: once every node failed, nothing is added to it this epoch
+            att.per_node, att.explanations = cur.per_node, cur.explanations
             att.message = fit_error_message(len(nodes), att.per_node)
         return att
 
@@ -287,7 +288,9 @@ class Scheduler:
             return [f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"], None
         if not pod_matches_node_affinity(pod, node):
             return ["node(s) didn't match Pod's node affinity/selector"], None
-        alloc = node_allocatable(node)
+        alloc = self._alloc.get(name)
+        if alloc is None:
+            alloc = self._alloc[name] = node_allocatable(node)
         reasons = insufficient(req, self._usage.get(name, {}), alloc, self._pods_on.get(name, 0))
         for r in sorted(req):
             if req[r] and is_extended(r) and r not in alloc and r not in ext_classes:
@@ -340,19 +343,21 @@ class Scheduler:
         for claim in att.claims:
             key = f"{meta(claim)['namespace']}/{meta(claim)['name']}"
             cur = self.store.get("ResourceClaim", meta(claim)["name"], meta(claim)["namespace"]) or claim
-            new = copy_of(cur)
-            st = new.setdefault("status", {})
+            new = evolve(cur, "status")
+            st = new["status"]
             if key in fixed:
                 st["allocation"] = fixed[key]
-                fins = new["metadata"].setdefault("finalizers", [])
+                fins = list(new["metadata"].get("finalizers") or [])
                 if DELETE_PROTECTION not in fins:
                     fins.append(DELETE_PROTECTION)
-            reserved = st.setdefault("reservedFor", [])
+                new["metadata"]["finalizers"] = fins
+            reserved = list(st.get("reservedFor") or [])
             if not any(r.get("uid") == ref["uid"] for r in reserved):
                 reserved.append(ref)
+            st["reservedFor"] = reserved
             self.store.update(new)
-        new_pod = copy_of(pod)
-        new_pod.setdefault("spec", {})["nodeName"] = att.node
+        new_pod = evolve(pod, "spec", "status")
+        new_pod["spec"]["nodeName"] = att.node
         self._set_condition(new_pod, "True", None, None)
         self.store.update(new_pod)
         self._failed_epoch.pop(meta(pod)["uid"], None)
@@ -378,7 +383,7 @@ class Scheduler:
         if att.gated:
             self._failed_epoch[uid] = (self.epoch, meta(pod).get("resourceVersion"))
             return
-        new = copy_of(pod)
+        new = evolve(pod, "status")
         reason = "SchedulerError" if att.error else "Unschedulable"
         if self._set_condition(new, "False", reason, att.message):
             pod = self.store.update(new)
@@ -386,7 +391,7 @@ class Scheduler:
         self.events.record(pod, "Warning", "FailedScheduling", att.message, COMPONENT)
 
     def _gated(self, pod: dict) -> None:
-        new = copy_of(pod)
+        new = evolve(pod, "status")
         if self._set_condition(new, "False", "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates"):
             self.store.update(new)
 

@@ -112,7 +112,7 @@ class WorkloadController:
         pods = _active(self.store.dependents(meta(rs)["uid"], "Pod"))
         for _ in range(want - len(pods)):
             self.store.create(_pod_from_template(rs, (rs.get("spec") or {}).get("template") or {},
-                                                 f"{meta(rs)['name']}-", {}))
+                                                 f"{meta(rs)['name']}-", {}), copy=False)
         if len(pods) > want:
             # like the ReplicaSet controller: unscheduled pods go first, then the newest
             def rank(p: dict) -> tuple[int, int]:
@@ -162,7 +162,7 @@ class WorkloadController:
                 gen = f"{jm['name']}-{idx}-"
                 ann["batch.kubernetes.io/job-completion-index"] = str(idx)
                 labels["batch.kubernetes.io/job-completion-index"] = str(idx)
-            self.store.create(_pod_from_template(job, spec.get("template") or {}, gen, labels, ann))
+            self.store.create(_pod_from_template(job, spec.get("template") or {}, gen, labels, ann), copy=False)
         status: dict = {"active": len(_active(self.store.dependents(jm["uid"], "Pod")))}
         if succeeded:
             status["succeeded"] = succeeded
