@@ -3,9 +3,12 @@ prints it: the largest binary suffix that divides the value exactly, else the pl
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 _SUFFIXES = ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki")
 
 
+@lru_cache(maxsize=4096)
 def binary_si(n: int) -> str:
     if n == 0:
         return "0"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from functools import cache
 from typing import Any
 
 from fake_gpus import naming
@@ -61,6 +62,7 @@ def semver_from_nvml(v: str) -> str:
     return ".".join(str(n) for n in nums)
 
 
+@cache
 def counter_name(capacity: str) -> str:
     """Capacity name (camelCase) -> counter name (kebab-case): copyEngines -> copy-engines."""
     s = re.sub(r"([a-z0-9])([A-Z])", r"\1-\2", capacity)
@@ -84,6 +86,7 @@ def _counters(values: dict[str, int]) -> dict[str, dict[str, str]]:
     return {k: {"value": binary_si(v)} for k, v in sorted(values.items(), key=lambda kv: _counter_key(kv[0]))}
 
 
+@cache
 def _counter_key(name: str) -> tuple[int, str]:
     m = re.match(r"^memory-slice-(\d+)$", name)
     return (1, f"{int(m.group(1)):04d}") if m else (0, name)
@@ -107,8 +110,13 @@ class _GpuView:
     def __init__(self, profile: NodeProfile, gpu: GpuSlot, node_name: str):
         self.profile, self.gpu, self.node = profile, gpu, node_name
         self.uuid = naming.gpu_uuid(node_name, gpu.minor)
+        self._common = self._common_attrs()
 
     def common_attrs(self) -> dict[str, dict[str, Any]]:
+        """A fresh copy (callers get independent dicts, so YAML dumps carry no aliases)."""
+        return {k: dict(v) for k, v in self._common.items()}
+
+    def _common_attrs(self) -> dict[str, dict[str, Any]]:
         m, p = self.gpu.model, self.profile
         return {
             "productName": _s(m.product_name),

@@ -43,7 +43,20 @@ def connection(profile: NodeProfile, a: Endpoint, b: Endpoint) -> str:
         return "NODE"
     if a.pcie_switch is not None and a.pcie_switch == b.pcie_switch:
         return "PIX"
+    if a.pcie_switch is not None and b.pcie_switch is not None and (
+        set(switch_chain(profile, a.pcie_switch)) & set(switch_chain(profile, b.pcie_switch))
+    ):
+        return "PXB"
     return "PHB"
+
+
+def switch_chain(profile: NodeProfile, switch: str) -> list[str]:
+    """The switch and its upstream switches, nearest first."""
+    parents = {w["id"]: w.get("parent") for w in profile.pcie_switches}
+    chain = [switch]
+    while parents.get(chain[-1]):
+        chain.append(parents[chain[-1]])
+    return chain
 
 
 def _devices(profile: NodeProfile) -> list[Endpoint]:
@@ -99,8 +112,9 @@ def topology_structure(profile: NodeProfile) -> dict[str, Any]:
         nodes.append({"id": r["id"], "kind": "pcieRoot", "socket": r["socket"]})
         links.append({"a": f"socket{r['socket']}", "b": r["id"], "type": "pcie", "bandwidthGBps": _PCIE_GBPS[5]})
     for w in profile.pcie_switches:
-        nodes.append({"id": w["id"], "kind": "pcieSwitch", "root": w["root"]})
-        links.append({"a": w["root"], "b": w["id"], "type": "pcie", "bandwidthGBps": _PCIE_GBPS[5]})
+        nodes.append({"id": w["id"], "kind": "pcieSwitch", "root": w["root"], "parent": w.get("parent")})
+        upstream = w.get("parent") or w["root"]
+        links.append({"a": upstream, "b": w["id"], "type": "pcie", "bandwidthGBps": _PCIE_GBPS[5]})
     for d in profile.nvlink_domains:
         if d["fabric"] == "nvswitch":
             nodes.append({"id": d["id"], "kind": "nvswitchFabric", **{k: v for k, v in d.items() if k != "id"}})

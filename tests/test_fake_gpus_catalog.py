@@ -130,6 +130,9 @@ def test_topology_codes_per_profile():
     assert h100["GPU0"]["GPU7"] == "NV18"
     mixed = topology_matrix(load_node_profile("mixed-a100-t4"))
     assert mixed["GPU0"]["GPU1"] == "NV12" and mixed["GPU0"]["GPU2"] == "SYS" and mixed["GPU2"]["GPU3"] == "PHB"
+    h200 = topology_matrix(load_node_profile("hgx-h200"))
+    assert (h200["GPU0"]["NIC0"], h200["GPU1"]["NIC0"], h200["GPU2"]["NIC0"], h200["GPU4"]["NIC0"]) == (
+        "PIX", "PXB", "PHB", "SYS")
     l4 = topology_matrix(load_node_profile("l4-edge"))
     assert l4["GPU0"]["GPU1"] == "NODE" and l4["GPU1"]["NIC0"] == "PHB"
 
@@ -201,6 +204,12 @@ def test_user_profile_by_path_and_env(tmp_path, monkeypatch):
         (("minor: 0", "minr: 0"), r"gpus\[0\]\.minr: unknown field"),
         (("name: custom", "name: Custom_1"), r"name: 'Custom_1' must be a DNS label"),
         (("socket: 0}]", "socket: 3}]"), r"pcieRoots\[0\]\.socket: socket 3 is not declared"),
+        (("gpus:", "pcieSwitches: [{id: leaf, parent: top}]\ngpus:"),
+         r"pcieSwitches\[0\]\.parent: parent switch 'top' must be declared earlier"),
+        (("gpus:", "pcieSwitches: [{id: sw, root: pci0000:00, parent: sw}]\ngpus:"),
+         r"pcieSwitches\[0\]: exactly one of root or parent"),
+        (("pcieRoot: pci0000:00}", "pcieRoot: pci0000:00, pcieSwitch: sw}"),
+         r"gpus\[0\]: exactly one of pcieSwitch or pcieRoot"),
     ],
 )
 def test_bad_profile_errors_name_field_path(tmp_path, mutation, pattern):

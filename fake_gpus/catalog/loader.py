@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,9 @@ _PCIE_ROOT = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 class CatalogError(ValueError):
     """A catalog or node-profile file is invalid; str() is a one-line, actionable message."""
 
@@ -41,7 +44,7 @@ def _read_yaml(path: Path, what: str) -> Any:
     except OSError as e:
         raise CatalogError(f"{what} {path}: cannot read file ({e.strerror})") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader (libyaml when available)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -286,7 +289,17 @@ def parse_node_profile(data: Any, source: str = "<data>") -> NodeProfile:
 
 
 def _load_profile_file(path: Path) -> NodeProfile:
-    return parse_node_profile(_read_yaml(path, "node profile"), str(path))
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise CatalogError(f"node profile {path}: cannot read file ({e.strerror})") from None
+    return _load_profile_cached(str(path.resolve()), st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=256)
+def _load_profile_cached(path: str, _mtime_ns: int, _size: int) -> NodeProfile:
+    """NodeProfile is immutable, so one parse per file version is shared by all callers."""
+    return parse_node_profile(_read_yaml(Path(path), "node profile"), path)
 
 
 def _parse_profile(c: _Ctx, source: str) -> NodeProfile:
@@ -320,16 +333,26 @@ def _parse_profile(c: _Ctx, source: str) -> NodeProfile:
             r.fail(f"socket {sock} is not declared in sockets", "socket")
         roots[rid] = sock
 
-    switches: dict[str, str] = {}
+    switches: dict[str, str] = {}  # switch -> root
+    parents: dict[str, str | None] = {}  # switch -> upstream switch (nested switches)
     for w in c.items("pcieSwitches"):
-        w.only({"id", "root"})
+        w.only({"id", "root", "parent"})
         wid = w.get("id", str)
         if wid in switches:
             w.fail(f"duplicate PCIe switch {wid}", "id")
-        root = w.get("root", str)
-        if root not in roots:
+        root = w.get("root", str, None)
+        parent = w.get("parent", str, None)
+        if (root is None) == (parent is None):
+            w.fail("exactly one of root or parent (an earlier switch) is required")
+        if parent is not None:
+            if parent not in switches:
+                w.fail(f"parent switch {parent!r} must be declared earlier in pcieSwitches", "parent")
+            root = switches[parent]
+        elif root not in roots:
             w.fail(f"PCIe root {root!r} is not declared in pcieRoots", "root")
+        assert root is not None
         switches[wid] = root
+        parents[wid] = parent
 
     domains: dict[str, dict[str, Any]] = {}
     for d in c.items("nvlinkDomains"):
@@ -410,7 +433,7 @@ def _parse_profile(c: _Ctx, source: str) -> NodeProfile:
         cuda_driver_version=str(c.get("cudaDriverVersion", str, defaults["cudaDriverVersion"])),
         sockets=tuple({"id": k, "numaNode": v} for k, v in sockets.items()),
         pcie_roots=tuple({"id": k, "socket": v} for k, v in roots.items()),
-        pcie_switches=tuple({"id": k, "root": v} for k, v in switches.items()),
+        pcie_switches=tuple({"id": k, "root": v, "parent": parents[k]} for k, v in switches.items()),
         nvlink_domains=tuple(domains.values()),
         gpus=tuple(gpus),
         nics=tuple(nics),

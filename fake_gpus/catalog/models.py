@@ -7,6 +7,7 @@ code that wants to build graphs without importing these classes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 MIB = 1 << 20
@@ -99,6 +100,10 @@ class GpuModel:
     def mig_max_capacities(self) -> dict[str, int]:
         """Per-dimension maximum over all MIG profiles (what NVIDIA's DynamicMIG mode publishes
         as the full GPU's capacity and uses as counter-set totals)."""
+        return dict(self._mig_max)
+
+    @cached_property
+    def _mig_max(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for p in self.mig_profiles:
             for k, v in p.capacities().items():
