@@ -88,3 +88,10 @@ def to_cel(value: Any) -> Any:
     if isinstance(value, list):
         return [to_cel(v) for v in value]
     return value
+
+
+def url_msg(text: str) -> Any:
+    """``url(s)``: validate like Kubernetes, then carry the text in a kubernetes.URL message."""
+    from labkit.cel.k8slib import url
+
+    return UrlMsg(labkitValue=url(text))

@@ -44,10 +44,13 @@ MEMBERS = MACROS | {
     "find", "findAll", "getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery",
     "labkit_min", "labkit_max", "charAt", "lowerAscii", "upperAscii", "replace", "split", "substring", "trim", "join", "format",
 }
+TYPE_NAMES = {"int", "uint", "double", "string", "bytes", "bool", "list", "map", "null_type", "type", "dyn"}
+_SCALARS = {"int", "uint", "double", "string", "bytes", "bool", "null_type"}
 DEVICE_FIELDS = {"driver", "attributes", "capacity"}
 _RELATIONAL = {"relation_lt": "<", "relation_le": "<=", "relation_gt": ">", "relation_ge": ">="}
 _LITERAL_TYPES = {"INT_LIT": "int", "UINT_LIT": "uint", "FLOAT_LIT": "double", "STRING_LIT": "string",
-                  "MLSTRING_LIT": "string", "BYTES_LIT": "bytes", "NULL_LIT": "null_type"}
+                  "MLSTRING_LIT": "string", "BYTES_LIT": "bytes", "NULL_LIT": "null_type",
+                  "BOOL_LIT": "bool"}
 
 
 def unsupported(what: str) -> CelCompileError:
@@ -129,6 +132,7 @@ def _kind(node: Any) -> str | None:
 def check_tree(ast: Tree, expr: str, *, consumable_capacity: bool, list_type_attributes: bool) -> None:
     fields = DEVICE_FIELDS | ({"allowMultipleAllocations"} if consumable_capacity else set())
     members = MEMBERS | ({"includes"} if list_type_attributes else set())
+    bound = {"device"} | _comprehension_variables(ast)
     for node in ast.iter_subtrees():
         kind = node.data
         if kind == "member_dot_arg":
@@ -153,8 +157,20 @@ def check_tree(ast: Tree, expr: str, *, consumable_capacity: bool, list_type_att
                     hint = ("device.allowMultipleAllocations exists only with consumable capacity "
                             "(feature gate DRAConsumableCapacity)") if field == "allowMultipleAllocations" else ""
                     raise CelCompileError(f"compilation failed: undefined field '{field}'", hint)
+        elif kind == "ident":
+            name = _name(node)
+            if name not in bound and name not in TYPE_NAMES:
+                raise CelCompileError(f"compilation failed: undeclared reference to '{name}'")
         elif kind == "relation" and len(node.children) == 2:
             op_node = node.children[0]
+            if isinstance(op_node, Tree) and op_node.data in ("relation_eq", "relation_ne"):
+                left, right = _kind(op_node.children[0]), _kind(node.children[1])
+                if left in _SCALARS and right in _SCALARS and left != right:
+                    op = "==" if op_node.data == "relation_eq" else "!="
+                    raise CelCompileError(
+                        f"compilation failed: found no matching overload for '_{op}_' applied to '({left}, {right})'",
+                        "compare values of the same type, or wrap one side in dyn()",
+                    )
             if isinstance(op_node, Tree) and op_node.data in _RELATIONAL:
                 left, right = _kind(op_node.children[0]), _kind(node.children[1])
                 opaque = {"kubernetes.Quantity", "kubernetes.Semver"}
@@ -169,6 +185,18 @@ def check_tree(ast: Tree, expr: str, *, consumable_capacity: bool, list_type_att
     if root is not None and root != "bool":
         raise CelCompileError(f"must evaluate to bool or the unknown type, not {root}",
                               "a selector must be a condition, e.g. compare the value with ==")
+
+
+def _comprehension_variables(ast: Tree) -> set[str]:
+    names = set()
+    for node in ast.iter_subtrees():
+        if node.data == "member_dot_arg" and _name(node) in MACROS:
+            args = [c for c in node.children if isinstance(c, Tree) and c.data == "exprlist"]
+            if args and args[0].children:
+                first = _unwrap(args[0].children[0])
+                if isinstance(first, Tree) and first.data == "ident":
+                    names.add(_name(first))
+    return names
 
 
 def _member_hint(name: str) -> str:

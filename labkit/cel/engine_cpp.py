@@ -77,7 +77,7 @@ def _declarations(list_type_attributes: bool) -> tuple[list[Any], list[Any]]:
         F("findAll", [_ov("string_find_all_string", T.List(T.STRING), [T.STRING, T.STRING], True, k8slib.find_all),
                       _ov("string_find_all_string_int", T.List(T.STRING), [T.STRING, T.STRING, T.INT], True,
                           k8slib.find_all)]),
-        F("url", [_ov("string_to_url", U, [T.STRING], False, k8slib.url)]),
+        F("url", [_ov("string_to_url", U, [T.STRING], False, _proto.url_msg)]),
         F("isURL", [_ov("is_url_string", T.BOOL, [T.STRING], False, k8slib.is_url)]),
         F("getScheme", [_ov("url_get_scheme", T.STRING, [U], True, k8slib.url_scheme)]),
         F("getHost", [_ov("url_get_host", T.STRING, [U], True, k8slib.url_host)]),
@@ -100,20 +100,15 @@ def _declarations(list_type_attributes: bool) -> tuple[list[Any], list[Any]]:
     comparable = [("int", T.INT), ("uint", T.UINT), ("double", T.DOUBLE), ("bool", T.BOOL),
                   ("string", T.STRING), ("bytes", T.BYTES), ("duration", T.DURATION),
                   ("timestamp", T.TIMESTAMP)]
-    summable = [("int", T.INT), ("uint", T.UINT), ("double", T.DOUBLE)]
-
-    def templated(fmt: str, types: list[tuple[str, Any]], ret_elem: bool, fn: Callable[..., Any]) -> list[Any]:
-        out = []
-        for i, (tname, t) in enumerate(types):
-            out.append(_ov(fmt.format(t=tname), t if ret_elem else T.BOOL, [T.List(t)], True,
-                           fn if i == 0 else None))
-        return out
-
+    # cel-cpp converts an impl's result with the declared return type of the overload that
+    # carries the impl, and allows one impl per receiver kind (list): so sum/min/max are
+    # declared once, list(dyn) -> dyn (Kubernetes: list(T) -> T, checked per element type).
     funcs += [
-        F("isSorted", templated("list_{t}_is_sorted_bool", comparable, False, k8slib.is_sorted)),
-        F("sum", templated("list_{t}_sum_{t}", summable, True, k8slib.list_sum)),
-        F("min", templated("list_{t}_min_{t}", comparable, True, k8slib.list_min)),
-        F("max", templated("list_{t}_max_{t}", comparable, True, k8slib.list_max)),
+        F("isSorted", [_ov(f"list_{t}_is_sorted_bool", T.BOOL, [T.List(ty)], True,
+                           k8slib.is_sorted if i == 0 else None) for i, (t, ty) in enumerate(comparable)]),
+        F("sum", [_ov("list_dyn_sum_dyn", T.DYN, [LIST_DYN], True, k8slib.list_sum)]),
+        F("min", [_ov("list_dyn_min_dyn", T.DYN, [LIST_DYN], True, k8slib.list_min)]),
+        F("max", [_ov("list_dyn_max_dyn", T.DYN, [LIST_DYN], True, k8slib.list_max)]),
     ]
     if list_type_attributes:
         funcs.append(F("includes", [_ov("list_includes_dyn_dyn", T.BOOL, [T.DYN, T.DYN], True, k8slib.includes)]))
