@@ -57,3 +57,27 @@ def parse_duration(value: str) -> float:
         raise ValueError(f"{DURATION_ANNOTATION}: {value!r} is not a duration; use e.g. 30s, 5m or 1h")
     n = float(m.group(1))
     return n * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+
+
+def qos_class(pod: dict) -> str:
+    """BestEffort / Burstable / Guaranteed, from cpu and memory requests and limits."""
+    spec = pod.get("spec") or {}
+    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+    any_set, guaranteed = False, True
+    for c in containers:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        for r in ("cpu", "memory"):
+            if r in req or r in lim:
+                any_set = True
+            if r not in lim or str(req.get(r, lim[r])) != str(lim[r]):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def status_on_create(obj: dict) -> None:
+    """What the API server's create strategy sets (pods start Pending with a QoS class)."""
+    if obj.get("kind") == "Pod":
+        obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj)}

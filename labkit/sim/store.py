@@ -21,6 +21,7 @@ from typing import Any
 from labkit.sim import names
 from labkit.sim.clock import Clock
 from labkit.sim.kinds import API_VERSIONS, is_namespaced
+from labkit.sim.podutil import status_on_create
 
 Key = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
 
@@ -151,6 +152,8 @@ class Store:
                 meta["name"] = names.generated_name(self.rng, meta["generateName"])
                 if key_of(obj)[1:] not in self._objs.get(kind, {}):
                     break
+        if not (obj.get("status") or {}).get("phase"):
+            status_on_create(obj)
         k = key_of(obj)
         bucket = self._objs.setdefault(kind, {})
         if k[1:] in bucket:

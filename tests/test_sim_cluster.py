@@ -1,0 +1,273 @@
+"""The sim backend end to end: claim controller, shared claims, deallocation, workloads, filters."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from labkit.cluster import ClusterError, NotFound, connect
+
+SUFFIX = "[bcdfghjklmnpqrstvwxz2456789]{5}"
+
+TEMPLATE_1GPU = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.nvidia.com}
+"""
+
+
+def pod(name, claim=None, template=None, ns="default", **spec):
+    p = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+         "spec": {"containers": [{"name": "main", "image": "busybox"}], **spec}}
+    if claim or template:
+        entry = {"name": "gpu"}
+        if claim:
+            entry["resourceClaimName"] = claim
+        else:
+            entry["resourceClaimTemplateName"] = template
+        p["spec"]["resourceClaims"] = [entry]
+        p["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
+    return p
+
+
+def profile(*nodes, gates=None):
+    return {"name": "test", "kubernetesVersion": "1.37", "featureGates": gates or {},
+            "nodes": [dict(n) for n in nodes]}
+
+
+@pytest.fixture
+def tiny():
+    with connect("sim", "tiny", progress=False) as c:
+        yield c
+
+
+def phase(c, name, ns="default"):
+    p = c.get("Pod", name, ns)
+    return p["spec"].get("nodeName"), p["status"].get("phase")
+
+
+def test_template_claim_named_like_kubernetes(tiny):
+    tiny.apply(TEMPLATE_1GPU)
+    tiny.apply(pod("trainer", template="one-gpu"))
+    tiny.wait()
+    p = tiny.get("Pod", "trainer")
+    [status] = p["status"]["resourceClaimStatuses"]
+    assert status["name"] == "gpu"
+    assert re.fullmatch(f"trainer-gpu-{SUFFIX}", status["resourceClaimName"])
+    claim = tiny.get("ResourceClaim", status["resourceClaimName"])
+    m = claim["metadata"]
+    assert m["generateName"] == "trainer-gpu-"
+    assert m["annotations"]["resource.kubernetes.io/pod-claim-name"] == "gpu"
+    assert m["ownerReferences"] == [{"apiVersion": "v1", "kind": "Pod", "name": "trainer",
+                                     "uid": p["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]
+    assert m["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+    assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "trainer", "uid": p["metadata"]["uid"]}]
+    assert claim["status"]["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
+    assert phase(tiny, "trainer") == ("node-0", "Running")
+    env = tiny.pod_env("trainer")
+    assert env.get("NVIDIA_VISIBLE_DEVICES", "").startswith("GPU-")
+
+
+def test_template_claim_deleted_with_pod_and_device_freed(tiny):
+    tiny.apply(TEMPLATE_1GPU)
+    tiny.apply([pod(f"p{i}", template="one-gpu") for i in range(9)])  # 8 GPUs on node-0
+    tiny.wait()
+    assert phase(tiny, "p8") == (None, "Pending")
+    assert "cannot allocate all claims" in tiny.get("Pod", "p8")["status"]["conditions"][0]["message"]
+    used = tiny.get("ResourceClaim", tiny.get("Pod", "p0")["status"]["resourceClaimStatuses"][0]["resourceClaimName"])
+    tiny.delete("Pod", "p0")
+    tiny.wait()
+    with pytest.raises(NotFound):
+        tiny.get("ResourceClaim", used["metadata"]["name"])
+    assert phase(tiny, "p8") == ("node-0", "Running")
+    claim8 = tiny.get("ResourceClaim", tiny.get("Pod", "p8")["status"]["resourceClaimStatuses"][0]["resourceClaimName"])
+    assert claim8["status"]["allocation"]["devices"]["results"][0]["device"] == \
+        used["status"]["allocation"]["devices"]["results"][0]["device"]
+
+
+def test_shared_claim_reserved_by_both_and_deallocated_after_last(tiny):
+    tiny.apply("""
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: shared}
+spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}]}}
+""")
+    tiny.apply([pod("a", claim="shared"), pod("b", claim="shared")])
+    tiny.wait()
+    claim = tiny.get("ResourceClaim", "shared")
+    assert [r["name"] for r in claim["status"]["reservedFor"]] == ["a", "b"]
+    assert {r["pod"] for r in tiny.placements().rows} == {"a", "b"}
+    assert len({r["device"] for r in tiny.placements().rows}) == 1
+    tiny.delete("Pod", "a")
+    tiny.wait()
+    claim = tiny.get("ResourceClaim", "shared")
+    assert [r["name"] for r in claim["status"]["reservedFor"]] == ["b"]
+    assert claim["status"]["allocation"]
+    tiny.delete("Pod", "b")
+    tiny.wait()
+    claim = tiny.get("ResourceClaim", "shared")
+    assert "allocation" not in claim.get("status", {})
+    assert "finalizers" not in claim["metadata"]
+
+
+def test_missing_named_claim_keeps_pod_pending_with_explanation(tiny):
+    tiny.apply(pod("lonely", claim="nope"))
+    tiny.wait()
+    assert phase(tiny, "lonely") == (None, "Pending")
+    assert 'resourceclaim "nope" not found' in tiny.explain("lonely")
+
+
+def test_deployment_replicaset_pod_names_and_scaling(tiny):
+    tiny.apply("""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: c, image: nginx}]}
+""")
+    tiny.wait()
+    [rs] = tiny.list("ReplicaSet")
+    rs_name = rs["metadata"]["name"]
+    assert re.fullmatch(r"web-[bcdfghjklmnpqrstvwxz2456789]+", rs_name)
+    assert rs["metadata"]["ownerReferences"][0]["name"] == "web"
+    pods = tiny.list("Pod")
+    assert len(pods) == 3
+    for p in pods:
+        assert re.fullmatch(f"{rs_name}-{SUFFIX}", p["metadata"]["name"])
+        assert p["metadata"]["labels"]["pod-template-hash"] == rs_name.split("-", 1)[1]
+        assert p["status"]["phase"] == "Running"
+    assert tiny.get("Deployment", "web")["status"]["readyReplicas"] == 3
+    d = tiny.get("Deployment", "web")
+    tiny.apply({**d, "spec": {**d["spec"], "replicas": 1}})
+    tiny.wait()
+    assert len(tiny.list("Pod")) == 1
+
+
+def test_job_pods_succeed_after_duration_and_release_gpus(tiny):
+    tiny.apply(TEMPLATE_1GPU)
+    tiny.apply("""
+apiVersion: batch/v1
+kind: Job
+metadata: {name: train}
+spec:
+  completions: 2
+  parallelism: 2
+  template:
+    metadata: {annotations: {labkit.dev/duration: 90s}}
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]
+      resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]
+""")
+    tiny.wait()
+    pods = tiny.list("Pod")
+    assert len(pods) == 2
+    assert all(re.fullmatch(f"train-{SUFFIX}", p["metadata"]["name"]) for p in pods)
+    assert all(p["status"]["phase"] == "Running" for p in pods)
+    assert len(tiny.list("ResourceClaim")) == 2
+    tiny.advance(60)
+    assert all(p["status"]["phase"] == "Running" for p in tiny.list("Pod"))
+    tiny.advance(31)
+    assert all(p["status"]["phase"] == "Succeeded" for p in tiny.list("Pod"))
+    assert tiny.list("ResourceClaim") == []  # template claims of finished pods are deleted
+    job = tiny.get("Job", "train")
+    assert job["status"]["succeeded"] == 2
+    assert job["status"]["conditions"][0]["type"] == "Complete"
+
+
+def test_wait_until_lets_sim_time_pass(tiny):
+    tiny.apply({**pod("short"), "metadata": {"name": "short", "annotations": {"labkit.dev/duration": "5m"}}})
+    assert tiny.wait(until=lambda c: c.get("Pod", "short")["status"]["phase"] == "Succeeded", timeout=600)
+    assert not tiny.wait(until=lambda c: False, timeout=10)
+
+
+def test_taints_tolerations_and_node_selector():
+    nodes = [{"name": "a", "nodeProfile": "t4-inference",
+              "taints": [{"key": "gpu", "value": "only", "effect": "NoSchedule"}]},
+             {"name": "b", "nodeProfile": "t4-inference", "labels": {"zone": "z1"}}]
+    with connect("sim", profile(*nodes), progress=False) as c:
+        c.apply([pod("free"), pod("zoned", nodeSelector={"zone": "z2"}),
+                 pod("tolerant", nodeSelector={"kubernetes.io/hostname": "a"},
+                     tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}])])
+        c.wait()
+        assert phase(c, "free") == ("b", "Running")  # a is tainted
+        assert phase(c, "tolerant") == ("a", "Running")
+        msg = c.get("Pod", "zoned")["status"]["conditions"][0]["message"]
+        assert msg == ("0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
+                       "1 node(s) had untolerated taint {gpu: only}.")
+        assert c.get("Pod", "zoned")["status"]["conditions"][0]["reason"] == "Unschedulable"
+        ev = [e for e in c.events() if e["reason"] == "FailedScheduling"]
+        assert ev and ev[0]["involvedObject"]["name"] == "zoned" and ev[0]["message"] == msg
+
+
+def test_required_node_affinity():
+    nodes = [{"namePrefix": "n-", "count": 2, "nodeProfile": "t4-inference"}]
+    aff = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["n-0"]}]}]}}}
+    with connect("sim", profile(*nodes), progress=False) as c:
+        c.apply(pod("p", affinity=aff))
+        c.wait()
+        assert phase(c, "p") == ("n-1", "Running")
+
+
+def test_cpu_and_device_plugin_extended_resources():
+    nodes = [{"name": "dp", "nodeProfile": "t4-inference", "allocatable": {"cpu": "4", "example.com/widget": "2"}}]
+    with connect("sim", profile(*nodes), progress=False) as c:
+        big = {"resources": {"requests": {"cpu": "3"}}}
+        w = {"resources": {"limits": {"example.com/widget": "1"}}}
+        c.apply([
+            pod("cpu1", containers=[{"name": "m", **big}]),
+            pod("cpu2", containers=[{"name": "m", **big}]),
+            pod("w1", containers=[{"name": "m", **w}]),
+            pod("w2", containers=[{"name": "m", **w}]),
+            pod("w3", containers=[{"name": "m", **w}]),
+            pod("other", containers=[{"name": "m", "resources": {"limits": {"example.com/gizmo": "1"}}}]),
+        ])
+        c.wait()
+        assert phase(c, "cpu1")[0] == "dp"
+        assert "Insufficient cpu" in c.get("Pod", "cpu2")["status"]["conditions"][0]["message"]
+        assert phase(c, "w1")[0] == "dp" and phase(c, "w2")[0] == "dp"
+        assert "1 Insufficient example.com/widget" in c.get("Pod", "w3")["status"]["conditions"][0]["message"]
+        assert "Insufficient example.com/gizmo" in c.get("Pod", "other")["status"]["conditions"][0]["message"]
+        c.delete("Pod", "w1")
+        c.wait()
+        assert phase(c, "w3")[0] == "dp"
+
+
+def test_apply_errors_are_one_line(tiny):
+    with pytest.raises(ClusterError, match=r'namespace "team-a" not found; apply a Namespace named team-a first'):
+        tiny.apply(pod("x", ns="team-a"))
+    with pytest.raises(ClusterError, match='unknown field "cuont"'):
+        tiny.apply("""
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: bad}
+spec: {devices: {requests: [{name: g, exactly: {deviceClassName: gpu.nvidia.com, cuont: 1}}]}}
+""")
+    tiny.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}, pod("x", ns="team-a")])
+    tiny.wait()
+    assert phase(tiny, "x", "team-a")[1] == "Running"
+
+
+def test_claim_spec_is_immutable(tiny):
+    doc = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: c}
+spec: {devices: {requests: [{name: g, exactly: {deviceClassName: gpu.nvidia.com, count: %d}}]}}
+"""
+    tiny.apply(doc % 1)
+    tiny.apply(doc % 1)  # unchanged: fine
+    with pytest.raises(ClusterError, match="spec: field is immutable"):
+        tiny.apply(doc % 2)
