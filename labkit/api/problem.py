@@ -41,6 +41,10 @@ def as_list(value: Any) -> list:
     return value if isinstance(value, list) else []
 
 
+def _one_line(text: str) -> str:
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 @dataclass
 class Sink:
     """Collects problems for one object."""
@@ -50,7 +54,8 @@ class Sink:
     problems: list[Problem] = field(default_factory=list)
 
     def add(self, path: str, message: str) -> None:
-        self.problems.append(Problem(self.kind, self.name, path, message))
+        # one line per problem, whatever odd keys the input had
+        self.problems.append(Problem(self.kind, self.name, _one_line(path), _one_line(message)))
 
     # Go field.Error flavours -----------------------------------------------------------------
     def required(self, path: str, detail: str = "") -> None:

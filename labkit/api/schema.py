@@ -61,6 +61,18 @@ def _is_model(tp: Any) -> bool:
 
 def _shape(annotation: Any) -> tuple[str, Any]:
     """('model'|'list'|'dict'|'other', inner model) for a field annotation."""
+    try:
+        return _shape_cached(annotation)
+    except TypeError:  # unhashable annotation
+        return _shape_uncached(annotation)
+
+
+@functools.cache
+def _shape_cached(annotation: Any) -> tuple[str, Any]:
+    return _shape_uncached(annotation)
+
+
+def _shape_uncached(annotation: Any) -> tuple[str, Any]:
     tp = annotation
     while True:
         origin = typing.get_origin(tp)

@@ -72,7 +72,7 @@ def _validate_one(obj: Any, index: int, ctx: Context) -> list[Problem]:
         sink.add("", f"expected a Kubernetes object (a mapping), got {type(obj).__name__}")
         return sink.problems
     kind, name = _ident(obj)
-    sink = Sink(kind, name)
+    sink = Sink(kind.replace("\n", "\\n"), name.replace("\n", "\\n"))
     try:
         _check(obj, sink, ctx)
     except RecursionError:

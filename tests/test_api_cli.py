@@ -1,0 +1,79 @@
+"""``labkit validate``: exit codes and output contract."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from labkit.cli import main
+
+DATA = Path(__file__).parent / "data" / "api"
+BAD = """\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: c}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.nvidia.com, cuont: 2}
+"""
+
+
+def test_valid_files_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["validate", "-f", str(DATA / "nvidia-claims.yaml"), "-f", str(DATA / "slices.yaml")])
+    out, err = capsys.readouterr()
+    assert rc == 0 and out == "" and err.strip() == "9 objects valid"
+
+
+def test_problems_exit_1_one_line_each(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(BAD)
+    rc = main(["validate", "-f", str(f)])
+    out, _ = capsys.readouterr()
+    assert rc == 1
+    assert out == ('ResourceClaim/c: spec.devices.requests[0].exactly.cuont: unknown field "cuont" '
+                   '(did you mean "count"?)\n')
+
+
+def test_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(BAD))
+    assert main(["validate", "-f", "-"]) == 1
+    assert "cuont" in capsys.readouterr().out
+
+
+def test_version_and_gates(capsys: pytest.CaptureFixture[str]) -> None:
+    slices = str(DATA / "slices.yaml")  # has device taints: off by default in 1.35
+    assert main(["validate", "-f", slices, "--kubernetes-version", "1.35"]) == 1
+    assert "DRADeviceTaints" in capsys.readouterr().out
+    assert main(["validate", "-f", slices, "--kubernetes-version", "1.35",
+                 "--feature-gates", "DRADeviceTaints=true"]) == 0
+
+
+@pytest.mark.parametrize("args", [
+    ["-f", "/nonexistent/x.yaml"],
+    ["-f", "DATA", "--kubernetes-version", "1.2"],
+    ["-f", "DATA", "--feature-gates", "Nope=true"],
+    ["-f", "DATA", "--feature-gates", "garbage"],
+])
+def test_bad_input_exit_2_clean_message(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    args = [str(DATA / "slices.yaml") if a == "DATA" else a for a in args]
+    assert main(["validate", *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("labkit validate: ") and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_unparsable_yaml_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "broken.yaml"
+    f.write_text("a: 1\n---\nb: [\n")
+    assert main(["validate", "-f", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert f"{f}:doc 2: line" in err
+
+
+def test_locked_gate_warns(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "-f", str(DATA / "slices.yaml"), "--feature-gates", "DRAPrioritizedList=false"]) == 0
+    assert "warning: feature gate DRAPrioritizedList is locked" in capsys.readouterr().err
