@@ -6,6 +6,8 @@ import itertools
 import textwrap
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fake_gpus.catalog import (
     CatalogError,
@@ -249,3 +251,70 @@ def test_mig_layout_on_non_mig_gpu_rejected(tmp_path):
     text = GOOD.replace("pcieRoot: pci0000:00}", "pcieRoot: pci0000:00, migLayout: [{profile: 1g.5gb, placement: 0}]}")
     with pytest.raises(CatalogError, match="T4 does not support MIG"):
         load_node_profile(str(_write(tmp_path, text)))
+
+
+A100_40 = gpu_model("A100-SXM4-40GB")
+
+
+@st.composite
+def layouts(draw):
+    n = draw(st.integers(min_value=1, max_value=8))
+    out = []
+    for _ in range(n):
+        p = draw(st.sampled_from(A100_40.mig_profiles))
+        start = draw(st.sampled_from(p.placements) if draw(st.booleans()) else st.integers(0, 7))
+        out.append((p.name, start))
+    return out
+
+
+@st.composite
+def fitting_layouts(draw):
+    """Greedy: candidates in random order, keep each one that still fits (mostly valid layouts)."""
+    cands = [(p.name, s) for p in A100_40.mig_profiles for s in p.placements]
+    out: list[tuple[str, int]] = []
+    for cand in draw(st.permutations(cands))[: draw(st.integers(1, 12))]:
+        if _expected_valid([*out, cand]):
+            out.append(cand)
+    return out
+
+
+def _expected_valid(layout) -> bool:
+    used: set[int] = set()
+    counts: dict[str, int] = {}
+    compute = 0
+    for name, start in layout:
+        p = A100_40.mig_profile(name)
+        if start not in p.placements:
+            return False
+        span = set(range(start, start + p.memory_slices))
+        if span & used:
+            return False
+        used |= span
+        counts[name] = counts.get(name, 0) + 1
+        compute += p.compute_slices
+        if counts[name] > p.max_instances or compute > 7:
+            return False
+    return True
+
+
+@given(st.one_of(fitting_layouts(), layouts()))
+@settings(max_examples=150, deadline=None)
+def test_static_layout_validation_property(layout):
+    from fake_gpus.catalog import parse_node_profile
+    from fake_gpus.slices import build_slices
+
+    data = {
+        "name": "prop", "migMode": "static", "sockets": [{"id": 0}], "pcieRoots": [{"id": "pci0000:00", "socket": 0}],
+        "gpus": [{"minor": 0, "model": "A100-SXM4-40GB", "pciBusID": "0000:07:00.0", "pcieRoot": "pci0000:00",
+                  "migLayout": [{"profile": n, "placement": s} for n, s in layout]}],
+    }
+    if not _expected_valid(layout):
+        with pytest.raises(CatalogError, match=r"NodeProfile/prop: gpus\[0\]\.migLayout\[\d\]"):
+            parse_node_profile(data)
+        return
+    prof = parse_node_profile(data)
+    devs = build_slices(prof, "n")[0]["spec"]["devices"]
+    assert len(devs) == len(layout)
+    slices_used = [k for d in devs for k in d["capacity"] if k.startswith("memorySlice")]
+    assert len(slices_used) == len(set(slices_used))
+    assert sum(int(d["capacity"]["multiprocessors"]["value"]) for d in devs) <= 98

@@ -345,3 +345,41 @@ def test_all_packaged_profiles_build():
     for name in node_profiles():
         for mode in MODES:
             assert build_slices(name, "x", mig_mode=mode)
+
+
+@pytest.mark.parametrize(("profile", "mode"), [("mixed-a100-t4", "dynamic"), ("mig-a100", "static"),
+                                               ("dgx-h100", "none"), ("dgx-h100", "dynamic")])
+def test_device_class_selectors_evaluate_with_labkit_cel(profile, mode):
+    cel = pytest.importorskip("labkit.cel")
+    slices = build_slices(profile, "n", mig_mode=mode)
+    for cls in device_classes():
+        prog = cel.compile_selector(cls["spec"]["selectors"][0]["cel"]["expression"])
+        for s in slices:
+            drv = s["spec"]["driver"]
+            for d in s["spec"].get("devices", []):
+                got = prog.evaluate(cel.device_input(drv, d))
+                kind = d["attributes"]["type"]["string"]
+                want = {"gpu.nvidia.com": drv == GPU_DRIVER and kind == "gpu",
+                        "mig.nvidia.com": drv == GPU_DRIVER and kind == "mig",
+                        "vfio.gpu.nvidia.com": False,
+                        NIC_DRIVER: drv == NIC_DRIVER}[cls["metadata"]["name"]]
+                assert got == want, (cls["metadata"]["name"], d["name"])
+
+
+def test_typical_claim_selectors_evaluate_with_labkit_cel():
+    cel = pytest.importorskip("labkit.cel")
+    slices = build_slices("dgx-h100", "n", mig_mode="dynamic")
+    devs = devices(slices)
+
+    def matching(expr, pool=devs):
+        prog = cel.compile_selector(expr)
+        return sorted(d["name"] for d in pool if prog.evaluate(cel.device_input(GPU_DRIVER, d)))
+
+    migs = [d for d in devs if d["attributes"]["type"]["string"] == "mig"]  # what mig.nvidia.com admits
+    assert len(matching("device.attributes['gpu.nvidia.com'].profile == '3g.40gb'", migs)) == 2 * 8
+    big = matching("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0")
+    assert "gpu-0" in big and "gpu-0-mig-7g80gb-0-0" in big and "gpu-0-mig-3g40gb-9-0" not in big
+    assert matching("device.attributes['resource.kubernetes.io'].pcieRoot == 'pci0000:80' && "
+                    "device.attributes['gpu.nvidia.com'].type == 'gpu'") == [f"gpu-{i}" for i in range(4, 8)]
+    assert len(matching("device.attributes['gpu.nvidia.com'].cudaComputeCapability.isGreaterThan(semver('8.9.0'))")) \
+        == len(devs)
