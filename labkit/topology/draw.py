@@ -42,12 +42,20 @@ def layout(g: nx.Graph) -> dict[str, tuple[float, float]]:
         xs = [pos[c][0] for c in children if c in pos]
         return sum(xs) / len(xs) if xs else 0.0
 
+    from labkit.topology.queries import switch_chain
+
     switches = [n for n, d in g.nodes(data=True) if d.get("kind") == "pcieSwitch"]
-    for s in switches:
-        pos[s] = (centre([n for n in leaves if g.nodes[n].get("pcieSwitch") == s]), Y["pcieSwitch"])
+    depth = {s: len(switch_chain(g, s)) - 1 for s in switches}
+    levels = max(depth.values(), default=0) + 1
+    # deepest switches first, so a parent switch centres over its child switches
+    for s in sorted(switches, key=lambda s: -depth[s]):
+        kids = [n for n in leaves if g.nodes[n].get("pcieSwitch") == s]
+        kids += [c for c in switches if g.nodes[c].get("parent") == s]
+        y = Y["pcieSwitch"] + 0.3 - 0.6 * depth[s] / max(levels - 1, 1) if levels > 1 else Y["pcieSwitch"]
+        pos[s] = (centre(kids), y)
     roots = [n for n, d in g.nodes(data=True) if d.get("kind") == "pcieRoot"]
     for r in roots:
-        kids = [s for s in switches if g.nodes[s].get("root") == r]
+        kids = [s for s in switches if g.nodes[s].get("root") == r and not g.nodes[s].get("parent")]
         kids += [n for n in leaves if g.nodes[n].get("pcieRoot") == r and not g.nodes[n].get("pcieSwitch")]
         pos[r] = (centre(kids), Y["pcieRoot"])
     for n, d in g.nodes(data=True):

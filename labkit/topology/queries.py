@@ -80,7 +80,20 @@ def distance(g: nx.Graph, a: str, b: str) -> str:
         return "NODE"
     if da.get("pcieSwitch") and da.get("pcieSwitch") == db.get("pcieSwitch"):
         return "PIX"
+    if da.get("pcieSwitch") and db.get("pcieSwitch") and (
+        set(switch_chain(g, da["pcieSwitch"])) & set(switch_chain(g, db["pcieSwitch"]))
+    ):
+        return "PXB"  # through several PCIe switches, without the host bridge
     return "PHB"
+
+
+def switch_chain(g: nx.Graph, switch: str) -> list[str]:
+    """A PCIe switch and the switches above it, nearest first."""
+    chain = [switch]
+    while switch in g and g.nodes[switch].get("parent") and g.nodes[switch]["parent"] not in chain:
+        switch = g.nodes[switch]["parent"]
+        chain.append(switch)
+    return chain
 
 
 def _host(g: nx.Graph, n: str) -> str:
