@@ -399,3 +399,42 @@ def test_stale_socket_files_are_replaced():
             kubelet.close()
         finally:
             server.stop()
+
+
+def test_checkpoint_write_failure_is_internal_error_and_retry_works(env, monkeypatch):
+    dirs, claims, server, kubelet = env
+    claim = make_claim("c", UID_A, [("gpu", "gpu-0")])
+    claims.put(claim)
+    stub, pb2 = kubelet.dra()
+    cp = server.state.checkpoint
+    real = cp._save_locked
+
+    def broken() -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cp, "_save_locked", broken)
+    with pytest.raises(grpc.RpcError) as info:
+        prepare(stub, pb2, claim)
+    assert info.value.code() == grpc.StatusCode.INTERNAL
+    assert "checkpoint" in info.value.details() and "No space left" in info.value.details()
+    monkeypatch.setattr(cp, "_save_locked", real)
+    assert prepare(stub, pb2, claim).claims[UID_A].error == ""  # the kubelet's retry
+    assert UID_A in json.loads((dirs.plugins / DRIVER / "checkpoint.json").read_text())["claims"]
+
+
+def test_one_checkpoint_write_per_call(env, monkeypatch):
+    _, claims, server, kubelet = env
+    batch = [make_claim(f"c{i}", f"0a1b2c3d-0000-4000-8000-1000000000{i:02d}", [("r", "gpu-3", f"s{i}")])
+             for i in range(10)]
+    for c in batch:
+        claims.put(c)
+    stub, pb2 = kubelet.dra()
+    cp = server.state.checkpoint
+    writes = []
+    real = cp._save_locked
+    monkeypatch.setattr(cp, "_save_locked", lambda: (writes.append(1), real()))
+    resp = prepare(stub, pb2, *batch)
+    assert all(r.error == "" for r in resp.claims.values()) and len(resp.claims) == 10
+    assert len(writes) == 1
+    unprepare(stub, pb2, *batch)
+    assert len(writes) == 2 and server.state.prepared() == {}

@@ -25,6 +25,7 @@ import yaml
 from .devices import AllocatedDevice, DeviceIndex, allocated_devices
 
 CDI_CLASS = "claim"
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?$")
 _VENDOR_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?$")
 
@@ -220,7 +221,7 @@ def write_spec(cdi_dir: str | os.PathLike[str], driver: str, claim_uid: str, spe
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".yaml")
     try:
         with os.fdopen(fd, "w") as fh:
-            yaml.safe_dump(spec, fh, sort_keys=False)
+            yaml.dump(spec, fh, Dumper=_Dumper, sort_keys=False)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -64,6 +64,15 @@ def _check_claims(claims: Any, context: grpc.ServicerContext) -> None:
                           "metadata.namespace, metadata.name and metadata.uid")
 
 
+def _flush(state: DriverState, context: grpc.ServicerContext) -> None:
+    """Persist the call's changes before answering; if that fails the kubelet must retry."""
+    try:
+        state.checkpoint.flush()
+    except OSError as exc:
+        log.exception("writing checkpoint %s failed", state.checkpoint.path)
+        context.abort(grpc.StatusCode.INTERNAL, f"writing checkpoint {state.checkpoint.path} failed: {exc}")
+
+
 def make_dra_servicer(state: DriverState, pb2: ModuleType, base: type, with_share_id: bool) -> Any:
     """A DRAPlugin servicer for one API version (the messages differ only in share_id)."""
 
@@ -74,7 +83,7 @@ def make_dra_servicer(state: DriverState, pb2: ModuleType, base: type, with_shar
             for c in request.claims:
                 out = resp.claims[c.uid]
                 try:
-                    prepared = state.prepare(c.namespace, c.name, c.uid)
+                    prepared = state.prepare(c.namespace, c.name, c.uid, save=False)
                 except ClaimError as exc:
                     log.warning("prepare %s/%s (uid %s) failed: %s", c.namespace, c.name, c.uid, exc)
                     out.error = str(exc)
@@ -88,6 +97,7 @@ def make_dra_servicer(state: DriverState, pb2: ModuleType, base: type, with_shar
                                           device_name=d.device_name, cdi_device_ids=d.cdi_device_ids)
                     if with_share_id and d.share_id:
                         dev.share_id = d.share_id
+            _flush(state, context)
             return resp
 
         def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -96,10 +106,11 @@ def make_dra_servicer(state: DriverState, pb2: ModuleType, base: type, with_shar
             for c in request.claims:
                 out = resp.claims[c.uid]
                 try:
-                    state.unprepare(c.namespace, c.name, c.uid)
+                    state.unprepare(c.namespace, c.name, c.uid, save=False)
                 except Exception as exc:
                     log.exception("unprepare %s/%s (uid %s) failed", c.namespace, c.name, c.uid)
                     out.error = f"claim {c.namespace}/{c.name}: unpreparing failed: {exc}"
+            _flush(state, context)
             return resp
 
     return Servicer()

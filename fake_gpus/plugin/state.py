@@ -62,12 +62,17 @@ class DriverState:
         with self._locks_guard:
             return self._locks.setdefault(uid, threading.Lock())
 
-    def prepare(self, namespace: str, name: str, uid: str) -> PreparedClaim:
-        """Prepare one claim; idempotent. Raises ClaimError with a message for the kubelet."""
+    def prepare(self, namespace: str, name: str, uid: str, *, save: bool = True) -> PreparedClaim:
+        """Prepare one claim; idempotent. Raises ClaimError with a message for the kubelet.
+
+        save=False leaves writing the checkpoint to a later ``checkpoint.flush()`` (one write
+        per gRPC call instead of one per claim)."""
         ref = f"{namespace}/{name}"
         with self._lock(uid):
             done = self.checkpoint.get(uid)
             if done is not None:
+                if save:
+                    self.checkpoint.flush()  # it may come from a batch not yet written
                 if done.cdi_spec and not cdi.spec_path(self.cdi_dir, self.driver, uid).exists():
                     cdi.write_spec(self.cdi_dir, self.driver, uid, done.cdi_spec)
                     log.info("claim %s (uid %s): CDI spec was missing, rewritten", ref, uid)
@@ -88,16 +93,16 @@ class DriverState:
                 cdi.write_spec(self.cdi_dir, self.driver, uid, spec)
             prepared = PreparedClaim(namespace=namespace, name=name, uid=uid,
                                      devices=_prepared_devices(self.driver, uid, devices), cdi_spec=spec)
-            self.checkpoint.put(prepared)
+            self.checkpoint.put(prepared, save=save)
             log.info("prepared claim %s (uid %s): %s", ref, uid,
                      ", ".join(f"{d.pool_name}/{d.device_name}" for d in prepared.devices) or "no devices")
             return prepared
 
-    def unprepare(self, namespace: str, name: str, uid: str) -> None:
+    def unprepare(self, namespace: str, name: str, uid: str, *, save: bool = True) -> None:
         """Remove the claim's CDI spec and checkpoint entry; unknown claims are fine."""
         with self._lock(uid):
             cdi.remove_spec(self.cdi_dir, self.driver, uid)
-            if self.checkpoint.remove(uid):
+            if self.checkpoint.remove(uid, save=save):
                 log.info("unprepared claim %s/%s (uid %s)", namespace, name, uid)
 
     def prepared(self) -> dict[str, PreparedClaim]:
