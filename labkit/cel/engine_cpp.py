@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from cel_expr_python import cel
@@ -44,6 +45,22 @@ def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
     return impl
 
 
+def _constructor(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """quantity()/semver() with constant arguments run once per evaluation: memoise them."""
+
+    @lru_cache(maxsize=2048)
+    def cached(*args: Any) -> Any:
+        return _proto.to_cel(fn(*args))
+
+    def impl(*args: Any) -> Any:
+        try:
+            return cached(*args)
+        except k8slib.LibError as exc:
+            raise ValueError(str(exc)) from None
+
+    return impl
+
+
 def _ov(oid: str, ret: Any, params: list[Any], member: bool, fn: Callable[..., Any] | None) -> Any:
     if fn is None:  # the runtime dispatches on value kind: one impl per kind signature
         return cel.Overload(oid, ret, params, member)
@@ -56,7 +73,7 @@ def _declarations(list_type_attributes: bool) -> tuple[list[Any], list[Any]]:
     cmp_ids = {"compareTo": (T.INT, k8slib.compare_to), "isGreaterThan": (T.BOOL, k8slib.is_greater_than),
                "isLessThan": (T.BOOL, k8slib.is_less_than)}
     funcs = [
-        F("quantity", [_ov("string_to_quantity", Q, [T.STRING], False, k8slib.quantity)]),
+        F("quantity", [cel.Overload("string_to_quantity", Q, [T.STRING], False, _constructor(k8slib.quantity))]),
         F("isQuantity", [_ov("is_quantity_string", T.BOOL, [T.STRING], False, k8slib.is_quantity)]),
         F("sign", [_ov("quantity_sign", T.INT, [Q], False, lambda q: q.sign())]),
         F("asApproximateFloat", [_ov("quantity_get_float", T.DOUBLE, [Q], True, k8slib.q_as_float)]),
@@ -66,8 +83,9 @@ def _declarations(list_type_attributes: bool) -> tuple[list[Any], list[Any]]:
                   _ov("quantity_add_int", Q, [Q, T.INT], True, k8slib.q_add)]),
         F("sub", [_ov("quantity_sub", Q, [Q, Q], True, k8slib.q_sub),
                   _ov("quantity_sub_int", Q, [Q, T.INT], True, k8slib.q_sub)]),
-        F("semver", [_ov("string_to_semver", S, [T.STRING], False, k8slib.semver),
-                     _ov("string_bool_to_semver", S, [T.STRING, T.BOOL], False, k8slib.semver)]),
+        F("semver", [cel.Overload("string_to_semver", S, [T.STRING], False, _constructor(k8slib.semver)),
+                     cel.Overload("string_bool_to_semver", S, [T.STRING, T.BOOL], False,
+                                  _constructor(k8slib.semver))]),
         F("isSemver", [_ov("is_semver_string", T.BOOL, [T.STRING], False, k8slib.is_semver_),
                        _ov("is_semver_string_bool", T.BOOL, [T.STRING, T.BOOL], False, k8slib.is_semver_)]),
         F("major", [_ov("semver_major", T.INT, [S], True, lambda s: s.major)]),
@@ -174,7 +192,7 @@ def _only_cross_numeric(text: str) -> bool:
 class CppProgram:
     """A compiled selector for cel-expr-python."""
 
-    __slots__ = ("expr", "_env", "_prog", "_domains", "_env_key")
+    __slots__ = ("expr", "_env", "_prog", "_domains", "_env_key", "__weakref__")
 
     def __init__(self, expr: str, consumable_capacity: bool, list_type_attributes: bool) -> None:
         self.expr = expr
@@ -196,6 +214,12 @@ class CppProgram:
         self._domains = domain_candidates(expr)
 
     def _activation(self, dev: DeviceInput) -> Any:
+        act = dev.cache.get(self)
+        if act is None:
+            act = dev.cache[self] = self._build_activation(dev)
+        return act
+
+    def _build_activation(self, dev: DeviceInput) -> Any:
         domains = self._domains
         if DRIVER in domains:
             domains = domains.difference((DRIVER,)).union((dev.driver,))
@@ -228,7 +252,10 @@ class CppProgram:
     def evaluate(self, dev: DeviceInput) -> bool:
         if dev.error:
             raise CelRuntimeError(dev.error)
-        value = self._prog.eval(self._activation(dev))
+        act = dev.cache.get(self)
+        if act is None:
+            act = self._activation(dev)
+        value = self._prog.eval(act)
         result = value.value()
         if result is True or result is False:
             return result
