@@ -61,6 +61,10 @@ def test_mig_profiles_match_published_figures(name):
         assert m.mig_profile(pname).memory_mib == mib
     for pname, sms in PUB["migMultiprocessors"].get(name, {}).items():
         assert m.mig_profile(pname).multiprocessors == sms
+    for pname, engines in PUB["migEngines"].get(name, {}).items():
+        p = m.mig_profile(pname)
+        assert (p.decoders, p.copy_engines, p.jpeg_engines, p.ofa_engines) == (
+            engines["decoders"], engines["copyEngines"], engines["jpegEngines"], engines["ofaEngines"]), pname
 
 
 @pytest.mark.parametrize("name", sorted(PUB["mig"]))
