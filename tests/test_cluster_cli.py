@@ -1,0 +1,80 @@
+"""`labkit simulate` and `labkit cluster` (sim backend), run through labkit.cli.main."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from labkit.cli import main
+
+SCENARIOS = Path(__file__).parent / "data" / "scenarios"
+
+
+def test_simulate_json_contract(capsys):
+    rc = main(["simulate", "-f", str(SCENARIOS / "shared-claim.yaml"), str(SCENARIOS / "unplaceable.yaml"),
+               "--profile", "workshop", "-o", "json"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    rep = json.loads(out)
+    assert list(rep) == ["pods", "claims"]
+    for p in rep["pods"]:
+        assert list(p) == ["namespace", "name", "node", "phase", "reason"]
+    for c in rep["claims"]:
+        assert list(c) == ["namespace", "name", "allocation", "reservedFor"]
+    assert [p["name"] for p in rep["pods"]] == ["infer-1", "infer-2", "too-big"]
+    assert [c["name"] for c in rep["claims"]][0] == "shared-t4"
+    assert rep["pods"][2]["reason"] == "Unschedulable" and rep["pods"][2]["node"] is None
+
+
+def test_simulate_is_deterministic(capsys):
+    args = ["simulate", "-f", str(SCENARIOS / "gpu-40gi.yaml"), "--profile", "workshop"]
+    main(args)
+    first = capsys.readouterr().out
+    main(args)
+    assert capsys.readouterr().out == first
+
+
+def test_simulate_table(capsys):
+    assert main(["simulate", "-f", str(SCENARIOS / "gpu-40gi.yaml"), "-o", "table"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["NAMESPACE", "POD", "NODE", "PHASE", "REASON"]
+    assert "gpu=dgx-a100-0/gpu-0" in out
+
+
+def test_simulate_advance_finishes_jobs(tmp_path, capsys):
+    f = tmp_path / "job.yaml"
+    f.write_text("""
+apiVersion: batch/v1
+kind: Job
+metadata: {name: j, annotations: {labkit.dev/duration: 10s}}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: x}]
+""")
+    assert main(["simulate", "-f", str(f), "--profile", "tiny", "--advance", "11"]) == 0
+    [pod] = json.loads(capsys.readouterr().out)["pods"]
+    assert pod["phase"] == "Succeeded" and pod["name"].startswith("j-")
+
+
+def test_simulate_bad_input_is_one_line(tmp_path, capsys):
+    f = tmp_path / "bad.yaml"
+    f.write_text("apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: x}\n"
+                 "spec: {devices: {requests: [{name: g, exactly: {deviceClassName: gpu.nvidia.com, cuont: 1}}]}}\n")
+    assert main(["simulate", "-f", str(f)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cuont" in err[0]
+    assert main(["simulate", "-f", str(tmp_path / "missing.yaml")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert main(["simulate", "-f", str(f), "--profile", "no-such-profile"]) == 2
+    assert "cluster profile 'no-such-profile' not found; known profiles:" in capsys.readouterr().err
+
+
+def test_cluster_status_and_down_for_sim(capsys):
+    assert main(["cluster", "status", "--profile", "workshop"]) == 0
+    out = capsys.readouterr().out
+    assert "profile workshop: 3 node(s)" in out and "in-process" in out
+    assert "devices from driver gpu.nvidia.com" in out
+    assert main(["cluster", "down"]) == 0
+    assert "nothing to stop" in capsys.readouterr().out

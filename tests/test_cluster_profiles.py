@@ -1,0 +1,64 @@
+"""Cluster profiles: the shipped ones load, errors name file, field path and fix."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from labkit.cluster.profiles import ProfileError, load_profile, parse_profile, profile_names
+
+
+def test_shipped_profiles_load():
+    names = profile_names()
+    for n in ("workshop", "mig-lab", "topology-lab", "fleet-1000", "tiny"):
+        assert n in names
+    ws = load_profile("workshop")
+    assert [n.name for n in ws.nodes] == ["dgx-a100-0", "t4-0", "t4-1"]
+    assert [n.node_profile for n in ws.nodes] == ["dgx-a100", "t4-inference", "t4-inference"]
+    fleet = load_profile("fleet-1000")
+    assert len(fleet.nodes) == 1000
+    assert fleet.nodes[0].name == "a100-000" and fleet.nodes[-1].name == "h100-399"
+    mig = load_profile("mig-lab")
+    assert {n.mig_mode for n in mig.nodes} == {"static", "dynamic", None}
+    assert len(load_profile("tiny").nodes) == 1
+
+
+def test_profile_by_path(tmp_path):
+    p = tmp_path / "mine.yaml"
+    p.write_text(yaml.safe_dump({"nodes": [{"name": "x", "nodeProfile": "t4-inference"}]}))
+    prof = load_profile(str(p))
+    assert prof.name == "mine" and prof.nodes[0].name == "x" and prof.kubernetes_version == "1.37"
+
+
+@pytest.mark.parametrize("doc, expected", [
+    ({"nodes": []}, "nodes: required"),
+    ({"nodes": [{"name": "a"}]}, "nodes[0].nodeProfile: required"),
+    ({"nodes": [{"name": "a", "nodeProfile": "no-such"}]}, "nodes[0].nodeProfile: unknown node profile 'no-such'"),
+    ({"nodes": [{"nodeProfile": "t4-inference"}]}, "nodes[0].name: required"),
+    ({"nodes": [{"namePrefix": "a-", "count": 0, "nodeProfile": "t4-inference"}]}, "nodes[0].count: must be a positive integer"),
+    ({"nodes": [{"name": "a", "nodeProfile": "t4-inference", "taints": [{"key": "k", "effect": "Nope"}]}]},
+     "nodes[0].taints[0].effect: must be one of NoSchedule"),
+    ({"nodes": [{"name": "a", "nodeProfile": "t4-inference"}, {"name": "a", "nodeProfile": "t4-inference"}]},
+     "nodes[1].name: node name 'a' is used twice"),
+    ({"kubernetesVersion": 1.3, "nodes": [{"name": "a", "nodeProfile": "t4-inference"}]}, "kubernetesVersion: 1.3 is not supported"),
+    ({"kubernetesVersion": "1.20", "nodes": [{"name": "a", "nodeProfile": "t4-inference"}]}, "kubernetesVersion: 1.20 is not supported"),
+    ({"nodse": []}, "nodse: unknown field"),
+    ({"nodes": [{"name": "a", "nodeProfile": "t4-inference", "lables": {}}]}, "nodes[0].lables: unknown field"),
+])
+def test_errors_name_the_field(doc, expected):
+    with pytest.raises(ProfileError) as e:
+        parse_profile(doc, origin="p.yaml")
+    msg = str(e.value)
+    assert msg.startswith("p.yaml: ") and expected in msg and "\n" not in msg
+
+
+def test_unknown_profile_lists_known():
+    with pytest.raises(ProfileError, match="known profiles: .*workshop"):
+        load_profile("nope")
+
+
+def test_invalid_yaml_names_line(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("nodes:\n  - name: [\n")
+    with pytest.raises(ProfileError, match=r"bad.yaml:\d+: not valid YAML"):
+        load_profile(str(p))
