@@ -232,7 +232,8 @@ def _flatten(doc: dict, origin: str, number: int, problems: list[str]) -> Iterat
 
 
 def _set_namespace(obj: dict, default_namespace: str | None) -> None:
-    if not default_namespace or obj.get("kind") not in NAMESPACED_KINDS:
+    kind = obj.get("kind")
+    if not default_namespace or not isinstance(kind, str) or kind not in NAMESPACED_KINDS:
         return
     meta = obj.get("metadata")
     if isinstance(meta, dict) and not meta.get("namespace"):

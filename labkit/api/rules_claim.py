@@ -161,7 +161,8 @@ def _request_names(requests: list) -> dict[str, set[str] | None]:
         if not isinstance(name, str):
             continue
         subs = as_list(req.get("firstAvailable"))
-        out[name] = {s.get("name") for s in subs if isinstance(s, dict)} if subs else None
+        out[name] = {s["name"] for s in subs if isinstance(s, dict) and isinstance(s.get("name"), str)} \
+            if subs else None
     return out
 
 
@@ -312,7 +313,7 @@ def check_claim_spec(sink: Sink, ctx: Context, path: str, spec: Any, namespace: 
 
 def _check_admin_access(sink: Sink, ctx: Context, dpath: str, requests: list, namespace: str | None) -> None:
     """Admin access needs a labelled namespace; checkable only when the Namespace is in the input."""
-    if namespace is None or namespace not in ctx.namespaces:
+    if not isinstance(namespace, str) or namespace not in ctx.namespaces:
         return
     labels = ctx.namespaces[namespace]
     if str(labels.get("resource.kubernetes.io/admin-access", "")).lower() == "true":

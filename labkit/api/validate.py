@@ -56,7 +56,8 @@ def validate(objs: dict | Iterable[dict], *, kubernetes_version: str = features.
     items = [objs] if isinstance(objs, dict) else list(objs)
     ctx = Context(version=version, gates=gates, cel_compile=load_cel_compiler())
     for obj in items:
-        if isinstance(obj, dict) and obj.get("kind") == "Namespace" and obj.get("apiVersion") == "v1":
+        if isinstance(obj, dict) and obj.get("kind") == "Namespace" and obj.get("apiVersion") == "v1" \
+                and isinstance(obj.get("metadata"), dict):
             meta = as_dict(obj.get("metadata"))
             if isinstance(meta.get("name"), str):
                 ctx.namespaces[meta["name"]] = as_dict(meta.get("labels"))
