@@ -9,9 +9,10 @@ from labkit.allocator.core import Search
 from labkit.allocator.errors import AllocationError
 from labkit.allocator.features import Features, VariantProfile
 from labkit.allocator.model import SliceInfo, build_slices
+from labkit.allocator.nodes import NodeSelectorError, node_matches
 from labkit.allocator.pools import Pool, PoolError, gather_pools
 from labkit.allocator.result import build_results
-from labkit.allocator.selectors import SelectorCompileError, SelectorEngine
+from labkit.allocator.selectors import SelectorCompileError, SelectorEngine, SelectorRuntimeError
 from labkit.allocator.state import AllocatedState
 
 __all__ = ["Allocator", "Outcome"]
@@ -67,6 +68,7 @@ class Allocator:
                                      list_type_attributes=features.ListTypeAttributes)
         self._cel_results: dict[tuple[int, str], Any] = {}
         self._pool_cache: dict[tuple, list[Pool]] = {}
+        self._candidates: dict[tuple, tuple[list[int], list[tuple]]] = {}
 
     @property
     def variant(self) -> str:
@@ -90,6 +92,54 @@ class Allocator:
             raise
         self._cel_results[key] = result
         return result
+
+    def candidates(self, pool: Pool, rd, node: dict) -> tuple[list[int], list[tuple]]:
+        """Devices of ``pool`` that pass ``isSelectable`` for a request, in search order.
+
+        Entries are ``(position, device, error)``; ``error`` (a selector that failed to compile or
+        evaluate on that device) is raised by the search only when it reaches the device, which
+        is when upstream would evaluate it. Cached per (pool, class, request selectors): pools
+        are per node, so per-device node selection is covered too.
+        """
+        key = (id(pool), rd.class_name, tuple(rd.selectors))
+        hit = self._candidates.get(key)
+        if hit is not None:
+            return hit
+        class_sels = [((s or {}).get("cel") or {}).get("expression", "")
+                      for s in (rd.class_obj.get("spec") or {}).get("selectors") or []]
+        binding_ok = self.features.DeviceBindingAndStatus
+        positions: list[int] = []
+        entries: list[tuple] = []
+        pos = -1
+        for s in pool.device_slices:
+            for dev in s.devices:
+                pos += 1
+                if not binding_ok and dev.binding_conditions:
+                    continue
+                ok, err = self._check_selectors(dev, class_sels, "class")
+                if ok and err is None:
+                    ok, err = self._check_selectors(dev, rd.selectors, "claim")
+                if ok and err is None and s.per_device:
+                    try:
+                        ok = node_matches(node, dev.node_name, dev.all_nodes, dev.node_selector)
+                    except NodeSelectorError as exc:
+                        err = ("node", 0, f"failed to parse node selector: {exc}")
+                if ok or err is not None:
+                    positions.append(pos)
+                    entries.append((pos, dev, err))
+        self._candidates[key] = (positions, entries)
+        return positions, entries
+
+    def _check_selectors(self, dev, exprs: list[str], who: str) -> tuple[bool, tuple | None]:
+        for i, expr in enumerate(exprs):
+            try:
+                if not self.eval_selector(expr, dev):
+                    return False, None
+            except SelectorCompileError as exc:
+                return False, (f"{who}-compile", i, str(exc))
+            except SelectorRuntimeError as exc:
+                return False, (f"{who}-runtime", i, str(exc))
+        return True, None
 
     def pools_for(self, node: dict) -> list[Pool]:
         meta = (node or {}).get("metadata") or {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import uuid
+from bisect import bisect_left
 from fractions import Fraction
 
 from labkit.allocator.capacity import CapacityError, check_capacity, consumed_quantities
@@ -16,15 +17,13 @@ from labkit.allocator.constraints import DistinctAttribute, MatchAttribute
 from labkit.allocator.errors import MAX_RESULTS, AllocationError, device_str, kobj
 from labkit.allocator.features import Features
 from labkit.allocator.model import DeviceInfo
-from labkit.allocator.nodes import NodeSelectorError, node_matches
 from labkit.allocator.pools import Pool
 from labkit.allocator.requests import RequestData, request_view
-from labkit.allocator.selectors import SelectorCompileError, SelectorRuntimeError
 from labkit.allocator.taints import taint_prevents
 
 __all__ = ["Search", "DeviceResult"]
 
-_START = (0, 0, 0)
+_START = (0, 0)
 _OPTIONAL_NODE_OPS_FEATURE = "DRAOptionalNodeOperations"
 
 
@@ -55,7 +54,6 @@ class Search:
         self.requests: list[list[dict]] = [((c.get("spec") or {}).get("devices") or {}).get("requests") or []
                                            for c in claims]
         self.constraints: list[list] = [[] for _ in claims]
-        self.match_cache: dict[tuple, bool] = {}
         self.allocating: dict[tuple, set[int]] = {}
         self.allocating_capacity: dict[tuple, dict[str, Fraction]] = {}
         self.available_counters: dict[tuple, dict[str, dict[str, Fraction]]] = {}
@@ -121,10 +119,10 @@ class Search:
                 if pool.invalid:
                     raise AllocationError(f"claim {kobj(claim)}, request {rd.name}: asks for all devices, but "
                                           f"resource pool {pool} is currently invalid")
-                for s in pool.device_slices:
-                    for dev in s.devices:
-                        if not self.is_selectable(rd, dev):
-                            continue
+                for _pos, dev, err in self.a.candidates(pool, rd, self.node)[1]:
+                    if err is not None:
+                        raise self.selector_error(rd, dev, err)
+                    if True:
                         if self.f.ConsumableCapacity:
                             try:
                                 ok, _ = check_capacity(rd.capacity_requests, dev.capacity, None, None,
@@ -202,39 +200,36 @@ class Search:
         combos = self.profile.combinations
         pools = self.pools
         cc = self.f.ConsumableCapacity
+        candidates = self.a.candidates
+        node = self.node
         for pi in range(start[0] if combos else 0, len(pools)):
             pool = pools[pi]
             if pool.incomplete or pool.invalid:
                 continue
-            slices = pool.device_slices
-            s_start = start[1] if combos and pi == start[0] else 0
-            for sj in range(s_start, len(slices)):
-                devices = slices[sj].devices
-                d_start = start[2] if combos and pi == start[0] and sj == start[1] else 0
-                for dj in range(d_start, len(devices)):
-                    dev = devices[dj]
-                    if rd.admin:
-                        if ci in self.allocating.get(dev.id, ()):
-                            continue
-                    elif self.in_use(dev.id):
+            positions, entries = candidates(pool, rd, node)
+            lo = bisect_left(positions, start[1]) if combos and pi == start[0] and start[1] else 0
+            for k in range(lo, len(entries)):
+                pos, dev, err = entries[k]
+                if rd.admin:
+                    if ci in self.allocating.get(dev.id, ()):
                         continue
-                    if not self.is_selectable(rd, dev):
-                        continue
-                    if cc:
-                        ok = self.capacity_ok(ci, rd, dev, "checking")
-                        if not ok:
-                            continue
-                    undo = self.allocate_device(ci, rd, dev, pool, must=False)
-                    if undo is None:
-                        continue
-                    try:
-                        done = self.one(ci, ri, si, di + 1, alloc_sub, (pi, sj, dj + 1))
-                    except BaseException:
-                        undo()
-                        raise
-                    if done:
-                        return True
+                elif self.in_use(dev.id):
+                    continue
+                if err is not None:
+                    raise self.selector_error(rd, dev, err)
+                if cc and not self.capacity_ok(ci, rd, dev, "checking"):
+                    continue
+                undo = self.allocate_device(ci, rd, dev, pool, must=False)
+                if undo is None:
+                    continue
+                try:
+                    done = self.one(ci, ri, si, di + 1, alloc_sub, (pi, pos + 1))
+                except BaseException:
                     undo()
+                    raise
+                if done:
+                    return True
+                undo()
         return False
 
     # -- checks --------------------------------------------------------------------------------
@@ -246,6 +241,9 @@ class Search:
                 or device_id in self.allocating_capacity)
 
     def capacity_ok(self, ci: int, rd: RequestData, dev: DeviceInfo, verb: str) -> bool:
+        if (rd.capacity_requests is None and dev.plain_capacity and dev.id not in self.state.capacity
+                and dev.id not in self.allocating_capacity):
+            return True  # whole-device use of a device nobody shares: always fits
         try:
             ok, _ = check_capacity(rd.capacity_requests, dev.capacity, self.state.capacity.get(dev.id),
                                    self.allocating_capacity.get(dev.id), self.f.FractionalCapacityRange)
@@ -254,43 +252,22 @@ class Search:
                                   f"{device_str(dev.id)}: {exc}") from exc
         return ok
 
-    def is_selectable(self, rd: RequestData, dev: DeviceInfo) -> bool:
-        if not self.f.DeviceBindingAndStatus and dev.binding_conditions:
-            return False
-        key = (id(dev), rd.key)
-        cached = self.match_cache.get(key)
-        if cached is not None:
-            return cached
-        ok = (self.selectors_match(rd, dev, rd.class_obj, (rd.class_obj.get("spec") or {}).get("selectors") or [])
-              and self.selectors_match(rd, dev, None, rd.selectors))
-        if ok and dev.slice.per_device:
-            try:
-                ok = node_matches(self.node, dev.node_name, dev.all_nodes, dev.node_selector)
-            except NodeSelectorError as exc:
-                raise AllocationError(f"failed to parse node selector: {exc}") from exc
-        self.match_cache[key] = ok
-        return ok
-
-    def selectors_match(self, rd: RequestData, dev: DeviceInfo, cls: dict | None, selectors: list) -> bool:
-        for i, sel in enumerate(selectors):
-            expr = ((sel or {}).get("cel") or {}).get("expression", "") if cls is not None else sel
-            try:
-                result = self.a.eval_selector(expr, dev)
-            except SelectorCompileError as exc:
-                if cls is not None:
-                    raise AllocationError(f"class {(cls.get('metadata') or {}).get('name', '')}: selector #{i}: "
-                                          f"CEL compile error: {exc}") from exc
-                raise AllocationError(f"claim {kobj(self.claims[rd.claim_index])}: selector #{i}: "
-                                      f"CEL compile error: {exc}") from exc
-            except SelectorRuntimeError as exc:
-                if cls is not None:
-                    raise AllocationError(f"class {(cls.get('metadata') or {}).get('name', '')}: selector #{i} on "
-                                          f"device {device_str(dev.id)}: CEL runtime error: {exc}") from exc
-                raise AllocationError(f"claim {kobj(self.claims[rd.claim_index])}: selector #{i} on device "
-                                      f"{device_str(dev.id)}: CEL runtime error: {exc}") from exc
-            if not result:
-                return False
-        return True
+    def selector_error(self, rd: RequestData, dev: DeviceInfo, err: tuple) -> AllocationError:
+        """Format a selector failure recorded by :meth:`Allocator.candidates` for this claim."""
+        kind, i, text = err
+        cls_name = rd.class_name
+        claim = kobj(self.claims[rd.claim_index])
+        if kind == "class-compile":
+            return AllocationError(f"class {cls_name}: selector #{i}: CEL compile error: {text}")
+        if kind == "claim-compile":
+            return AllocationError(f"claim {claim}: selector #{i}: CEL compile error: {text}")
+        if kind == "class-runtime":
+            return AllocationError(f"class {cls_name}: selector #{i} on device {device_str(dev.id)}: "
+                                   f"CEL runtime error: {text}")
+        if kind == "claim-runtime":
+            return AllocationError(f"claim {claim}: selector #{i} on device {device_str(dev.id)}: "
+                                   f"CEL runtime error: {text}")
+        return AllocationError(text)
 
     def allocate_device(self, ci: int, rd: RequestData, dev: DeviceInfo, pool: Pool, must: bool):
         """Tentatively take ``dev``; returns an undo callable, or None if it cannot be taken."""

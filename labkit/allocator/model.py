@@ -41,6 +41,8 @@ class DeviceInfo:
     node_name: str
     all_nodes: bool
     node_selector: dict | None
+    #: no request policy and no negative value: an unrequested use always fits
+    plain_capacity: bool = True
 
 
 @dataclass(eq=False)
@@ -64,8 +66,13 @@ class SliceInfo:
         return any(d.uses_compat_groups for d in self.devices)
 
 
+def _num(value: Fraction) -> Fraction | int:
+    """ints where possible: much faster arithmetic, same exact results."""
+    return int(value) if value.denominator == 1 else value
+
+
 def _counters(counters: dict | None) -> dict[str, Fraction]:
-    return {name: qvalue((c or {}).get("value", "0")) for name, c in (counters or {}).items()}
+    return {name: _num(qvalue((c or {}).get("value", "0"))) for name, c in (counters or {}).items()}
 
 
 def apply_taint_rules(slice_spec: dict, rules: list[dict]) -> dict[int, list[dict]]:
@@ -112,7 +119,7 @@ def build_slices(slices: list[dict], taint_rules: list[dict] = ()) -> list[Slice
             caps = {}
             for cname, cap in (dev.get("capacity") or {}).items():
                 text = str((cap or {}).get("value", "0"))
-                caps[cname] = CapacityInfo(cname, qparse(text).value, text, (cap or {}).get("requestPolicy"))
+                caps[cname] = CapacityInfo(cname, _num(qparse(text).value), text, (cap or {}).get("requestPolicy"))
             consumes = [(cc.get("counterSet", ""), _counters(cc.get("counters")))
                         for cc in dev.get("consumesCounters") or []]
             info.devices.append(DeviceInfo(
@@ -133,6 +140,7 @@ def build_slices(slices: list[dict], taint_rules: list[dict] = ()) -> list[Slice
                 node_name=dev.get("nodeName") or "",
                 all_nodes=bool(dev.get("allNodes")),
                 node_selector=dev.get("nodeSelector"),
+                plain_capacity=all(c.policy is None and c.value >= 0 for c in caps.values()),
             ))
         out.append(info)
     return out
