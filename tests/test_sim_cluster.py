@@ -271,3 +271,28 @@ spec: {devices: {requests: [{name: g, exactly: {deviceClassName: gpu.nvidia.com,
     tiny.apply(doc % 1)  # unchanged: fine
     with pytest.raises(ClusterError, match="spec: field is immutable"):
         tiny.apply(doc % 2)
+
+
+def test_dra_backed_extended_resource(tiny):
+    """nvidia.com/gpu without a device plugin: the gpu.nvidia.com class (extendedResourceName) serves it."""
+    legacy = [pod(f"legacy-{i}", containers=[{"name": "m", "resources": {"limits": {"nvidia.com/gpu": "4"}}}])
+              for i in range(3)]
+    tiny.apply(legacy)
+    tiny.wait()
+    p0 = tiny.get("Pod", "legacy-0")
+    st = p0["status"]["extendedResourceClaimStatus"]
+    assert st["requestMappings"] == [{"containerName": "m", "resourceName": "nvidia.com/gpu",
+                                      "requestName": "container-0-request-0"}]
+    assert re.fullmatch(f"legacy-0-extended-resources-{SUFFIX}", st["resourceClaimName"])
+    claim = tiny.get("ResourceClaim", st["resourceClaimName"])
+    assert claim["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+    assert len(claim["status"]["allocation"]["devices"]["results"]) == 4
+    assert len(tiny.pod_env("legacy-0")["NVIDIA_VISIBLE_DEVICES"].split(",")) == 4
+    assert phase(tiny, "legacy-2") == (None, "Pending")
+    assert tiny.get("Pod", "legacy-2")["status"]["conditions"][0]["message"] == \
+        "0/1 nodes are available: 1 cannot allocate all claims."
+    tiny.delete("Pod", "legacy-0")
+    tiny.wait()
+    with pytest.raises(NotFound):
+        tiny.get("ResourceClaim", st["resourceClaimName"])
+    assert phase(tiny, "legacy-2") == ("node-0", "Running")

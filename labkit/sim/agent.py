@@ -76,7 +76,11 @@ class NodeAgent:
             return
         env: dict[str, str] = {}
         slices = self.dra.slices_for(node)
-        for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+        entries = list((pod.get("spec") or {}).get("resourceClaims") or [])
+        ext = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+        if ext:
+            entries.append({"name": "extended-resources", "resourceClaimName": ext})
+        for entry in entries:
             name, _ = claim_name_for(pod, entry)
             claim = self.store.get("ResourceClaim", name, meta(pod)["namespace"]) if name else None
             st = (claim or {}).get("status") or {}

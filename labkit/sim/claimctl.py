@@ -26,6 +26,7 @@ from labkit.sim.podutil import (
 from labkit.sim.store import Store, copy_of, evolve
 
 COMPONENT = "resource_claim"
+EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 
 
 class ClaimController:
@@ -132,7 +133,9 @@ class ClaimController:
         reserved = status.get("reservedFor") or []
         keep = [r for r in reserved if not self._pod_gone_or_done(ns, r)]
         owner = next((o for o in cm.get("ownerReferences") or [] if o.get("kind") == "Pod" and o.get("controller")), None)
-        if owner is not None and POD_CLAIM_ANNOTATION in (cm.get("annotations") or {}):
+        generated = POD_CLAIM_ANNOTATION in (cm.get("annotations") or {}) or (
+            (cm.get("annotations") or {}).get(EXTENDED_CLAIM_ANNOTATION) == "true")
+        if owner is not None and generated:
             pod = self.store.get("Pod", owner.get("name", ""), ns)
             if (pod is None or meta(pod).get("uid") != owner.get("uid") or is_finished(pod)) and not is_deleting(claim):
                 if not keep and status.get("allocation"):

@@ -47,6 +47,8 @@ from labkit.sim.selectors import node_selector_matches, pod_matches_node_affinit
 from labkit.sim.store import Store, copy_of, evolve
 
 COMPONENT = "default-scheduler"
+EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+EXT_KEY = "<extended-resources>"
 MAX_RESERVED_FOR = 256
 
 
@@ -61,6 +63,8 @@ class Attempt:
     allocations: dict[str, dict] = field(default_factory=dict)  # "ns/claim" -> AllocationResult
     claims: list[dict] = field(default_factory=list)  # the pod's claims as seen
     error: str | None = None
+    ext_claim: dict | None = None  # in-memory claim for DRA-backed extended resources (DRAExtendedResource)
+    ext_mappings: list[dict] = field(default_factory=list)
     gated: bool = False  # PreEnqueue: no status change, like kube-scheduler
     num_nodes: int = 0
     message: str = ""
@@ -249,12 +253,13 @@ class Scheduler:
                 self._cursors[sig] = cur
         req = pod_requests(pod)
         ext_classes = self.dra.extended_resource_classes()
+        ext = self._extended_requests(pod, req, ext_classes)
         pending_claims = [c for c in claims if not (c.get("status") or {}).get("allocation")]
         allocated_claims = [c for c in claims if (c.get("status") or {}).get("allocation")]
         for i in range(cur.start, len(nodes)):
             node = nodes[i]
             name = node["metadata"]["name"]
-            reasons, outcome = self._filter(pod, node, req, allocated_claims, pending_claims, ext_classes)
+            reasons, outcome, ext_claim = self._filter(pod, node, req, allocated_claims, pending_claims, ext_classes, ext)
             if outcome is not None and reasons:
                 cur.explanations[name] = outcome  # its .explanation is computed lazily, on demand
             if reasons and reasons[0].startswith("error: "):
@@ -271,6 +276,11 @@ class Scheduler:
             if outcome is not None:
                 for c, result in zip(pending_claims, outcome.allocations):
                     att.allocations[f"{meta(c)['namespace']}/{meta(c)['name']}"] = result
+                if ext_claim is not None:
+                    att.ext_claim = ext_claim
+                    att.allocations[EXT_KEY] = outcome.allocations[len(pending_claims)]
+                    att.ext_mappings = [{"containerName": e[1], "resourceName": e[2], "requestName": e[4]}
+                                        for e in ext if e[2] not in (self._alloc.get(name) or {})]
             break
         if att.node is None:
             # shared with the cursor: once every node failed, nothing is added to it this epoch
@@ -278,16 +288,51 @@ class Scheduler:
             att.message = fit_error_message(len(nodes), att.per_node)
         return att
 
+    @staticmethod
+    def _extended_requests(pod: dict, req: dict[str, Fraction],
+                           ext_classes: dict[str, str]) -> list[tuple[int, str, str, int, str]]:
+        """(container index, container name, resource, count, request name) for every extended
+        resource a DeviceClass backs (extendedResourceName); request names `container-<i>-request-<j>`."""
+        out = []
+        if not ext_classes or not any(r in ext_classes for r in req):
+            return out
+        for i, c in enumerate((pod.get("spec") or {}).get("containers") or []):
+            res = c.get("resources") or {}
+            merged = dict(res.get("limits") or {})
+            merged.update(res.get("requests") or {})
+            j = 0
+            for r in sorted(merged):
+                if r in ext_classes and int(str(merged[r])) > 0:
+                    out.append((i, c.get("name", ""), r, int(str(merged[r])), f"container-{i}-request-{j}"))
+                    j += 1
+        return out
+
+    def _extended_claim(self, pod: dict, ext: list[tuple[int, str, str, int, str]],
+                        ext_classes: dict[str, str]) -> dict:
+        requests = [{"name": e[4], "exactly": {"deviceClassName": ext_classes[e[2]], "allocationMode": "ExactCount",
+                                               "count": e[3]}} for e in ext]
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": EXT_KEY, "namespace": meta(pod)["namespace"], "uid": "",
+                             "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"}},
+                "spec": {"devices": {"requests": requests}}}
+
     def _filter(self, pod: dict, node: dict, req: dict[str, Fraction], allocated: list[dict],
-                pending: list[dict], ext_classes: dict[str, str]) -> tuple[list[str], Any]:
+                pending: list[dict], ext_classes: dict[str, str],
+                ext: list[tuple[int, str, str, int, str]]) -> tuple[list[str], Any, dict | None]:
+        reasons, outcome, ext_claim = self._filter_node(pod, node, req, allocated, pending, ext_classes, ext)
+        return reasons, outcome, ext_claim
+
+    def _filter_node(self, pod: dict, node: dict, req: dict[str, Fraction], allocated: list[dict],
+                     pending: list[dict], ext_classes: dict[str, str],
+                     ext: list[tuple[int, str, str, int, str]]) -> tuple[list[str], Any, dict | None]:
         name = node["metadata"]["name"]
         if (node.get("spec") or {}).get("unschedulable"):
-            return ["node(s) were unschedulable"], None
+            return ["node(s) were unschedulable"], None, None
         taint = untolerated_taint(pod, node)
         if taint is not None:
-            return [f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"], None
+            return [f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"], None, None
         if not pod_matches_node_affinity(pod, node):
-            return ["node(s) didn't match Pod's node affinity/selector"], None
+            return ["node(s) didn't match Pod's node affinity/selector"], None, None
         alloc = self._alloc.get(name)
         if alloc is None:
             alloc = self._alloc[name] = node_allocatable(node)
@@ -296,18 +341,22 @@ class Scheduler:
             if req[r] and is_extended(r) and r not in alloc and r not in ext_classes:
                 reasons.append(f"Insufficient {r}")
         if reasons:
-            return reasons, None
+            return reasons, None, None
         for c in allocated:
             if not node_selector_matches(node, ((c.get("status") or {}).get("allocation") or {}).get("nodeSelector")):
-                return ["resourceclaim not available on the node"], None
-        if not pending:
-            return [], None
-        outcome = self.dra.allocator_for(node).allocate(node, pending)
+                return ["resourceclaim not available on the node"], None, None
+        # extended resources the node does not advertise (no device plugin) are served by DRA
+        dra_ext = [e for e in ext if e[2] not in alloc]
+        ext_claim = self._extended_claim(pod, dra_ext, ext_classes) if dra_ext else None
+        claims = pending + ([ext_claim] if ext_claim else [])
+        if not claims:
+            return [], None, None
+        outcome = self.dra.allocator_for(node).allocate(node, claims)
         if outcome.status == "allocated":
-            return [], outcome
+            return [], outcome, ext_claim
         if outcome.status == "error":
-            return [f"error: {outcome.error}"], outcome
-        return ["cannot allocate all claims"], outcome
+            return [f"error: {outcome.error}"], outcome, None
+        return ["cannot allocate all claims"], outcome, None
 
     # -- reserve / bind --------------------------------------------------------------------
     def _fix_share_ids(self, result: dict) -> dict:
@@ -324,15 +373,19 @@ class Scheduler:
         by_key = {f"{meta(c)['namespace']}/{meta(c)['name']}": c for c in att.claims}
         for key, result in fixed.items():
             self.dra.allocated.add(result, owner=key)
-            self._claim_allocs[meta(by_key[key])["uid"]] = result
+            self._claim_allocs[self._alloc_key(pod, by_key, key)] = result
         self._account(meta(pod)["uid"], att.node or "", pod_requests(pod))
         return fixed
+
+    @staticmethod
+    def _alloc_key(pod: dict, by_key: dict[str, dict], key: str) -> str:
+        return f"ext:{meta(pod)['uid']}" if key == EXT_KEY else meta(by_key[key])["uid"]
 
     def unreserve(self, pod: dict, att: Attempt, fixed: dict[str, dict]) -> None:
         by_key = {f"{meta(c)['namespace']}/{meta(c)['name']}": c for c in att.claims}
         for key, result in fixed.items():
             self.dra.allocated.remove(result, owner=key)
-            self._claim_allocs.pop(meta(by_key[key])["uid"], None)
+            self._claim_allocs.pop(self._alloc_key(pod, by_key, key), None)
         if meta(pod)["uid"] in self._bound:
             self._unaccount(meta(pod)["uid"])
 
@@ -357,12 +410,31 @@ class Scheduler:
             st["reservedFor"] = reserved
             self.store.update(new)
         new_pod = evolve(pod, "spec", "status")
+        if EXT_KEY in fixed and att.ext_claim is not None:
+            ext = self._create_extended_claim(pod, att.ext_claim, fixed[EXT_KEY], ref)
+            new_pod["status"]["extendedResourceClaimStatus"] = {
+                "requestMappings": att.ext_mappings, "resourceClaimName": meta(ext)["name"]}
         new_pod["spec"]["nodeName"] = att.node
         self._set_condition(new_pod, "True", None, None)
         self.store.update(new_pod)
         self._failed_epoch.pop(meta(pod)["uid"], None)
         self.events.record(pod, "Normal", "Scheduled",
                            f"Successfully assigned {meta(pod)['namespace']}/{meta(pod)['name']} to {att.node}", COMPONENT)
+
+    def _create_extended_claim(self, pod: dict, synth: dict, result: dict, ref: dict) -> dict:
+        pm = meta(pod)
+        claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                 "metadata": {"generateName": f"{pm['name']}-extended-resources-", "namespace": pm["namespace"],
+                              "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
+                              "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pm["name"],
+                                                   "uid": pm["uid"], "controller": True, "blockOwnerDeletion": True}],
+                              "finalizers": [DELETE_PROTECTION]},
+                 "spec": copy_of(synth["spec"])}
+        created = self.store.create(claim, copy=False)
+        new = evolve(created, "status")
+        new["status"] = {"allocation": result, "reservedFor": [ref]}
+        self._claim_allocs[meta(created)["uid"]] = self._claim_allocs.pop(f"ext:{pm['uid']}", result)
+        return self.store.update(new)
 
     @staticmethod
     def _set_condition(pod: dict, status: str, reason: str | None, message: str | None) -> bool:
