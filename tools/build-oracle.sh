@@ -46,12 +46,11 @@ build_one() {
     # Older releases: a scratch copy whose go.mod requires that release.
     local work
     work="$(mktemp -d)"
-    cp "$src"/*.go "$src"/go.mod "$src"/go.sum "$work"/
-    if [[ -d "$src/compat/v$minor" ]]; then
-      cp "$src/compat/v$minor/"*.go "$work"/ && rm -f "$work/compat.go"
-    fi
-    (cd "$work" && go get "k8s.io/dynamic-resource-allocation@$full" >/dev/null 2>&1 \
-      && go mod tidy >/dev/null 2>&1 && go build -trimpath -o "$bin.tmp" .) || { rm -rf "$work"; return 1; }
+    cp "$src"/*.go "$work"/
+    printf 'module github.com/dra-labkit/oracle\n\ngo 1.24\n' >"$work/go.mod"
+    (cd "$work" && go get "k8s.io/dynamic-resource-allocation@$full" "sigs.k8s.io/yaml" >"$work/log" 2>&1 \
+      && go mod tidy >>"$work/log" 2>&1 && go build -trimpath -o "$bin.tmp" . >>"$work/log" 2>&1) \
+      || { tail -20 "$work/log" >&2; rm -rf "$work"; return 1; }
     rm -rf "$work"
   fi
   mv "$bin.tmp" "$bin"

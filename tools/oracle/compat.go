@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"reflect"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -46,9 +47,18 @@ func addAllocation(state *structured.AllocatedState, alloc *resourceapi.Allocati
 	}
 }
 
+// newCELCache sets the CEL compiler features by name: older releases lack some.
 func newCELCache(f structured.Features) *cel.Cache {
-	return cel.NewCache(1000, cel.Features{EnableConsumableCapacity: f.ConsumableCapacity,
-		EnableListTypeAttributes: f.ListTypeAttributes})
+	var cf cel.Features
+	src := reflect.ValueOf(f)
+	dst := reflect.ValueOf(&cf).Elem()
+	for from, to := range map[string]string{"ConsumableCapacity": "EnableConsumableCapacity",
+		"ListTypeAttributes": "EnableListTypeAttributes"} {
+		if sv, dv := src.FieldByName(from), dst.FieldByName(to); sv.IsValid() && dv.IsValid() {
+			dv.SetBool(sv.Bool())
+		}
+	}
+	return cel.NewCache(1000, cf)
 }
 
 func newAllocator(ctx context.Context, f structured.Features, state structured.AllocatedState,
