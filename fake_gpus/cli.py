@@ -118,6 +118,9 @@ def build_parser(extra_modules: tuple[str, ...] = SUBCOMMAND_MODULES) -> argpars
             mod = importlib.import_module(mod_name)
         except ImportError:
             continue
+        except Exception as e:  # a broken extension must not take the built-in commands down
+            sys.stderr.write(f"warning: {mod_name} not loaded ({type(e).__name__}: {e})\n")
+            continue
         register: Registrar | None = getattr(mod, "register", None)
         if register is not None:
             register(sub)

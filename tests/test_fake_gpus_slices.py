@@ -267,8 +267,19 @@ def test_many_gpus_split_into_more_slices(tmp_path):
     assert sum(1 for s in dyn if "sharedCounters" in s["spec"]) == 3  # 20 sets, 8 per slice
     check_slice_rules(dyn, (1, 37))
     assert len(devices(dyn)) == 20 * 25
-    # classic: 20 devices fit into one slice; 130 would need two
+    # classic: 20 devices fit into one slice
     assert len(build_slices(prof, "n")) == 1
+
+
+def test_more_than_128_devices_split_into_two_slices(tmp_path):
+    gpus = "\n".join(f"  - {{minor: {i}, model: T4, pciBusID: \"0000:{i + 1:02x}:00.0\", pcieRoot: pci0000:00}}"
+                     for i in range(130))
+    f = tmp_path / "wide.yaml"
+    f.write_text(f"name: wide\nsockets: [{{id: 0}}]\npcieRoots: [{{id: pci0000:00, socket: 0}}]\ngpus:\n{gpus}\n")
+    slices = build_slices(load_node_profile(str(f)), "n")
+    assert [len(s["spec"]["devices"]) for s in slices] == [128, 2]
+    assert {s["spec"]["pool"]["resourceSliceCount"] for s in slices} == {2}
+    check_slice_rules(slices, (1, 37))
 
 
 def test_nic_slices():

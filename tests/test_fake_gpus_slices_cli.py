@@ -92,6 +92,21 @@ def test_subcommand_registry(monkeypatch):
     assert args.func(args) == 7 and seen == {"who": "me"}
 
 
+def test_broken_extension_does_not_break_builtins(monkeypatch, capsys):
+    mod = types.ModuleType("fake_gpus_broken_ext")
+
+    def register(sub):
+        raise RuntimeError("boom")
+
+    mod.register = register
+    monkeypatch.setitem(sys.modules, "fake_gpus_broken_ext", mod)
+    with pytest.raises(RuntimeError):  # a register() that raises is a bug in that module: surfaced
+        build_parser(("fake_gpus_broken_ext",))
+    monkeypatch.delitem(sys.modules, "fake_gpus_broken_ext")
+    parser = build_parser(("fake_gpus_broken_ext",))  # not importable: skipped quietly
+    assert parser.parse_args(["profiles"]).command == "profiles"
+
+
 def test_module_entrypoint_subprocess():
     r = subprocess.run([sys.executable, "-m", "fake_gpus", "slices", "--profile", "t4-inference", "--node", "n"],
                        capture_output=True, text=True, check=False)
