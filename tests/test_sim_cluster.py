@@ -296,3 +296,18 @@ def test_dra_backed_extended_resource(tiny):
     with pytest.raises(NotFound):
         tiny.get("ResourceClaim", st["resourceClaimName"])
     assert phase(tiny, "legacy-2") == ("node-0", "Running")
+
+
+def test_device_taint_rule_is_honoured(tiny):
+    tiny.apply("""
+apiVersion: resource.k8s.io/v1
+kind: DeviceTaintRule
+metadata: {name: broken-gpu0}
+spec:
+  deviceSelector: {driver: gpu.nvidia.com, pool: node-0, device: gpu-0}
+  taint: {key: labkit.dev/broken, value: "true", effect: NoSchedule}
+""")
+    tiny.apply(TEMPLATE_1GPU)
+    tiny.apply(pod("p", template="one-gpu"))
+    tiny.wait()
+    assert [r["device"] for r in tiny.placements().rows] == ["gpu-1"]
