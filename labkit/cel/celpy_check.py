@@ -23,10 +23,10 @@ _UNSUPPORTED = [
     (re.compile(r"\boptional\s*\."), "optional types (optional.of/none)"),
     (re.compile(r"\.\s*(orValue|hasValue|value|or)\s*\("), "optional values (orValue/hasValue/value)"),
     (re.compile(r"\.\s*(transformList|transformMap|transformMapEntry)\s*\("), "two-variable comprehensions"),
-    (re.compile(r"\blists\s*\.|\bmath\s*\.|\bbase64\s*\.|\bformat\s*\."), "this namespaced library"),
+    (re.compile(r"\.\s*(first|last)\s*\(\s*\)"), "first()/last() (they return optional values)"),
 ]
 _NAMESPACED = re.compile(
-    r"\b(sets)\s*\.\s*(contains|equivalent|intersects)\s*\(|\b(strings)\s*\.\s*(quote)\s*\(|\.\s*()(min|max)\s*\("
+    r"\b(sets)\s*\.\s*(contains|equivalent|intersects)\s*\(|\b(strings)\s*\.\s*(quote)\s*\(|\.\s*()(min|max)\s*\(|\b(lists)\s*\.\s*(range)\s*\("
 )
 
 MACROS = {"all", "exists", "exists_one", "map", "filter"}
@@ -34,6 +34,7 @@ GLOBALS = {
     "has", "size", "int", "uint", "double", "string", "bytes", "bool", "dyn", "type", "duration",
     "timestamp", "matches", "quantity", "isQuantity", "sign", "semver", "isSemver", "url", "isURL",
     "labkit_sets_contains", "labkit_sets_equivalent", "labkit_sets_intersects", "labkit_strings_quote",
+    "labkit_lists_range",
 }
 MEMBERS = MACROS | {
     "size", "contains", "startsWith", "endsWith", "matches",
@@ -42,7 +43,8 @@ MEMBERS = MACROS | {
     "asApproximateFloat", "asInteger", "isInteger", "add", "sub", "compareTo", "isGreaterThan",
     "isLessThan", "major", "minor", "patch", "isSorted", "sum", "min", "max", "indexOf", "lastIndexOf",
     "find", "findAll", "getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery",
-    "labkit_min", "labkit_max", "charAt", "lowerAscii", "upperAscii", "replace", "split", "substring", "trim", "join", "format",
+    "labkit_min", "labkit_max", "sort", "slice", "flatten", "distinct", "reverse",
+    "charAt", "lowerAscii", "upperAscii", "replace", "split", "substring", "trim", "join", "format",
 }
 TYPE_NAMES = {"int", "uint", "double", "string", "bytes", "bool", "list", "map", "null_type", "type", "dyn"}
 _SCALARS = {"int", "uint", "double", "string", "bytes", "bool", "null_type"}
@@ -81,7 +83,8 @@ def rewrite_namespaces(expr: str) -> str:
 def _namespaced(m: re.Match[str]) -> str:
     if m.group(6):  # celpy treats .min()/.max() as its own macros
         return f".labkit_{m.group(6)}("
-    ns, name = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+    groups = [g for g in m.groups() if g]
+    ns, name = groups[0], groups[1]
     return f"labkit_{ns}_{name}("
 
 
@@ -141,6 +144,11 @@ def check_tree(ast: Tree, expr: str, *, consumable_capacity: bool, list_type_att
                 raise CelCompileError(
                     "compilation failed: found no matching overload for 'sign' applied to 'kubernetes.Quantity.()'",
                     "sign is a global function in Kubernetes: write sign(<quantity>)",
+                )
+            if name == "reverse" and _kind(node.children[0]) == "string":
+                raise CelCompileError(
+                    "compilation failed: found no matching overload for 'reverse' applied to 'string.()'",
+                    "reverse() on strings is not in the strings library version Kubernetes uses (version 2)",
                 )
             if name not in members:
                 raise CelCompileError(f"compilation failed: undeclared reference to '{name}'",

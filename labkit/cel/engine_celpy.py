@@ -233,6 +233,10 @@ def _functions(list_type_attributes: bool) -> dict[str, Callable[..., Any]]:
         "split": _fn(_typed(str, strings_v2.split)), "substring": _fn(_typed(str, strings_v2.substring)),
         "trim": _fn(_typed(str, strings_v2.trim)), "join": _fn(_typed(list, strings_v2.join)),
         "format": _fn(_typed(str, strings_v2.format_)),
+        "labkit_lists_range": _fn(_typed(int, lib.lists_range)),
+        "sort": _fn(_typed(list, lib.list_sort)), "slice": _fn(_typed(list, lib.list_slice)),
+        "flatten": _fn(_typed(list, lib.list_flatten)), "distinct": _fn(_typed(list, lib.list_distinct)),
+        "reverse": _fn(_typed(list, lib.list_reverse)),
     }
     if list_type_attributes:
         f["includes"] = _fn(lib.includes)

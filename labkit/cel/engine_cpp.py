@@ -127,6 +127,13 @@ def _declarations(list_type_attributes: bool) -> tuple[list[Any], list[Any]]:
         F("sum", [_ov("list_dyn_sum_dyn", T.DYN, [LIST_DYN], True, k8slib.list_sum)]),
         F("min", [_ov("list_dyn_min_dyn", T.DYN, [LIST_DYN], True, k8slib.list_min)]),
         F("max", [_ov("list_dyn_max_dyn", T.DYN, [LIST_DYN], True, k8slib.list_max)]),
+        F("lists.range", [_ov("lists_range", T.List(T.INT), [T.INT], False, k8slib.lists_range)]),
+        F("sort", [_ov("list_sort", LIST_DYN, [LIST_DYN], True, k8slib.list_sort)]),
+        F("slice", [_ov("list_slice", LIST_DYN, [LIST_DYN, T.INT, T.INT], True, k8slib.list_slice)]),
+        F("flatten", [_ov("list_flatten", LIST_DYN, [LIST_DYN], True, k8slib.list_flatten),
+                      _ov("list_flatten_int", LIST_DYN, [LIST_DYN, T.INT], True, k8slib.list_flatten)]),
+        F("distinct", [_ov("list_distinct", LIST_DYN, [LIST_DYN], True, k8slib.list_distinct)]),
+        F("reverse", [_ov("list_reverse", LIST_DYN, [LIST_DYN], True, k8slib.list_reverse)]),
     ]
     if list_type_attributes:
         funcs.append(F("includes", [_ov("list_includes_dyn_dyn", T.BOOL, [T.DYN, T.DYN], True, k8slib.includes)]))
@@ -187,6 +194,16 @@ def _only_cross_numeric(text: str) -> bool:
         if not m or m.group(2) not in _CROSS_NUMERIC or m.group(3) not in _CROSS_NUMERIC:
             return False
     return bool(errors)
+
+
+def _aborted(text: str) -> CelRuntimeError:
+    if "Iteration budget exceeded" in text:
+        return CelRuntimeError(
+            "operation cancelled: actual cost limit exceeded",
+            "cel-expr-python stops after 10,000 comprehension iterations per evaluation; "
+            "Kubernetes allows a cost of 1,000,000, so it may still accept this selector",
+        )
+    return runtime_error_from_text(text.removesuffix("[INTERNAL]").strip())
 
 
 class CppProgram:
@@ -255,7 +272,10 @@ class CppProgram:
         act = dev.cache.get(self)
         if act is None:
             act = self._activation(dev)
-        value = self._prog.eval(act)
+        try:
+            value = self._prog.eval(act)
+        except RuntimeError as exc:  # cel-cpp aborts evaluation (iteration budget, internal errors)
+            raise _aborted(str(exc)) from None
         result = value.value()
         if result is True or result is False:
             return result

@@ -8,6 +8,7 @@ from functools import lru_cache
 from labkit.cel.device import DeviceInput
 from labkit.cel.errors import CelCompileError
 from labkit.cel.literals import strip_strings
+from labkit.cel.regexcheck import check_constant_patterns
 
 __all__ = ["ENGINES", "DEFAULT_ENGINE", "Program", "compile_selector"]
 
@@ -45,6 +46,8 @@ def _precheck(expr: str) -> None:
             f"expression is {len(expr.encode())} bytes long, longer than the limit of {MAX_EXPRESSION_LENGTH}",
             "split the selector into several selectors",
         )
+    check_constant_patterns(expr)
+    _check_not_implemented(strip_strings(expr))
     m = _IP_CIDR.search(strip_strings(expr))
     if m:
         name = m.group(1) or m.group(2)
@@ -52,6 +55,47 @@ def _precheck(expr: str) -> None:
             f"{name}(): the Kubernetes IP/CIDR library is not supported by labkit yet",
             "compare the address as a string instead",
         )
+
+
+_TWO_VAR = re.compile(r"\.\s*(all|exists|exists_one|existsOne)\s*\(")
+_NOT_IMPLEMENTED = [
+    (re.compile(r"\.\s*(transformList|transformMap|transformMapEntry)\s*\("),
+     "two-variable comprehensions ({0}) are not supported by labkit yet",
+     "rewrite it with the one-variable macros (map, filter, all, exists)"),
+    (re.compile(r"\.\s*(sortBy)\s*\("), "the {0}() macro is not supported by labkit yet",
+     "use sort() on a list of comparable values"),
+    (re.compile(r"(?<![.\w])(format)\s*\.\s*\w+\s*\("),
+     "the Kubernetes format library (format.dns1123Label() ...) is not supported by labkit yet",
+     "check the value with matches() and a regular expression"),
+]
+
+
+def _top_level_args(text: str, open_paren: int) -> int:
+    """Number of top-level arguments of the call whose '(' is at ``open_paren``."""
+    depth, count = 0, 1
+    for c in text[open_paren:]:
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return count
+        elif c == "," and depth == 1:
+            count += 1
+    return count
+
+
+def _check_not_implemented(text: str) -> None:
+    for pattern, message, hint in _NOT_IMPLEMENTED:
+        m = pattern.search(text)
+        if m:
+            raise CelCompileError(message.format(m.group(1)), hint)
+    for m in _TWO_VAR.finditer(text):
+        if _top_level_args(text, m.end() - 1) == 3:
+            raise CelCompileError(
+                f"two-variable comprehensions ({m.group(1)}(i, v, ...)) are not supported by labkit yet",
+                "rewrite it with the one-variable form, e.g. list.all(v, ...)",
+            )
 
 
 @lru_cache(maxsize=256)

@@ -188,7 +188,9 @@ def _compile(pattern: str) -> Any:
         try:
             rx = re2.compile(pattern)
         except Exception as exc:  # re2.error has no stable public class across versions
-            raise LibError(f"error parsing regexp: {exc}") from None
+            from labkit.cel.regexcheck import go_regex_error
+
+            raise LibError(go_regex_error(exc)) from None
         _RE_CACHE[pattern] = rx
     return rx
 
@@ -286,3 +288,48 @@ def sets_equivalent(a: list[Any], b: list[Any]) -> bool:
 
 def sets_intersects(a: list[Any], b: list[Any]) -> bool:
     return any(any(cel_equal(x, y) for x in a) for y in b)
+
+
+# -- cel-go ext.Lists (in the Kubernetes 1.37 base environment) ----------------------------------
+def lists_range(n: int) -> list[int]:
+    return list(range(max(n, 0)))
+
+
+def list_sort(items: list[Any]) -> list[Any]:
+    import functools
+
+    return sorted(items, key=functools.cmp_to_key(_cmp))
+
+
+def list_slice(items: list[Any], start: int, end: int) -> list[Any]:
+    if start < 0 or end < 0:
+        raise LibError(f"cannot slice({start}, {end}), negative indexes not supported")
+    if start > end:
+        raise LibError(f"cannot slice({start}, {end}), start index must be less than or equal to end index")
+    if end > len(items):
+        raise LibError(f"cannot slice({start}, {end}), list is length {len(items)}")
+    return items[start:end]
+
+
+def list_flatten(items: list[Any], depth: int = 1) -> list[Any]:
+    if depth < 0:
+        raise LibError("level must be non-negative")
+    out: list[Any] = []
+    for x in items:
+        if isinstance(x, list) and depth > 0:
+            out.extend(list_flatten(x, depth - 1))
+        else:
+            out.append(x)
+    return out
+
+
+def list_distinct(items: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for x in items:
+        if not any(cel_equal(x, y) for y in out):
+            out.append(x)
+    return out
+
+
+def list_reverse(items: list[Any]) -> list[Any]:
+    return list(reversed(items))
