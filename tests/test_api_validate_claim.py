@@ -186,3 +186,16 @@ def test_problem_str_and_fields() -> None:
     (p,) = validate(claim([exact(count=-1)]))
     assert (p.kind, p.name, p.path) == ("ResourceClaim", "c", "spec.devices.requests[0].exactly.count")
     assert str(p) == f"{p.kind}/{p.name}: {p.path}: {p.message}"
+
+
+def test_claim_device_status() -> None:
+    c = load(DATA / "kubectl-claims-list.yaml")[0]
+    c["status"]["devices"] = [{"driver": "gpu.nvidia.com", "pool": "worker-1", "device": "gpu-0",
+                               "data": {"health": "ok"}, "networkData": {"interfaceName": "eth1"}}]
+    assert messages(c) == []
+    c["status"]["devices"][0]["device"] = "gpu-9"
+    assert one(c).endswith('status.devices[0]: Invalid value: "gpu.nvidia.com/worker-1/gpu-9": must be an '
+                           "allocated device in the claim")
+    c["status"]["devices"][0].update(device="gpu-0", conditions=[{}] * 9)
+    found = messages(c)
+    assert any(m.endswith("status.devices[0].conditions: Too many: 9: must have at most 8 items") for m in found)

@@ -22,6 +22,7 @@ MAX_TOLERATIONS = 16
 MAX_RESULTS = 32
 MAX_ALLOCATION_CONFIG = 64
 MAX_RESERVED_FOR = 256
+MAX_DEVICE_CONDITIONS = 8
 CEL_MAX_LENGTH = 10 * 1024
 OPAQUE_MAX_BYTES = 10 * 1024
 EFFECTS = ["NoExecute", "NoSchedule", "None"]
@@ -369,8 +370,35 @@ def check_claim_status(sink: Sink, ctx: Context, status: Any, spec: Any) -> None
         for fld in ("resource", "name", "uid"):
             if not as_dict(ref).get(fld):
                 sink.required(f"status.reservedFor[{i}].{fld}")
-    if status.get("devices") is not None:
-        gate(sink, ctx, "status.devices", "DRAResourceClaimDeviceStatus")
+    if status.get("devices") is not None and gate(sink, ctx, "status.devices", "DRAResourceClaimDeviceStatus"):
+        allocated = {(r.get("driver"), r.get("pool"), r.get("device"), r.get("shareID"))
+                     for r in (as_dict(x) for x in as_list(as_dict(as_dict(allocation).get("devices")).get("results")))
+                     if all(isinstance(r.get(k), str | None) for k in ("driver", "pool", "device", "shareID"))}
+        for i, dev in enumerate(as_list(status["devices"])):
+            _check_device_status(sink, f"status.devices[{i}]", as_dict(dev), allocated)
+
+
+def _check_device_status(sink: Sink, path: str, dev: dict, allocated: set) -> None:
+    key = tuple(dev.get(k) for k in ("driver", "pool", "device", "shareID"))
+    if all(isinstance(k, str | None) for k in key) and key not in allocated:
+        sink.invalid(path, "/".join(str(k) for k in key[:3] if k), "must be an allocated device in the claim")
+    conditions = as_list(dev.get("conditions"))
+    if len(conditions) > MAX_DEVICE_CONDITIONS:
+        sink.too_many(f"{path}.conditions", len(conditions), MAX_DEVICE_CONDITIONS)
+    data = dev.get("data")
+    if data is not None:
+        if not isinstance(data, dict):
+            sink.invalid(f"{path}.data", "<value omitted>", "must be a valid JSON object")
+        elif len(json.dumps(data, separators=(",", ":"))) > OPAQUE_MAX_BYTES:
+            sink.too_long(f"{path}.data", OPAQUE_MAX_BYTES)
+    net = as_dict(dev.get("networkData"))
+    if isinstance(net.get("interfaceName"), str) and len(net["interfaceName"].encode()) > 256:
+        sink.too_long(f"{path}.networkData.interfaceName", 256)
+    if isinstance(net.get("hardwareAddress"), str) and len(net["hardwareAddress"].encode()) > 128:
+        sink.too_long(f"{path}.networkData.hardwareAddress", 128)
+    ips = as_list(net.get("ips"))
+    if len(ips) > 16:
+        sink.too_many(f"{path}.networkData.ips", len(ips), 16)
 
 
 def _is_extended_resource_name(name: str) -> bool:
