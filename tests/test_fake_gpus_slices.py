@@ -332,7 +332,7 @@ def test_semver_and_counter_names():
 
 
 @given(st.integers(min_value=0, max_value=1 << 62))
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 def test_binary_si_roundtrip(n):
     s = binary_si(n)
     assert parse_binary_si(s) == n
