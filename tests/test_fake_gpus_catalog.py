@@ -322,3 +322,23 @@ def test_static_layout_validation_property(layout):
     slices_used = [k for d in devs for k in d["capacity"] if k.startswith("memorySlice")]
     assert len(slices_used) == len(set(slices_used))
     assert sum(int(d["capacity"]["multiprocessors"]["value"]) for d in devs) <= 98
+
+
+def test_fake_gpus_imports_nothing_from_labkit():
+    """Design rule: arrows point notebooks -> labkit -> fake_gpus, never back."""
+    import ast
+    from pathlib import Path
+
+    import fake_gpus
+
+    root = Path(fake_gpus.__file__).resolve().parent
+    offenders = []
+    for f in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            offenders += [f"{f.relative_to(root)}: {n}" for n in names if n.split(".")[0] == "labkit"]
+    assert offenders == []
