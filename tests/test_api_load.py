@@ -109,7 +109,7 @@ def test_error_per_bad_document() -> None:
 def test_file_errors(tmp_path: Path) -> None:
     with pytest.raises(LoadError, match="no such file"):
         load(tmp_path / "missing.yaml")
-    with pytest.raises(LoadError, match="is a directory"):
+    with pytest.raises(LoadError, match="directory has no .yaml"):
         load(tmp_path)
     bad = tmp_path / "bin.yaml"
     bad.write_bytes(b"\xff\xfe\x00garbage")
@@ -159,3 +159,14 @@ def test_dump_single_json_object_and_bad_format() -> None:
     assert json.loads(dump([obj, obj], "json"))["kind"] == "List"
     with pytest.raises(ValueError, match="unknown output format"):
         dump(obj, "xml")
+
+
+def test_directory_like_kubectl(tmp_path: Path) -> None:
+    (tmp_path / "b.yaml").write_text(CLAIM)
+    (tmp_path / "a.json").write_text(json.dumps(load(CLAIM)[0] | {"metadata": {"name": "first"}}))
+    (tmp_path / "notes.txt").write_text("not a manifest: [")
+    names = [o["metadata"]["name"] for o in load(tmp_path)]
+    assert names == ["first", "one-gpu"]
+    (tmp_path / "c.yml").write_text("x: [\n")
+    with pytest.raises(LoadError, match="c.yml:doc 1"):
+        load_files([tmp_path])

@@ -190,8 +190,26 @@ def _read_source(source: Any) -> tuple[list[Any], str]:
                     "pass a path, '-', YAML/JSON text, a dict or a list of dicts")
 
 
+_MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
 def _read_file(path: Path) -> tuple[list[Any], str]:
+    """Read one file, or every .yaml/.yml/.json file directly in a directory (like kubectl -f DIR)."""
     origin = str(path)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix in _MANIFEST_SUFFIXES and p.is_file())
+        if not files:
+            raise LoadError(f"{origin}: directory has no .yaml, .yml or .json files")
+        documents: list[Any] = []
+        problems: list[str] = []
+        for file in files:
+            try:
+                documents.extend(_read_file(file)[0])
+            except LoadError as exc:
+                problems.extend(exc.problems)
+        if problems:
+            raise LoadError(problems)
+        return documents, origin
     try:
         data = path.read_bytes()
     except FileNotFoundError:
