@@ -224,6 +224,13 @@ def test_bad_profile_errors_name_field_path(tmp_path, mutation, pattern):
         load_node_profile(str(f))
 
 
+def test_load_node_profile_passthrough_and_bad_type():
+    p = load_node_profile("l4-edge")
+    assert load_node_profile(p) is p
+    with pytest.raises(CatalogError, match="expected a profile name"):
+        load_node_profile(42)
+
+
 def test_bad_yaml_and_unknown_profile(tmp_path):
     f = _write(tmp_path, "name: [unclosed\n")
     with pytest.raises(CatalogError, match="not valid YAML"):

@@ -265,8 +265,13 @@ def node_profiles() -> list[str]:
     return sorted(_profile_files())
 
 
-def load_node_profile(name_or_path: str | os.PathLike[str]) -> NodeProfile:
-    """Load a profile by name (see node_profiles()) or from a YAML file path."""
+def load_node_profile(name_or_path: str | os.PathLike[str] | NodeProfile) -> NodeProfile:
+    """Load a profile by name (see node_profiles()) or from a YAML file path (a NodeProfile
+    passes through unchanged)."""
+    if isinstance(name_or_path, NodeProfile):
+        return name_or_path
+    if not isinstance(name_or_path, str | os.PathLike):
+        raise CatalogError(f"node profile {name_or_path!r}: expected a profile name or a YAML file path")
     s = os.fspath(name_or_path)
     files = _profile_files()
     if s in files:
