@@ -345,7 +345,7 @@ class Search:
                 inserted = {k: q.value for k, q in consumed.items()}
                 per = self.allocating_capacity.setdefault(dev.id, {})
                 for k, v in inserted.items():
-                    per[k] = per.get(k, Fraction(0)) + v
+                    per[k] = per.get(k, 0) + v
         results = self.results[ci]
         results.append(DeviceResult(rd, dev, share_id, consumed or None))
         n = len(results)
@@ -397,7 +397,7 @@ class Search:
         for cs, counters in dev.consumes:
             u = used.setdefault(cs, {})
             for cname, v in counters.items():
-                u[cname] = u.get(cname, Fraction(0)) + v
+                u[cname] = u.get(cname, 0) + v
         ok = pool.id not in self.negative_pools
         if ok:
             # only sets this device touched can have changed; the rest were checked when added

@@ -16,27 +16,33 @@ from labkit.allocator.capacity import CapacityError, check_capacity
 from labkit.allocator.constraints import lookup_attribute
 from labkit.allocator.errors import AllocationError, device_str, kobj
 from labkit.allocator.nodes import NodeSelectorError, node_matches
-from labkit.allocator.quantities import qvalue
+from labkit.allocator.quantities import qparse, qvalue
 from labkit.allocator.requests import RequestData, request_view
 from labkit.allocator.selectors import SelectorCompileError, SelectorRuntimeError
 from labkit.allocator.taints import blocking_taint
+from labkit.api.quantity import Quantity
 
 __all__ = ["Explanation", "RequestExplanation", "Rejection", "explain"]
 
 #: rule -> short phrase used in summaries
 PHRASES = {
-    "binding-conditions": "have binding conditions but DRADeviceBindingConditions is off",
-    "class-selector": "are excluded by the device class selector",
-    "request-selector": "do not match the request selector",
-    "cel-error": "make a selector fail with a CEL error",
-    "node-mismatch": "are not usable from this node",
-    "in-use": "are in use",
-    "capacity": "do not have enough capacity left",
-    "partitionable-off": "consume shared counters but DRAPartitionableDevices is off",
-    "counters": "have not enough shared counters left (partitions of the same GPU are in use)",
-    "taint": "are tainted and the request does not tolerate it",
-    "constraint": "break a claim constraint",
+    "binding-conditions": ("has", "have", " binding conditions but DRADeviceBindingConditions is off"),
+    "class-selector": ("is", "are", " excluded by the device class selector"),
+    "request-selector": ("does", "do", " not match the request selector"),
+    "cel-error": ("makes", "make", " a selector fail with a CEL error"),
+    "node-mismatch": ("is", "are", " not usable from this node"),
+    "in-use": ("is", "are", " in use"),
+    "capacity": ("does", "do", " not have enough capacity left"),
+    "partitionable-off": ("consumes", "consume", " shared counters but DRAPartitionableDevices is off"),
+    "counters": ("has", "have", " not enough shared counters left (another partition of the same device is in use)"),
+    "taint": ("is", "are", " tainted and the request does not tolerate it"),
+    "constraint": ("breaks", "break", " a claim constraint"),
 }
+
+
+def phrase(rule: str, n: int) -> str:
+    singular, plural, rest = PHRASES[rule]
+    return (singular if n == 1 else plural) + rest
 
 
 @dataclass
@@ -60,6 +66,8 @@ class RequestExplanation:
     candidates: list[str] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
     selectors: list[str] = field(default_factory=list)
+    device_class: str = ""
+    error: str | None = None
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -68,42 +76,51 @@ class RequestExplanation:
         return out
 
     def to_dict(self) -> dict:
-        return {"claim": self.claim, "request": self.request, "needed": self.needed,
+        return {"claim": self.claim, "request": self.request, "deviceClass": self.device_class,
+                "error": self.error, "needed": self.needed,
                 "considered": self.considered, "matching": self.matching,
                 "available": len(self.candidates), "candidates": self.candidates,
                 "reasons": self.counts(), "rejected": [r.to_dict() for r in self.rejected]}
 
     def summary(self) -> str:
-        sel = " && ".join(f"`{s}`" for s in self.selectors) or "the device class"
+        sel = " && ".join(f"`{s}`" for s in self.selectors) or f"class {self.device_class}"
         head = (f"claim {self.claim}, request {self.request} (needs {self.needed}): "
                 f"{self.matching} of {self.considered} devices match {sel}")
-        after = [r for r in self.rejected if r.rule not in ("binding-conditions", "class-selector",
-                                                                "request-selector", "cel-error", "node-mismatch")]
-        if self.matching == 0:
-            errors = [r for r in self.rejected if r.rule == "cel-error"]
-            if errors:
-                return head + f"; CEL error: {errors[0].detail}"
-            return head
-        if not after:
-            return head + f"; {len(self.candidates)} usable"
+        if self.error:
+            return self.error
+        groups: dict[str, list[Rejection]] = {}
+        for r in self.rejected:
+            groups.setdefault(r.rule, []).append(r)
+        early = [f"{len(items)} {phrase(rule, len(items))}{_rule_detail(rule, items)}"
+                 for rule, items in groups.items() if rule in _SELECTION_RULES]
         parts = []
-        counts: dict[str, list[Rejection]] = {}
-        for r in after:
-            counts.setdefault(r.rule, []).append(r)
-        for rule, items in counts.items():
-            detail = _rule_detail(rule, items)
+        for rule, items in groups.items():
+            if rule in _SELECTION_RULES:
+                continue
             n = len(items)
-            prefix = f"all {n}" if n == self.matching else f"{n}"
-            parts.append(f"{prefix} {PHRASES[rule]}{detail}")
-        tail = f"; {len(self.candidates)} usable" if self.candidates else ""
-        return head + "; " + "; ".join(parts) + tail
+            who = ("it" if n == 1 else f"all {n}") if n == self.matching else f"{n}"
+            parts.append(f"{who} {phrase(rule, n)}{_rule_detail(rule, items)}")
+        text = head + (f" ({'; '.join(early)})" if early else "")
+        if parts:
+            text += "; " + "; ".join(parts)
+        usable = len(self.candidates)
+        if self.matching and usable:
+            text += f"; {usable} usable"
+            if isinstance(self.needed, int) and usable >= self.needed:
+                text += (f", but no {self.needed} of them fit together with the claim's other requests "
+                         "(shared counters of one GPU, constraints, or capacity)")
+        return text
+
+
+_SELECTION_RULES = ("binding-conditions", "class-selector", "request-selector", "cel-error", "node-mismatch")
 
 
 def _rule_detail(rule: str, items: list[Rejection]) -> str:
     if rule == "in-use":
         owners = sorted({o for r in items for o in r.data.get("by", [])})
         return f" by {', '.join(owners)}" if owners else ""
-    if rule in ("taint", "counters", "capacity", "constraint"):
+    if rule in ("taint", "counters", "capacity", "constraint", "class-selector", "request-selector",
+                "cel-error"):
         details = sorted({r.detail for r in items})
         return f" ({'; '.join(details[:3])}{'; ...' if len(details) > 3 else ''})"
     return ""
@@ -170,8 +187,30 @@ def explain(allocator, node: dict, claims: list[dict], outcome) -> Explanation:
             exp.pools.append({"pool": str(p), "problem": "incomplete (being updated)"})
         elif p.invalid:
             exp.pools.append({"pool": str(p), "problem": "invalid", "reason": p.invalid_reason})
+    _note_invisible(allocator, name, pools, exp)
     _explain_claim(allocator, node, failing, k - 1, pools, taken, exp)
     return exp
+
+
+def _note_invisible(allocator, node_name: str, pools, exp: Explanation) -> None:
+    """Pools this node cannot see that are not simply another node's local pool."""
+    visible = {p.id for p in pools}
+    if not pools:
+        exp.pools.append({"pool": "-", "problem": f"absent: no ResourceSlice is visible from node {node_name}"})
+    noted = set()
+    for s in allocator.slices:
+        key = (s.driver, s.pool)
+        if key in visible or key in noted or (s.node_name and s.node_name != node_name):
+            continue
+        noted.add(key)
+        if (s.shared_counters or s.per_device is not None) and not allocator.features.PartitionableDevices:
+            if True:
+                exp.pools.append({"pool": f"{s.driver}/{s.pool}", "problem": "ignored",
+                                  "reason": "uses partitionable devices, DRAPartitionableDevices is off"})
+                continue
+        if s.node_selector is not None or s.per_device:
+            exp.pools.append({"pool": f"{s.driver}/{s.pool}", "problem": "not visible from this node",
+                              "reason": "its node selection does not match the node's name or labels"})
 
 
 def _taken_by(claims: list[dict], allocations: list[dict]) -> dict:
@@ -199,8 +238,8 @@ def _explain_claim(allocator, node, claim, ci, pools, taken, exp: Explanation) -
             try:
                 rd = request_view(claim, ci, ri, si, req, sub, allocator.classes, f.AdminAccess)
             except AllocationError as exc:
-                exp.requests.append(RequestExplanation(kobj(claim), req.get("name", ""), "?",
-                                                       rejected=[Rejection("-", "cel-error", exc.message)]))
+                name = f"{req.get('name', '')}/{sub.get('name', '')}" if sub else req.get("name", "")
+                exp.requests.append(RequestExplanation(kobj(claim), name, "?", error=exc.message))
                 continue
             exp.requests.append(_explain_request(allocator, node, claim, rd, pools, taken))
 
@@ -208,7 +247,8 @@ def _explain_claim(allocator, node, claim, ci, pools, taken, exp: Explanation) -
 def _explain_request(allocator, node, claim, rd: RequestData, pools, taken) -> RequestExplanation:
     state = allocator.allocated
     needed: int | str = "all" if rd.mode == "All" else rd.num_devices
-    out = RequestExplanation(kobj(claim), rd.full_name, needed, selectors=list(rd.selectors))
+    out = RequestExplanation(kobj(claim), rd.full_name, needed, selectors=list(rd.selectors),
+                             device_class=rd.class_name)
     cls_sel = [((s or {}).get("cel") or {}).get("expression", "")
                for s in (rd.class_obj.get("spec") or {}).get("selectors") or []]
     counters_used = _counters_used(pools, state, taken)
@@ -245,7 +285,7 @@ def _first_rule(allocator, node, rd, dev, pool, cls_sel, taken, counters_used) -
             except (SelectorCompileError, SelectorRuntimeError) as exc:
                 return Rejection(did, "cel-error", f"{who} selector #{i}: {exc}", {"expression": expr})
             if not ok:
-                return Rejection(did, rule, f"{who} selector #{i} is false: {expr}", {"expression": expr})
+                return Rejection(did, rule, f"{who} selector #{i} `{expr}` is false", {"expression": expr})
     if dev.slice.per_device:
         try:
             ok = node_matches(node, dev.node_name, dev.all_nodes, dev.node_selector)
@@ -270,15 +310,17 @@ def _first_rule(allocator, node, rd, dev, pool, cls_sel, taken, counters_used) -
         except CapacityError as exc:
             return Rejection(did, "capacity", str(exc))
         if not ok:
-            return Rejection(did, "capacity", _capacity_text(why), {"capacity": why[1]})
+            fmt = _fmt(dev.capacity[why[1]].text) if why[1] in dev.capacity else None
+            return Rejection(did, "capacity", _capacity_text(why, fmt), {"capacity": why[1]})
     if dev.consumes and not f.PartitionableDevices:
         return Rejection(did, "partitionable-off", "device consumes shared counters")
     if dev.consumes and f.PartitionableDevices:
         short = _counter_short(pool, dev, counters_used)
         if short is not None:
             cs, cname, by = short
-            return Rejection(did, "counters", f"counter set {cs}, counter {cname}: short by {_num(by)}",
-                             {"counterSet": cs, "counter": cname, "shortBy": _num(by)})
+            text = _num(by, "BinarySI" if by >= 1024 and by % 1024 == 0 else None)
+            return Rejection(did, "counters", f"counter set {cs}, counter {cname}: short by {text}",
+                             {"counterSet": cs, "counter": cname, "shortBy": text})
     if f.DeviceTaints:
         taint = blocking_taint(dev.taints, rd.tolerations)
         if taint is not None:
@@ -292,17 +334,24 @@ def state_devices(allocator) -> dict:
     return allocator.allocated.devices
 
 
-def _capacity_text(why: tuple) -> str:
+def _capacity_text(why: tuple, fmt: str | None = None) -> str:
     if why[0] == "missing":
         return f"device has no capacity {why[1]}"
     if why[0] == "policy":
         return f"capacity {why[1]}: {why[2]} is not allowed by the device's requestPolicy"
-    return f"capacity {why[1]}: short by {_num(why[2])}"
+    return f"capacity {why[1]}: short by {_num(why[2], fmt)}"
 
 
-def _num(value: Fraction) -> str:
-    from labkit.api.quantity import Quantity
-    return Quantity(Fraction(value)).canonical()
+def _fmt(text: str) -> str | None:
+    try:
+        return qparse(text).format
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _num(value: Fraction, fmt: str | None = None) -> str:
+    q = Quantity(Fraction(value), fmt) if fmt else Quantity(Fraction(value))
+    return q.canonical()
 
 
 def _counters_used(pools, state, taken) -> dict:
