@@ -204,10 +204,9 @@ def _note_invisible(allocator, node_name: str, pools, exp: Explanation) -> None:
             continue
         noted.add(key)
         if (s.shared_counters or s.per_device is not None) and not allocator.features.PartitionableDevices:
-            if True:
-                exp.pools.append({"pool": f"{s.driver}/{s.pool}", "problem": "ignored",
-                                  "reason": "uses partitionable devices, DRAPartitionableDevices is off"})
-                continue
+            exp.pools.append({"pool": f"{s.driver}/{s.pool}", "problem": "ignored",
+                              "reason": "uses partitionable devices, DRAPartitionableDevices is off"})
+            continue
         if s.node_selector is not None or s.per_device:
             exp.pools.append({"pool": f"{s.driver}/{s.pool}", "problem": "not visible from this node",
                               "reason": "its node selection does not match the node's name or labels"})
