@@ -19,6 +19,7 @@ from labkit.cel.semver import Semver, parse_semver
 
 FIELD = "labkitValue"
 QUANTITY, SEMVER, URL = "kubernetes.Quantity", "kubernetes.Semver", "kubernetes.URL"
+IP, CIDR = "net.IP", "net.CIDR"
 
 
 def _build_pool() -> descriptor_pool.DescriptorPool:
@@ -33,8 +34,18 @@ def _build_pool() -> descriptor_pool.DescriptorPool:
             type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
             label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
         )
+    net = descriptor_pb2.FileDescriptorProto(name="labkit/cel/net_types.proto", package="net", syntax="proto3")
+    for name in ("IP", "CIDR"):
+        msg = net.message_type.add(name=name)
+        msg.field.add(
+            name=FIELD,
+            number=1,
+            type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+            label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+        )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fdp)
+    pool.Add(net)
     return pool
 
 
@@ -42,6 +53,8 @@ POOL = _build_pool()
 QuantityMsg: Any = message_factory.GetMessageClass(POOL.FindMessageTypeByName(QUANTITY))
 SemverMsg: Any = message_factory.GetMessageClass(POOL.FindMessageTypeByName(SEMVER))
 UrlMsg: Any = message_factory.GetMessageClass(POOL.FindMessageTypeByName(URL))
+IpMsg: Any = message_factory.GetMessageClass(POOL.FindMessageTypeByName(IP))
+CidrMsg: Any = message_factory.GetMessageClass(POOL.FindMessageTypeByName(CIDR))
 
 
 def q_to_msg(q: Quantity) -> Any:
@@ -77,7 +90,18 @@ def from_msg(msg: Any) -> Any:
         return _q_from_text(msg.labkitValue)
     if name == SEMVER:
         return _s_from_text(msg.labkitValue)
+    if name == IP:
+        return _net_from_text("ip", msg.labkitValue)
+    if name == CIDR:
+        return _net_from_text("cidr", msg.labkitValue)
     return msg.labkitValue
+
+
+@lru_cache(maxsize=1024)
+def _net_from_text(kind: str, text: str) -> Any:
+    from labkit.cel.ipcidr import parse_text
+
+    return parse_text(kind, text)
 
 
 def to_cel(value: Any) -> Any:
@@ -87,6 +111,12 @@ def to_cel(value: Any) -> Any:
         return s_to_msg(value)
     if isinstance(value, list):
         return [to_cel(v) for v in value]
+    from labkit.cel.ipcidr import CIDRPrefix, IPAddr
+
+    if isinstance(value, IPAddr):
+        return IpMsg(labkitValue=str(value))
+    if isinstance(value, CIDRPrefix):
+        return CidrMsg(labkitValue=str(value))
     return value
 
 

@@ -26,7 +26,7 @@ _UNSUPPORTED = [
     (re.compile(r"\.\s*(first|last)\s*\(\s*\)"), "first()/last() (they return optional values)"),
 ]
 _NAMESPACED = re.compile(
-    r"\b(sets)\s*\.\s*(contains|equivalent|intersects)\s*\(|\b(strings)\s*\.\s*(quote)\s*\(|\.\s*()(min|max)\s*\(|\b(lists)\s*\.\s*(range)\s*\("
+    r"\b(sets)\s*\.\s*(contains|equivalent|intersects)\s*\(|\b(strings)\s*\.\s*(quote)\s*\(|\.\s*()(min|max)\s*\(|\b(lists)\s*\.\s*(range)\s*\(|\b(ip)\s*\.\s*(isCanonical)\s*\("
 )
 
 MACROS = {"all", "exists", "exists_one", "map", "filter"}
@@ -34,7 +34,7 @@ GLOBALS = {
     "has", "size", "int", "uint", "double", "string", "bytes", "bool", "dyn", "type", "duration",
     "timestamp", "matches", "quantity", "isQuantity", "sign", "semver", "isSemver", "url", "isURL",
     "labkit_sets_contains", "labkit_sets_equivalent", "labkit_sets_intersects", "labkit_strings_quote",
-    "labkit_lists_range",
+    "labkit_lists_range", "labkit_ip_isCanonical", "ip", "isIP", "cidr", "isCIDR",
 }
 MEMBERS = MACROS | {
     "size", "contains", "startsWith", "endsWith", "matches",
@@ -44,6 +44,8 @@ MEMBERS = MACROS | {
     "isLessThan", "major", "minor", "patch", "isSorted", "sum", "min", "max", "indexOf", "lastIndexOf",
     "find", "findAll", "getScheme", "getHost", "getHostname", "getPort", "getEscapedPath", "getQuery",
     "labkit_min", "labkit_max", "sort", "slice", "flatten", "distinct", "reverse",
+    "ip", "family", "isUnspecified", "isLoopback", "isLinkLocalMulticast", "isLinkLocalUnicast",
+    "isGlobalUnicast", "containsIP", "containsCIDR", "masked", "prefixLength",
     "charAt", "lowerAscii", "upperAscii", "replace", "split", "substring", "trim", "join", "format",
 }
 TYPE_NAMES = {"int", "uint", "double", "string", "bytes", "bool", "list", "map", "null_type", "type", "dyn"}
@@ -118,7 +120,8 @@ def _kind(node: Any) -> str | None:
     if node.data == "literal":
         return _LITERAL_TYPES.get(node.children[0].type) if node.children else None
     if node.data == "ident_arg":
-        return {"quantity": "kubernetes.Quantity", "semver": "kubernetes.Semver"}.get(_name(node))
+        return {"quantity": "kubernetes.Quantity", "semver": "kubernetes.Semver", "ip": "net.IP",
+                "cidr": "net.CIDR"}.get(_name(node))
     if node.data == "member_dot_arg" and _name(node) in ("add", "sub"):
         return _kind(node.children[0])
     if node.data in ("member_dot", "member_index"):
@@ -181,13 +184,14 @@ def check_tree(ast: Tree, expr: str, *, consumable_capacity: bool, list_type_att
                     )
             if isinstance(op_node, Tree) and op_node.data in _RELATIONAL:
                 left, right = _kind(op_node.children[0]), _kind(node.children[1])
-                opaque = {"kubernetes.Quantity", "kubernetes.Semver"}
+                opaque = {"kubernetes.Quantity", "kubernetes.Semver", "net.IP", "net.CIDR"}
                 if left in opaque or right in opaque:
                     op = _RELATIONAL[op_node.data]
+                    comparable = {"kubernetes.Quantity", "kubernetes.Semver"} & {left, right}
                     raise CelCompileError(
                         f"compilation failed: found no matching overload for '_{op}_' applied to "
                         f"'({left or 'dyn'}, {right or 'dyn'})'",
-                        _hint_for(expr, op),
+                        _hint_for(expr, op) if comparable else "",
                     )
     root = _kind(ast)
     if root is not None and root != "bool":

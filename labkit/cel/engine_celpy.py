@@ -18,7 +18,7 @@ from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError
 
 from labkit.api.quantity import Quantity
-from labkit.cel import k8slib, strings_v2
+from labkit.cel import ipcidr, k8slib, strings_v2
 from labkit.cel.celpy_check import check_tree, precheck_text, rewrite_namespaces
 from labkit.cel.device import DeviceInput
 from labkit.cel.diagnose import no_such_key
@@ -179,7 +179,8 @@ def _ordering(op: Callable[[Any, Any], bool], name: str) -> Callable[[Any, Any],
             return b
         if isinstance(a, _NUM) and isinstance(b, _NUM):
             return ct.BoolType(op(to_py(a), to_py(b)))
-        if type(a) is not type(b) or isinstance(a, KQuantity | KSemver | ct.ListType | ct.MapType):
+        if type(a) is not type(b) or isinstance(a, KQuantity | KSemver | ct.ListType | ct.MapType
+                                                  | ipcidr.IPAddr | ipcidr.CIDRPrefix):
             return CELEvalError(f"no such overload: {_tname(a)} {name} {_tname(b)}", TypeError, None)
         try:
             return ct.BoolType(op(a, b))
@@ -193,7 +194,7 @@ def _tname(v: Any) -> str:
     names = {ct.BoolType: "bool", ct.IntType: "int", ct.UintType: "uint", ct.DoubleType: "double",
              ct.StringType: "string", ct.BytesType: "bytes", ct.ListType: "list", ct.MapType: "map",
              DomainMap: "map", KQuantity: "kubernetes.Quantity", KSemver: "kubernetes.Semver",
-             type(None): "null_type", ct.DurationType: "google.protobuf.Duration",
+             type(None): "null_type", ipcidr.IPAddr: "net.IP", ipcidr.CIDRPrefix: "net.CIDR", ct.DurationType: "google.protobuf.Duration",
              ct.TimestampType: "google.protobuf.Timestamp"}
     return names.get(type(v), type(v).__name__)
 
@@ -237,6 +238,19 @@ def _functions(list_type_attributes: bool) -> dict[str, Callable[..., Any]]:
         "sort": _fn(_typed(list, lib.list_sort)), "slice": _fn(_typed(list, lib.list_slice)),
         "flatten": _fn(_typed(list, lib.list_flatten)), "distinct": _fn(_typed(list, lib.list_distinct)),
         "reverse": _fn(_typed(list, lib.list_reverse)),
+        "ip": _fn(lambda x: ipcidr.prefix_ip(x) if isinstance(x, ipcidr.CIDRPrefix) else ipcidr.ip(x)),
+        "isIP": _fn(ipcidr.is_ip), "labkit_ip_isCanonical": _fn(ipcidr.is_canonical),
+        "family": _fn(_typed(ipcidr.IPAddr, ipcidr.family)),
+        "isUnspecified": _fn(_typed(ipcidr.IPAddr, ipcidr.is_unspecified)),
+        "isLoopback": _fn(_typed(ipcidr.IPAddr, ipcidr.is_loopback)),
+        "isLinkLocalMulticast": _fn(_typed(ipcidr.IPAddr, ipcidr.is_link_local_multicast)),
+        "isLinkLocalUnicast": _fn(_typed(ipcidr.IPAddr, ipcidr.is_link_local_unicast)),
+        "isGlobalUnicast": _fn(_typed(ipcidr.IPAddr, ipcidr.is_global_unicast)),
+        "cidr": _fn(ipcidr.cidr), "isCIDR": _fn(ipcidr.is_cidr),
+        "containsIP": _fn(_typed(ipcidr.CIDRPrefix, ipcidr.contains_ip)),
+        "containsCIDR": _fn(_typed(ipcidr.CIDRPrefix, ipcidr.contains_cidr)),
+        "masked": _fn(_typed(ipcidr.CIDRPrefix, ipcidr.masked)),
+        "prefixLength": _fn(_typed(ipcidr.CIDRPrefix, ipcidr.prefix_length)),
     }
     if list_type_attributes:
         f["includes"] = _fn(lib.includes)

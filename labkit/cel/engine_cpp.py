@@ -15,7 +15,7 @@ from typing import Any
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
-from labkit.cel import _proto, k8slib
+from labkit.cel import _proto, ipcidr, k8slib
 from labkit.cel.device import DeviceInput
 from labkit.cel.diagnose import compile_error_from_text, runtime_error_from_text
 from labkit.cel.errors import CelCompileError, CelRuntimeError
@@ -28,6 +28,8 @@ T = cel.Type
 Q = T(_proto.QUANTITY)
 S = T(_proto.SEMVER)
 U = T(_proto.URL)
+IP = T(_proto.IP)
+CIDR = T(_proto.CIDR)
 LIST_DYN = T.List(T.DYN)
 
 
@@ -103,6 +105,27 @@ def _declarations(list_type_attributes: bool) -> tuple[list[Any], list[Any]]:
         F("getPort", [_ov("url_get_port", T.STRING, [U], True, k8slib.url_port)]),
         F("getEscapedPath", [_ov("url_get_escaped_path", T.STRING, [U], True, k8slib.url_escaped_path)]),
         F("getQuery", [_ov("url_get_query", T.Map(T.STRING, T.List(T.STRING)), [U], True, k8slib.url_query)]),
+        F("ip", [_ov("string_to_ip", IP, [T.STRING], False, ipcidr.ip),
+                 _ov("cidr_ip", IP, [CIDR], True, ipcidr.prefix_ip)]),
+        F("isIP", [_ov("is_ip", T.BOOL, [T.STRING], False, ipcidr.is_ip)]),
+        F("ip.isCanonical", [_ov("ip_is_canonical", T.BOOL, [T.STRING], False, ipcidr.is_canonical)]),
+        F("family", [_ov("ip_family", T.INT, [IP], True, ipcidr.family)]),
+        F("isUnspecified", [_ov("ip_is_unspecified", T.BOOL, [IP], True, ipcidr.is_unspecified)]),
+        F("isLoopback", [_ov("ip_is_loopback", T.BOOL, [IP], True, ipcidr.is_loopback)]),
+        F("isLinkLocalMulticast", [_ov("ip_is_link_local_multicast", T.BOOL, [IP], True,
+                                       ipcidr.is_link_local_multicast)]),
+        F("isLinkLocalUnicast", [_ov("ip_is_link_local_unicast", T.BOOL, [IP], True,
+                                     ipcidr.is_link_local_unicast)]),
+        F("isGlobalUnicast", [_ov("ip_is_global_unicast", T.BOOL, [IP], True, ipcidr.is_global_unicast)]),
+        F("cidr", [_ov("string_to_cidr", CIDR, [T.STRING], False, ipcidr.cidr)]),
+        F("isCIDR", [_ov("is_cidr", T.BOOL, [T.STRING], False, ipcidr.is_cidr)]),
+        F("containsIP", [_ov("cidr_contains_ip_ip", T.BOOL, [CIDR, IP], True, ipcidr.contains_ip),
+                         _ov("cidr_contains_ip_string", T.BOOL, [CIDR, T.STRING], True, ipcidr.contains_ip)]),
+        F("containsCIDR", [_ov("cidr_contains_cidr", T.BOOL, [CIDR, CIDR], True, ipcidr.contains_cidr),
+                           _ov("cidr_contains_cidr_string", T.BOOL, [CIDR, T.STRING], True,
+                               ipcidr.contains_cidr)]),
+        F("masked", [_ov("cidr_masked", CIDR, [CIDR], True, ipcidr.masked)]),
+        F("prefixLength", [_ov("cidr_prefix_length", T.INT, [CIDR], True, ipcidr.prefix_length)]),
         F("sets.contains", [_ov("list_sets_contains_list", T.BOOL, [LIST_DYN, LIST_DYN], False,
                                 k8slib.sets_contains)]),
         F("sets.equivalent", [_ov("list_sets_equivalent_list", T.BOOL, [LIST_DYN, LIST_DYN], False,
@@ -139,6 +162,7 @@ def _declarations(list_type_attributes: bool) -> tuple[list[Any], list[Any]]:
         funcs.append(F("includes", [_ov("list_includes_dyn_dyn", T.BOOL, [T.DYN, T.DYN], True, k8slib.includes)]))
     # names the strings extension also declares must be merged into one extension
     merged = [
+
         F("indexOf", [_ov("list_a_index_of_int", T.INT, [LIST_DYN, T.DYN], True, k8slib.index_of)]),
         F("lastIndexOf", [_ov("list_a_last_index_of_int", T.INT, [LIST_DYN, T.DYN], True,
                               k8slib.last_index_of)]),

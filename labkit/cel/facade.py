@@ -16,7 +16,6 @@ DEFAULT_ENGINE = "cel-expr-python"
 ENGINES = ("cel-expr-python", "cel-python")
 MAX_EXPRESSION_LENGTH = 10 * 1024
 
-_IP_CIDR = re.compile(r"(?<![\w.])(ip|cidr|isIP|isCIDR)\s*\(|\.(isCanonical|containsIP|containsCIDR|masked|prefixLength|isLoopback|isUnspecified|isGlobalUnicast|isLinkLocalMulticast|isLinkLocalUnicast)\s*\(")
 
 
 class Program:
@@ -48,13 +47,6 @@ def _precheck(expr: str) -> None:
         )
     check_constant_patterns(expr)
     _check_not_implemented(strip_strings(expr))
-    m = _IP_CIDR.search(strip_strings(expr))
-    if m:
-        name = m.group(1) or m.group(2)
-        raise CelCompileError(
-            f"{name}(): the Kubernetes IP/CIDR library is not supported by labkit yet",
-            "compare the address as a string instead",
-        )
 
 
 _TWO_VAR = re.compile(r"\.\s*(all|exists|exists_one|existsOne)\s*\(")
