@@ -76,9 +76,16 @@ def test_mig_geometry_is_self_consistent(name):
     assert full.memory_mib <= m.memory_mib
     assert full.multiprocessors <= m.multiprocessors
     for p in m.mig_profiles:
-        # the memory in the profile name is the rounded-up GI memory
+        # GI memory grows with the memory slices; same slice count -> same memory
+        for q in m.mig_profiles:
+            if p.memory_slices < q.memory_slices:
+                assert p.memory_mib < q.memory_mib, (p.name, q.name)
+            elif p.memory_slices == q.memory_slices:
+                assert p.memory_mib == q.memory_mib, (p.name, q.name)
+        # the profile name's memory is the marketing capacity times the slice fraction
         gb = int(p.name.split(".")[1].split("gb")[0])
-        assert gb - 1.5 <= p.memory_mib / 1024 <= gb + 0.01 or not p.memory_verified or gb >= 40, p.name
+        marketing = int(name.split("-")[-1].removesuffix("GB"))
+        assert abs(gb - marketing * p.memory_slices / 8) <= 1, p.name
         # max instances = placements that fit side by side
         assert p.max_instances == (1 if p.name.endswith("+me") else len(p.placements)), p.name
         # SMs scale with compute slices and never exceed the 7g profile
