@@ -49,7 +49,7 @@ build_one() {
     cp "$src"/*.go "$work"/
     printf 'module github.com/dra-labkit/oracle\n\ngo 1.24\n' >"$work/go.mod"
     (cd "$work" && go get "k8s.io/dynamic-resource-allocation@$full" "sigs.k8s.io/yaml" >"$work/log" 2>&1 \
-      && go mod tidy >>"$work/log" 2>&1 && go build -trimpath -o "$bin.tmp" . >>"$work/log" 2>&1) \
+      && go mod tidy >>"$work/log" 2>&1 && go build -trimpath -tags "dra${minor/./}" -o "$bin.tmp" . >>"$work/log" 2>&1) \
       || { tail -20 "$work/log" >&2; rm -rf "$work"; return 1; }
     rm -rf "$work"
   fi

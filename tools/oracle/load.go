@@ -67,7 +67,7 @@ func loadFiles(paths []string) (*inputs, error) {
 			if len(bytes.TrimSpace(doc)) == 0 {
 				continue
 			}
-			js, err := yaml.YAMLToJSON(doc)
+			js, err := toJSON(doc)
 			if err != nil {
 				return nil, fmt.Errorf("%s:doc %d: %v", path, i+1, err)
 			}
@@ -80,6 +80,15 @@ func loadFiles(paths []string) (*inputs, error) {
 		}
 	}
 	return in, nil
+}
+
+// toJSON converts one YAML document; JSON documents (large generated inputs) skip the YAML parser.
+func toJSON(doc []byte) ([]byte, error) {
+	trimmed := bytes.TrimSpace(doc)
+	if len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') && json.Valid(trimmed) {
+		return trimmed, nil
+	}
+	return yaml.YAMLToJSON(doc)
 }
 
 func (in *inputs) add(js []byte, where string) error {

@@ -172,7 +172,7 @@ func runScenario(ctx context.Context, sc scenario, ids *shareIDs) outcome {
 	}
 	results, err := alloc.Allocate(ctx, node, p.pending)
 	if err != nil {
-		if errors.Is(err, structured.ErrFailedAllocationOnNode) {
+		if isNodeScoped(err) {
 			return outcome{status: "unsatisfiable", err: err.Error()}
 		}
 		return failed(err)
