@@ -159,14 +159,21 @@ def _declarations(list_type_attributes: bool) -> tuple[list[Any], list[Any]]:
         F("reverse", [_ov("list_reverse", LIST_DYN, [LIST_DYN], True, k8slib.list_reverse)]),
     ]
     if list_type_attributes:
-        funcs.append(F("includes", [_ov("list_includes_dyn_dyn", T.BOOL, [T.DYN, T.DYN], True, k8slib.includes)]))
+        # Kubernetes declares includes(dyn, dyn); cel-cpp dispatches on the receiver's kind, so
+        # register one overload per kind an attribute value can have.
+        receivers = [("list", LIST_DYN), ("int", T.INT), ("bool", T.BOOL), ("string", T.STRING),
+                     ("double", T.DOUBLE), ("semver", S)]
+        extra = [F("includes", [_ov(f"{n}_includes_dyn", T.BOOL, [t, T.DYN], True, k8slib.includes)
+                                for n, t in receivers])]
+    else:
+        extra = []
     # names the strings extension also declares must be merged into one extension
     merged = [
 
         F("indexOf", [_ov("list_a_index_of_int", T.INT, [LIST_DYN, T.DYN], True, k8slib.index_of)]),
         F("lastIndexOf", [_ov("list_a_last_index_of_int", T.INT, [LIST_DYN, T.DYN], True,
                               k8slib.last_index_of)]),
-    ]
+    ] + extra
     return funcs, merged
 
 

@@ -90,7 +90,6 @@ def _check_not_implemented(text: str) -> None:
             )
 
 
-@lru_cache(maxsize=256)
 def compile_selector(
     expr: str,
     *,
@@ -98,8 +97,18 @@ def compile_selector(
     consumable_capacity: bool = True,
     list_type_attributes: bool = False,
 ) -> Program:
-    """Compile a DRA device selector. Raises CelCompileError."""
-    engine = engine or DEFAULT_ENGINE
+    """Compile a DRA device selector (LRU-cached on all arguments). Raises CelCompileError.
+
+    ``consumable_capacity`` / ``list_type_attributes`` mirror the feature gates
+    DRAConsumableCapacity / DRAListTypeAttributes as the API server applies them to new
+    expressions: with a gate off, ``device.allowMultipleAllocations`` / ``includes()`` do not
+    compile. (kube-scheduler itself compiles stored expressions with both always declared.)
+    """
+    return _compile(expr, engine or DEFAULT_ENGINE, bool(consumable_capacity), bool(list_type_attributes))
+
+
+@lru_cache(maxsize=256)
+def _compile(expr: str, engine: str, consumable_capacity: bool, list_type_attributes: bool) -> Program:
     _precheck(expr)
     if engine == "cel-expr-python":
         from labkit.cel.engine_cpp import CppProgram
