@@ -7,11 +7,13 @@ True
 
 from labkit.cel.device import DeviceInput, device_input
 from labkit.cel.errors import CelCompileError, CelError, CelRuntimeError
-from labkit.cel.facade import DEFAULT_ENGINE, ENGINES, Program, compile_selector
+from labkit.cel.facade import COST_LIMIT, DEFAULT_ENGINE, ENGINE_LIMITS, ENGINES, Program, compile_selector
 from labkit.cel.semver import Semver, SemverError, parse_semver
 
 __all__ = [
+    "COST_LIMIT",
     "DEFAULT_ENGINE",
+    "ENGINE_LIMITS",
     "ENGINES",
     "CelCompileError",
     "CelError",

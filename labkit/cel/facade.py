@@ -1,4 +1,18 @@
-"""The public facade: ``compile_selector`` (cached) and :class:`Program`."""
+"""The public facade: ``compile_selector`` (cached) and :class:`Program`.
+
+Cost limits. Kubernetes estimates a selector's worst-case cost when the API server validates a
+new expression (limit 1,000,000) and stops an evaluation whose actual cost passes 1,000,000
+("operation cancelled: actual cost limit exceeded"). Neither Python engine exposes CEL costs:
+
+* cel-expr-python aborts after 10,000 comprehension iterations per evaluation (a fixed cel-cpp
+  budget, not configurable from Python); labkit reports that as the Kubernetes cost-limit
+  error. It is stricter than Kubernetes: deeply nested comprehensions that Kubernetes accepts
+  (more than 10,000 iterations but cost below 1,000,000) fail here.
+* cel-python enforces no limit at all: a runaway comprehension runs until it finishes.
+* No engine rejects expressions by *estimated* cost at compile time.
+
+``ENGINE_LIMITS`` says this in one line per engine, for callers that want to show it.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +24,17 @@ from labkit.cel.errors import CelCompileError
 from labkit.cel.literals import strip_strings
 from labkit.cel.regexcheck import check_constant_patterns
 
-__all__ = ["ENGINES", "DEFAULT_ENGINE", "Program", "compile_selector"]
+__all__ = ["COST_LIMIT", "DEFAULT_ENGINE", "ENGINES", "ENGINE_LIMITS", "Program", "compile_selector"]
 
 DEFAULT_ENGINE = "cel-expr-python"
 ENGINES = ("cel-expr-python", "cel-python")
 MAX_EXPRESSION_LENGTH = 10 * 1024
-
+COST_LIMIT = 1_000_000
+ENGINE_LIMITS = {
+    "cel-expr-python": "runtime limit: 10,000 comprehension iterations per evaluation (stricter than "
+                       "Kubernetes' cost limit of 1,000,000); no estimated-cost check",
+    "cel-python": "no runtime cost limit and no estimated-cost check (Kubernetes: 1,000,000)",
+}
 
 
 class Program:
@@ -32,6 +51,11 @@ class Program:
 
     def __repr__(self) -> str:
         return f"Program({self.expr!r}, engine={self.engine!r})"
+
+    @property
+    def cost_limit(self) -> str:
+        """How this engine enforces (or does not enforce) Kubernetes' cost limit."""
+        return ENGINE_LIMITS[self.engine]
 
     def matches(self, device: DeviceInput) -> bool:
         return self.evaluate(device)
