@@ -20,6 +20,7 @@ from typing import Any
 from fake_gpus import naming
 from fake_gpus.catalog import MIG_MODES, GpuSlot, MigProfile, NicSlot, NodeProfile, load_node_profile
 from fake_gpus.quantity import binary_si
+from fake_gpus.topology import switch_chain
 
 GPU_DRIVER = "gpu.nvidia.com"
 NIC_DRIVER = "nic.fake-gpus.dev"
@@ -92,10 +93,14 @@ def _counter_key(name: str) -> tuple[int, str]:
     return (1, f"{int(m.group(1)):04d}") if m else (0, name)
 
 
-def _topology_attrs(dev: GpuSlot | NicSlot) -> dict[str, dict[str, Any]]:
+def _topology_attrs(profile: NodeProfile, dev: GpuSlot | NicSlot) -> dict[str, dict[str, Any]]:
+    """Our topology attributes. `pcieSwitch` names the top-level switch below the root complex
+    (the switch complex), so matchAttribute on it groups a GPU with NICs of the same switch tree
+    (PIX or PXB in nvidia-smi terms)."""
     attrs: dict[str, dict[str, Any]] = {f"{TOPOLOGY_DOMAIN}/numaNode": {"int": dev.numa_node}}
     if dev.pcie_switch is not None:
-        attrs[f"{TOPOLOGY_DOMAIN}/pcieSwitch"] = _s(naming.bounded(dev.pcie_switch))
+        top = switch_chain(profile, dev.pcie_switch)[-1]
+        attrs[f"{TOPOLOGY_DOMAIN}/pcieSwitch"] = _s(naming.bounded(top))
     if isinstance(dev, GpuSlot) and dev.nvlink_domain is not None:
         attrs[f"{TOPOLOGY_DOMAIN}/nvlinkDomain"] = _s(naming.bounded(dev.nvlink_domain))
     return attrs
@@ -127,7 +132,7 @@ class _GpuView:
             "cudaDriverVersion": {"version": semver_from_nvml(p.cuda_driver_version)},
             f"{STD_DOMAIN}/pciBusID": _s(self.gpu.pci_bus_id),
             f"{STD_DOMAIN}/pcieRoot": _s(self.gpu.pcie_root),
-            **_topology_attrs(self.gpu),
+            **_topology_attrs(p, self.gpu),
         }
 
     def gpu_attrs(self) -> dict[str, dict[str, Any]]:
@@ -193,7 +198,7 @@ class _GpuView:
         return out
 
 
-def _nic_device(nic: NicSlot) -> dict[str, Any]:
+def _nic_device(profile: NodeProfile, nic: NicSlot) -> dict[str, Any]:
     m = nic.model
     attrs: dict[str, dict[str, Any]] = {
         "type": _s(m.type),
@@ -208,7 +213,7 @@ def _nic_device(nic: NicSlot) -> dict[str, Any]:
         f"{STD_DOMAIN}/pciBusID": _s(nic.pci_bus_id),
         f"{STD_DOMAIN}/pcieRoot": _s(nic.pcie_root),
         f"{STD_DOMAIN}/numaNode": {"int": nic.numa_node},
-        **_topology_attrs(nic),
+        **_topology_attrs(profile, nic),
     }
     return {
         "name": naming.nic_device_name(nic.index),
@@ -304,7 +309,7 @@ def build_nic_slices(profile: NodeProfile | str, node_name: str, *, nic_driver: 
     if not prof.nics:
         return []
     _check_driver(nic_driver, "nic_driver")
-    devices = [_nic_device(n) for n in sorted(prof.nics, key=lambda n: n.pci_bus_id)]
+    devices = [_nic_device(prof, n) for n in sorted(prof.nics, key=lambda n: n.pci_bus_id)]
     slices = [_slice(node_name, nic_driver, i, {"devices": c}) for i, c in enumerate(_chunks(devices, MAX_DEVICES))]
     return _finish_pool(slices, generation)
 

@@ -110,30 +110,36 @@ def test_unknown_gpu_model_lists_known():
 
 
 def test_dgx_a100_facts():
+    from fake_gpus.topology import switch_chain
+
     p = load_node_profile("dgx-a100")
     assert [g.model.name for g in p.gpus] == ["A100-SXM4-80GB"] * 8
     assert sorted(g.minor for g in p.gpus) == list(range(8))
     assert len(p.sockets) == 2 and {s["numaNode"] for s in p.sockets} == {0, 1}
-    # 4 PCIe switches, each under its own root, each with exactly 2 GPUs and 1-2 NICs
-    assert len(p.pcie_switches) == 4
-    assert len({w["root"] for w in p.pcie_switches}) == 4
-    for w in p.pcie_switches:
-        gpus = [g for g in p.gpus if g.pcie_switch == w["id"]]
-        nics = [n for n in p.nics if n.pcie_switch == w["id"]]
+    # 4 PCIe switch complexes (top-level switches), each under its own root, each with exactly
+    # 2 GPUs and 1-2 NICs somewhere below it
+    top = [w for w in p.pcie_switches if w["parent"] is None]
+    assert len(top) == 4 and len({w["root"] for w in top}) == 4
+    for w in top:
+        gpus = [g for g in p.gpus if switch_chain(p, g.pcie_switch)[-1] == w["id"]]
+        nics = [n for n in p.nics if switch_chain(p, n.pcie_switch)[-1] == w["id"]]
         assert len(gpus) == 2 and 1 <= len(nics) <= 2
-        assert {n.pcie_root for n in nics} == {g.pcie_root for g in gpus}
+        assert {n.pcie_root for n in nics} == {g.pcie_root for g in gpus} == {w["root"]}
+    assert len({g.socket for g in p.gpus}) == 2
     m = topology_matrix(p)
     for a, b in itertools.permutations(range(8), 2):
         assert m[f"GPU{a}"][f"GPU{b}"] == "NV12"
+    # as `nvidia-smi topo -m` on a DGX A100: GPU and NIC of one switch complex are PXB
     for g in p.gpus:
         for n in p.nics:
             code = m[f"GPU{g.minor}"][f"NIC{n.index}"]
-            if n.pcie_switch == g.pcie_switch:
-                assert code == "PIX"
+            if n.pcie_root == g.pcie_root:
+                assert code == "PXB"
             elif n.numa_node == g.numa_node:
                 assert code == "NODE"
             else:
                 assert code == "SYS"
+    assert m["NIC0"]["NIC1"] == "PXB"
 
 
 def test_topology_codes_per_profile():

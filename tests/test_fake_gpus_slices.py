@@ -136,6 +136,17 @@ def test_full_gpu_device_schema():
     assert "consumesCounters" not in d
 
 
+@pytest.mark.parametrize(("profile", "gpu", "nic", "switch"), [("dgx-a100", "gpu-1", "nic-0", "plx0"),
+                                                             ("hgx-h200", "gpu-1", "nic-0", "sw0"),
+                                                             ("dgx-h100", "gpu-3", "nic-3", "sw3")])
+def test_pcie_switch_attribute_names_the_switch_complex(profile, gpu, nic, switch):
+    slices = build_slices(profile, "n")
+    g = {d["name"]: d for d in devices(slices)}[gpu]
+    n = {d["name"]: d for d in devices(slices, NIC_DRIVER)}[nic]
+    key = "topology.fake-gpus.dev/pcieSwitch"
+    assert g["attributes"][key] == n["attributes"][key] == {"string": switch}
+
+
 def test_uuids_deterministic_and_node_specific():
     a = devices(build_slices("dgx-a100", "node-a"))
     b = devices(build_slices("dgx-a100", "node-b"))
