@@ -37,6 +37,7 @@ _STR = r"""(?:'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*")"""
 _INDEXED = re.compile(r"\b(?:attributes|capacity)\s*\[\s*\??\s*(" + _STR + r")\s*\]")
 _OPT_SELECTED = re.compile(r"\b(?:attributes|capacity)\s*\.\s*\??\s*([A-Za-z_][A-Za-z0-9_]*)")
 _PRESENCE = re.compile(r"(" + _STR + r")\s+in\s+device\s*\.\s*(?:attributes|capacity)\b(?!\s*[\[.])")
+_VARIABLE_INDEX = re.compile(r"\b(?:attributes|capacity)\s*\[\s*\??\s*(?!device\s*\.\s*driver\b)[A-Za-z_]")
 _DRIVER_INDEX = re.compile(r"\b(?:attributes|capacity)\s*\[\s*\??\s*device\s*\.\s*driver\s*\]")
 
 
@@ -48,6 +49,9 @@ def domain_candidates(expr: str) -> frozenset[str]:
     set may contain the marker ``DRIVER`` for ``attributes[device.driver]``.
     """
     found = {m[1:-1] for m in _INDEXED.findall(expr)}
+    if _VARIABLE_INDEX.search(strip_strings(expr)):
+        # attributes[d] with d bound by cel.bind or a comprehension: any literal may be the domain
+        found.update(s for s in string_literals(expr) if len(s) <= 253 and _DNS_SUBDOMAIN.match(s))
     found.update(_OPT_SELECTED.findall(strip_strings(expr)))
     found.difference_update(m[1:-1] for m in _PRESENCE.findall(expr))
     if _DRIVER_INDEX.search(expr):
