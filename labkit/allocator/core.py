@@ -374,7 +374,7 @@ class Search:
             for group in (pool.device_slices, pool.other_slices):
                 for s in group:
                     for d in s.devices:
-                        if not d.consumes or not self._is_allocated(d.id):
+                        if not self._is_allocated(d.id) or not d.consumes:
                             continue
                         for cs, counters in d.consumes:
                             have = avail.get(cs)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 
 from labkit.allocator.quantities import qparse, qvalue
 
@@ -30,8 +31,6 @@ class DeviceInfo:
     slice: SliceInfo
     index: int
     attributes: dict
-    capacity: dict[str, CapacityInfo]
-    consumes: list[tuple[str, dict[str, Fraction]]]
     uses_compat_groups: bool
     taints: list[dict]
     binding_conditions: list[str] | None
@@ -41,8 +40,25 @@ class DeviceInfo:
     node_name: str
     all_nodes: bool
     node_selector: dict | None
-    #: no request policy and no negative value: an unrequested use always fits
-    plain_capacity: bool = True
+
+    # parsed on first use: a big cluster has many devices the allocator never looks at
+    @cached_property
+    def capacity(self) -> dict[str, CapacityInfo]:
+        caps = {}
+        for cname, cap in (self.raw.get("capacity") or {}).items():
+            text = str((cap or {}).get("value", "0"))
+            caps[cname] = CapacityInfo(cname, _num(qparse(text).value), text, (cap or {}).get("requestPolicy"))
+        return caps
+
+    @cached_property
+    def consumes(self) -> list[tuple[str, dict[str, Fraction | int]]]:
+        return [(cc.get("counterSet", ""), _counters(cc.get("counters")))
+                for cc in self.raw.get("consumesCounters") or []]
+
+    @cached_property
+    def plain_capacity(self) -> bool:
+        """No request policy and no negative value: an unrequested use always fits."""
+        return all(c.policy is None and c.value >= 0 for c in self.capacity.values())
 
 
 @dataclass(eq=False)
@@ -71,8 +87,24 @@ def _num(value: Fraction) -> Fraction | int:
     return int(value) if value.denominator == 1 else value
 
 
-def _counters(counters: dict | None) -> dict[str, Fraction]:
-    return {name: _num(qvalue((c or {}).get("value", "0"))) for name, c in (counters or {}).items()}
+_COUNTER_CACHE: dict[tuple, dict[str, Fraction | int]] = {}
+
+
+def _counters(counters: dict | None) -> dict[str, Fraction | int]:
+    """Parsed counter values; identical consumption maps (every GPU of a node) are parsed once."""
+    if not counters:
+        return {}
+    key = tuple((name, (c or {}).get("value", "0")) for name, c in counters.items())
+    try:
+        hit = _COUNTER_CACHE.get(key)
+    except TypeError:  # unhashable value in hand-written input
+        hit, key = None, None
+    if hit is None:
+        hit = {name: _num(qvalue(value)) for name, value in (key or
+               tuple((n, (c or {}).get("value", "0")) for n, c in counters.items()))}
+        if key is not None and len(_COUNTER_CACHE) < 100_000:
+            _COUNTER_CACHE[key] = hit
+    return hit
 
 
 def apply_taint_rules(slice_spec: dict, rules: list[dict]) -> dict[int, list[dict]]:
@@ -116,12 +148,7 @@ def build_slices(slices: list[dict], taint_rules: list[dict] = ()) -> list[Slice
         )
         extra = apply_taint_rules(spec, list(taint_rules)) if taint_rules else {}
         for i, dev in enumerate(spec.get("devices") or []):
-            caps = {}
-            for cname, cap in (dev.get("capacity") or {}).items():
-                text = str((cap or {}).get("value", "0"))
-                caps[cname] = CapacityInfo(cname, _num(qparse(text).value), text, (cap or {}).get("requestPolicy"))
-            consumes = [(cc.get("counterSet", ""), _counters(cc.get("counters")))
-                        for cc in dev.get("consumesCounters") or []]
+            consumes = dev.get("consumesCounters")
             info.devices.append(DeviceInfo(
                 name=dev.get("name", ""),
                 id=(info.driver, info.pool, dev.get("name", "")),
@@ -129,9 +156,7 @@ def build_slices(slices: list[dict], taint_rules: list[dict] = ()) -> list[Slice
                 slice=info,
                 index=i,
                 attributes=dev.get("attributes") or {},
-                capacity=caps,
-                consumes=consumes,
-                uses_compat_groups=any(cc.get("compatibilityGroups") for cc in dev.get("consumesCounters") or []),
+                uses_compat_groups=bool(consumes) and any(cc.get("compatibilityGroups") for cc in consumes),
                 taints=list(dev.get("taints") or []) + extra.get(i, []),
                 binding_conditions=dev.get("bindingConditions"),
                 binding_failure_conditions=dev.get("bindingFailureConditions"),
@@ -140,7 +165,6 @@ def build_slices(slices: list[dict], taint_rules: list[dict] = ()) -> list[Slice
                 node_name=dev.get("nodeName") or "",
                 all_nodes=bool(dev.get("allNodes")),
                 node_selector=dev.get("nodeSelector"),
-                plain_capacity=all(c.policy is None and c.value >= 0 for c in caps.values()),
             ))
         out.append(info)
     return out
