@@ -136,3 +136,65 @@ def test_bad_input_is_one_line_error():
         assert proc.returncode == 2
         assert "--plugins-dir" in err and "Traceback" not in err
         assert len(err.strip().splitlines()) == 1, err
+
+
+def test_subprocess_publishes_through_kubeconfig_and_deletes_on_sigterm():
+    from .test_fake_gpus_plugin_support import SLICES, serve_fake_api, write_kubeconfig
+
+    with short_tmpdir() as dirs, serve_fake_api() as (fake, url):
+        fake.add("/api/v1/nodes", {"metadata": {"name": NODE, "uid": "node-uid"}})
+        claim = make_claim("c1", UID, [("gpu", "gpu-1")], namespace="team")
+        fake.claims[("team", "c1")] = claim
+        dirs.root.joinpath("slices.yaml").write_text(yaml.safe_dump_all(node_slices()))
+        kubeconfig = write_kubeconfig(dirs.root / "kubeconfig", url)
+        args = plugin_cmd() + ["--node", NODE, "--slices", str(dirs.root / "slices.yaml"),
+                               "--kubeconfig", str(kubeconfig), "--registry-dir", str(dirs.registry),
+                               "--plugins-dir", str(dirs.plugins), "--cdi-dir", str(dirs.cdi)]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            reg = dirs.registry / f"{DRIVER}-reg.sock"
+            wait_for_socket(proc, reg)
+            for _ in range(600):  # slices are published right after the sockets are up
+                if fake.objects[SLICES] or proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+            (obj,) = fake.objects[SLICES].values()
+            assert obj["metadata"]["ownerReferences"][0]["uid"] == "node-uid"
+            kubelet = Kubelet(reg)
+            stub, pb2 = kubelet.dra()
+            r = prepare(stub, pb2, claim).claims[UID]
+            assert r.error == "" and r.devices[0].device_name == "gpu-1"
+            kubelet.close()
+        finally:
+            code, err = stop(proc)
+        assert code == 0, err
+        assert fake.objects[SLICES] == {}  # deleted on shutdown
+        assert "published 1 ResourceSlice(s)" in err and "deleted 1 ResourceSlice(s)" in err
+
+
+def test_main_in_a_thread_stops_on_event():
+    import threading
+
+    from fake_gpus.plugin import main
+
+    with short_tmpdir() as dirs:
+        dirs.root.joinpath("slices.yaml").write_text(yaml.safe_dump_all(node_slices()))
+        dirs.root.joinpath("claims.yaml").write_text("")
+        stop_event = threading.Event()
+        codes = []
+        t = threading.Thread(target=lambda: codes.append(main(
+            ["--node", NODE, "--no-publish", "--slices", str(dirs.root / "slices.yaml"),
+             "--claims", str(dirs.root / "claims.yaml"), "--registry-dir", str(dirs.registry),
+             "--plugins-dir", str(dirs.plugins), "--cdi-dir", str(dirs.cdi)], stop_event)))
+        t.start()
+        reg = dirs.registry / f"{DRIVER}-reg.sock"
+        for _ in range(600):
+            if reg.is_socket() or not t.is_alive():
+                break
+            time.sleep(0.05)
+        kubelet = Kubelet(reg)
+        assert kubelet.info().name == DRIVER
+        kubelet.close()
+        stop_event.set()
+        t.join()
+        assert codes == [0] and not reg.exists()

@@ -1,17 +1,9 @@
-"""SlicePublisher, DeviceClasses and KubeClaimSource against a small fake API server over HTTP.
-
-The fake speaks just enough of the Kubernetes REST API (GET/POST/PUT/DELETE, resourceVersion
-conflicts, the spec.driver field selector) to exercise the real `kubernetes` client path.
-"""
+"""SlicePublisher, DeviceClasses and KubeClaimSource against a small fake API server over HTTP
+(support module: FakeApi), exercising the real `kubernetes` client path."""
 
 from __future__ import annotations
 
 import copy
-import json
-import threading
-import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 from kubernetes import client
@@ -20,108 +12,23 @@ from fake_gpus.plugin.claims import ClaimSourceError, KubeClaimSource
 from fake_gpus.plugin.publisher import SlicePublisher, apply_device_classes
 from fake_gpus.plugin.state import DriverState
 
-from .test_fake_gpus_plugin_support import DRIVER, NODE, make_claim, node_slices
-
-SLICES = "/apis/resource.k8s.io/v1/resourceslices"
-CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
-
-
-class FakeApi:
-    def __init__(self):
-        self.objects: dict[str, dict[str, dict]] = {SLICES: {}, CLASSES: {}, "/api/v1/nodes": {}}
-        self.claims: dict[tuple[str, str], dict] = {}
-        self.rv = 0
-        self.lock = threading.Lock()
-        self.log: list[tuple[str, str]] = []
-        self.fail_with: int | None = None
-
-    def _next_rv(self) -> str:
-        self.rv += 1
-        return str(self.rv)
-
-    def add(self, coll: str, obj: dict) -> None:
-        obj = copy.deepcopy(obj)
-        obj.setdefault("metadata", {})["resourceVersion"] = self._next_rv()
-        obj["metadata"].setdefault("uid", str(uuid.uuid4()))
-        self.objects[coll][obj["metadata"]["name"]] = obj
-
-    def handle(self, method: str, path: str, query: dict, body: dict | None) -> tuple[int, dict]:
-        with self.lock:
-            self.log.append((method, path))
-            if self.fail_with:
-                return self.fail_with, {"kind": "Status", "message": "injected failure"}
-            if path.startswith("/apis/resource.k8s.io/v1/namespaces/"):
-                parts = path.split("/")
-                claim = self.claims.get((parts[5], parts[7]))
-                return (200, claim) if claim else (404, {"kind": "Status", "message": "not found"})
-            for coll, items in self.objects.items():
-                if path == coll:
-                    if method == "GET":
-                        sel = query.get("fieldSelector", [""])[0]
-                        out = list(items.values())
-                        if sel.startswith("spec.driver="):
-                            out = [o for o in out if o["spec"].get("driver") == sel.split("=", 1)[1]]
-                        return 200, {"kind": "List", "items": copy.deepcopy(out)}
-                    if method == "POST":
-                        name = body["metadata"]["name"]
-                        if name in items:
-                            return 409, {"kind": "Status", "message": f"{name} already exists"}
-                        self.add(coll, body)
-                        return 201, items[name]
-                if path.startswith(coll + "/"):
-                    name = path[len(coll) + 1:]
-                    cur = items.get(name)
-                    if cur is None:
-                        return 404, {"kind": "Status", "message": f"{name} not found"}
-                    if method == "GET":
-                        return 200, copy.deepcopy(cur)
-                    if method == "DELETE":
-                        del items[name]
-                        return 200, {"kind": "Status"}
-                    if method == "PUT":
-                        if body["metadata"].get("resourceVersion") != cur["metadata"]["resourceVersion"]:
-                            return 409, {"kind": "Status", "message": "conflict"}
-                        body = copy.deepcopy(body)
-                        body["metadata"]["uid"] = cur["metadata"]["uid"]
-                        body["metadata"]["resourceVersion"] = self._next_rv()
-                        items[name] = body
-                        return 200, body
-            return 404, {"kind": "Status", "message": "unknown path"}
+from .test_fake_gpus_plugin_support import (
+    CLASSES,
+    DRIVER,
+    NODE,
+    SLICES,
+    make_claim,
+    node_slices,
+    serve_fake_api,
+)
 
 
 @pytest.fixture
 def api():
-    fake = FakeApi()
-
-    class Handler(BaseHTTPRequestHandler):
-        def _do(self):
-            u = urlparse(self.path)
-            n = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(n)) if n else None
-            status, out = fake.handle(self.command, u.path, parse_qs(u.query), body)
-            data = json.dumps(out).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = do_PUT = do_DELETE = _do
-
-        def log_message(self, *args):
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    t = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    t.start()
-    cfg = client.Configuration()
-    cfg.host = f"http://127.0.0.1:{httpd.server_address[1]}"
-    api_client = client.ApiClient(cfg)
-    try:
-        yield fake, api_client
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serve_fake_api() as (fake, url):
+        cfg = client.Configuration()
+        cfg.host = url
+        yield fake, client.ApiClient(cfg)
 
 
 def test_publish_creates_slices_with_node_owner(api):

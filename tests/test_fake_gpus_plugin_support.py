@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import copy
+import json
 import tempfile
+import threading
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import grpc
+import yaml
 
 from fake_gpus.plugin.claims import InMemoryClaimSource
 from fake_gpus.plugin.gen import (
@@ -168,3 +175,115 @@ def prepare(stub: Any, pb2: Any, *claims: dict[str, Any]) -> Any:
 def unprepare(stub: Any, pb2: Any, *claims: dict[str, Any]) -> Any:
     return stub.NodeUnprepareResources(pb2.NodeUnprepareResourcesRequest(claims=claim_refs(pb2, *claims)),
                                        timeout=30)
+
+
+# --- a fake API server: just enough REST (GET/POST/PUT/DELETE, resourceVersion conflicts, the
+# spec.driver field selector) to run the real `kubernetes` client against ----------------------
+
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
+
+
+class FakeApi:
+    def __init__(self):
+        self.objects: dict[str, dict[str, dict]] = {SLICES: {}, CLASSES: {}, "/api/v1/nodes": {}}
+        self.claims: dict[tuple[str, str], dict] = {}
+        self.rv = 0
+        self.lock = threading.Lock()
+        self.log: list[tuple[str, str]] = []
+        self.fail_with: int | None = None
+
+    def _next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    def add(self, coll: str, obj: dict) -> None:
+        obj = copy.deepcopy(obj)
+        obj.setdefault("metadata", {})["resourceVersion"] = self._next_rv()
+        obj["metadata"].setdefault("uid", str(uuid.uuid4()))
+        self.objects[coll][obj["metadata"]["name"]] = obj
+
+    def handle(self, method: str, path: str, query: dict, body: dict | None) -> tuple[int, dict]:
+        with self.lock:
+            self.log.append((method, path))
+            if self.fail_with:
+                return self.fail_with, {"kind": "Status", "message": "injected failure"}
+            if path.startswith("/apis/resource.k8s.io/v1/namespaces/"):
+                parts = path.split("/")
+                claim = self.claims.get((parts[5], parts[7]))
+                return (200, claim) if claim else (404, {"kind": "Status", "message": "not found"})
+            for coll, items in self.objects.items():
+                if path == coll:
+                    if method == "GET":
+                        sel = query.get("fieldSelector", [""])[0]
+                        out = list(items.values())
+                        if sel.startswith("spec.driver="):
+                            out = [o for o in out if o["spec"].get("driver") == sel.split("=", 1)[1]]
+                        return 200, {"kind": "List", "items": copy.deepcopy(out)}
+                    if method == "POST":
+                        name = body["metadata"]["name"]
+                        if name in items:
+                            return 409, {"kind": "Status", "message": f"{name} already exists"}
+                        self.add(coll, body)
+                        return 201, items[name]
+                if path.startswith(coll + "/"):
+                    name = path[len(coll) + 1:]
+                    cur = items.get(name)
+                    if cur is None:
+                        return 404, {"kind": "Status", "message": f"{name} not found"}
+                    if method == "GET":
+                        return 200, copy.deepcopy(cur)
+                    if method == "DELETE":
+                        del items[name]
+                        return 200, {"kind": "Status"}
+                    if method == "PUT":
+                        if body["metadata"].get("resourceVersion") != cur["metadata"]["resourceVersion"]:
+                            return 409, {"kind": "Status", "message": "conflict"}
+                        body = copy.deepcopy(body)
+                        body["metadata"]["uid"] = cur["metadata"]["uid"]
+                        body["metadata"]["resourceVersion"] = self._next_rv()
+                        items[name] = body
+                        return 200, body
+            return 404, {"kind": "Status", "message": "unknown path"}
+
+
+@contextlib.contextmanager
+def serve_fake_api() -> Iterator[tuple[FakeApi, str]]:
+    """(FakeApi, base URL) served over HTTP on 127.0.0.1 for the duration."""
+    fake = FakeApi()
+
+    class Handler(BaseHTTPRequestHandler):
+        def _do(self) -> None:
+            u = urlparse(self.path)
+            n = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(n)) if n else None
+            status, out = fake.handle(self.command, u.path, parse_qs(u.query), body)
+            data = json.dumps(out).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = do_DELETE = _do
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    t.start()
+    try:
+        yield fake, f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def write_kubeconfig(path: Path, url: str) -> Path:
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": url}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}))
+    return path

@@ -6,11 +6,14 @@ the embedded simulator uses; ``main(argv)`` runs the plugin (``python -m fake_gp
 
 from __future__ import annotations
 
+import threading
 
-def main(argv: list[str] | None = None) -> int:
+
+def main(argv: list[str] | None = None, stop: threading.Event | None = None) -> int:
+    """Run the plugin (argv as for `python -m fake_gpus plugin`) until SIGTERM/SIGINT or ``stop``."""
     from .cli import main as _main
 
-    return _main(argv)
+    return _main(argv, stop)
 
 
 __all__ = ["main"]

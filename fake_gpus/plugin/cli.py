@@ -114,15 +114,19 @@ def load_slices(args: argparse.Namespace) -> list[dict[str, Any]]:
         return build_slices(profile, args.node, **kwargs)
     except (ValueError, KeyError, FileNotFoundError) as exc:
         msg = exc.args[0] if exc.args else exc
-        raise UsageError(f"--profile {args.profile}: {msg}") from exc
+        raise UsageError(f"building slices for --profile {args.profile}: {msg}") from exc
 
 
 def _setup_logging(level: str) -> None:
+    """Own stderr handler for the `fake_gpus` loggers when run as a program; when embedded
+    (not the main thread) only set the level and leave handlers to the host application."""
+    root = logging.getLogger("fake_gpus")
+    root.setLevel(level)
+    if threading.current_thread() is not threading.main_thread():
+        return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s fake-gpus-plugin %(levelname)s %(message)s"))
-    root = logging.getLogger("fake_gpus")
     root.handlers[:] = [handler]
-    root.setLevel(level)
     root.propagate = False
 
 
@@ -137,8 +141,9 @@ def served_drivers(args: argparse.Namespace, slices: list[dict[str, Any]]) -> li
     return drivers
 
 
-def run(args: argparse.Namespace) -> int:
-    """Serve until SIGTERM/SIGINT. Returns the exit code."""
+def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
+    """Serve until SIGTERM/SIGINT (or until ``stop`` is set, for callers that embed the plugin
+    in a thread, where signal handlers cannot be installed). Returns the exit code."""
     from .checkpoint import CheckpointError
     from .claims import KubeClaimSource, kube_api_client
     from .kube import KubeError
@@ -147,9 +152,10 @@ def run(args: argparse.Namespace) -> int:
     from .state import DriverState
 
     _setup_logging(args.log_level)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, frame: stop.set())
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda signum, frame: stop.set())
     servers: list[PluginServer] = []
     publishers: list[SlicePublisher] = []
     try:
@@ -205,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
                     print(f"fake_gpus plugin: warning: slices of {pub.driver} not deleted: {exc}", file=sys.stderr)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, stop: threading.Event | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fake_gpus plugin", description=__doc__.splitlines()[0])
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    return run(parser.parse_args(argv), stop)
