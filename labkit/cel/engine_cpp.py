@@ -208,6 +208,7 @@ def _env(consumable_capacity: bool, list_type_attributes: bool) -> Any:
 
 
 _CROSS_NUMERIC = ("int", "uint", "double")
+_SHAPE = (NAME, "shape")
 
 
 def _only_cross_numeric(text: str) -> bool:
@@ -240,7 +241,7 @@ def _aborted(text: str) -> CelRuntimeError:
 class CppProgram:
     """A compiled selector for cel-expr-python."""
 
-    __slots__ = ("expr", "_env", "_prog", "_domains", "_env_key", "__weakref__")
+    __slots__ = ("expr", "_env", "_prog", "_domains", "_env_key", "_keys")
 
     def __init__(self, expr: str, consumable_capacity: bool, list_type_attributes: bool) -> None:
         self.expr = expr
@@ -260,51 +261,53 @@ class CppProgram:
                 "a selector must be a condition, e.g. compare the value with ==",
             )
         self._domains = domain_candidates(expr)
+        self._keys: dict[tuple, tuple] = {}
 
     def _activation(self, dev: DeviceInput) -> Any:
-        act = dev.cache.get(self)
-        if act is None:
-            act = dev.cache[self] = self._build_activation(dev)
-        return act
+        """The cel-cpp Activation for ``dev``, shared by all programs with the same needs.
 
-    def _build_activation(self, dev: DeviceInput) -> Any:
-        domains = self._domains
-        if DRIVER in domains:
-            domains = domains.difference((DRIVER,)).union((dev.driver,))
-        extra_a = domains.difference(dev.attributes)
-        extra_c = domains.difference(dev.capacity)
-        key = (NAME, self._env_key, extra_a, extra_c)
+        Cached on the device under (engine, environment, pre-filled domains): a handful of
+        entries per device however many selectors are evaluated on it.
+        """
+        shape = dev.cache.get(_SHAPE)
+        if shape is None:
+            shape = dev.cache[_SHAPE] = (dev.driver, frozenset(dev.attributes), frozenset(dev.capacity))
+        key = self._keys.get(shape)
+        if key is None:
+            domains = self._domains
+            if DRIVER in domains:
+                domains = domains.difference((DRIVER,)).union((dev.driver,))
+            key = self._keys[shape] = (NAME, self._env_key, domains - shape[1], domains - shape[2])
         act = dev.cache.get(key)
         if act is None:
-            data = dev.cache.get((NAME, "data"))
-            if data is None:
-                data = {
-                    "device.driver": dev.driver,
-                    "device.attributes": {d: {k: _proto.to_cel(v) for k, v in m.items()}
-                                          for d, m in dev.attributes.items()},
-                    "device.capacity": {d: {k: _proto.q_to_msg(v) for k, v in m.items()}
-                                        for d, m in dev.capacity.items()},
-                    "device.allowMultipleAllocations": dev.allow_multiple_allocations,
-                }
-                dev.cache[(NAME, "data")] = data
-            if extra_a or extra_c:
-                data = dict(data)
-                data["device.attributes"] = {**{d: {} for d in extra_a}, **data["device.attributes"]}
-                data["device.capacity"] = {**{d: {} for d in extra_c}, **data["device.capacity"]}
-            if not self._env_key[0]:
-                data = {k: v for k, v in data.items() if k != "device.allowMultipleAllocations"}
-            act = self._env.Activation(data)
-            dev.cache[key] = act
+            act = dev.cache[key] = self._build_activation(dev, key[2], key[3])
         return act
+
+    def _build_activation(self, dev: DeviceInput, extra_a: frozenset[str], extra_c: frozenset[str]) -> Any:
+        data = dev.cache.get((NAME, "data"))
+        if data is None:
+            data = {
+                "device.driver": dev.driver,
+                "device.attributes": {d: {k: _proto.to_cel(v) for k, v in m.items()}
+                                      for d, m in dev.attributes.items()},
+                "device.capacity": {d: {k: _proto.q_to_msg(v) for k, v in m.items()}
+                                    for d, m in dev.capacity.items()},
+                "device.allowMultipleAllocations": dev.allow_multiple_allocations,
+            }
+            dev.cache[(NAME, "data")] = data
+        if extra_a or extra_c:
+            data = dict(data)
+            data["device.attributes"] = {**{d: {} for d in extra_a}, **data["device.attributes"]}
+            data["device.capacity"] = {**{d: {} for d in extra_c}, **data["device.capacity"]}
+        if not self._env_key[0]:
+            data = {k: v for k, v in data.items() if k != "device.allowMultipleAllocations"}
+        return self._env.Activation(data)
 
     def evaluate(self, dev: DeviceInput) -> bool:
         if dev.error:
             raise CelRuntimeError(dev.error)
-        act = dev.cache.get(self)
-        if act is None:
-            act = self._activation(dev)
         try:
-            value = self._prog.eval(act)
+            value = self._prog.eval(self._activation(dev))
         except RuntimeError as exc:  # cel-cpp aborts evaluation (iteration budget, internal errors)
             raise _aborted(str(exc)) from None
         result = value.value()
