@@ -170,3 +170,12 @@ def test_directory_like_kubectl(tmp_path: Path) -> None:
     (tmp_path / "c.yml").write_text("x: [\n")
     with pytest.raises(LoadError, match="c.yml:doc 1"):
         load_files([tmp_path])
+
+
+@pytest.mark.parametrize("value", ["\x85", "a\u2028b", "x\r\ny", "line1\nline2\x85", "tab\there", " lead",
+                                   "trail ", "\ufeffbom", "a\x00b", "multi\nline\n", "ends\n\n", "2026-11-20",
+                                   "yes", "1e3", "0x10", "~", ""])
+def test_awkward_strings_round_trip(value: str) -> None:
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"k": value}}
+    for fmt in ("yaml", "json"):
+        assert load(dump(obj, fmt), default_namespace=None) == [obj]

@@ -77,7 +77,13 @@ class _Dumper(yaml.SafeDumper):
     pass
 
 
+_LINE_BREAKS_YAML_ONLY = ("\x85", "\u2028", "\u2029", "\r")
+
+
 def _represent_str(dumper: _Dumper, value: str) -> yaml.ScalarNode:
+    # YAML treats NEL/LS/PS/CR as line breaks inside plain and block scalars: escape them
+    if any(ch in value for ch in _LINE_BREAKS_YAML_ONLY):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
     if "\n" in value:
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
     return dumper.represent_scalar("tag:yaml.org,2002:str", value)
