@@ -259,7 +259,7 @@ def build_gpu_slices(profile: NodeProfile | str, node_name: str, *, mig_mode: st
                      generation: int = 1) -> list[dict[str, Any]]:
     """The GPU driver's slices only (see build_slices)."""
     prof = _resolve_profile(profile)
-    mode = prof.mig_mode if mig_mode is None else mig_mode
+    mode = mig_mode or prof.mig_mode  # None or "" (e.g. an empty MIG_MODE env) = the profile's
     if mode not in MIG_MODES:
         raise SliceError(f"mig_mode {mode!r}: must be one of {', '.join(MIG_MODES)}")
     _check_driver(driver, "driver")
@@ -319,7 +319,7 @@ def build_slices(profile: NodeProfile | str, node_name: str, *, mig_mode: str | 
                  generation: int = 1) -> list[dict[str, Any]]:
     """All ResourceSlices the node publishes: the GPU driver's pool, then the NIC driver's pool.
 
-    `profile` is a NodeProfile or a profile name/path; `mig_mode` None = the profile's default.
+    `profile` is a NodeProfile or a profile name/path; `mig_mode` None or "" = the profile's default.
     """
     if not isinstance(node_name, str) or not _DNS_SUBDOMAIN.match(node_name) or len(node_name) > 253:
         raise SliceError(f"node name {node_name!r}: must be a DNS subdomain (lower-case, e.g. node-1)")

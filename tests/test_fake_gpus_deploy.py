@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,12 +13,15 @@ from fake_gpus.catalog import node_profiles, parse_node_profile
 from fake_gpus.slices import GPU_DRIVER, NIC_DRIVER, build_slices, device_classes
 
 DEPLOY = Path(fake_gpus.__file__).resolve().parent / "deploy"
-MANIFESTS = DEPLOY / "manifests"
+
+
+def manifest_files() -> list[Path]:
+    return [f for f in sorted(DEPLOY.glob("*.yaml")) if f.name != "kustomization.yaml"]
 
 
 def load_all() -> list[dict]:
     docs = []
-    for f in sorted(MANIFESTS.glob("*.yaml")):
+    for f in manifest_files():
         docs += [d for d in yaml.safe_load_all(f.read_text()) if d]
     return docs
 
@@ -46,12 +46,12 @@ def test_kustomization_lists_every_manifest():
     k = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
     assert k["kind"] == "Kustomization"
     listed = sorted(k["resources"])
-    present = sorted(f"manifests/{f.name}" for f in MANIFESTS.glob("*.yaml"))
+    present = sorted(f.name for f in manifest_files())
     assert listed == present
 
 
 def test_deviceclasses_file_in_sync_with_code():
-    text = (MANIFESTS / "deviceclasses.yaml").read_text()
+    text = (DEPLOY / "04-deviceclasses.yaml").read_text()
     assert text.startswith("# GENERATED")
     assert [d for d in yaml.safe_load_all(text) if d] == device_classes()
 
@@ -116,27 +116,35 @@ def test_profiles_configmap_entries_are_valid_profiles():
     assert env["FAKE_GPUS_PROFILE_PATH"] == mount["mountPath"]
 
 
-@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+def _kubelet_expand(arg: str, env: dict[str, str]) -> str:
+    """$(VAR) expansion as the kubelet does it for command/args (unknown references stay)."""
+    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m.group(1), m.group(0)), arg)
+
+
 @pytest.mark.parametrize("mig", ["", "dynamic"])
-def test_daemonset_command_parses_with_the_cli(mig):
-    """Expand the container's shell line like the pod would, then parse it with our CLI parser."""
+def test_daemonset_command_runs_the_plugin_cli(mig):
+    """Expand the container's argv like the kubelet would, parse it with our CLI, and build the
+    slices the plugin would publish from it."""
     c = _plugin_container(one("DaemonSet"))
-    assert c["command"] == ["sh", "-c"]
-    line = c["args"][0].replace("exec python -m fake_gpus", "printf '%s\\n'")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "NODE_NAME": "kind-worker",
-           "NODE_PROFILE": "dgx-a100", "MIG_MODE": mig}
-    argv = subprocess.run(["sh", "-c", line], env=env, capture_output=True, text=True, check=True).stdout.split("\n")
-    argv = [a for a in argv if a]
-    assert argv[:1] == ["plugin"]
-    assert ("--mig" in argv) == bool(mig)
+    assert c["command"] == ["python", "-m", "fake_gpus", "plugin"]
+    cm = one("ConfigMap", "fake-gpus-config")
+    env = {"NODE_NAME": "kind-worker", **cm["data"], "MIG_MODE": mig}
+    for e in c["env"]:  # every $(VAR) used must be defined by the container's env
+        assert e["name"] in env or "value" in e
+    argv = [_kubelet_expand(a, env) for a in c["args"]]
+    assert not [a for a in argv if "$(" in a]
     from fake_gpus.cli import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     if "plugin" not in sub.choices:
         pytest.skip("fake_gpus.plugin.cli not available")
-    args = parser.parse_args(argv)
-    assert args.node == "kind-worker" and args.profile == "dgx-a100"
+    args = parser.parse_args(["plugin", *argv])
+    assert args.node == "kind-worker" and args.profile == cm["data"]["NODE_PROFILE"]
+    assert args.mig_mode == mig
+    slices = build_slices(args.profile, args.node, mig_mode=args.mig_mode)
+    want = build_slices(args.profile, args.node, mig_mode=mig or None)
+    assert slices == want
 
 
 def test_dockerfile_installs_only_fake_gpus():

@@ -181,6 +181,11 @@ def test_static_mig_devices():
         assert used and max(used.values()) == 1
 
 
+def test_empty_mig_mode_means_profile_default():
+    assert build_slices("mig-a100", "n", mig_mode="") == build_slices("mig-a100", "n", mig_mode="static")
+    assert build_slices("mig-a100", "n", mig_mode=None) == build_slices("mig-a100", "n")
+
+
 def test_static_mode_on_profile_without_layout_publishes_whole_gpus():
     assert [d["name"] for d in devices(build_slices("dgx-h100", "n", mig_mode="static"))] == [
         f"gpu-{i}" for i in range(8)]
