@@ -45,6 +45,21 @@ def interop_bin() -> Path:
     return binary
 
 
+def test_real_kubelet_health_api(interop_bin):
+    with short_tmpdir() as dirs:
+        state_server = start_plugin(dirs, InMemoryClaimSource(), health=True)
+        try:
+            state_server.health.set("node-a", "gpu-1", "Unhealthy", "XID 79")
+            r = subprocess.run([str(interop_bin), "-registration", str(state_server.registration_socket)],
+                               capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, r.stderr
+        finally:
+            state_server.stop()
+    health = json.loads(r.stdout)["health"]
+    assert health == {"node-a/gpu-0": "HEALTHY", "node-a/gpu-1": "UNHEALTHY", "node-a/gpu-2-mig-1g5gb-19-0": "HEALTHY",
+                      "node-a/gpu-3": "HEALTHY", "node-a/nic-0": "HEALTHY"}
+
+
 def test_real_kubelet_api_and_cdi_library(interop_bin):
     s1, s2 = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
     c1 = make_claim("c1", "1a000000-0000-4000-8000-000000000001",

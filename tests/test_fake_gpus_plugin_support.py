@@ -124,11 +124,11 @@ def short_tmpdir() -> Iterator[Dirs]:
 
 
 def start_plugin(dirs: Dirs, claims: InMemoryClaimSource, slices: list[dict[str, Any]] | None = None,
-                 driver: str = DRIVER) -> PluginServer:
+                 driver: str = DRIVER, health: bool = False) -> PluginServer:
     state = DriverState(driver, claims, cdi_dir=dirs.cdi,
                         checkpoint_path=dirs.plugins / driver / "checkpoint.json",
                         slices=node_slices(driver=driver) if slices is None else slices)
-    server = PluginServer(state, registry_dir=dirs.registry, plugins_dir=dirs.plugins)
+    server = PluginServer(state, registry_dir=dirs.registry, plugins_dir=dirs.plugins, health=health)
     server.start()
     return server
 

@@ -50,6 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-publish", action="store_true", help="do not publish ResourceSlices")
     p.add_argument("--keep-slices", action="store_true", help="leave the published slices on shutdown")
     p.add_argument("--apply-device-classes", action="store_true", help="create/update the driver's DeviceClasses")
+    p.add_argument("--health", action="store_true",
+                   help="also serve DRAResourceHealth (v1, v1alpha1): every device reported Healthy")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
 
@@ -171,7 +173,8 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
         for driver in served_drivers(args, slices):
             state = DriverState(driver, claims, cdi_dir=args.cdi_dir,
                                 checkpoint_path=paths.checkpoint_path(args.plugins_dir, driver), slices=slices)
-            server = PluginServer(state, registry_dir=args.registry_dir, plugins_dir=args.plugins_dir)
+            server = PluginServer(state, registry_dir=args.registry_dir, plugins_dir=args.plugins_dir,
+                                  health=args.health)
             server.start()
             servers.append(server)
         if args.apply_device_classes:

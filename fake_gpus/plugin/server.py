@@ -13,6 +13,10 @@ import grpc
 
 from .devices import ClaimError
 from .gen import (
+    dra_health_v1_pb2,
+    dra_health_v1_pb2_grpc,
+    dra_health_v1alpha1_pb2,
+    dra_health_v1alpha1_pb2_grpc,
     dra_v1_pb2,
     dra_v1_pb2_grpc,
     dra_v1beta1_pb2,
@@ -20,6 +24,7 @@ from .gen import (
     pluginregistration_pb2,
     pluginregistration_pb2_grpc,
 )
+from .health import HEALTH_SERVICES, HealthBoard, make_health_servicer
 from .paths import check_socket_path, dra_socket_path, registration_socket_path
 from .state import DriverState
 
@@ -34,15 +39,16 @@ class RegistrationFailed(RuntimeError):
 
 
 class RegistrationServicer(pluginregistration_pb2_grpc.RegistrationServicer):
-    def __init__(self, driver: str, endpoint: Path):
+    def __init__(self, driver: str, endpoint: Path, versions: list[str]):
         self.driver = driver
         self.endpoint = endpoint
+        self.versions = versions
         self.status: tuple[bool, str] | None = None
         self.notified = threading.Event()
 
     def GetInfo(self, request: Any, context: grpc.ServicerContext) -> Any:
         return pluginregistration_pb2.PluginInfo(type=PLUGIN_TYPE, name=self.driver, endpoint=str(self.endpoint),
-                                                 supported_versions=SUPPORTED_VERSIONS)
+                                                 supported_versions=self.versions)
 
     def NotifyRegistrationStatus(self, request: Any, context: grpc.ServicerContext) -> Any:
         self.status = (request.plugin_registered, request.error)
@@ -130,16 +136,22 @@ def _bind(server: grpc.Server, path: Path) -> None:
 class PluginServer:
     """Serves the DRA service on ``<plugins>/<driver>/dra.sock`` and registration on
     ``<registry>/<driver>-reg.sock``. The DRA socket is up before the registration socket
-    appears, because the kubelet dials the endpoint as soon as it sees the latter."""
+    appears, because the kubelet dials the endpoint as soon as it sees the latter.
+
+    health=True also serves DRAResourceHealth (v1, v1alpha1) and advertises it; ``self.health``
+    is then the HealthBoard a lab uses to mark devices unhealthy."""
 
     def __init__(self, state: DriverState, *, registry_dir: str | Path, plugins_dir: str | Path,
-                 max_workers: int = 8):
+                 max_workers: int = 8, health: bool = False, health_resend_seconds: float = 10.0):
         self.state = state
         self.dra_socket = dra_socket_path(plugins_dir, state.driver)
         self.registration_socket = registration_socket_path(registry_dir, state.driver)
         check_socket_path(self.dra_socket, "--plugins-dir")
         check_socket_path(self.registration_socket, "--registry-dir")
-        self.registration = RegistrationServicer(state.driver, self.dra_socket)
+        self.health = HealthBoard(state.devices()) if health else None
+        self._health_resend = health_resend_seconds
+        versions = SUPPORTED_VERSIONS + (HEALTH_SERVICES if health else [])
+        self.registration = RegistrationServicer(state.driver, self.dra_socket, versions)
         self._max_workers = max_workers
         self._dra: grpc.Server | None = None
         self._reg: grpc.Server | None = None
@@ -151,6 +163,13 @@ class PluginServer:
             make_dra_servicer(self.state, dra_v1_pb2, dra_v1_pb2_grpc.DRAPluginServicer, True), dra)
         dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(
             make_dra_servicer(self.state, dra_v1beta1_pb2, dra_v1beta1_pb2_grpc.DRAPluginServicer, False), dra)
+        if self.health is not None:
+            dra_health_v1_pb2_grpc.add_DRAResourceHealthServicer_to_server(make_health_servicer(
+                self.health, dra_health_v1_pb2, dra_health_v1_pb2_grpc.DRAResourceHealthServicer,
+                self._health_resend), dra)
+            dra_health_v1alpha1_pb2_grpc.add_DRAResourceHealthServicer_to_server(make_health_servicer(
+                self.health, dra_health_v1alpha1_pb2, dra_health_v1alpha1_pb2_grpc.DRAResourceHealthServicer,
+                self._health_resend), dra)
         _bind(dra, self.dra_socket)
         dra.start()
         self._dra = dra
@@ -168,6 +187,8 @@ class PluginServer:
 
     def stop(self, grace: float = 1.0) -> None:
         """Stop serving and remove the sockets (registration first, so the kubelet unregisters)."""
+        if self.health is not None:
+            self.health.close()  # ends open health streams
         for attr, path in (("_reg", self.registration_socket), ("_dra", self.dra_socket)):
             server = getattr(self, attr)
             if server is not None:

@@ -44,6 +44,7 @@ class DriverState:
         self.cdi_dir = Path(cdi_dir)
         self.checkpoint = Checkpoint(checkpoint_path, driver)
         self._index = DeviceIndex(slices or [])
+        self._slices = list(slices or [])
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         restored = self.checkpoint.all()
@@ -57,6 +58,13 @@ class DriverState:
     def set_slices(self, slices: list[dict[str, Any]]) -> None:
         """The node's published slices: where device attributes for the env come from."""
         self._index = DeviceIndex(slices)
+        self._slices = list(slices)
+
+    def devices(self) -> list[tuple[str, str]]:
+        """(pool, device) of every device this driver publishes."""
+        return [((s["spec"].get("pool") or {}).get("name", ""), d.get("name", ""))
+                for s in self._slices if (s.get("spec") or {}).get("driver") == self.driver
+                for d in s["spec"].get("devices") or []]
 
     def _lock(self, uid: str) -> threading.Lock:
         with self._locks_guard:

@@ -19,6 +19,7 @@ import (
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 	drav1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	drav1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -51,6 +52,7 @@ type report struct {
 	Prepare   map[string]map[string]claimResult `json:"prepare"`
 	Unprepare map[string]map[string]string      `json:"unprepare"`
 	CDIErrors map[string][]string               `json:"cdiErrors"`
+	Health    map[string]string                 `json:"health,omitempty"`
 }
 
 func dial(path string) *grpc.ClientConn {
@@ -157,6 +159,24 @@ func main() {
 			sort.Strings(env)
 			res.Env = env
 			out.Prepare["v1"][uid] = res
+		}
+	}
+
+	for _, v := range info.SupportedVersions {
+		if v != "v1.DRAResourceHealth" {
+			continue
+		}
+		stream, err := drahealthv1.NewDRAResourceHealthClient(conn).NodeWatchResources(ctx, &drahealthv1.NodeWatchResourcesRequest{})
+		if err != nil {
+			fail("v1 NodeWatchResources: %v", err)
+		}
+		msg, err := stream.Recv()
+		if err != nil {
+			fail("v1 NodeWatchResources Recv: %v", err)
+		}
+		out.Health = map[string]string{}
+		for _, d := range msg.Devices {
+			out.Health[d.Device.PoolName+"/"+d.Device.DeviceName] = d.Health.String()
 		}
 	}
 
