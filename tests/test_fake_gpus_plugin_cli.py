@@ -198,3 +198,22 @@ def test_main_in_a_thread_stops_on_event():
         stop_event.set()
         t.join()
         assert codes == [0] and not reg.exists()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("fake_gpus.slices") is None, reason="fake_gpus.slices not present")
+def test_load_slices_profile_and_empty_mig_means_profile_default():
+    import argparse
+
+    from fake_gpus.plugin.cli import UsageError, add_arguments, load_slices
+    from fake_gpus.slices import build_slices
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    got = load_slices(p.parse_args(["--node", NODE, "--profile", "mig-a100", "--mig", ""]))
+    assert got == build_slices("mig-a100", NODE)
+    with pytest.raises(UsageError, match="mig_mode 'bogus'"):
+        load_slices(p.parse_args(["--node", NODE, "--profile", "mig-a100", "--mig", "bogus"]))
+    with pytest.raises(UsageError, match="no-such-profile"):
+        load_slices(p.parse_args(["--node", NODE, "--profile", "no-such-profile"]))
+    with pytest.raises(UsageError, match="one of --profile or --slices"):
+        load_slices(p.parse_args(["--node", NODE]))

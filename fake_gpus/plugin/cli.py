@@ -111,7 +111,7 @@ def load_slices(args: argparse.Namespace) -> list[dict[str, Any]]:
         profile = load_node_profile(args.profile)
         kwargs: dict[str, Any] = {"driver": args.driver, "nic_driver": args.nic_driver,
                                   "kubernetes_version": args.kubernetes_version}
-        if args.mig_mode is not None:
+        if args.mig_mode:  # "" (e.g. an unset $(MIG_MODE) in the DaemonSet) = the profile's default
             kwargs["mig_mode"] = args.mig_mode
         return build_slices(profile, args.node, **kwargs)
     except (ValueError, KeyError, FileNotFoundError) as exc:
