@@ -135,7 +135,10 @@ def test_capacity_requests_quantities_and_gate() -> None:
     gated = one(ok, kubernetes_version="1.35")
     assert "exactly.capacity: Forbidden: needs feature gate DRAConsumableCapacity" in gated
     assert messages(ok, kubernetes_version="1.35", feature_gates={"DRAConsumableCapacity": True}) == []
-    assert "DRAConsumableCapacity" in one(ok, feature_gates={"DRAConsumableCapacity": False})
+    assert one(ok, feature_gates={"DRAConsumableCapacity": False}).endswith(
+        "needs feature gate DRAConsumableCapacity (beta, on by default in Kubernetes 1.37 but turned off by "
+        "--feature-gates); drop DRAConsumableCapacity=false")
+    assert "(alpha, off in Kubernetes 1.35; on by default from Kubernetes 1.36)" in gated
 
 
 def test_prioritized_list_gate() -> None:

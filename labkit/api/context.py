@@ -45,9 +45,11 @@ class Context:
             return (f"Forbidden: needs feature gate {gate}, which does not exist in Kubernetes "
                     f"{self.version}{since} (use --kubernetes-version)")
         maturity = MATURITY[self.version][gate]
+        if FEATURE_DEFAULTS[self.version][gate]:
+            return (f"Forbidden: needs feature gate {gate} ({maturity}, on by default in Kubernetes "
+                    f"{self.version} but turned off by --feature-gates); drop {gate}=false")
         default_on = [v for v in FEATURE_DEFAULTS if FEATURE_DEFAULTS[v].get(gate)]
         when = f"; on by default from Kubernetes {default_on[0]}" if default_on else ""
-        state = "off" if not FEATURE_DEFAULTS[self.version][gate] else "disabled"
-        return (f"Forbidden: needs feature gate {gate} ({maturity}, {state} in Kubernetes "
+        return (f"Forbidden: needs feature gate {gate} ({maturity}, off in Kubernetes "
                 f"{self.version}{when}); set --feature-gates {gate}=true, otherwise the API "
                 "server drops this field")
