@@ -167,3 +167,11 @@ def test_cel_cost_error_maps_to_api_text(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(VALIDATE_MODULE, "load_cel_compiler", lambda: costly)
     assert one(claim([exact(selectors=[{"cel": {"expression": "true"}}])])).endswith(
         "cel.expression: Forbidden: too complex, exceeds cost limit")
+
+
+@pytest.mark.skipif(not HAVE_CEL, reason="labkit.cel.compile_selector not available yet")
+def test_cel_type_errors_carry_the_fix() -> None:
+    bad = claim([exact(selectors=[{"cel": {"expression": "device.capacity['gpu.nvidia.com'].memory > 5"}}])])
+    msg = one(bad)
+    assert "found no matching overload" in msg and "(fix: use device.capacity" in msg
+    assert "must evaluate to bool" in one(claim([exact(selectors=[{"cel": {"expression": "1"}}])]))

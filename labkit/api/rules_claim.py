@@ -72,12 +72,11 @@ def check_cel(sink: Sink, ctx: Context, path: str, expression: Any) -> None:
         if not any(c.__name__ == "CelError" for c in type(exc).__mro__):
             return  # a bug in the compiler must not make a manifest invalid
         message = (str(getattr(exc, "message", "") or exc).strip().splitlines() or ["invalid"])[0]
-        while message.lower().startswith("compilation failed:"):
-            message = message[len("compilation failed:"):].strip()
+        hint = str(getattr(exc, "hint", "") or "").strip()
         if "cost" in message and "exceed" in message:
             sink.forbidden(path, "too complex, exceeds cost limit")
         else:
-            sink.invalid(path, expression, f"compilation failed: {message}")
+            sink.invalid(path, expression, message + (f" (fix: {hint})" if hint else ""))
 
 
 def check_selectors(sink: Sink, ctx: Context, path: str, selectors: Any) -> None:
