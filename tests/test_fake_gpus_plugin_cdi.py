@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import string
 
@@ -147,3 +148,41 @@ def test_property_specs_are_valid_and_ids_unique(uid, picks):
     n_gpu = sum(1 for r in results if r[1] != "nic-0")
     assert env.get("FAKE_GPU_COUNT", "0") == str(n_gpu)
     assert all(f"FAKE_GPU_{i}_NAME" in env for i in range(n_gpu))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("fake_gpus.slices") is None, reason="fake_gpus.slices not present")
+def test_every_catalog_device_prepares_with_valid_spec(tmp_path):
+    """Every device of every node profile, in every MIG mode, for both drivers: one claim each."""
+    from fake_gpus.catalog import MIG_MODES, node_profiles
+    from fake_gpus.plugin.claims import InMemoryClaimSource
+    from fake_gpus.plugin.state import DriverState
+    from fake_gpus.slices import build_slices
+
+    n = 0
+    for profile in node_profiles():
+        for mode in MIG_MODES:
+            slices = build_slices(profile, "node-x", mig_mode=mode)
+            for driver in sorted({s["spec"]["driver"] for s in slices}):
+                names = [d["name"] for s in slices if s["spec"]["driver"] == driver
+                         for d in s["spec"].get("devices", [])]
+                claims = [make_claim(f"c{i}", f"{i:08d}-0000-4000-8000-000000000000", [("r", name)],
+                                     driver=driver, pool="node-x") for i, name in enumerate(names)]
+                state = DriverState(driver, InMemoryClaimSource(claims), cdi_dir=tmp_path / "cdi",
+                                    checkpoint_path=tmp_path / f"{profile}-{mode}-{driver}.json", slices=slices)
+                uuids = set()
+                for c in claims:
+                    m = c["metadata"]
+                    prepared = state.prepare(m["namespace"], m["name"], m["uid"], save=False)
+                    assert cdi.validate_spec(prepared.cdi_spec) == []
+                    env = cdi.container_env(c, driver, slices)
+                    if driver == DRIVER:
+                        assert env["FAKE_GPU_0_PRODUCT"] and env["NVIDIA_VISIBLE_DEVICES"] == env["FAKE_GPU_0_UUID"]
+                        uuids.add(env["FAKE_GPU_0_UUID"])
+                    else:
+                        assert env["FAKE_NIC_0_PCIE_ROOT"].startswith("pci") and env["FAKE_NIC_0_PRODUCT"]
+                    state.unprepare(m["namespace"], m["name"], m["uid"], save=False)
+                    n += 1
+                if driver == DRIVER:
+                    assert len(uuids) == len(names), f"{profile}/{mode}: device UUIDs are not unique"
+    assert n > 300
+    assert list((tmp_path / "cdi").iterdir()) == []
