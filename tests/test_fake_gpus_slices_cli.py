@@ -54,7 +54,7 @@ def test_topo(capsys):
     assert rc == 0
     header, gpu0 = out.splitlines()[:2]
     assert header.split()[:2] == ["GPU0", "GPU1"]
-    assert gpu0.split()[:3] == ["GPU0", "X", "NV12"] and "PXB" in gpu0 and "SYS" in gpu0
+    assert gpu0.split()[:3] == ["GPU0", "X", "NV12"] and "PIX" in gpu0 and "SYS" in gpu0
 
 
 def test_unknown_profile_is_one_line_error(capsys):
