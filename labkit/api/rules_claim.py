@@ -166,14 +166,15 @@ def _request_names(requests: list) -> dict[str, set[str] | None]:
     return out
 
 
-def _check_refs(sink: Sink, path: str, refs: Any, known: dict[str, set[str] | None]) -> None:
+def _check_refs(sink: Sink, path: str, refs: Any, known: dict[str, set[str] | None],
+                *, single: bool = False) -> None:
     refs = as_list(refs)
     if len(refs) > MAX_REQUESTS:
         sink.too_many(path, len(refs), MAX_REQUESTS)
         return
     seen: set[str] = set()
     for i, ref in enumerate(refs):
-        rpath = f"{path}[{i}]"
+        rpath = path if single else f"{path}[{i}]"
         if not isinstance(ref, str):
             continue
         parts = ref.split("/")
@@ -340,7 +341,7 @@ def check_claim_status(sink: Sink, ctx: Context, status: Any, spec: Any) -> None
                 res = as_dict(res)
                 p = f"{rpath}[{i}]"
                 if isinstance(res.get("request"), str):
-                    _check_refs(sink, f"{p}.request", [res["request"]], known)
+                    _check_refs(sink, f"{p}.request", [res["request"]], known, single=True)
                 else:
                     sink.required(f"{p}.request")
                 sink.names(f"{p}.driver", str(res.get("driver") or ""), names.driver_name(str(res.get("driver") or "")))
