@@ -81,7 +81,19 @@ class DomainMap(ct.MapType):
 _EMPTY = ct.MapType()
 
 
+_SCALAR_TO_PY: dict[type, Any] = {
+    ct.BoolType: bool, ct.IntType: int, ct.UintType: int, ct.DoubleType: float, ct.StringType: str,
+}
+
+
 def to_py(v: Any) -> Any:
+    conv = _SCALAR_TO_PY.get(type(v))
+    if conv is not None:
+        return conv(v)
+    if isinstance(v, KQuantity):
+        return v.q
+    if isinstance(v, KSemver):
+        return v.s
     if isinstance(v, ct.BoolType):
         return bool(v)
     if isinstance(v, ct.IntType | ct.UintType):
@@ -90,10 +102,6 @@ def to_py(v: Any) -> Any:
         return float(v)
     if isinstance(v, ct.StringType):
         return str(v)
-    if isinstance(v, KQuantity):
-        return v.q
-    if isinstance(v, KSemver):
-        return v.s
     if isinstance(v, ct.ListType | list):
         return [to_py(x) for x in v]
     if isinstance(v, ct.MapType | dict):
@@ -158,7 +166,12 @@ def _either(str_impl: Callable[..., Any], list_impl: Callable[..., Any]) -> Call
 _NUM = (ct.IntType, ct.UintType, ct.DoubleType)
 
 
+_SAME_TYPE_FAST = frozenset({ct.IntType, ct.UintType, ct.DoubleType, ct.StringType, ct.BoolType})
+
+
 def _eq(a: Any, b: Any) -> Any:
+    if type(a) is type(b) and type(a) in _SAME_TYPE_FAST:
+        return ct.BoolType(a == b)
     if isinstance(a, CELEvalError):
         return a
     if isinstance(b, CELEvalError):
@@ -173,6 +186,8 @@ def _ne(a: Any, b: Any) -> Any:
 
 def _ordering(op: Callable[[Any, Any], bool], name: str) -> Callable[[Any, Any], Any]:
     def cmp(a: Any, b: Any) -> Any:
+        if type(a) is type(b) and type(a) in _SAME_TYPE_FAST and type(a) is not ct.BoolType:
+            return ct.BoolType(op(a, b))
         if isinstance(a, CELEvalError):
             return a
         if isinstance(b, CELEvalError):
@@ -264,6 +279,9 @@ def _environment() -> Any:
     global _ENV
     if _ENV is None:
         _ENV = celpy.Environment()
+        # celpy adds the protobuf wrapper types (google.protobuf.Int32Value, ...) to every
+        # activation; selectors never name them, and hashing them dominates evaluation time.
+        _ENV.annotations.clear()
     return _ENV
 
 
