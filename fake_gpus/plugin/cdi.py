@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from .config import config_env
 from .devices import AllocatedDevice, DeviceIndex, allocated_devices
 
 CDI_CLASS = "claim"
@@ -129,18 +130,25 @@ def _dedup(values: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
-def device_envs(devices: Sequence[AllocatedDevice]) -> tuple[list[dict[str, str]], dict[str, str]]:
-    """Per-device env (same order as ``devices``) and the claim-wide env."""
+def device_envs(devices: Sequence[AllocatedDevice], claim: dict[str, Any] | None = None,
+                driver: str = "") -> tuple[list[dict[str, str]], dict[str, str]]:
+    """Per-device env (same order as ``devices``) and the claim-wide env. With ``claim``, the
+    opaque configs of its allocation are validated and added (raises ClaimError)."""
     per_device: list[dict[str, str]] = []
     gpus: list[AllocatedDevice] = []
     nics: list[AllocatedDevice] = []
     for dev in devices:
         if dev.kind == "nic":
-            per_device.append(_nic_env(len(nics), dev))
+            env = _nic_env(len(nics), dev)
+            if claim is not None:
+                env.update(config_env(claim, driver, dev, f"FAKE_NIC_{len(nics)}_"))
             nics.append(dev)
         else:
-            per_device.append(_gpu_env(len(gpus), dev))
+            env = _gpu_env(len(gpus), dev)
+            if claim is not None:
+                env.update(config_env(claim, driver, dev, f"FAKE_GPU_{len(gpus)}_"))
             gpus.append(dev)
+        per_device.append(env)
     common: dict[str, str] = {}
     if gpus:
         common["NVIDIA_VISIBLE_DEVICES"] = ",".join(_dedup(device_uuid(d) for d in gpus))
@@ -170,7 +178,7 @@ def container_env(claim: dict[str, Any], driver: str, slices: list[dict[str, Any
     devices = allocated_devices(claim, driver, DeviceIndex(slices))
     if not devices:
         return {}
-    per_device, common = device_envs(devices)
+    per_device, common = device_envs(devices, claim, driver)
     env = _claim_env(claim, driver)
     env.update(common)
     for d in per_device:
@@ -185,7 +193,7 @@ def _env_list(env: dict[str, str]) -> list[str]:
 def build_spec(claim: dict[str, Any], driver: str, devices: Sequence[AllocatedDevice]) -> dict[str, Any]:
     """The CDI spec (a dict) for a claim's prepared devices; see the module docstring."""
     claim_uid = str((claim.get("metadata") or {}).get("uid", ""))
-    per_device, common = device_envs(devices)
+    per_device, common = device_envs(devices, claim, driver)
     spec_devices: list[dict[str, Any]] = []
     seen: set[str] = set()
     for dev, env in zip(devices, per_device):

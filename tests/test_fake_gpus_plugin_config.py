@@ -1,0 +1,99 @@
+"""NVIDIA opaque configs (GpuConfig / MigDeviceConfig sharing) in the container env and errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from fake_gpus.plugin import cdi
+from fake_gpus.plugin.claims import InMemoryClaimSource
+from fake_gpus.plugin.devices import ClaimError
+
+from .test_fake_gpus_plugin_support import (
+    DRIVER,
+    Kubelet,
+    make_claim,
+    node_slices,
+    prepare,
+    short_tmpdir,
+    start_plugin,
+)
+
+UID = "3c000000-0000-4000-8000-000000000001"
+API = "resource.nvidia.com/v1beta1"
+
+
+def with_config(claim: dict, *entries: tuple[list[str], str, dict | None]) -> dict:
+    claim["status"]["allocation"]["devices"]["config"] = [
+        {"source": src, "requests": reqs, "opaque": {"driver": DRIVER, "parameters": params}}
+        for reqs, src, params in entries]
+    return claim
+
+
+def gpu_cfg(strategy: str, **extra) -> dict:
+    sharing: dict = {"strategy": strategy}
+    sharing.update(extra)
+    return {"apiVersion": API, "kind": "GpuConfig", "sharing": sharing}
+
+
+def test_time_slicing_and_mps_per_request():
+    claim = with_config(make_claim("c", UID, [("ts", "gpu-0"), ("mps", "gpu-1"), ("mig", "gpu-2-mig-1g5gb-19-0")]),
+                        (["ts"], "FromClaim", gpu_cfg("TimeSlicing", timeSlicingConfig={"interval": "Long"})),
+                        (["mps"], "FromClaim", gpu_cfg("MPS", mpsConfig={"defaultActiveThreadPercentage": 50,
+                                                                          "defaultPinnedDeviceMemoryLimit": "10Gi"})),
+                        (["mig"], "FromClaim", {"apiVersion": API, "kind": "MigDeviceConfig",
+                                                "sharing": {"strategy": "MPS"}}))
+    env = cdi.container_env(claim, DRIVER, node_slices())
+    assert env["FAKE_GPU_0_SHARING_STRATEGY"] == "TimeSlicing" and env["FAKE_GPU_0_TIMESLICE_INTERVAL"] == "Long"
+    assert env["FAKE_GPU_1_SHARING_STRATEGY"] == "MPS"
+    assert env["FAKE_GPU_1_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+    assert env["FAKE_GPU_1_MPS_PINNED_DEVICE_MEMORY_LIMIT"] == "10Gi"
+    assert env["FAKE_GPU_2_CONFIG_KIND"] == "MigDeviceConfig" and env["FAKE_GPU_2_SHARING_STRATEGY"] == "MPS"
+
+
+def test_last_matching_config_wins_and_other_drivers_are_ignored():
+    claim = with_config(make_claim("c", UID, [("gpu", "gpu-0"), ("other", "gpu-1")]),
+                        ([], "FromClass", gpu_cfg("TimeSlicing")),
+                        (["gpu"], "FromClaim", gpu_cfg("MPS")))
+    claim["status"]["allocation"]["devices"]["config"].append(
+        {"source": "FromClaim", "requests": [], "opaque": {"driver": "other.example.com", "parameters": {"x": 1}}})
+    env = cdi.container_env(claim, DRIVER, node_slices())
+    assert env["FAKE_GPU_0_SHARING_STRATEGY"] == "MPS"
+    assert env["FAKE_GPU_1_SHARING_STRATEGY"] == "TimeSlicing"  # class default, interval Default
+    assert env["FAKE_GPU_1_TIMESLICE_INTERVAL"] == "Default"
+
+
+def test_subrequest_names_match_configs():
+    claim = with_config(make_claim("c", UID, [("gpu/big", "gpu-0")]), (["gpu/big"], "FromClaim", gpu_cfg("MPS")))
+    assert cdi.container_env(claim, DRIVER, node_slices())["FAKE_GPU_0_SHARING_STRATEGY"] == "MPS"
+
+
+@pytest.mark.parametrize("params, needle", [
+    ({"apiVersion": "v1", "kind": "GpuConfig"}, "apiVersion: 'v1' is not supported"),
+    ({"apiVersion": API, "kind": "Bogus"}, "kind: 'Bogus' is not supported"),
+    ({"apiVersion": API, "kind": "MigDeviceConfig"}, "cannot configure device gpu-0 of type gpu; use GpuConfig"),
+    (gpu_cfg("Magic"), "sharing.strategy: 'Magic' is not supported"),
+    (gpu_cfg("TimeSlicing", timeSlicingConfig={"interval": "Forever"}), "interval: 'Forever'"),
+    (gpu_cfg("MPS", mpsConfig={"defaultActiveThreadPercentage": 150}), "from 1 to 100"),
+    ("not-an-object", "must be an object"),
+])
+def test_bad_configs_name_the_field(params, needle):
+    claim = with_config(make_claim("c", UID, [("gpu", "gpu-0")]), ([], "FromClaim", params))
+    with pytest.raises(ClaimError) as info:
+        cdi.container_env(claim, DRIVER, node_slices())
+    assert needle in str(info.value)
+    assert "claim default/c: status.allocation.devices.config[0].opaque.parameters" in str(info.value)
+
+
+def test_bad_config_is_a_per_claim_error_over_grpc():
+    claim = with_config(make_claim("c", UID, [("gpu", "gpu-0")]), ([], "FromClaim", gpu_cfg("Magic")))
+    with short_tmpdir() as dirs:
+        server = start_plugin(dirs, InMemoryClaimSource([claim]))
+        try:
+            kubelet = Kubelet(server.registration_socket)
+            stub, pb2 = kubelet.dra()
+            r = prepare(stub, pb2, claim).claims[UID]
+            assert "sharing.strategy: 'Magic' is not supported" in r.error and len(r.devices) == 0
+            assert server.state.prepared() == {} and not list(dirs.cdi.glob("*"))
+            kubelet.close()
+        finally:
+            server.stop()
