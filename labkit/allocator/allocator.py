@@ -172,7 +172,7 @@ class Allocator:
             done = search.run()
             if done:
                 outcome = Outcome("allocated", build_results(search), steps=search.steps)
-            elif any(p.invalid for p in pools):
+            elif self.profile.skips_incomplete_pools and any(p.invalid for p in pools):
                 outcome = Outcome("unsatisfiable", error="invalid resource pools were encountered",
                                   node_scoped=True, steps=search.steps)
             else:

@@ -119,11 +119,16 @@ class MatchAttribute(Constraint):
 
 
 class DistinctAttribute(Constraint):
+    """Up to 1.36 the remembered values were keyed by request name (a request with count > 1
+    only compares against its latest device, and removal forgets the request): ``by_request``."""
+
     kind = "distinctAttribute"
 
-    def __init__(self, *args) -> None:
+    def __init__(self, *args, by_request: bool = False) -> None:
         super().__init__(*args)
+        self.by_request = by_request
         self.seen: list[dict] = []
+        self.per_request: dict[str, dict] = {}
 
     def add(self, name: str, sub: str | None, attributes: dict, driver: str) -> bool:
         if not self.applies(name, sub):
@@ -131,9 +136,14 @@ class DistinctAttribute(Constraint):
         attr = lookup_attribute(attributes, driver, self.attribute)
         if attr is None:
             return False
+        if self.by_request:
+            self.seen = list(self.per_request.values())
         if not self._distinct(attr):
             return False
-        self.seen.append(attr)
+        if self.by_request:
+            self.per_request[name] = attr
+        else:
+            self.seen.append(attr)
         return True
 
     def _distinct(self, attr: dict) -> bool:
@@ -155,5 +165,9 @@ class DistinctAttribute(Constraint):
         return True
 
     def remove(self, name: str, sub: str | None) -> None:
-        if self.applies(name, sub):
+        if not self.applies(name, sub):
+            return
+        if self.by_request:
+            self.per_request.pop(name, None)
+        else:
             self.seen.pop()

@@ -20,6 +20,7 @@ from labkit.allocator.model import DeviceInfo
 from labkit.allocator.pools import Pool
 from labkit.allocator.requests import RequestData, request_view
 from labkit.allocator.taints import taint_prevents
+from labkit.cel.errors import NO_SUCH_KEY_HINT
 
 __all__ = ["Search", "DeviceResult"]
 
@@ -73,7 +74,7 @@ class Search:
                 if not f.PrioritizedList and subs:
                     raise AllocationError(f"claim {kobj(claim)}, request {req.get('name', '')}: has subrequests, "
                                           "but the DRAPrioritizedList feature is disabled")
-                if not f.ConsumableCapacity:
+                if not f.ConsumableCapacity and self.profile.knows_capacity:
                     exactly = req.get("exactly")
                     if exactly is not None and exactly.get("capacity") is not None:
                         raise AllocationError(f"claim {kobj(claim)}, request {req.get('name', '')}: has capacity "
@@ -102,9 +103,10 @@ class Search:
             for i, c in enumerate(((claim.get("spec") or {}).get("devices") or {}).get("constraints") or []):
                 if c.get("matchAttribute") is not None:
                     self.constraints[ci].append(MatchAttribute(i, c.get("requests"), c["matchAttribute"], list_mode))
-                elif c.get("distinctAttribute") is not None:
+                elif c.get("distinctAttribute") is not None and self.profile.knows_capacity:
                     self.constraints[ci].append(
-                        DistinctAttribute(i, c.get("requests"), c["distinctAttribute"], list_mode))
+                        DistinctAttribute(i, c.get("requests"), c["distinctAttribute"], list_mode,
+                                          by_request=self.profile.distinct_by_request))
                 else:
                     raise AllocationError(f"claim {kobj(claim)}, constraint #{i}: empty constraint "
                                           "(unsupported constraint type?)")
@@ -204,7 +206,9 @@ class Search:
         node = self.node
         for pi in range(start[0] if combos else 0, len(pools)):
             pool = pools[pi]
-            if pool.incomplete or pool.invalid:
+            if pool.invalid and not self.profile.skips_incomplete_pools:
+                raise AllocationError(f"pool {pool.pool} is invalid: {pool.invalid_reason}")
+            if (pool.incomplete and self.profile.skips_incomplete_pools) or pool.invalid:
                 continue
             positions, entries = candidates(pool, rd, node)
             lo = bisect_left(positions, start[1]) if combos and pi == start[0] and start[1] else 0
@@ -237,8 +241,8 @@ class Search:
         return device_id in self.state.devices or bool(self.allocating.get(device_id))
 
     def capacity_in_use(self, device_id: tuple) -> bool:
-        return (device_id in self.state.capacity or device_id in self.shared_ids
-                or device_id in self.allocating_capacity)
+        return (device_id in self.state.capacity or device_id in self.allocating_capacity
+                or (self.profile.shared_ids_mark_capacity_in_use and device_id in self.shared_ids))
 
     def capacity_ok(self, ci: int, rd: RequestData, dev: DeviceInfo, verb: str) -> bool:
         if (rd.capacity_requests is None and dev.plain_capacity and dev.id not in self.state.capacity
@@ -261,6 +265,10 @@ class Search:
             return AllocationError(f"class {cls_name}: selector #{i}: CEL compile error: {text}")
         if kind == "claim-compile":
             return AllocationError(f"claim {claim}: selector #{i}: CEL compile error: {text}")
+        if not self.profile.selector_error_names_device and kind.endswith("-runtime"):
+            text = text.removesuffix(NO_SUCH_KEY_HINT)
+            who = f"class {cls_name}" if kind == "class-runtime" else f"claim {claim}"
+            return AllocationError(f"{who}: selector #{i}: CEL runtime error: {text}")
         if kind == "class-runtime":
             return AllocationError(f"class {cls_name}: selector #{i} on device {device_str(dev.id)}: "
                                    f"CEL runtime error: {text}")
@@ -309,10 +317,14 @@ class Search:
                 self.release_counters(dev, pool)
 
         if f.DeviceTaints and taint_prevents(dev.taints, rd.tolerations):
+            if self.profile.counters_leak:
+                counters_reserved = False  # <= 1.35 quirk: the counters stay taken for this call
             rollback()
             return None
         for c in constraints:
             if not c.add(name, sub, dev.attributes, dev.slice.driver):
+                if self.profile.counters_leak:
+                    counters_reserved = False
                 rollback()
                 if must:
                     raise AllocationError(f"claim {kobj(self.claims[ci])}, request {rd.name}: cannot add device "

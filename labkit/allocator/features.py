@@ -77,14 +77,16 @@ _STABLE = frozenset({"AdminAccess", "PrioritizedList", "PartitionableDevices", "
 _INCUBATING = _STABLE | {"DeviceBindingAndStatus", "ConsumableCapacity", "FractionalCapacityRange"}
 _EXPERIMENTAL = frozenset(FLAG_GATES)
 
-#: supported flag sets per version (first covering variant wins). 1.34 from dra-reference §3.2;
-#: 1.35/1.36 assumed like 1.37 (not verified against those release branches).
+_OLD_INCUBATING = _STABLE
+_OLD_EXPERIMENTAL = _STABLE | {"DeviceBindingAndStatus", "ConsumableCapacity"}
+
+#: supported flag sets per release (first covering variant wins), read from the
+#: k8s.io/dynamic-resource-allocation release branches v0.34 .. v0.37.
 VARIANT_SETS: dict[str, list[tuple[str, frozenset[str]]]] = {
-    "1.34": [("stable", frozenset()),
-             ("incubating", _STABLE),
+    "1.34": [("stable", frozenset()), ("incubating", _OLD_INCUBATING), ("experimental", _OLD_EXPERIMENTAL)],
+    "1.35": [("stable", frozenset()), ("incubating", _OLD_INCUBATING), ("experimental", _OLD_EXPERIMENTAL)],
+    "1.36": [("stable", _STABLE), ("incubating", _INCUBATING - {"FractionalCapacityRange"}),
              ("experimental", _EXPERIMENTAL)],
-    "1.35": [("stable", _STABLE), ("incubating", _INCUBATING), ("experimental", _EXPERIMENTAL)],
-    "1.36": [("stable", _STABLE), ("incubating", _INCUBATING), ("experimental", _EXPERIMENTAL)],
     "1.37": [("stable", _STABLE), ("incubating", _INCUBATING), ("experimental", _EXPERIMENTAL)],
 }
 
@@ -99,15 +101,16 @@ def select_variant(features: Features) -> str:
 
 @dataclass(frozen=True)
 class VariantProfile:
-    """How one variant of one release searches (see dra-reference §3.2)."""
+    """How one variant of one release behaves (k8s.io/dynamic-resource-allocation v0.34-v0.37)."""
 
     name: str
-    #: pools sorted by (driver, pool), binding-condition pools last. Otherwise Go map order,
-    #: which is random; LabKit then uses sorted order too (documented caveat).
+    release: int  # Kubernetes minor: 34 .. 37
+    #: pools sorted by (driver, pool), binding-condition pools last (1.36+, not stable). Otherwise
+    #: Go map order, which is random; LabKit then uses sorted order too (documented caveat).
     sort_pools: bool
     #: slices of a pool sorted by metadata.name
     sort_slices: bool
-    #: next device of the same request starts after the previous one (combinations)
+    #: next device of the same request starts after the previous one (combinations, 1.36+)
     combinations: bool
     #: only slices with nodeName == node or without nodeName are read
     node_local_slices: bool
@@ -119,7 +122,49 @@ class VariantProfile:
     @classmethod
     def for_features(cls, features: Features) -> VariantProfile:
         name = select_variant(features)
-        modern = features.version in ("1.36", "1.37")
-        if name == "stable":
-            return cls(name, False, False, False, False, False, False)
-        return cls(name, modern, modern, modern, modern, True, name == "experimental")
+        release = int(features.version.split(".")[1])
+        modern = release >= 36 and name != "stable"
+        return cls(name, release, modern, modern, modern, modern, name != "stable", name == "experimental")
+
+    # -- behaviour that changed between releases ---------------------------------------------
+    @property
+    def counters_leak(self) -> bool:
+        """<= 1.35: counters taken before a taint/constraint refusal are not given back."""
+        return self.release <= 35
+
+    @property
+    def selector_error_names_device(self) -> bool:
+        """1.37: CEL runtime errors name the device and carry the "no such key" hint."""
+        return self.release >= 37
+
+    @property
+    def config_v37(self) -> bool:
+        """1.37: a claim config is added once; configs covering every request lose `requests`."""
+        return self.release >= 37
+
+    @property
+    def distinct_by_request(self) -> bool:
+        """<= 1.36: distinctAttribute remembers one value per request name (quirk)."""
+        return self.release <= 36
+
+    @property
+    def knows_capacity(self) -> bool:
+        """Capacity requests are checked (<= 1.35 only in the experimental variant)."""
+        return self.release >= 36 or self.name == "experimental"
+
+    @property
+    def copies_tolerations(self) -> bool:
+        return self.release >= 36 or (self.release == 35 and self.name != "stable")
+
+    @property
+    def binds_to_node(self) -> bool:
+        return self.name != "stable" and (self.release >= 36 or self.name == "experimental")
+
+    @property
+    def skips_incomplete_pools(self) -> bool:
+        """1.34 searched incomplete pools too and failed hard on invalid ones."""
+        return self.release >= 35
+
+    @property
+    def shared_ids_mark_capacity_in_use(self) -> bool:
+        return self.release >= 37

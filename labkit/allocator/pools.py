@@ -100,7 +100,12 @@ def gather_pools(slices_for_node: list[SliceInfo], node: dict, features: Feature
             if not features.CompatibilityGroups:
                 all_for_pool = [s for s in all_for_pool if not s.uses_compat_groups]
             if len(all_for_pool) != first.count:
-                result.append(Pool(driver, name, incomplete=True))
+                if profile.release <= 34:  # 1.34 still searched incomplete pools (ExactCount)
+                    pool = _build_pool(driver, name, pool_slices, features, None, profile)
+                    pool.incomplete = True
+                    result.append(pool)
+                else:
+                    result.append(Pool(driver, name, incomplete=True))
                 continue
             pool = _build_pool(driver, name, pool_slices, features, all_for_pool, profile)
         if profile.sort_pools and pool.has_binding_conditions():

@@ -35,7 +35,7 @@ def _node_selector(search: Search, devices: list[DeviceResult], claim: dict) -> 
             name, selector = dev.node_name, dev.node_selector
         else:
             name, selector = dev.slice.node_name, dev.slice.node_selector
-        if name or (dev.binds_to_node and not stable):
+        if name or (dev.binds_to_node and search.profile.binds_to_node):
             target = name if stable else node_name
             return {"nodeSelectorTerms": [{"matchFields": [
                 {"key": "metadata.name", "operator": "In", "values": [target]}]}]}
@@ -62,7 +62,7 @@ def _device_result(search: Search, r: DeviceResult) -> dict:
     out: dict = {"request": r.rd.full_name, "driver": dev.id[0], "pool": dev.id[1], "device": dev.id[2]}
     if r.rd.admin:
         out["adminAccess"] = True
-    tolerations = [_clean(dict(t)) for t in r.rd.tolerations]
+    tolerations = [_clean(dict(t)) for t in r.rd.tolerations] if search.profile.copies_tolerations else []
     if tolerations:
         out["tolerations"] = tolerations
     if search.f.DeviceBindingAndStatus:
@@ -108,14 +108,20 @@ def _configs(search: Search, ci: int, claim: dict) -> list[dict]:
         if not wanted:
             config.append({"source": "FromClaim", "requests": [], **_opaque(entry)})
             continue
+        once = search.profile.config_v37  # before 1.37 one copy per matching request
         for ri, req in enumerate(requests):
             if req.get("name") in wanted:
                 config.append({"source": "FromClaim", "requests": list(wanted), **_opaque(entry)})
-                break
+                if once:
+                    break
+                continue
             rd = chosen[ri]
             if rd.parent is not None and rd.full_name in wanted:
                 config.append({"source": "FromClaim", "requests": list(wanted), **_opaque(entry)})
-                break
+                if once:
+                    break
+    if not search.profile.config_v37:
+        return [_clean(e) if not e["requests"] else e for e in config]
     for entry in config:
         reqs = entry["requests"]
         if not reqs:
