@@ -36,7 +36,12 @@ class LoadError(ValueError):
 
 # -- YAML flavour: JSON-like scalars (no datetime objects), duplicate keys are errors -------------
 
-class _Loader(yaml.SafeLoader):
+# libyaml when present (about 10x faster); same behaviour either way
+_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
     pass
 
 
@@ -73,7 +78,7 @@ def _construct_yaml_map(loader: _Loader, node: yaml.MappingNode) -> Iterator[dic
 _Loader.add_constructor("tag:yaml.org,2002:map", _construct_yaml_map)
 
 
-class _Dumper(yaml.SafeDumper):
+class _Dumper(_BaseDumper):  # type: ignore[misc,valid-type]
     pass
 
 
