@@ -54,8 +54,13 @@ def test_health_stream(version):
             second = as_dict(next(stream))
             assert second[f"{NODE}/gpu-1"] == (pb2.UNHEALTHY, "XID 79: GPU has fallen off the bus")
             assert second[f"{NODE}/gpu-0"] == (pb2.HEALTHY, "")
-            server.stop()  # open streams end with the server
-            assert list(stream) == []
+            server.stop()  # open streams end with the server (cleanly, or cancelled if slow)
+            try:
+                rest = list(stream)
+            except grpc.RpcError as exc:
+                assert exc.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
+                rest = []
+            assert rest == []
             ch.close()
             kubelet.close()
         finally:
