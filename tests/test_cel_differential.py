@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from labkit.cel import CelCompileError, CelRuntimeError, compile_selector, device_input
+from labkit.cel import CelCompileError, CelError, CelRuntimeError, compile_selector, device_input
 
 D = "gpu.nvidia.com"
 DEVICE = {
@@ -106,4 +106,46 @@ def test_default_engine_agrees_with_kubernetes(dev):
         ours = outcome(expr, "cel-expr-python", dev)
         if ours != k8s:
             wrong.append(f"{expr}: Kubernetes {k8s}, labkit {ours}")
+    assert not wrong, "\n".join(wrong[:20])
+
+
+# -- token soup: any input gives a bool or a one-line CelError, never an exception --------------------
+TOKENS = [
+    "device", ".", "attributes", "capacity", "driver", f'["{D}"]', "[", "]", "(", ")", "index", "cc",
+    "links", "memory", "==", "!=", "<", ">=", "&&", "||", "!", "?", ":", "1", "1.5", '"x"', "'y'", "true",
+    "null", ",", 'quantity("1")', 'semver("1.0.0")', ".compareTo(", ".exists(x, x", ".size()", "x", "+",
+    "-", "*", "/", "%", "{", "}", "in", "has(", ".?", "[?", "cel.bind(", 'b"z"', "1u", "int(", "string(",
+    "dyn(", 'r"\\d"', ".matches(", ".find(", '"(("', ".all(", ".map(", "sets.contains(", "lists.range(",
+    "ip(", "cidr(", "url(", ".min()", ".sum()", '"%s".format(', "strings.quote(", "9223372036854775807",
+    "0x10", "1e400",
+]
+
+
+def token_soup(seed: int, count: int) -> list[str]:
+    rng = random.Random(seed)
+    return sorted({" ".join(rng.choice(TOKENS) for _ in range(rng.randint(1, 8))) for _ in range(count)})
+
+
+@pytest.mark.parametrize("engine", ["cel-expr-python", "cel-python"])
+def test_token_soup_never_crashes(dev, engine):
+    for expr in token_soup(11, 400):
+        try:
+            result = compile_selector(expr, engine=engine).evaluate(dev)
+        except CelError as exc:
+            assert str(exc) and "\n" not in str(exc), expr
+        else:
+            assert result in (True, False), expr
+
+
+@pytest.mark.oracle
+@pytest.mark.skipif(not ORACLE, reason="set LABKIT_CEL_ORACLE to the built labkit/cel/oracle binary")
+def test_token_soup_agrees_with_kubernetes(dev):
+    exprs = token_soup(7, 3000)
+    lines = [json.dumps({"expr": e, "driver": D, "attributes": DEVICE["attributes"],
+                         "capacity": DEVICE["capacity"], "consumableCapacity": True}) for e in exprs]
+    proc = subprocess.run([ORACLE], input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
+    names = {"true": True, "false": False, "compile": "compile", "runtime": "runtime"}
+    wrong = [f"{e}: Kubernetes {names[json.loads(line)['result']]}, labkit {outcome(e, 'cel-expr-python', dev)}"
+             for e, line in zip(exprs, proc.stdout.splitlines())
+             if outcome(e, "cel-expr-python", dev) != names[json.loads(line)["result"]]]
     assert not wrong, "\n".join(wrong[:20])

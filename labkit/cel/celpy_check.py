@@ -90,9 +90,13 @@ def _namespaced(m: re.Match[str]) -> str:
     return f"labkit_{ns}_{name}("
 
 
+_WRAPPERS = frozenset({"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication",
+                       "unary", "member", "primary", "paren_expr"})
+
+
 def _unwrap(node: Any) -> Any:
     """Descend through single-child wrapper nodes (expr -> conditionalor -> ... -> primary)."""
-    while isinstance(node, Tree) and len(node.children) == 1 and node.data != "ident" and node.data != "literal":
+    while isinstance(node, Tree) and len(node.children) == 1 and node.data in _WRAPPERS:
         node = node.children[0]
     return node
 
@@ -176,7 +180,7 @@ def check_tree(ast: Tree, expr: str, *, consumable_capacity: bool, list_type_att
             op_node = node.children[0]
             if isinstance(op_node, Tree) and op_node.data in ("relation_eq", "relation_ne"):
                 left, right = _kind(op_node.children[0]), _kind(node.children[1])
-                if left in _SCALARS and right in _SCALARS and left != right:
+                if left is not None and right is not None and left != right:
                     op = "==" if op_node.data == "relation_eq" else "!="
                     raise CelCompileError(
                         f"compilation failed: found no matching overload for '_{op}_' applied to '({left}, {right})'",

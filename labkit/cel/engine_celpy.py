@@ -345,6 +345,11 @@ class CelpyProgram:
             raise _runtime_error(exc) from None
         except RecursionError:
             raise CelRuntimeError("expression too deeply nested for the cel-python engine") from None
+        except Exception as exc:  # noqa: BLE001 - celpy internals: report, never a traceback
+            raise CelRuntimeError(
+                f"the cel-python engine failed on this expression ({type(exc).__name__}: {exc})",
+                "try engine='cel-expr-python'",
+            ) from None
         if isinstance(result, CELEvalError):
             raise _runtime_error(result)
         if isinstance(result, ct.BoolType):

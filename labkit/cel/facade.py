@@ -134,14 +134,22 @@ def compile_selector(
 @lru_cache(maxsize=256)
 def _compile(expr: str, engine: str, consumable_capacity: bool, list_type_attributes: bool) -> Program:
     _precheck(expr)
-    if engine == "cel-expr-python":
-        from labkit.cel.engine_cpp import CppProgram
-
-        impl: object = CppProgram(expr, consumable_capacity, list_type_attributes)
-    elif engine == "cel-python":
-        from labkit.cel.engine_celpy import CelpyProgram
-
-        impl = CelpyProgram(expr, consumable_capacity, list_type_attributes)
-    else:
+    if engine not in ENGINES:
         raise CelCompileError(f"unknown CEL engine {engine!r}", f"use one of: {', '.join(ENGINES)}")
+    try:
+        if engine == "cel-expr-python":
+            from labkit.cel.engine_cpp import CppProgram
+
+            impl: object = CppProgram(expr, consumable_capacity, list_type_attributes)
+        else:
+            from labkit.cel.engine_celpy import CelpyProgram
+
+            impl = CelpyProgram(expr, consumable_capacity, list_type_attributes)
+    except CelCompileError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - engine internals: one clear line, never a traceback
+        raise CelCompileError(
+            f"the {engine} engine failed to compile this expression ({type(exc).__name__}: {exc})".replace("\n", " "),
+            "check the syntax, or try the other engine",
+        ) from None
     return Program(expr, engine, impl)
