@@ -211,3 +211,48 @@ def test_failed_command_raises_with_its_output():
 
 def test_kind_backend_is_registered():
     assert backend_class("kind") is KindCluster
+
+
+def test_driver_manifests_from_the_real_deploy_dir_are_valid_objects():
+    from kubernetes.client import V1ClusterRole, V1DaemonSet
+
+    from labkit.api import validate
+
+    objs = driver_manifests(load_profile("workshop"), "labkit/fake-gpus:dev")
+    kinds = [o["kind"] for o in objs]
+    assert kinds.count("DaemonSet") == 2 and "DeviceClass" in kinds and "ClusterRole" in kinds
+    dra_objects = [o for o in objs if o["apiVersion"].startswith("resource.k8s.io")]
+    assert validate(dra_objects) == []
+    for o in objs:  # the client's pydantic models reject unknown fields and wrong types
+        if o["kind"] == "DaemonSet":
+            V1DaemonSet.model_validate(o)
+            argv = o["spec"]["template"]["spec"]["containers"][0]["args"]
+            assert argv[argv.index("--profile") + 1] in ("dgx-a100", "t4-inference")
+        if o["kind"] == "ClusterRole":
+            V1ClusterRole.model_validate(o)
+
+
+@pytest.mark.slow
+def test_image_file_tree_runs_the_driver(tmp_path: Path):
+    """`docker build` without Docker: the Dockerfile's file tree, then the entrypoint run from it."""
+    import subprocess
+    import sys
+
+    from labkit.cluster.kind.image import build_image_tree
+
+    tree = build_image_tree(tmp_path / "rootfs")
+    assert tree.base == "python:3.11-slim"
+    assert tree.entrypoint == ["python", "-m", "fake_gpus"]
+    files = tree.files()
+    assert "/opt/fake-gpus/fake_gpus/__main__.py" in files
+    assert any(f.startswith("/opt/fake-gpus/fake_gpus/catalog/profiles/") for f in files)
+    assert not any("/labkit/" in f for f in files), "the driver image carries fake_gpus only"
+    site = tree.site_packages()
+    for dist in ("yaml", "grpc", "kubernetes"):
+        assert (site / dist).is_dir(), f"{dist} installed from requirements.txt"
+    # the entrypoint, with the host's Python but only the tree on sys.path (-S: no host site-packages)
+    out = subprocess.run([sys.executable, "-S", *tree.entrypoint[1:], "profiles"], env=tree.run_env(),
+                         cwd=tree.path(tree.workdir), capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "dgx-a100" in out.stdout
+    assert tree.skipped_runs == ["python -m fake_gpus profiles > /dev/null"]

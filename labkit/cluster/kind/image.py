@@ -36,6 +36,16 @@ class ImageTree:
     def path(self, inside: str) -> Path:
         return self.root / inside.lstrip("/")
 
+    def site_packages(self) -> Path:
+        """Where `pip install` inside the image puts packages (the tree's own site-packages)."""
+        return self.path("/usr/local/lib/python3/site-packages")
+
+    def run_env(self) -> dict[str, str]:
+        """Environment to run the image's entrypoint from the tree with this machine's Python."""
+        paths = [str(self.path(p)) for p in self.env.get("PYTHONPATH", "").split(":") if p]
+        paths.append(str(self.site_packages()))
+        return {**os.environ, **self.env, "PYTHONPATH": os.pathsep.join(paths)}
+
     def files(self) -> list[str]:
         return sorted("/" + str(p.relative_to(self.root)) for p in self.root.rglob("*") if p.is_file())
 
@@ -87,8 +97,11 @@ def build_image_tree(
             tree.workdir = arg if arg.startswith("/") else os.path.join(tree.workdir, arg)
             tree.path(tree.workdir).mkdir(parents=True, exist_ok=True)
         elif instr == "ENV":
-            key, _, value = arg.partition("=") if "=" in arg.split()[0] else arg.partition(" ")
-            tree.env[key.strip()] = value.strip().strip('"')
+            words = shlex.split(arg)
+            if words and "=" not in words[0]:  # legacy form: ENV KEY value with spaces
+                tree.env[words[0]] = " ".join(words[1:])
+            else:
+                tree.env.update(w.split("=", 1) for w in words if "=" in w)
         elif instr in ("COPY", "ADD"):
             parts = [p for p in shlex.split(arg) if not p.startswith("--")]
             *sources, target = parts
@@ -123,13 +136,21 @@ def _copy_into(src: Path, target: Path, many: bool) -> None:
 def _pip_install_into(tree: ImageTree, words: list[str], no_deps: bool) -> None:
     """`pip install X` inside the image becomes `pip install --target <tree>/site-packages X`."""
     args = words[words.index("install") + 1:]
-    packages = [a for a in args if not a.startswith("-")]
-    site = tree.path("/usr/local/lib/python3/site-packages")
+    site = tree.site_packages()
     site.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--target", str(site)]
     if no_deps:
         cmd.append("--no-deps")
-    resolved = [str(tree.path(p if p.startswith("/") else os.path.join(tree.workdir, p)))
-                if (p.startswith((".", "/")) or os.sep in p) else p for p in packages]
-    subprocess.run(cmd + resolved, check=True, capture_output=True, text=True)
-    tree.pip_installs.append(packages)
+    resolved: list[str] = []
+    for i, a in enumerate(args):
+        prev = args[i - 1] if i else ""
+        if a.startswith("-"):
+            if a in ("-r", "--requirement", "-e", "--editable"):
+                resolved.append(a)
+            continue
+        is_path = prev in ("-r", "--requirement") or a.startswith((".", "/"))
+        resolved.append(str(tree.path(a if a.startswith("/") else os.path.join(tree.workdir, a))) if is_path else a)
+    result = subprocess.run(cmd + resolved, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"image tree: `pip install {' '.join(args)}` failed: {result.stderr.strip()[-500:]}")
+    tree.pip_installs.append(args)
