@@ -52,11 +52,11 @@ def run_cluster(args: argparse.Namespace) -> int:
         cls = backend_class(args.backend)
         if args.action == "up":
             c = connect(args.backend, args.profile)
-            print(c.status())
+            _print_status(c.status())
         elif args.action == "status":
             c = cls()
             c.profile = load_profile(args.profile)
-            print(c.status())
+            _print_status(c.status())
         else:
             c = cls()
             c.profile = load_profile(args.profile)
@@ -65,6 +65,10 @@ def run_cluster(args: argparse.Namespace) -> int:
         return EXIT_OK
     except ClusterError as exc:
         return _fail(str(exc))
+
+
+def _print_status(status: object) -> None:
+    print(status if isinstance(status, str) else json.dumps(status, indent=2, default=str))
 
 
 def run_simulate(args: argparse.Namespace) -> int:

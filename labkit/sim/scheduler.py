@@ -116,8 +116,13 @@ class Scheduler:
         if ev.kind == "Node":
             self._nodes = None
             self._alloc.clear()
-        if ev.kind == "ResourceClaim" and ev.type == "MODIFIED":
-            return  # allocation changes are tracked by reserve()/release_claim()
+        if ev.kind == "ResourceClaim":
+            ann = meta(ev.object).get("annotations") or {}
+            generated = "resource.kubernetes.io/pod-claim-name" in ann or EXTENDED_CLAIM_ANNOTATION in ann
+            if ev.type != "ADDED" or generated:
+                # allocation changes are tracked by reserve()/release_claim(); a generated claim only
+                # matters to its own pod, whose resourceClaimStatuses update triggers its retry
+                return
         self.bump()
 
     def _on_pod(self, ev) -> None:
