@@ -311,3 +311,14 @@ spec:
     tiny.apply(pod("p", template="one-gpu"))
     tiny.wait()
     assert [r["device"] for r in tiny.placements().rows] == ["gpu-1"]
+
+
+def test_reapplying_a_bound_pod_keeps_it_and_spec_changes_are_refused(tiny):
+    tiny.apply(pod("p"))
+    tiny.wait()
+    tiny.apply({**pod("p"), "metadata": {"name": "p", "labels": {"a": "b"}}})
+    tiny.wait()
+    p = tiny.get("Pod", "p")
+    assert p["spec"]["nodeName"] == "node-0" and p["metadata"]["labels"] == {"a": "b"}
+    with pytest.raises(ClusterError, match="Pod/p: spec: Forbidden"):
+        tiny.apply(pod("p", nodeSelector={"x": "y"}))

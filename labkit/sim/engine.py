@@ -92,9 +92,15 @@ class Sim:
                 return self.store.create(new, copy=False)
             if kind == "ResourceClaim" and (existing.get("spec") or {}) != (obj.get("spec") or {}):
                 raise SimError(f"{what}: spec: field is immutable; delete the claim and create it again")
+            if kind == "Pod":
+                current = {k: v for k, v in (existing.get("spec") or {}).items() if k != "nodeName"}
+                wanted = {k: v for k, v in (obj.get("spec") or {}).items() if k != "nodeName"}
+                if current != wanted:
+                    raise SimError(f"{what}: spec: Forbidden: pod updates may not change the spec here; "
+                                   "delete the pod and create it again")
             new = copy_of(existing)
             for k, v in obj.items():
-                if k not in ("metadata", "status", "apiVersion", "kind"):
+                if k not in ("metadata", "status", "apiVersion", "kind") and not (kind == "Pod" and k == "spec"):
                     new[k] = copy_of(v)
             for f in ("labels", "annotations"):
                 if f in m:
