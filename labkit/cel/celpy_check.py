@@ -158,12 +158,12 @@ def check_tree(ast: Tree, expr: str, *, consumable_capacity: bool, list_type_att
                     "reverse() on strings is not in the strings library version Kubernetes uses (version 2)",
                 )
             if name not in members:
-                raise CelCompileError(f"compilation failed: undeclared reference to '{name}'",
+                raise CelCompileError(f"compilation failed: undeclared reference to '{name}' (in container '')",
                                       _member_hint(name))
         elif kind == "ident_arg":
             name = _name(node)
             if name not in GLOBALS:
-                raise CelCompileError(f"compilation failed: undeclared reference to '{name}'")
+                raise CelCompileError(f"compilation failed: undeclared reference to '{name}' (in container '')")
         elif kind == "member_dot":
             base = _unwrap(node.children[0])
             if isinstance(base, Tree) and base.data == "ident" and _name(base) == "device":
@@ -175,7 +175,7 @@ def check_tree(ast: Tree, expr: str, *, consumable_capacity: bool, list_type_att
         elif kind == "ident":
             name = _name(node)
             if name not in bound and name not in TYPE_NAMES:
-                raise CelCompileError(f"compilation failed: undeclared reference to '{name}'")
+                raise CelCompileError(f"compilation failed: undeclared reference to '{name}' (in container '')")
         elif kind == "relation" and len(node.children) == 2:
             op_node = node.children[0]
             if isinstance(op_node, Tree) and op_node.data in ("relation_eq", "relation_ne"):

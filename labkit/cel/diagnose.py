@@ -60,6 +60,18 @@ def relational_hint(expr: str, line: int, col: int, op: str) -> str:
     return f"use a.compareTo(b) {op} 0"
 
 
+def _is_member_call(expr: str, line: int, col: int) -> bool:
+    """Is the call reported at line:col (its '(' or name) written as ``x.name(...)``?"""
+    pos = min(_offset(expr, line, col), len(expr) - 1)
+    while pos >= 0 and (expr[pos] in " \t\n(" or expr[pos].isalnum() or expr[pos] == "_"):
+        pos -= 1
+    return pos >= 0 and expr[pos] == "."
+
+
+_INDEX = re.compile(r"Index error: index=(-?\d+) size=\d+")
+_BAD_REGEX = re.compile(r"invalid regular expression: (.*)", re.S)
+
+
 def compile_error_from_text(expr: str, text: str) -> CelCompileError:
     """Build a CelCompileError from cel-cpp's checker/parser text."""
     text = _STATUS.sub("", text.strip()).removesuffix("[INVALID_ARGUMENT]").strip()
@@ -77,8 +89,9 @@ def compile_error_from_text(expr: str, text: str) -> CelCompileError:
                     hint = hint or ("device.allowMultipleAllocations exists only with consumable capacity "
                                     "(feature gate DRAConsumableCapacity)")
             else:
-                msg = f"undeclared reference to '{name}'"
-                if name == "sign":
+                msg = f"undeclared reference to '{name}' (in container '')"
+                if name == "sign" and _is_member_call(expr, line, col):
+                    msg = "found no matching overload for 'sign' applied to 'kubernetes.Quantity.()'"
                     hint = hint or "sign is a global function in Kubernetes: write sign(<quantity>)"
                 elif name == "includes":
                     hint = hint or "includes() exists only with list-type attributes (feature gate DRAListTypeAttributes)"
@@ -101,8 +114,16 @@ def runtime_error_from_text(text: str) -> CelRuntimeError:
     m = _NOT_FOUND.search(text)
     if m:
         return no_such_key(m.group(1))
-    if text.startswith("No matching overloads found"):
-        return CelRuntimeError(f"no such overload: {text.partition(':')[2].strip()}")
+    if text.startswith("No matching overloads found") or text.startswith("no such overload"):
+        return CelRuntimeError("no such overload", text.partition(":")[2].strip())
+    m = _INDEX.fullmatch(text)
+    if m:
+        return CelRuntimeError(f"index out of bounds: {m.group(1)}")
+    m = _BAD_REGEX.fullmatch(text)
+    if m:
+        from labkit.cel.regexcheck import go_regex_error
+
+        return CelRuntimeError(go_regex_error(ValueError(m.group(1))))
     return CelRuntimeError(_RUNTIME_TEXT.get(text, text))
 
 

@@ -295,7 +295,7 @@ def _runtime_error(err: CELEvalError) -> CelRuntimeError:
         return CelRuntimeError("integer overflow" if text == "overflow" else text)
     if msg == "modulus or divide by zero":
         return CelRuntimeError("division by zero")
-    if isinstance(msg, str) and msg.startswith("found no matching overload"):
+    if isinstance(msg, str) and msg.startswith(("found no matching overload", "no such overload")):
         return CelRuntimeError("no such overload")
     return CelRuntimeError(str(msg))
 

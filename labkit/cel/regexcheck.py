@@ -75,16 +75,21 @@ def go_regex_error(exc: Exception) -> str:
 
 def check_constant_patterns(expr: str) -> None:
     for m in _MEMBER.finditer(expr):
-        _check(m.group(1), unescape(m.group(3) if m.group(3) is not None else m.group(4), bool(m.group(2))))
+        body = m.group(3) if m.group(3) is not None else m.group(4)
+        _check(expr, m.start(2), m.group(1), unescape(body, bool(m.group(2))))
     for m in _GLOBAL.finditer(expr):
-        _check("matches", unescape(m.group(2) if m.group(2) is not None else m.group(3), bool(m.group(1))))
+        body = m.group(2) if m.group(2) is not None else m.group(3)
+        _check(expr, m.start(1), "matches", unescape(body, bool(m.group(1))))
 
 
-def _check(function: str, pattern: str) -> None:
+def _check(expr: str, at: int, function: str, pattern: str) -> None:
     try:
         re2.compile(pattern)
     except Exception as exc:  # re2.error: the module exposes no stable class
         detail = go_regex_error(exc)
         if function == "matches":
-            raise CelCompileError("compilation failed: invalid matches argument", detail) from None
+            line = expr.count("\n", 0, at) + 1
+            col = at - (expr.rfind("\n", 0, at) + 1) + 1
+            raise CelCompileError(f"compilation failed: ERROR: <input>:{line}:{col}: invalid matches argument",
+                                  detail) from None
         raise CelCompileError(f"program instantiation failed: {detail}") from None
