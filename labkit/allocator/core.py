@@ -316,7 +316,7 @@ class Search:
             if counters_reserved:
                 self.release_counters(dev, pool)
 
-        if f.DeviceTaints and taint_prevents(dev.taints, rd.tolerations):
+        if f.DeviceTaints and taint_prevents(dev.taints, rd.tolerations, self.profile.every_taint_blocks):
             if self.profile.counters_leak:
                 counters_reserved = False  # <= 1.35 quirk: the counters stay taken for this call
             rollback()

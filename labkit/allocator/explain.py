@@ -321,7 +321,7 @@ def _first_rule(allocator, node, rd, dev, pool, cls_sel, taken, counters_used) -
             return Rejection(did, "counters", f"counter set {cs}, counter {cname}: short by {text}",
                              {"counterSet": cs, "counter": cname, "shortBy": text})
     if f.DeviceTaints:
-        taint = blocking_taint(dev.taints, rd.tolerations)
+        taint = blocking_taint(dev.taints, rd.tolerations, allocator.profile.every_taint_blocks)
         if taint is not None:
             text = f"{taint.get('key', '')}={taint.get('value', '')}:{taint.get('effect', '')}"
             return Rejection(did, "taint", f"taint {text} not tolerated",

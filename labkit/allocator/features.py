@@ -149,8 +149,9 @@ class VariantProfile:
 
     @property
     def knows_capacity(self) -> bool:
-        """Capacity requests are checked (<= 1.35 only in the experimental variant)."""
-        return self.release >= 36 or self.name == "experimental"
+        """Capacity requests and distinctAttribute are known (never in stable; <= 1.35 only in
+        the experimental variant)."""
+        return self.name == "experimental" or (self.name == "incubating" and self.release >= 36)
 
     @property
     def copies_tolerations(self) -> bool:
@@ -164,6 +165,11 @@ class VariantProfile:
     def skips_incomplete_pools(self) -> bool:
         """1.34 searched incomplete pools too and failed hard on invalid ones."""
         return self.release >= 35
+
+    @property
+    def every_taint_blocks(self) -> bool:
+        """1.34 (and 1.35's stable variant): every untolerated taint blocks, whatever its effect."""
+        return self.release <= 34 or (self.release == 35 and self.name == "stable")
 
     @property
     def shared_ids_mark_capacity_in_use(self) -> bool:

@@ -20,13 +20,14 @@ def tolerates(toleration: dict, taint: dict) -> bool:
     return op == "Exists"
 
 
-def blocking_taint(taints: list[dict], tolerations: list[dict]) -> dict | None:
-    """The first NoSchedule/NoExecute taint no toleration covers (None and unknown effects never block)."""
+def blocking_taint(taints: list[dict], tolerations: list[dict], every_effect: bool = False) -> dict | None:
+    """The first NoSchedule/NoExecute taint no toleration covers (None and unknown effects never
+    block, except with ``every_effect``: Kubernetes <= 1.35 required every taint tolerated)."""
     for taint in taints:
-        if taint.get("effect") in _BLOCKING and not any(tolerates(t, taint) for t in tolerations):
+        if (every_effect or taint.get("effect") in _BLOCKING) and not any(tolerates(t, taint) for t in tolerations):
             return taint
     return None
 
 
-def taint_prevents(taints: list[dict], tolerations: list[dict]) -> bool:
-    return bool(taints) and blocking_taint(taints, tolerations) is not None
+def taint_prevents(taints: list[dict], tolerations: list[dict], every_effect: bool = False) -> bool:
+    return bool(taints) and blocking_taint(taints, tolerations, every_effect) is not None
