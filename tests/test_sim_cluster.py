@@ -322,3 +322,63 @@ def test_reapplying_a_bound_pod_keeps_it_and_spec_changes_are_refused(tiny):
     assert p["spec"]["nodeName"] == "node-0" and p["metadata"]["labels"] == {"a": "b"}
     with pytest.raises(ClusterError, match="Pod/p: spec: Forbidden"):
         tiny.apply(pod("p", nodeSelector={"x": "y"}))
+
+
+def test_noexecute_device_taint_evicts_and_deployment_replaces(tiny):
+    tiny.apply(TEMPLATE_1GPU)
+    tiny.apply("""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: infer}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: infer}}
+  template:
+    metadata: {labels: {app: infer}}
+    spec:
+      containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]
+      resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]
+""")
+    tiny.wait()
+    [before] = tiny.placements().rows
+    assert before["device"] == "gpu-0"
+    tiny.apply("""
+apiVersion: resource.k8s.io/v1
+kind: DeviceTaintRule
+metadata: {name: drain-gpu0}
+spec:
+  deviceSelector: {driver: gpu.nvidia.com, pool: node-0, device: gpu-0}
+  taint: {key: labkit.dev/broken, effect: NoExecute}
+""")
+    tiny.wait()
+    [after] = tiny.placements().rows
+    assert after["pod"] != before["pod"] and after["device"] == "gpu-1"
+    ev = [e for e in tiny.events() if e["reason"] == "DeviceTaintManagerEviction"]
+    assert [e["involvedObject"]["name"] for e in ev] == [before["pod"]]
+    assert ev[0]["message"] == "Marking for deletion"
+
+
+def test_noexecute_toleration_seconds_delay_eviction(tiny):
+    tiny.apply("""
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: c}
+spec:
+  devices:
+    requests:
+    - name: g
+      exactly:
+        deviceClassName: gpu.nvidia.com
+        tolerations: [{key: labkit.dev/broken, operator: Exists, effect: NoExecute, tolerationSeconds: 30}]
+""")
+    tiny.apply(pod("p", claim="c"))
+    tiny.wait()
+    tiny.apply({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "r"},
+                "spec": {"deviceSelector": {"device": "gpu-0"}, "taint": {"key": "labkit.dev/broken", "effect": "NoExecute"}}})
+    tiny.wait()
+    assert phase(tiny, "p") == ("node-0", "Running")
+    tiny.advance(29)
+    assert phase(tiny, "p") == ("node-0", "Running")
+    tiny.advance(2)
+    with pytest.raises(NotFound):
+        tiny.get("Pod", "p")

@@ -113,7 +113,7 @@ class SimCluster(Cluster):
                 return True
             start = sim.clock.seconds
             while not until(self):
-                nxt = sim.agent.next_deadline()
+                nxt = sim.next_deadline()
                 if nxt is None or nxt - start > timeout:
                     return False
                 sim.advance(max(0.0, nxt - sim.clock.seconds))

@@ -23,6 +23,7 @@ from labkit.sim.nodes import build_node, build_slices_for, default_device_classe
 from labkit.sim.podutil import meta
 from labkit.sim.scheduler import Scheduler
 from labkit.sim.store import Store, StoreError, copy_of
+from labkit.sim.taintctl import DeviceTaintController
 from labkit.sim.workloads import WorkloadController
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -47,6 +48,7 @@ class Sim:
         self.scheduler = Scheduler(self.store, self.events, self.dra)
         self.claims = ClaimController(self.store, self.events, on_deallocate=self.scheduler.release_claim)
         self.agent = NodeAgent(self.store, self.events, self.dra)
+        self.taints = DeviceTaintController(self.store, self.events)
         self._bootstrap(progress or (lambda it, **_: it))
 
     def _bootstrap(self, progress: Callable[..., Iterable]) -> None:
@@ -133,6 +135,7 @@ class Sim:
         self.scheduler.schedule_pending()
         self.claims.reconcile()
         self.agent.reconcile()
+        self.taints.reconcile()
         return self.store.rv != before
 
     def run(self, max_rounds: int = 10_000) -> int:
@@ -149,14 +152,20 @@ class Sim:
         target = self.clock.seconds + seconds
         self.run()
         while True:
-            nxt = self.agent.next_deadline()
+            nxt = self.next_deadline()
             if nxt is None or nxt > target:
                 break
             self.clock.seconds = max(self.clock.seconds, nxt)
             self.agent.finish_due(self.clock.seconds)
+            self.taints.evict_due(self.clock.seconds)
             self.run()
         self.clock.seconds = target
         self.run()
+
+    def next_deadline(self) -> float | None:
+        """Sim time of the next timed event (a pod's duration ends, a toleration runs out)."""
+        times = [t for t in (self.agent.next_deadline(), self.taints.next_deadline()) if t is not None]
+        return min(times, default=None)
 
     # -- looking ---------------------------------------------------------------------------
     def node_slices(self, node_name: str) -> list[dict]:
