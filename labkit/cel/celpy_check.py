@@ -19,7 +19,6 @@ from labkit.cel.literals import _STRING, strip_strings
 
 _UNSUPPORTED = [
     (re.compile(r"\.\s*\?|\[\s*\?"), "optional syntax (.? and [?])"),
-    (re.compile(r"\bcel\s*\.\s*bind\s*\("), "cel.bind"),
     (re.compile(r"\boptional\s*\."), "optional types (optional.of/none)"),
     (re.compile(r"\.\s*(orValue|hasValue|value|or)\s*\("), "optional values (orValue/hasValue/value)"),
     (re.compile(r"\.\s*(transformList|transformMap|transformMapEntry)\s*\("), "two-variable comprehensions"),
@@ -69,6 +68,74 @@ def precheck_text(expr: str) -> None:
     for pattern, what in _UNSUPPORTED:
         if pattern.search(text):
             raise unsupported(what)
+
+
+_BIND = re.compile(r"\bcel\s*\.\s*bind\s*\(")
+
+
+def _string_spans(expr: str) -> list[tuple[int, int]]:
+    return [(m.start(), m.end()) for m in _STRING.finditer(expr)]
+
+
+def _in_string(pos: int, spans: list[tuple[int, int]]) -> bool:
+    return any(a <= pos < b for a, b in spans)
+
+
+def _split_call(expr: str, open_paren: int, spans: list[tuple[int, int]]) -> tuple[list[str], int] | None:
+    """Top-level arguments of the call whose '(' is at ``open_paren``, and the index after ')'."""
+    depth, start, args, i = 0, open_paren + 1, [], open_paren
+    while i < len(expr):
+        for a, b in spans:
+            if a <= i < b:
+                i = b
+                break
+        else:
+            c = expr[i]
+            if c in "([{":
+                depth += 1
+            elif c in ")]}":
+                depth -= 1
+                if depth == 0:
+                    args.append(expr[start:i])
+                    return args, i + 1
+            elif c == "," and depth == 1:
+                args.append(expr[start:i])
+                start = i + 1
+            i += 1
+    return None
+
+
+def rewrite_bind(expr: str) -> str:
+    """Inline ``cel.bind(x, init, body)`` as ``body`` with ``x`` replaced by ``(init)``.
+
+    celpy has no cel.bind macro. cel-go evaluates ``init`` lazily (an error in it only matters
+    if ``x`` is used), and CEL has no side effects, so inlining keeps the semantics.
+    """
+    while True:
+        spans = _string_spans(expr)
+        m = next((m for m in _BIND.finditer(expr) if not _in_string(m.start(), spans)), None)
+        if m is None:
+            return expr
+        split = _split_call(expr, m.end() - 1, spans)
+        if split is None or len(split[0]) != 3 or not re.fullmatch(r"\s*[A-Za-z_]\w*\s*", split[0][0]):
+            raise CelCompileError("compilation failed: cel.bind needs (name, value, expression)",
+                                  "write cel.bind(x, <value>, <expression using x>)")
+        (name, init, body), end = split
+        expr = f"{expr[:m.start()]}({_substitute(body.strip(), name.strip(), f'({init.strip()})')}){expr[end:]}"
+
+
+def _substitute(body: str, name: str, value: str) -> str:
+    spans = _string_spans(body)
+    ident = re.compile(r"(?<![.\w])" + re.escape(name) + r"(?!\w)")
+    out, pos = [], 0
+    for m in ident.finditer(body):
+        if _in_string(m.start(), spans):
+            continue
+        out.append(body[pos : m.start()])
+        out.append(value)
+        pos = m.end()
+    out.append(body[pos:])
+    return "".join(out)
 
 
 def rewrite_namespaces(expr: str) -> str:

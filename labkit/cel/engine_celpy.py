@@ -1,9 +1,10 @@
 """The ``cel-python`` engine (``celpy``, pure Python, e.g. for JupyterLite).
 
-celpy has no type checker and no optional types or ``cel.bind``. This module adds the
+celpy has no type checker, no optional types and no ``cel.bind``. This module adds the
 Kubernetes library, CEL's heterogeneous equality and cross-type numeric comparisons (by
-overriding the operators), the missing-domain rule (a map subclass), and a small static
-check (:mod:`labkit.cel.celpy_check`) for the API server's most common compile errors.
+overriding the operators), the missing-domain rule (a map subclass), ``cel.bind`` (inlined
+before parsing), and a small static check (:mod:`labkit.cel.celpy_check`) for the API
+server's most common compile errors. Optional syntax is refused with a clear error.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from celpy.evaluation import CELEvalError
 
 from labkit.api.quantity import Quantity
 from labkit.cel import ipcidr, k8slib, strings_v2
-from labkit.cel.celpy_check import check_tree, precheck_text, rewrite_namespaces
+from labkit.cel.celpy_check import check_tree, precheck_text, rewrite_bind, rewrite_namespaces
 from labkit.cel.device import DeviceInput
 from labkit.cel.diagnose import no_such_key
 from labkit.cel.errors import CelCompileError, CelRuntimeError
@@ -311,7 +312,7 @@ class CelpyProgram:
         precheck_text(expr)
         env = _environment()
         try:
-            ast = env.compile(rewrite_namespaces(expr))
+            ast = env.compile(rewrite_namespaces(rewrite_bind(expr)))
         except CELParseError as exc:
             first = str(exc).splitlines()[0] if str(exc) else "syntax error"
             raise CelCompileError(f"compilation failed: Syntax error: {first}") from None
