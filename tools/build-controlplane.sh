@@ -46,6 +46,17 @@ if [[ -z "${LABKIT_FORCE_BUILD:-}" ]] && have_all; then
   exit 0
 fi
 
+# one build per version at a time (make test, notebooks and CI may all ask at once)
+mkdir -p "$OUT"
+exec 9>"$OUT/.lock"
+if command -v flock >/dev/null; then
+  flock 9
+  if [[ -z "${LABKIT_FORCE_BUILD:-}" ]] && have_all; then
+    say "cached (built by a concurrent run): $(cat "$OUT/VERSION") in $BIN"
+    exit 0
+  fi
+fi
+
 command -v go >/dev/null || { echo "build-controlplane: Go is not installed; install Go >= 1.26 or set LABKIT_DOWNLOAD_BINARIES=1" >&2; exit 1; }
 mkdir -p "$BIN"
 
@@ -134,8 +145,8 @@ build_kube() {
     echo "$KV" > "$OUT/VERSION.partial"
     local s=$SECONDS
     say "building $c (slow on a cold cache: ~10-20 min each on 2 cores)"
-    (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$lf" -o "$BIN/$c.tmp" "k8s.io/kubernetes/cmd/$c")
-    mv "$BIN/$c.tmp" "$BIN/$c"
+    (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "$lf" -o "$BIN/$c.tmp.$$" "k8s.io/kubernetes/cmd/$c")
+    mv "$BIN/$c.tmp.$$" "$BIN/$c"
     say "built $c in $((SECONDS - s))s"
   done
 }
@@ -151,8 +162,8 @@ build_etcd() {
   fi
   local s=$SECONDS
   say "building etcd $ev"
-  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3)
-  mv "$BIN/etcd.tmp" "$BIN/etcd"
+  (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp.$$" go.etcd.io/etcd/server/v3)
+  mv "$BIN/etcd.tmp.$$" "$BIN/etcd"
   echo "$ev" > "$OUT/ETCD_VERSION"
   say "built etcd in $((SECONDS - s))s"
 }

@@ -78,20 +78,20 @@ class NodeAgent(threading.Thread):
         self.plugins: dict[str, Plugin] = {}
         self.pods: dict[str, PodState] = {}  # pod uid -> what we prepared for it
         self.errors: dict[str, str] = {}  # pod uid -> last start error (for explain)
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self._reported: set[tuple[str, str]] = set()
 
     # -- thread ------------------------------------------------------------------------------
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             try:
                 self.tick()
             except Exception as exc:  # noqa: BLE001 - keep going; the API server may be restarting
                 log.debug("agent %s: %s", self.node, exc)
-            self._stop.wait(self.interval)
+            self._halt.wait(self.interval)
         for p in self.plugins.values():
             p.channel.close()
 
@@ -102,9 +102,9 @@ class NodeAgent(threading.Thread):
         for pod in pods:
             uid = pod["metadata"]["uid"]
             if pod["metadata"].get("deletionTimestamp"):
-                self.finish(pod)
+                self.finish_pod(pod)
             elif uid not in self.pods and (pod.get("status") or {}).get("phase", "Pending") == "Pending":
-                self.start(pod)
+                self.start_pod(pod)
         for uid in [u for u in self.pods if u not in live]:  # force-deleted behind our back
             self._unprepare(uid)
 
@@ -148,7 +148,7 @@ class NodeAgent(threading.Thread):
             out.append((rc["name"], rc.get("resourceClaimName") or statuses.get(rc["name"])))
         return out
 
-    def start(self, pod: dict) -> None:
+    def start_pod(self, pod: dict) -> None:
         meta = pod["metadata"]
         ns, uid = meta["namespace"], meta["uid"]
         claims: dict[str, dict] = {}  # podClaimName -> claim
@@ -258,7 +258,7 @@ class NodeAgent(threading.Thread):
                 "source": {"component": "kubelet", "host": self.node},
                 "firstTimestamp": _now(), "lastTimestamp": _now(), "count": 1})
 
-    def finish(self, pod: dict) -> None:
+    def finish_pod(self, pod: dict) -> None:
         meta = pod["metadata"]
         self._unprepare(meta["uid"])
         try:

@@ -263,7 +263,7 @@ class LocalCluster(Cluster):
 
     def get(self, kind: str, name: str, namespace: str | None = "default") -> dict:
         obj = self._call(lambda: self._api().get(kind, name, namespace), kind, name, namespace)
-        r = self._api().resource(kind)
+        r = self._call(lambda: self._api().resource(kind), kind, name, namespace)
         obj.setdefault("apiVersion", r.api_version)
         obj.setdefault("kind", r.kind)
         return obj

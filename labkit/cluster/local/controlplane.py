@@ -15,13 +15,14 @@ from labkit.cluster.local.procs import Component, Supervisor, free_port, wait_un
 SERVICE_CIDR = "10.0.0.0/24"
 
 #: API group versions that are off by default but needed when a gate is on (per minor).
-#: Everything DRA needs at 1.37 defaults is served by resource.k8s.io/v1.
+#: Everything DRA needs at 1.37 defaults is served by resource.k8s.io/v1. DeviceTaintRule lives
+#: in v1alpha3 (1.34/1.35) and v1beta2 (1.36); the 1.37 workload API version is unverified.
 RUNTIME_CONFIG: dict[str, dict[str, str]] = {
-    "1.34": {"DRADeviceTaints": "resource.k8s.io/v1alpha3", "DRAAdminAccess": ""},
+    "1.34": {"DRADeviceTaints": "resource.k8s.io/v1alpha3"},
     "1.35": {"DRADeviceTaints": "resource.k8s.io/v1alpha3", "DRADeviceTaintRules": "resource.k8s.io/v1alpha3"},
     "1.36": {"DRADeviceTaintRules": "resource.k8s.io/v1beta2",
              "DRAWorkloadResourceClaims": "scheduling.k8s.io/v1alpha2"},
-    "1.37": {"DRAWorkloadResourceClaims": "scheduling.k8s.io/v1alpha3"},
+    "1.37": {"DRAWorkloadResourceClaims": "scheduling.k8s.io/v1beta1"},
 }
 
 

@@ -96,15 +96,15 @@ class Heartbeats(threading.Thread):
     def __init__(self, kube: Kube, nodes: list[str], interval: float = HEARTBEAT_INTERVAL) -> None:
         super().__init__(name="labkit-heartbeats", daemon=True)
         self.kube, self.nodes, self.interval = kube, nodes, interval
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
 
     def run(self) -> None:
-        while not self._stop.wait(self.interval):
+        while not self._halt.wait(self.interval):
             for n in self.nodes:
-                if self._stop.is_set():
+                if self._halt.is_set():
                     return
                 try:
                     heartbeat(self.kube, n)
