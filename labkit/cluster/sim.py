@@ -49,13 +49,15 @@ class SimCluster(Cluster):
         self.profile = load_profile(profile)
         try:
             self.sim = Sim(self.profile, seed=self.seed, cel_engine=self.cel_engine,
-                           progress=self._progress if len(self.profile.nodes) > 50 else None)
+                           progress=self._progress if self.show_progress else None)
         except HardwareError as exc:
             raise ClusterError(str(exc)) from None
         self.sim.run()
         return self
 
     def _progress(self, items, desc: str, total: int | None = None):  # noqa: ANN001
+        if (total or 0) <= 50:
+            return items
         return self.progress(items, desc=desc, total=total)
 
     def down(self) -> None:

@@ -49,6 +49,7 @@ class Sim:
         self.claims = ClaimController(self.store, self.events, on_deallocate=self.scheduler.release_claim)
         self.agent = NodeAgent(self.store, self.events, self.dra)
         self.taints = DeviceTaintController(self.store, self.events)
+        self.scheduler.progress = progress
         self._bootstrap(progress or (lambda it, **_: it))
 
     def _bootstrap(self, progress: Callable[..., Iterable]) -> None:

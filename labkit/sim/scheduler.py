@@ -102,6 +102,7 @@ class Scheduler:
         self._pods_on: dict[str, int] = {}
         self._claim_allocs: dict[str, dict] = {}  # claim uid -> allocation counted in dra.allocated
         self._nodes: list[dict] | None = None
+        self.progress: Any = None  # optional tqdm-like wrapper for long passes
         self._alloc: dict[str, dict[str, Fraction]] = {}  # node -> parsed allocatable
         store.watch(self._on_pod, kinds=("Pod",))
         store.watch(self._on_inventory, kinds=("Node", "DeviceClass", "ResourceSlice", "DeviceTaintRule",
@@ -177,7 +178,10 @@ class Scheduler:
 
     def schedule_pending(self) -> None:
         done_groups: set[tuple[str, str]] = set()
-        for pod in self.pending():
+        queue = self.pending()
+        if self.progress is not None and len(queue) > 500:
+            queue = self.progress(queue, desc="scheduling", total=len(queue))
+        for pod in queue:
             if self.store.get("Pod", meta(pod)["name"], meta(pod)["namespace"]) is not pod:
                 continue  # changed during this pass; next round
             uid = meta(pod)["uid"]
