@@ -133,3 +133,67 @@ def test_random_scenarios_match_go(tmp_path, monkeypatch):
         if mine != go:
             diffs.append((row["name"], go, mine))
     assert not diffs, f"{len(diffs)} of {n} differ; first: {diffs[0]}"
+
+
+# -- older releases: the same inputs through oracle-0.3x with kubernetesVersion 1.3x -----------
+CORPUS = Path(__file__).parent / "data" / "allocator"
+#: Go map order decides the pool order before 1.36 (random): multi-pool cases cannot be compared
+RANDOM_ORDER = {"pool-order", "node-selector-slice"}
+
+
+def _gate_problem(mine: dict, go: dict) -> bool:
+    """Cases whose gates do not exist in that release (labkit's and the oracle's gate tables)."""
+    return ("does not exist in Kubernetes" in (mine["error"] or "")
+            or "not supported by this allocator release" in (go["error"] or ""))
+
+
+def _run_release(version: str, source_dirs: list[Path], tmp_path: Path) -> list:
+    oracle = ORACLE.parent / f"oracle-0.{version.split('.')[1]}"
+    if not oracle.exists():
+        pytest.skip(f"{oracle.name} not built (bash tools/build-oracle.sh 0.{version.split('.')[1]})")
+    for d in source_dirs:
+        case = yaml.safe_load((d / "case.yaml").read_text())
+        case["kubernetesVersion"] = version
+        t = tmp_path / d.name
+        t.mkdir()
+        (t / "input.yaml").write_text((d / "input.yaml").read_text())
+        (t / "case.yaml").write_text(yaml.safe_dump(case))
+    out = subprocess.run([str(oracle), "--batch", str(tmp_path)], capture_output=True, text=True, check=True,
+                         env={**os.environ, "LABKIT_DETERMINISTIC_SHAREID": "1"})
+    diffs = []
+    for line in out.stdout.splitlines():
+        row = json.loads(line)
+        go = {k: row["output"][k] for k in ("status", "allocations", "error")}
+        d = tmp_path / row["name"]
+        case = yaml.safe_load((d / "case.yaml").read_text())
+        gates = ",".join(f"{k}={str(v).lower()}" for k, v in sorted((case.get("featureGates") or {}).items()))
+        doc = allocate_files([str(d / "input.yaml")], case["node"], feature_gates=gates, kubernetes_version=version,
+                             validate_input=False, warn=lambda s: None)
+        mine = {"status": doc["status"], "allocations": json.loads(json.dumps(doc["allocations"])),
+                "error": doc["error"]}
+        if mine != go and not _gate_problem(mine, go):
+            diffs.append((row["name"], go, mine))
+    return diffs
+
+
+@pytest.mark.oracle
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["1.36", "1.35", "1.34"])
+def test_corpus_matches_older_releases(version, tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_DETERMINISTIC_SHAREID", "1")
+    dirs = [p for p in sorted(CORPUS.iterdir()) if (p / "case.yaml").exists() and p.name not in RANDOM_ORDER]
+    diffs = _run_release(version, dirs, tmp_path)
+    assert not diffs, diffs[:2]
+
+
+@pytest.mark.oracle
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["1.36", "1.35"])
+def test_random_scenarios_match_older_releases(version, tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_DETERMINISTIC_SHAREID", "1")
+    src = tmp_path / "src"
+    write_cases(src, range(int(os.environ.get("LABKIT_DIFF_CASES", "400")) // 2))
+    out = tmp_path / "run"
+    out.mkdir()
+    diffs = _run_release(version, sorted(src.iterdir()), out)
+    assert not diffs, diffs[:2]
