@@ -356,7 +356,7 @@ def _num(value: Fraction, fmt: str | None = None) -> str:
 def _counters_used(pools, state, taken) -> dict:
     """Per pool: counter set -> counter -> consumed (allocated claims + this run's prefix)."""
     used: dict = {}
-    busy = set(state.devices) | state.shared_device_ids() | set(state.capacity) | set(taken["dedicated"]) \
+    busy = set(state.devices) | set(state.shared_device_ids()) | set(state.capacity) | set(taken["dedicated"]) \
         | set(taken["capacity"])
     for pool in pools:
         if pool.incomplete or pool.invalid:

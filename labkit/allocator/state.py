@@ -26,6 +26,8 @@ class AllocatedState:
     shared: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     #: device -> capacity name -> summed consumed capacity
     capacity: dict[DeviceID, dict[str, Fraction]] = field(default_factory=dict)
+    #: device -> number of shared results on it (kept in step with ``shared``)
+    shared_devices: dict[DeviceID, int] = field(default_factory=dict)
     #: device -> "ns/name" of claims holding it (for explanations)
     owners: dict[DeviceID, list[str]] = field(default_factory=dict)
     consumable_capacity: bool = True
@@ -48,6 +50,7 @@ class AllocatedState:
             if share is not None:
                 key = (*device_id, share)
                 self.shared[key] = self.shared.get(key, 0) + 1
+                self.shared_devices[device_id] = self.shared_devices.get(device_id, 0) + 1
                 consumed = result.get("consumedCapacity")
                 if consumed is not None:
                     per_device = self.capacity.setdefault(device_id, {})
@@ -68,6 +71,9 @@ class AllocatedState:
                     self.shared[key] -= 1
                     if not self.shared[key]:
                         del self.shared[key]
+                    self.shared_devices[device_id] -= 1
+                    if not self.shared_devices[device_id]:
+                        del self.shared_devices[device_id]
                 consumed = result.get("consumedCapacity")
                 if consumed is not None and device_id in self.capacity:
                     per_device = self.capacity[device_id]
@@ -93,10 +99,10 @@ class AllocatedState:
     def is_dedicated(self, device_id: DeviceID) -> bool:
         return device_id in self.devices
 
-    def shared_device_ids(self) -> set[DeviceID]:
-        return {key[:3] for key in self.shared}
+    def shared_device_ids(self) -> dict[DeviceID, int]:
+        """Devices with at least one shared allocation (a live view, not a copy)."""
+        return self.shared_devices
 
     def is_allocated(self, device_id: DeviceID) -> bool:
         """``IsDeviceAllocated``: dedicated, shared, or with aggregated capacity."""
-        return (device_id in self.devices or device_id in self.capacity
-                or any(key[:3] == device_id for key in self.shared))
+        return device_id in self.devices or device_id in self.capacity or device_id in self.shared_devices
