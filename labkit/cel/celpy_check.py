@@ -18,7 +18,6 @@ from labkit.cel.errors import CelCompileError
 from labkit.cel.literals import _STRING, strip_strings
 
 _UNSUPPORTED = [
-    (re.compile(r"\.\s*\?|\[\s*\?"), "optional syntax (.? and [?])"),
     (re.compile(r"\boptional\s*\."), "optional types (optional.of/none)"),
     (re.compile(r"\.\s*(orValue|hasValue|value|or)\s*\("), "optional values (orValue/hasValue/value)"),
     (re.compile(r"\.\s*(transformList|transformMap|transformMapEntry)\s*\("), "two-variable comprehensions"),
@@ -63,8 +62,14 @@ def unsupported(what: str) -> CelCompileError:
     )
 
 
+_OPTIONAL_LEFT = re.compile(r"\.\s*\?|\[\s*\?")
+
+
 def precheck_text(expr: str) -> None:
+    """Refuse what celpy cannot run; call after the rewrites."""
     text = strip_strings(expr)
+    if _OPTIONAL_LEFT.search(text):
+        raise unsupported("optional syntax (.? and [?]) other than .orValue(x) / .hasValue()")
     for pattern, what in _UNSUPPORTED:
         if pattern.search(text):
             raise unsupported(what)
@@ -136,6 +141,87 @@ def _substitute(body: str, name: str, value: str) -> str:
         pos = m.end()
     out.append(body[pos:])
     return "".join(out)
+
+
+_OPT_FIELD = re.compile(r"\.\s*\?\s*([A-Za-z_]\w*)\s*\.\s*(orValue|hasValue)\s*\(")
+_OPT_INDEX = re.compile(r"\[\s*\?")
+_DEVICE_MAPS = ("device.attributes", "device.capacity")
+
+
+def _receiver_start(expr: str, end: int, spans: list[tuple[int, int]]) -> int:
+    """Start of the member chain (``a.b["c"](d)``) that ends just before ``end``."""
+    i, depth = end - 1, 0
+    while i >= 0:
+        span = next(((a, b) for a, b in spans if a <= i < b), None)
+        if span:
+            if depth == 0:
+                break
+            i = span[0] - 1
+            continue
+        c = expr[i]
+        if c in ")]}":
+            depth += 1
+        elif c in "([{":
+            if depth == 0:
+                break
+            depth -= 1
+        elif depth == 0 and not (c.isalnum() or c in "_."):
+            break
+        i -= 1
+    return i + 1
+
+
+def rewrite_optionals(expr: str) -> str:
+    """The common optional idioms, for celpy (no optional types):
+
+    ``R.?f.orValue(D)`` -> ``(has(R.f) ? R.f : D)``, ``R.?f.hasValue()`` -> ``has(R.f)``,
+    ``R[?k].orValue(D)`` -> ``(k in R ? R[k] : D)``, ``R[?k].hasValue()`` -> ``(k in R)``;
+    on ``device.attributes``/``device.capacity`` a missing domain is found (as an empty map),
+    as in Kubernetes. Other optional forms stay unsupported.
+    """
+    while True:
+        spans = _string_spans(expr)
+        m = next((m for m in _OPT_FIELD.finditer(expr) if not _in_string(m.start(), spans)), None)
+        if m is not None:
+            start = _receiver_start(expr, m.start(), spans)
+            recv, field, fn = expr[start : m.start()].strip(), m.group(1), m.group(2)
+            split = _split_call(expr, m.end() - 1, spans)
+            if not recv or split is None:
+                return expr
+            args, end = split
+            if fn == "hasValue":
+                new = f"has({recv}.{field})"
+            elif len(args) == 1:
+                new = f"(has({recv}.{field}) ? {recv}.{field} : {args[0].strip()})"
+            else:
+                return expr
+            expr = expr[:start] + new + expr[end:]
+            continue
+        m = next((m for m in _OPT_INDEX.finditer(expr) if not _in_string(m.start(), spans)), None)
+        if m is None:
+            return expr
+        start = _receiver_start(expr, m.start(), spans)
+        recv = expr[start : m.start()].strip()
+        close = _split_call(expr, m.start(), spans)
+        if not recv or close is None:
+            return expr
+        key_args, after = close
+        key = key_args[0].strip().lstrip("?").strip() if len(key_args) == 1 else ""
+        tail = re.match(r"\s*\.\s*(orValue|hasValue)\s*\(", expr[after:])
+        if not key or tail is None:
+            return expr
+        call = _split_call(expr, after + tail.end() - 1, spans)
+        if call is None:
+            return expr
+        args, end = call
+        device_map = re.sub(r"\s+", "", recv) in _DEVICE_MAPS
+        if tail.group(1) == "hasValue":
+            new = "true" if device_map else f"({key} in {recv})"
+        elif len(args) == 1:
+            new = f"{recv}[{key}]" if device_map else f"({key} in {recv} ? {recv}[{key}] : {args[0].strip()})"
+        else:
+            return expr
+        expr = expr[:start] + new + expr[end:]
 
 
 def rewrite_namespaces(expr: str) -> str:

@@ -20,7 +20,13 @@ from celpy.evaluation import CELEvalError
 
 from labkit.api.quantity import Quantity
 from labkit.cel import ipcidr, k8slib, strings_v2
-from labkit.cel.celpy_check import check_tree, precheck_text, rewrite_bind, rewrite_namespaces
+from labkit.cel.celpy_check import (
+    check_tree,
+    precheck_text,
+    rewrite_bind,
+    rewrite_namespaces,
+    rewrite_optionals,
+)
 from labkit.cel.device import DeviceInput
 from labkit.cel.diagnose import no_such_key
 from labkit.cel.errors import CelCompileError, CelRuntimeError
@@ -309,10 +315,11 @@ class CelpyProgram:
     def __init__(self, expr: str, consumable_capacity: bool, list_type_attributes: bool) -> None:
         self.expr = expr
         self._cc = consumable_capacity
-        precheck_text(expr)
+        rewritten = rewrite_optionals(rewrite_bind(expr))
+        precheck_text(rewritten)
         env = _environment()
         try:
-            ast = env.compile(rewrite_namespaces(rewrite_bind(expr)))
+            ast = env.compile(rewrite_namespaces(rewritten))
         except CELParseError as exc:
             first = str(exc).splitlines()[0] if str(exc) else "syntax error"
             raise CelCompileError(f"compilation failed: Syntax error: {first}") from None
