@@ -100,7 +100,7 @@ class Scheduler:
         self._bound: dict[str, tuple[str, dict[str, Fraction]]] = {}  # pod uid -> (node, requests)
         self._usage: dict[str, dict[str, Fraction]] = {}
         self._pods_on: dict[str, int] = {}
-        self._claim_allocs: dict[str, dict] = {}  # claim uid -> allocation counted in dra.allocated
+        self._claim_allocs: dict[str, tuple[dict, str]] = {}  # claim uid -> (allocation, owner) in dra.allocated
         self._nodes: list[dict] | None = None
         self.progress: Any = None  # optional tqdm-like wrapper for long passes
         self._alloc: dict[str, dict[str, Fraction]] = {}  # node -> parsed allocatable
@@ -158,9 +158,9 @@ class Scheduler:
 
     def release_claim(self, claim: dict) -> None:
         """The claim controller deallocated `claim`."""
-        alloc = self._claim_allocs.pop(meta(claim).get("uid", ""), None)
-        if alloc is not None:
-            self.dra.allocated.remove(alloc)
+        held = self._claim_allocs.pop(meta(claim).get("uid", ""), None)
+        if held is not None:
+            self.dra.allocated.remove(held[0], owner=held[1])
         self.bump()
 
     def nodes(self) -> list[dict]:
@@ -381,10 +381,16 @@ class Scheduler:
         fixed = {k: self._fix_share_ids(v) for k, v in att.allocations.items()}
         by_key = {f"{meta(c)['namespace']}/{meta(c)['name']}": c for c in att.claims}
         for key, result in fixed.items():
-            self.dra.allocated.add(result, owner=key)
-            self._claim_allocs[self._alloc_key(pod, by_key, key)] = result
+            owner = self._owner(pod, key)
+            self.dra.allocated.add(result, owner=owner)
+            self._claim_allocs[self._alloc_key(pod, by_key, key)] = (result, owner)
         self._account(meta(pod)["uid"], att.node or "", pod_requests(pod))
         return fixed
+
+    @staticmethod
+    def _owner(pod: dict, key: str) -> str:
+        """Owner name recorded in AllocatedState (shown in allocator explanations)."""
+        return f"{meta(pod)['namespace']}/{meta(pod)['name']}-extended-resources" if key == EXT_KEY else key
 
     @staticmethod
     def _alloc_key(pod: dict, by_key: dict[str, dict], key: str) -> str:
@@ -393,7 +399,7 @@ class Scheduler:
     def unreserve(self, pod: dict, att: Attempt, fixed: dict[str, dict]) -> None:
         by_key = {f"{meta(c)['namespace']}/{meta(c)['name']}": c for c in att.claims}
         for key, result in fixed.items():
-            self.dra.allocated.remove(result, owner=key)
+            self.dra.allocated.remove(result, owner=self._owner(pod, key))
             self._claim_allocs.pop(self._alloc_key(pod, by_key, key), None)
         if meta(pod)["uid"] in self._bound:
             self._unaccount(meta(pod)["uid"])
@@ -442,7 +448,8 @@ class Scheduler:
         created = self.store.create(claim, copy=False)
         new = evolve(created, "status")
         new["status"] = {"allocation": result, "reservedFor": [ref]}
-        self._claim_allocs[meta(created)["uid"]] = self._claim_allocs.pop(f"ext:{pm['uid']}", result)
+        self._claim_allocs[meta(created)["uid"]] = self._claim_allocs.pop(
+            f"ext:{pm['uid']}", (result, self._owner(pod, EXT_KEY)))
         return self.store.update(new)
 
     @staticmethod
