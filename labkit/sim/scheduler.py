@@ -244,7 +244,9 @@ class Scheduler:
             spec.get("tolerations"), cs,
         ], sort_keys=True, default=str)
 
-    def attempt(self, pod: dict, use_cache: bool = True) -> Attempt:
+    def attempt(self, pod: dict, cursors: dict[str, _Cursor] | None = None) -> Attempt:
+        """Try every node for `pod`. `cursors` holds the per-epoch failure memory (default: the
+        scheduler's; a gang passes its own, valid while its tentative reservations stand)."""
         nodes = self.nodes()
         att = Attempt(num_nodes=len(nodes))
         claims, msg = self._prefilter(pod)
@@ -255,11 +257,10 @@ class Scheduler:
             att.message = f"0/{len(nodes)} nodes are available: {msg}."
             return att
         sig = self._signature(pod, claims)
-        cur = self._cursors.get(sig) if use_cache else None
+        cursors = self._cursors if cursors is None else cursors
+        cur = cursors.get(sig)
         if cur is None or cur.epoch != self.epoch:
-            cur = _Cursor(self.epoch)
-            if use_cache:
-                self._cursors[sig] = cur
+            cur = cursors[sig] = _Cursor(self.epoch)
         req = pod_requests(pod)
         ext_classes = self.dra.extended_resource_classes()
         ext = self._extended_requests(pod, req, ext_classes)
@@ -540,8 +541,9 @@ class Scheduler:
             return
         reserved: list[tuple[dict, Attempt, dict]] = []
         failed: list[tuple[dict, Attempt]] = []
+        gang_cursors: dict[str, _Cursor] = {}
         for p in pending:
-            att = self.attempt(p, use_cache=False)
+            att = self.attempt(p, gang_cursors)
             self.attempts[meta(p)["uid"]] = att
             if att.node:
                 reserved.append((p, att, self.reserve(p, att)))
