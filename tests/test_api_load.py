@@ -128,7 +128,8 @@ def test_load_files_collects_all_problems(tmp_path: Path) -> None:
     assert str(bad) in err.value.problems[0]
 
 
-@pytest.mark.parametrize("name", ["nvidia-claims.yaml", "kubectl-claims-list.yaml", "slices.yaml"])
+@pytest.mark.parametrize("name", ["nvidia-claims.yaml", "kubectl-claims-list.yaml", "slices.yaml",
+                                  "kubectl-pod-node.yaml"])
 @pytest.mark.parametrize("fmt", ["yaml", "json"])
 def test_round_trip_unchanged(name: str, fmt: str) -> None:
     objs = load(DATA / name)

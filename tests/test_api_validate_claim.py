@@ -12,7 +12,8 @@ from tests.test_api_helpers import V1, claim, exact, first, messages, one
 DATA = Path(__file__).parent / "data" / "api"
 
 
-@pytest.mark.parametrize("name", ["nvidia-claims.yaml", "kubectl-claims-list.yaml", "slices.yaml"])
+@pytest.mark.parametrize("name", ["nvidia-claims.yaml", "kubectl-claims-list.yaml", "slices.yaml",
+                                  "kubectl-pod-node.yaml"])
 def test_realistic_manifests_are_valid(name: str) -> None:
     assert messages(load(DATA / name)) == []
 
