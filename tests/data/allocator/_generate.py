@@ -285,6 +285,21 @@ case("config-copy", [dclass(config=[{"opaque": {"driver": GPU, "parameters": {"c
                                    {"requests": ["a"], "opaque": {"driver": GPU, "parameters": {"a": 1}}},
                                    {"requests": ["a", "b", "c"], "opaque": {"driver": GPU, "parameters": {"abc": 1}}}])])
 
+# error shapes
+case("error-selector-not-cel", [dclass(), rslice("s1", gpus(1)),
+                                claim("c1", [req("gpu", selectors=[])])])
+CASES["error-selector-not-cel"][0][-1]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [{}]
+case("error-no-class-name", [dclass(), rslice("s1", gpus(1)), claim("c1", [req("gpu", cls="")])])
+case("error-bad-mode", [dclass(), rslice("s1", gpus(1)), claim("c1", [req("gpu", mode="Some")])])
+case("error-subrequest-capacity-off", [dclass(), rslice("s1", gpus(1)), claim("c1", [{"name": "gpu", "firstAvailable": [
+    sub("one", capacity={"requests": {"memory": "1Gi"}})]}])], gates={"DRAConsumableCapacity": False})
+# (CEL compile errors: Go appends the source snippet lines; labkit.cel prints one line, see report)
+case("error-class-cel-runtime", [dclass(expr='device.attributes["gpu.nvidia.com"].nope'), rslice("s1", gpus(1)),
+                                 claim("c1", [req("gpu")])])
+case("admin-access-set-false-feature-off", [dclass(), rslice("s1", gpus(1)),
+                                            claim("mon", [req("gpu", adminAccess=False)])],
+     gates={"DRAAdminAccess": False}, version="1.35")
+
 # partitionable devices (MIG-like)
 COUNTERS = {"name": "gpu-0-counters", "counters": {"memory": {"value": "40Gi"}, "slices": {"value": "7"}}}
 
