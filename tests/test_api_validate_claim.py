@@ -203,3 +203,19 @@ def test_claim_device_status() -> None:
     c["status"]["devices"][0].update(device="gpu-0", conditions=[{}] * 9)
     found = messages(c)
     assert any(m.endswith("status.devices[0].conditions: Too many: 9: must have at most 8 items") for m in found)
+
+
+def test_derived_attributes_need_gate_and_a_constraint() -> None:
+    attrs = [{"name": "example.com/numa", "expression": "device.attributes['gpu.nvidia.com'].index"}]
+    used = claim([exact(derivedAttributes=attrs)], constraints=[{"matchAttribute": "example.com/numa"}])
+    assert "does not exist in Kubernetes 1.36" in one(used, kubernetes_version="1.36")
+    assert "needs feature gate DRADerivedAttributes (alpha, off in Kubernetes 1.37)" in one(used)
+    on = {"DRADerivedAttributes": True}
+    assert messages(used, feature_gates=on) == []
+    unused = claim([exact(derivedAttributes=attrs)])
+    assert one(unused, feature_gates=on).endswith(
+        "derivedAttributes[0].name: Invalid value: \"example.com/numa\": must be referenced by at least one "
+        "matchAttribute or distinctAttribute constraint targeting this request")
+    sub = claim([first(subs=[{"name": "a", "deviceClassName": "x", "derivedAttributes": attrs}])],
+                constraints=[{"requests": ["gpu"], "distinctAttribute": "example.com/numa"}])
+    assert messages(sub, feature_gates=on) == []

@@ -54,7 +54,9 @@ def gate(sink: Sink, ctx: Context, path: str, name: str) -> bool:
     return True
 
 
-def check_cel(sink: Sink, ctx: Context, path: str, expression: Any) -> None:
+def check_cel(sink: Sink, ctx: Context, path: str, expression: Any, *, selector: bool = True) -> None:
+    """Length limit, and compile errors for selectors (``selector=False``: length only, e.g. the
+    value expressions of derived attributes, which labkit.cel cannot compile)."""
     if not isinstance(expression, str) or expression == "":
         if expression is None or expression == "":
             sink.required(path)
@@ -62,7 +64,7 @@ def check_cel(sink: Sink, ctx: Context, path: str, expression: Any) -> None:
     if len(expression.encode()) > CEL_MAX_LENGTH:
         sink.too_long(path, CEL_MAX_LENGTH)
         return
-    if ctx.cel_compile is None:
+    if ctx.cel_compile is None or not selector:
         return
     try:
         ctx.cel_compile(expression,
@@ -124,7 +126,8 @@ def _check_mode_count(sink: Sink, path: str, req: dict) -> None:
         sink.unsupported(f"{path}.allocationMode", mode, ["All", "ExactCount"])
 
 
-def _check_request_body(sink: Sink, ctx: Context, path: str, req: dict, *, exact: bool) -> None:
+def _check_request_body(sink: Sink, ctx: Context, path: str, req: dict, *, exact: bool,
+                        ref: str = "", constrained: dict[str, set[str]] | None = None) -> None:
     """Fields shared by ExactDeviceRequest and DeviceSubRequest."""
     cls = req.get("deviceClassName")
     if not cls:
@@ -147,8 +150,9 @@ def _check_request_body(sink: Sink, ctx: Context, path: str, req: dict, *, exact
             kpath = f"{path}.capacity.requests[{key}]"
             sink.names(kpath, key, names.qualified_name(str(key)))
             quantity(sink, kpath, value)
-    if req.get("derivedAttributes") is not None:
-        gate(sink, ctx, f"{path}.derivedAttributes", "DRADerivedAttributes")
+    if req.get("derivedAttributes") is not None and \
+            gate(sink, ctx, f"{path}.derivedAttributes", "DRADerivedAttributes"):
+        _check_derived(sink, ctx, f"{path}.derivedAttributes", req["derivedAttributes"], ref, constrained or {})
     if exact and req.get("adminAccess") is not None:
         gate(sink, ctx, f"{path}.adminAccess", "DRAAdminAccess")
 
@@ -216,7 +220,43 @@ def check_opaque(sink: Sink, path: str, config: Any) -> None:
         sink.too_long(ppath, OPAQUE_MAX_BYTES)
 
 
-def _check_request(sink: Sink, ctx: Context, path: str, req: Any) -> None:
+def _check_derived(sink: Sink, ctx: Context, path: str, attrs: Any, ref: str,
+                   constrained: dict[str, set[str]]) -> None:
+    """Derived attributes exist only for constraints: each must be used by one on this request."""
+    parent = ref.split("/", 1)[0]
+    usable = constrained.get("", set()) | constrained.get(ref, set()) | constrained.get(parent, set())
+    seen: set[str] = set()
+    for i, attr in enumerate(as_list(attrs)):
+        attr = as_dict(attr)
+        name = attr.get("name")
+        if isinstance(name, str) and name:
+            if name in seen:
+                sink.duplicate(f"{path}[{i}].name", name)
+            seen.add(name)
+            if name not in usable:
+                sink.invalid(f"{path}[{i}].name", name, "must be referenced by at least one matchAttribute "
+                             "or distinctAttribute constraint targeting this request")
+        elif not name:
+            sink.required(f"{path}[{i}].name")
+        check_cel(sink, ctx, f"{path}[{i}].expression", attr.get("expression"), selector=False)
+
+
+def _constraint_attrs(constraints: list) -> dict[str, set[str]]:
+    """Request reference ("" = all requests) -> attribute names its constraints use."""
+    out: dict[str, set[str]] = {}
+    for con in constraints:
+        con = as_dict(con)
+        attr = con.get("matchAttribute") or con.get("distinctAttribute")
+        if not isinstance(attr, str):
+            continue
+        refs = [r for r in as_list(con.get("requests")) if isinstance(r, str)] or [""]
+        for ref in refs:
+            out.setdefault(ref, set()).add(attr)
+    return out
+
+
+def _check_request(sink: Sink, ctx: Context, path: str, req: Any,
+                   constrained: dict[str, set[str]] | None = None) -> None:
     req = as_dict(req)
     name = req.get("name")
     if not name:
@@ -235,7 +275,8 @@ def _check_request(sink: Sink, ctx: Context, path: str, req: Any) -> None:
         sink.required(path, "exactly one of `exactly` or `firstAvailable` is required")
         return
     if has_exact:
-        _check_request_body(sink, ctx, f"{path}.exactly", as_dict(req["exactly"]), exact=True)
+        _check_request_body(sink, ctx, f"{path}.exactly", as_dict(req["exactly"]), exact=True,
+                            ref=str(name), constrained=constrained)
         return
     fpath = f"{path}.firstAvailable"
     if not gate(sink, ctx, fpath, "DRAPrioritizedList"):
@@ -255,7 +296,7 @@ def _check_request(sink: Sink, ctx: Context, path: str, req: Any) -> None:
             if sname in seen:
                 sink.duplicate(f"{spath}.name", sname)
             seen.add(sname)
-        _check_request_body(sink, ctx, spath, sub, exact=False)
+        _check_request_body(sink, ctx, spath, sub, exact=False, ref=f"{name}/{sname}", constrained=constrained)
 
 
 def _check_constraint(sink: Sink, ctx: Context, path: str, con: Any,
@@ -288,8 +329,9 @@ def check_claim_spec(sink: Sink, ctx: Context, path: str, spec: Any, namespace: 
         sink.too_many(f"{dpath}.requests", len(requests), MAX_REQUESTS)
     else:
         seen: set[str] = set()
+        constrained = _constraint_attrs(as_list(devices.get("constraints")))
         for i, req in enumerate(requests):
-            _check_request(sink, ctx, f"{dpath}.requests[{i}]", req)
+            _check_request(sink, ctx, f"{dpath}.requests[{i}]", req, constrained)
             name = as_dict(req).get("name")
             if isinstance(name, str) and name:
                 if name in seen:
