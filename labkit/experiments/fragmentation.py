@@ -1,0 +1,83 @@
+"""Unallocatable capacity: free GPU memory that no typical request of the trace can use.
+
+In the spirit of FGD (Weng et al., ATC'23): for each request class r of the trace's mix (weight
+w_r), the free memory of a node that r cannot use; the node's fragmentation is the weighted sum.
+- a share of one GPU needing m GiB cannot use a free piece smaller than m (a piece: a whole free
+  GPU, a free static MIG device, the unconsumed part of a dynamic-MIG GPU, the headroom of a
+  shared GPU when the policy shares);
+- a job of g whole GPUs can only use a node with g idle whole GPUs (in one NVLink domain when
+  g > 1); then every other free piece of that node is unusable for it, otherwise all of them are.
+"""
+
+from __future__ import annotations
+
+from labkit.experiments.ledger import GpuUse, Ledger
+
+Mix = list[tuple[int, float, float]]  # (whole GPUs, GiB per share, weight)
+
+
+def _whole_free(u: GpuUse) -> bool:
+    return u.idle and (u.info.whole or u.info.dynamic_mig)
+
+
+#: one GPU's state for the metric: (free pieces GiB, idle whole GPU?, NVLink domain, memory GiB)
+GpuState = tuple[tuple[float, ...], bool, str, float]
+
+
+def gpu_states(uses: list[GpuUse], sharing: bool) -> tuple[GpuState, ...]:
+    return tuple((tuple(u.chunks(sharing)), _whole_free(u), u.info.nvlink or u.info.name, u.info.mem_gib)
+                 for u in uses)
+
+
+def node_fragmentation(uses: list[GpuUse], mix: Mix, sharing: bool) -> float:
+    return states_fragmentation(gpu_states(uses, sharing), mix)
+
+
+def states_fragmentation(states: tuple[GpuState, ...], mix: Mix) -> float:
+    free = sum(sum(s[0]) for s in states)
+    if free <= 1e-9:
+        return 0.0
+    total = 0.0
+    for g, m, w in mix:
+        if g == 0:
+            total += w * sum(x for s in states for x in s[0] if x + 1e-9 < m)
+            continue
+        domains: dict[str, int] = {}
+        whole_mem = 0.0
+        for s in states:
+            if s[1]:
+                domains[s[2]] = domains.get(s[2], 0) + 1
+                whole_mem += s[3]
+        fits = (max(domains.values(), default=0) >= g) if g > 1 else bool(domains)
+        total += w * (free - whole_mem if fits else free)
+    return total
+
+
+class FragmentationMeter:
+    """Fleet fragmentation with a per-node cache keyed on the ledger's node versions."""
+
+    def __init__(self, ledger: Ledger, mix: Mix, sharing: bool) -> None:
+        self.ledger = ledger
+        self.mix = mix
+        self.sharing = sharing
+        self._cache: dict[str, tuple[int, float, float]] = {}
+
+    def node(self, node: str) -> tuple[float, float]:
+        """(fragmented GiB, free GiB) of one node."""
+        v = self.ledger.node_version.get(node, 0)
+        hit = self._cache.get(node)
+        if hit is not None and hit[0] == v:
+            return hit[1], hit[2]
+        uses = self.ledger.gpus[node]
+        frag = node_fragmentation(uses, self.mix, self.sharing)
+        free = sum(sum(u.chunks(self.sharing)) for u in uses)
+        self._cache[node] = (v, frag, free)
+        return frag, free
+
+    def fleet(self) -> tuple[float, float]:
+        frag = free = 0.0
+        for n in self.ledger.fleet.nodes:
+            a, b = self.node(n)
+            frag += a
+            free += b
+        return frag, free

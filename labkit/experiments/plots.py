@@ -1,0 +1,50 @@
+"""Matplotlib figures for experiment results (Agg backend when no display is set up)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+PANELS = (
+    ("memory (GiB): allocated solid, needed dashed", ("alloc_mem_gib", "need_mem_gib")),
+    ("GPUs busy", ("gpus_busy",)),
+    ("pending pods", ("pending",)),
+    ("unusable free memory (GiB)", ("frag_gib",)),
+)
+
+
+def plot_results(results: Any, path: str | Path | None = None) -> Any:
+    """Four panels over sim time (hours), one line per policy; saved to `path` when given."""
+    import matplotlib
+
+    if path is not None:
+        matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(PANELS) + 1, 1, figsize=(9, 13), constrained_layout=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, run in enumerate(results.runs):
+        color = colors[k % len(colors)]
+        hours = [s["t"] / 3600 for s in run.timeline]
+        for ax, (title, keys) in zip(axes, PANELS, strict=False):
+            for j, key in enumerate(keys):
+                ax.step(hours, [s[key] for s in run.timeline], where="post", color=color,
+                        linestyle="--" if j else "-", label=run.policy if j == 0 else None, linewidth=1.2)
+            ax.set_title(title, fontsize=10)
+    for ax in axes[:-1]:
+        ax.set_xlabel("sim time (h)")
+    axes[0].legend(fontsize=8, ncol=3)
+    ax = axes[-1]
+    names = [r.policy for r in results.runs]
+    util = [r.summary["mem_util_pct"] for r in results.runs]
+    waits = [r.summary["wait_p95_s"] / 60 for r in results.runs]
+    pos = range(len(names))
+    ax.bar([p - 0.2 for p in pos], util, width=0.4, label="memory utilisation of allocated (%)")
+    ax.bar([p + 0.2 for p in pos], waits, width=0.4, label="p95 wait (min)")
+    ax.set_xticks(list(pos), names, fontsize=8)
+    ax.legend(fontsize=8)
+    ax.set_title("summary", fontsize=10)
+    if path is not None:
+        fig.savefig(str(path), dpi=90)
+        plt.close(fig)
+    return fig
