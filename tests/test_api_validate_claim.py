@@ -219,3 +219,13 @@ def test_derived_attributes_need_gate_and_a_constraint() -> None:
     sub = claim([first(subs=[{"name": "a", "deviceClassName": "x", "derivedAttributes": attrs}])],
                 constraints=[{"requests": ["gpu"], "distinctAttribute": "example.com/numa"}])
     assert messages(sub, feature_gates=on) == []
+
+
+def test_allocation_result_share_id_and_gates() -> None:
+    c = load(DATA / "kubectl-claims-list.yaml")[0]
+    result = c["status"]["allocation"]["devices"]["results"][0]
+    result.update(shareID="1b4e28ba-2fa1-11d2-883f-0016d3cca427", consumedCapacity={"memory": "10Gi"})
+    assert messages(c) == []
+    assert "DRAConsumableCapacity" in one(c, kubernetes_version="1.35")
+    result["shareID"] = "1B4E28BA-2FA1-11D2-883F-0016D3CCA427"
+    assert "shareID: Invalid value" in one(c) and "lowercase RFC 4122 UUID" in one(c)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from labkit.api import names
@@ -392,6 +393,7 @@ def check_claim_status(sink: Sink, ctx: Context, status: Any, spec: Any) -> None
                 sink.names(f"{p}.device", dev, names.dns_label(dev) if dev else ["Required value"])
                 for j, tol in enumerate(as_list(res.get("tolerations"))):
                     check_toleration(sink, f"{p}.tolerations[{j}]", tol)
+                _check_result_extras(sink, ctx, p, res)
         configs = as_list(devices.get("config"))
         if len(configs) > MAX_ALLOCATION_CONFIG:
             sink.too_many("status.allocation.devices.config", len(configs), MAX_ALLOCATION_CONFIG)
@@ -418,6 +420,26 @@ def check_claim_status(sink: Sink, ctx: Context, status: Any, spec: Any) -> None
                      if all(isinstance(r.get(k), str | None) for k in ("driver", "pool", "device", "shareID"))}
         for i, dev in enumerate(as_list(status["devices"])):
             _check_device_status(sink, f"status.devices[{i}]", as_dict(dev), allocated)
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_RESULT_GATES = (("shareID", "DRAConsumableCapacity"), ("consumedCapacity", "DRAConsumableCapacity"),
+                 ("bindingConditions", "DRADeviceBindingConditions"),
+                 ("bindingFailureConditions", "DRADeviceBindingConditions"),
+                 ("skipNodeOperations", "DRAOptionalNodeOperations"))
+
+
+def _check_result_extras(sink: Sink, ctx: Context, path: str, res: dict) -> None:
+    """Allocation result fields that belong to newer features."""
+    for fld, needs in _RESULT_GATES:
+        if res.get(fld) is not None and not gate(sink, ctx, f"{path}.{fld}", needs):
+            return
+    share = res.get("shareID")
+    if isinstance(share, str) and not _UUID.fullmatch(share):
+        sink.invalid(f"{path}.shareID", share, "must be a lowercase RFC 4122 UUID "
+                     "(xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)")
+    for key, value in as_dict(res.get("consumedCapacity")).items():
+        quantity(sink, f"{path}.consumedCapacity[{key}]", value)
 
 
 def _check_device_status(sink: Sink, path: str, dev: dict, allocated: set) -> None:
