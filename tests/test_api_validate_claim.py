@@ -229,3 +229,15 @@ def test_allocation_result_share_id_and_gates() -> None:
     assert "DRAConsumableCapacity" in one(c, kubernetes_version="1.35")
     result["shareID"] = "1B4E28BA-2FA1-11D2-883F-0016D3CCA427"
     assert "shareID: Invalid value" in one(c) and "lowercase RFC 4122 UUID" in one(c)
+
+
+def test_template_metadata_only_labels_and_annotations() -> None:
+    tmpl = {"apiVersion": V1, "kind": "ResourceClaimTemplate", "metadata": {"name": "t", "namespace": "d"},
+            "spec": {"metadata": {"labels": {"team": "a"}, "annotations": {"x.io/y": "z"}},
+                     "spec": claim()["spec"]}}
+    assert messages(tmpl) == []
+    tmpl["spec"]["metadata"]["name"] = "fixed"
+    assert one(tmpl).endswith("spec.metadata.name: Forbidden: cannot be set; only labels and annotations are "
+                              "copied to the generated claims")
+    tmpl["spec"]["metadata"] = {"labels": {"bad key": "v"}}
+    assert "spec.metadata.labels" in one(tmpl)

@@ -6,7 +6,7 @@ from labkit.api import names
 from labkit.api.load import NAMESPACED_KINDS
 from labkit.api.problem import Sink, as_dict
 
-__all__ = ["check_metadata"]
+__all__ = ["check_metadata", "check_template_metadata"]
 
 #: kinds whose names must be DNS labels; every other kind LabKit handles uses DNS subdomains
 _LABEL_NAMED = {"Namespace"}
@@ -35,17 +35,32 @@ def check_metadata(obj: dict, sink: Sink) -> None:
     elif namespace and kind in _CLUSTER_SCOPED:
         sink.forbidden("metadata.namespace", f"not allowed on this type ({kind} is cluster-scoped); "
                        "remove metadata.namespace")
+    _labels_and_annotations(sink, "metadata", meta)
+
+
+def _labels_and_annotations(sink: Sink, base: str, meta: dict) -> None:
     for key, value in as_dict(meta.get("labels")).items():
-        path = f"metadata.labels[{key}]"
-        sink.names("metadata.labels", key, names.label_key(str(key)))
+        sink.names(f"{base}.labels", key, names.label_key(str(key)))
         if isinstance(value, str):
-            sink.names(path, value, names.label_value(value))
+            sink.names(f"{base}.labels[{key}]", value, names.label_value(value))
     total = 0
     for key, value in as_dict(meta.get("annotations")).items():
-        sink.names("metadata.annotations", key, names.label_key(str(key)))
+        sink.names(f"{base}.annotations", key, names.label_key(str(key)))
         total += len(str(key)) + len(str(value))
     if total > _ANNOTATIONS_MAX_BYTES:
-        sink.too_long("metadata.annotations", _ANNOTATIONS_MAX_BYTES)
+        sink.too_long(f"{base}.annotations", _ANNOTATIONS_MAX_BYTES)
+
+
+def check_template_metadata(sink: Sink, path: str, meta: object) -> None:
+    """ResourceClaimTemplate ``spec.metadata``: only labels and annotations are copied, so only
+    they may be set."""
+    if not isinstance(meta, dict):
+        return
+    for key in meta:
+        if key not in ("labels", "annotations"):
+            sink.forbidden(f"{path}.{key}", "cannot be set; only labels and annotations are copied to "
+                                            "the generated claims")
+    _labels_and_annotations(sink, path, meta)
 
 
 _CLUSTER_SCOPED = {"DeviceClass", "ResourceSlice", "DeviceTaintRule", "Node", "Namespace"}

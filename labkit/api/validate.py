@@ -14,7 +14,7 @@ from labkit.api.context import Context, load_cel_compiler
 from labkit.api.legacy import check_legacy
 from labkit.api.problem import Problem, Sink, as_dict
 from labkit.api.rules_claim import check_claim_spec, check_claim_status, check_device_class_spec
-from labkit.api.rules_meta import check_metadata
+from labkit.api.rules_meta import check_metadata, check_template_metadata
 from labkit.api.rules_pod import check_pod_spec
 from labkit.api.rules_slice import check_slice_spec, check_taint_rule_spec
 from labkit.api.schema import check_structure
@@ -118,6 +118,7 @@ def _check(obj: dict, sink: Sink, ctx: Context) -> None:
         if obj.get("status") is not None:
             check_claim_status(sink, ctx, obj["status"], spec)
     elif kind == "ResourceClaimTemplate":
+        check_template_metadata(sink, "spec.metadata", as_dict(spec).get("metadata"))
         check_claim_spec(sink, ctx, "spec.spec", as_dict(spec).get("spec"), namespace)
     elif kind == "ResourceSlice":
         check_slice_spec(sink, ctx, spec)
