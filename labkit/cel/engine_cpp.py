@@ -241,12 +241,13 @@ def _aborted(text: str) -> CelRuntimeError:
 class CppProgram:
     """A compiled selector for cel-expr-python."""
 
-    __slots__ = ("expr", "_env", "_prog", "_domains", "_env_key", "_keys")
+    __slots__ = ("expr", "_env", "_prog", "_domains", "_env_key", "_keys", "_unchecked")
 
     def __init__(self, expr: str, consumable_capacity: bool, list_type_attributes: bool) -> None:
         self.expr = expr
         self._env_key = (consumable_capacity, list_type_attributes)
         self._env = _env(consumable_capacity, list_type_attributes)
+        self._unchecked = False
         try:
             self._prog = self._env.compile(expr)
         except RuntimeError as exc:
@@ -254,6 +255,7 @@ class CppProgram:
             if not _only_cross_numeric(text):
                 raise compile_error_from_text(expr, text) from None
             self._prog = self._env.compile(expr, disable_check=True)
+            self._unchecked = True
         rtype = go_type_name(self._prog.return_type().name())
         if rtype not in ("bool", "dyn"):
             raise CelCompileError(
@@ -277,7 +279,8 @@ class CppProgram:
             domains = self._domains
             if DRIVER in domains:
                 domains = domains.difference((DRIVER,)).union((dev.driver,))
-            key = self._keys[shape] = (NAME, self._env_key, domains - shape[1], domains - shape[2])
+            key = self._keys[shape] = (NAME, self._env_key, domains - shape[1], domains - shape[2],
+                                       self._unchecked)
         act = dev.cache.get(key)
         if act is None:
             act = dev.cache[key] = self._build_activation(dev, key[2], key[3])
@@ -301,6 +304,9 @@ class CppProgram:
             data["device.capacity"] = {**{d: {} for d in extra_c}, **data["device.capacity"]}
         if not self._env_key[0]:
             data = {k: v for k, v in data.items() if k != "device.allowMultipleAllocations"}
+        if self._unchecked:
+            # without the checker, cel-cpp resolves `device.x` as a field of a `device` value
+            data = {**data, "device": {k.partition(".")[2]: v for k, v in data.items()}}
         return self._env.Activation(data)
 
     def evaluate(self, dev: DeviceInput) -> bool:
