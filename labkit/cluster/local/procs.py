@@ -12,7 +12,6 @@ import socket
 import subprocess
 import threading
 import time
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +48,7 @@ class Component:
     popen: subprocess.Popen
     log: Path
     ports: tuple[int, ...] = ()
+    group: str = ""  # consecutive components of one group are stopped together
     pgid: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -76,16 +76,16 @@ class Supervisor:
         self.log_dir = log_dir
         self.components: list[Component] = []
         self._lock = threading.Lock()
-        _LIVE.add(self)
+        _LIVE.add(self)  # strong reference: an abandoned Supervisor must still be stopped at exit
 
     def start(self, name: str, argv: Sequence[str], *, ports: Sequence[int] = (),
-              env: dict[str, str] | None = None, cwd: Path | None = None) -> Component:
+              env: dict[str, str] | None = None, cwd: Path | None = None, group: str = "") -> Component:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{name}.log"
         with open(log, "ab") as out:
             popen = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True, env=env, cwd=cwd)
-        comp = Component(name, popen, log, tuple(ports))
+        comp = Component(name, popen, log, tuple(ports), group or name)
         with self._lock:
             self.components.append(comp)
         return comp
@@ -97,19 +97,31 @@ class Supervisor:
         return [c for c in self.components if not c.running()]
 
     def stop(self, comp: Component, timeout: float = 10.0) -> None:
-        """SIGTERM the component's process group, SIGKILL what is left after `timeout` seconds."""
-        _signal_group(comp.pgid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            comp.popen.wait(timeout)
-        _signal_group(comp.pgid, signal.SIGKILL)  # stragglers in the group, or the leader itself
-        with contextlib.suppress(subprocess.TimeoutExpired):  # unkillable (D state): give up
-            comp.popen.wait(5)
+        self._stop_batch([comp], timeout)
+
+    @staticmethod
+    def _stop_batch(comps: list[Component], timeout: float) -> None:
+        """SIGTERM the process groups, SIGKILL whatever is left after `timeout` seconds."""
+        for c in comps:
+            _signal_group(c.pgid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for c in comps:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                c.popen.wait(max(0.0, deadline - time.monotonic()))
+        for c in comps:
+            _signal_group(c.pgid, signal.SIGKILL)  # stragglers in the group, or the leader itself
+            with contextlib.suppress(subprocess.TimeoutExpired):  # unkillable (D state): give up
+                c.popen.wait(5)
 
     def stop_all(self, timeout: float = 10.0) -> None:
+        """Stop in reverse start order; a run of components of one group stops in parallel."""
         with self._lock:
             comps, self.components = list(reversed(self.components)), []
-        for c in comps:
-            self.stop(c, timeout)
+        while comps:
+            batch = [comps.pop(0)]
+            while comps and comps[0].group == batch[0].group:
+                batch.append(comps.pop(0))
+            self._stop_batch(batch, timeout)
         _LIVE.discard(self)
 
 
@@ -136,7 +148,7 @@ def wait_until(pred, timeout: float, interval: float = 0.1, what: str = "", comp
         time.sleep(interval)
 
 
-_LIVE: weakref.WeakSet[Supervisor] = weakref.WeakSet()
+_LIVE: set[Supervisor] = set()
 
 
 @atexit.register
