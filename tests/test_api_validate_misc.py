@@ -102,12 +102,14 @@ def _pod(claims: list, container_claims: list) -> dict:
 def test_pod_claims() -> None:
     assert messages(_pod([{"name": "gpu", "resourceClaimTemplateName": "t"}], [{"name": "gpu"}])) == []
     both = _pod([{"name": "gpu", "resourceClaimTemplateName": "t", "resourceClaimName": "c"}], [{"name": "gpu"}])
-    assert "but both are set" in one(both)
+    assert one(both).endswith("at most one of `resourceClaimName` or `resourceClaimTemplateName` may be specified")
     none = _pod([{"name": "gpu"}], [{"name": "gpu"}])
-    assert "spec.resourceClaims[0]: Required value: exactly one of `resourceClaimName`" in one(none)
+    assert "spec.resourceClaims[0]: Invalid value: {}: must specify one of: `resourceClaimName`, " \
+        "`resourceClaimTemplateName`" in one(none)
     missing = _pod([{"name": "gpu", "resourceClaimName": "c"}], [{"name": "gpus"}])
-    assert one(missing).endswith('spec.containers[0].resources.claims[0].name: Not found: "gpus": must be the name '
-                                 'of an entry in spec.resourceClaims (have: "gpu")')
+    assert one(missing).endswith('spec.containers[0].resources.claims[0]: Not found: "gpus": must be one of the '
+                                 "names in pod.spec.resourceClaims: gpu")
+    assert one(_pod([], [{"name": "gpu"}])).endswith("must be one of the names in pod.spec.resourceClaims which is empty")
     dup = _pod([{"name": "gpu", "resourceClaimName": "c"}, {"name": "gpu", "resourceClaimName": "d"}], [])
     assert 'Duplicate value: "gpu"' in one(dup)
 
@@ -116,7 +118,7 @@ def test_deployment_template_pod_claims_checked_and_rest_passed_through() -> Non
     dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "default"},
            "spec": {"whatever": 1, "template": {"spec": {"containers": [
                {"name": "c", "resources": {"claims": [{"name": "gpu"}]}}]}}}}
-    assert "spec.template.spec.containers[0].resources.claims[0].name: Not found" in one(dep)
+    assert "spec.template.spec.containers[0].resources.claims[0]: Not found" in one(dep)
     pg = {"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "PodGroup", "metadata": {"name": "g", "namespace": "x"},
           "spec": {"anything": True}}
     assert messages(pg) == []

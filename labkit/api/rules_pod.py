@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from labkit.api import names
-from labkit.api.problem import Sink, as_dict, as_list
+from labkit.api.problem import Sink, as_dict, as_list, show
 
 __all__ = ["check_pod_spec"]
 
@@ -34,11 +34,12 @@ def check_pod_spec(sink: Sink, path: str, spec: Any) -> None:
             claim_names.append(name)
         sources = [f for f in ("resourceClaimName", "resourceClaimTemplateName") if entry.get(f)]
         if not sources:
-            sink.required(epath, "exactly one of `resourceClaimName` (a shared ResourceClaim) or "
-                                 "`resourceClaimTemplateName` (one claim per pod) is required")
+            sink.invalid(epath, {k: v for k, v in entry.items() if k != "name"},
+                         "must specify one of: `resourceClaimName`, `resourceClaimTemplateName` "
+                         "(a shared ResourceClaim, or a template for one claim per pod)")
         elif len(sources) > 1:
-            sink.invalid(epath, None, "exactly one of `resourceClaimName` or `resourceClaimTemplateName` "
-                         "is required, but both are set")
+            sink.invalid(epath, {k: entry[k] for k in sources},
+                         "at most one of `resourceClaimName` or `resourceClaimTemplateName` may be specified")
         for fld in sources:
             value = entry[fld]
             if isinstance(value, str):
@@ -55,9 +56,9 @@ def check_pod_spec(sink: Sink, path: str, spec: Any) -> None:
                     sink.required(f"{cpath}.name")
                     continue
                 if name not in claim_names:
-                    have = ", ".join(f'"{n}"' for n in claim_names) or "none"
-                    sink.add(f"{cpath}.name", f'Not found: "{name}": must be the name of an entry in '
-                                              f"{path}.resourceClaims (have: {have})")
+                    have = f": {', '.join(sorted(claim_names))}" if claim_names else " which is empty"
+                    sink.add(cpath, f"Not found: {show(name)}: must be one of the names in "
+                                    f"pod.spec.resourceClaims{have}")
                 key = (str(name), str(claim.get("request") or ""))
                 if key in pairs:
                     sink.duplicate(cpath, "/".join(k for k in key if k))
