@@ -177,3 +177,10 @@ def test_cel_type_errors_carry_the_fix() -> None:
     msg = one(bad)
     assert "found no matching overload" in msg and "(fix: use device.capacity" in msg
     assert "must evaluate to bool" in one(claim([exact(selectors=[{"cel": {"expression": "1"}}])]))
+
+
+def test_unknown_resource_kind_suggests() -> None:
+    obj = {"apiVersion": V1, "kind": "ResourceClaims", "metadata": {"name": "x"}}
+    assert one(obj) == 'ResourceClaims/x: kind: "ResourceClaims" is not a kind of resource.k8s.io/v1 (did you mean "ResourceClaim"?)'
+    obj["kind"] = "ResourcePoolStatusRequest"
+    assert "known kinds: DeviceClass, ResourceClaim" in one(obj)

@@ -12,12 +12,12 @@ from typing import Any
 from labkit.api import features
 from labkit.api.context import Context, load_cel_compiler
 from labkit.api.legacy import check_legacy
-from labkit.api.problem import Problem, Sink, as_dict
+from labkit.api.problem import Problem, Sink, as_dict, show
 from labkit.api.rules_claim import check_claim_spec, check_claim_status, check_device_class_spec
 from labkit.api.rules_meta import check_metadata, check_template_metadata
 from labkit.api.rules_pod import check_pod_spec
 from labkit.api.rules_slice import check_slice_spec, check_taint_rule_spec
-from labkit.api.schema import check_structure
+from labkit.api.schema import check_structure, suggest
 
 __all__ = ["KNOWN_KINDS", "Problem", "validate"]
 
@@ -103,6 +103,11 @@ def _check(obj: dict, sink: Sink, ctx: Context) -> None:
         sink.required("kind", "e.g. ResourceClaim")
         return
     if kind not in KNOWN_KINDS:
+        if isinstance(api, str) and api.startswith("resource.k8s.io/"):
+            dra = [k for k, apis in KNOWN_KINDS.items() if apis[0].startswith("resource.k8s.io/")]
+            hint = suggest(kind, dra)
+            fix = f'did you mean "{hint}"?' if hint else f"known kinds: {', '.join(dra)}"
+            sink.add("kind", f"{show(kind)} is not a kind of {api} ({fix})")
         return  # not LabKit's business (ConfigMap, Service, ...): accepted as is
     if api and api not in KNOWN_KINDS[kind]:
         sink.add("apiVersion", f"{kind} is {' or '.join(KNOWN_KINDS[kind])}, not {api!r}")
