@@ -205,7 +205,8 @@ def test_taints_tolerations_and_node_selector():
         assert phase(c, "tolerant") == ("a", "Running")
         msg = c.get("Pod", "zoned")["status"]["conditions"][0]["message"]
         assert msg == ("0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
-                       "1 node(s) had untolerated taint {gpu: only}.")
+                       "1 node(s) had untolerated taint(s). preemption: 0/2 nodes are available: "
+                       "2 Preemption is not helpful for scheduling.")
         assert c.get("Pod", "zoned")["status"]["conditions"][0]["reason"] == "Unschedulable"
         ev = [e for e in c.events() if e["reason"] == "FailedScheduling"]
         assert ev and ev[0]["involvedObject"]["name"] == "zoned" and ev[0]["message"] == msg
@@ -290,7 +291,8 @@ def test_dra_backed_extended_resource(tiny):
     assert len(tiny.pod_env("legacy-0")["NVIDIA_VISIBLE_DEVICES"].split(",")) == 4
     assert phase(tiny, "legacy-2") == (None, "Pending")
     assert tiny.get("Pod", "legacy-2")["status"]["conditions"][0]["message"] == \
-        "0/1 nodes are available: 1 cannot allocate all claims."
+        ("0/1 nodes are available: 1 cannot allocate all claims. preemption: 0/1 nodes are available: "
+         "1 No preemption victims found for incoming pod.")
     tiny.delete("Pod", "legacy-0")
     tiny.wait()
     with pytest.raises(NotFound):

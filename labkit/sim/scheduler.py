@@ -78,13 +78,31 @@ class _Cursor:
     explanations: dict[str, Any] = field(default_factory=dict)
 
 
-def fit_error_message(num_nodes: int, per_node: dict[str, list[str]]) -> str:
+#: filter reasons kube-scheduler returns as Unschedulable (preemption could help); all others are
+#: UnschedulableAndUnresolvable ("Preemption is not helpful for scheduling")
+PREEMPTABLE_PREFIXES = ("Insufficient ", "Too many pods", "cannot allocate all claims")
+
+
+def _histogram(reasons: list[str]) -> str:
     counts: dict[str, int] = {}
+    for r in reasons:
+        counts[r] = counts.get(r, 0) + 1
+    return ", ".join(sorted(f"{n} {r}" for r, n in counts.items()))
+
+
+def fit_error_message(num_nodes: int, per_node: dict[str, list[str]]) -> str:
+    """kube-scheduler's FitError text, including the DefaultPreemption tail. The sim never preempts:
+    it reports "No preemption victims found" where preemption could in principle help, which is
+    what kube-scheduler says when no lower-priority pods are there to evict."""
+    filt = _histogram([r for reasons in per_node.values() for r in reasons])
+    msg = f"0/{num_nodes} nodes are available" + (f": {filt}." if filt else ".")
+    post = []
     for reasons in per_node.values():
-        for r in reasons:
-            counts[r] = counts.get(r, 0) + 1
-    parts = sorted(f"{n} {r}" for r, n in counts.items())
-    return f"0/{num_nodes} nodes are available: {', '.join(parts)}." if parts else f"0/{num_nodes} nodes are available."
+        helpful = any(r.startswith(PREEMPTABLE_PREFIXES) for r in reasons)
+        post.append("No preemption victims found for incoming pod" if helpful else "Preemption is not helpful for scheduling")
+    if post:
+        msg += f" preemption: 0/{num_nodes} nodes are available: {_histogram(post)}."
+    return msg
 
 
 class Scheduler:
@@ -340,7 +358,7 @@ class Scheduler:
             return ["node(s) were unschedulable"], None, None
         taint = untolerated_taint(pod, node)
         if taint is not None:
-            return [f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"], None, None
+            return ["node(s) had untolerated taint(s)"], None, None
         if not pod_matches_node_affinity(pod, node):
             return ["node(s) didn't match Pod's node affinity/selector"], None, None
         alloc = self._alloc.get(name)

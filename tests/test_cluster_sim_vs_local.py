@@ -1,0 +1,56 @@
+"""Sim vs the real control plane (local backend): the scenario set must give identical reports
+(after normalize_report: generated-name suffixes, uids and shareIDs differ legitimately).
+
+Needs the local control-plane binaries: `pytest -m local tests/test_cluster_sim_vs_local.py`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from labkit.cluster import ClusterError, connect
+from labkit.cluster.report import normalize_report, simulate_report
+
+pytestmark = [pytest.mark.local, pytest.mark.slow]
+
+SCENARIOS = Path(__file__).parent / "data" / "scenarios"
+
+
+def _by_profile() -> dict[str, list[Path]]:
+    out: dict[str, list[Path]] = {}
+    for f in sorted(SCENARIOS.glob("*.yaml")):
+        prof = re.match(r"# labkit-profile: (\S+)", f.read_text()).group(1)
+        out.setdefault(prof, []).append(f)
+    return out
+
+
+def _report(backend: str, profile: str, scenario: Path, cluster=None):
+    c = cluster or connect(backend, profile, progress=False)
+    c.apply(scenario)
+    c.wait()
+    return normalize_report(simulate_report(c))
+
+
+@pytest.mark.parametrize("profile", sorted(_by_profile()))
+def test_scenarios_match_local(profile):
+    try:
+        local = connect("local", profile, progress=False, build=False)
+    except ClusterError as exc:
+        pytest.skip(f"local backend unavailable: {exc}")
+    try:
+        # nodes start with the not-ready taint; pods applied before it goes would sit in backoff
+        assert local.wait(until=lambda c: not any(n["spec"].get("taints") for n in c.list("Node")), timeout=120)
+        for scenario in _by_profile()[profile]:
+            got_local = _report("local", profile, scenario, cluster=local)
+            got_sim = _report("sim", profile, scenario)
+            assert got_sim == got_local, scenario.name
+            for obj in reversed(local.list("Pod")):
+                local.delete("Pod", obj["metadata"]["name"], obj["metadata"]["namespace"])
+            for obj in local.list("ResourceClaim"):
+                local.delete("ResourceClaim", obj["metadata"]["name"], obj["metadata"]["namespace"])
+            local.wait(until=lambda c: not c.list("ResourceClaim") and not c.list("Pod"), timeout=120)
+    finally:
+        local.down()
