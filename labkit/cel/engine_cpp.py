@@ -7,6 +7,7 @@ fields, so ``device.capacity[d].x`` is statically a ``kubernetes.Quantity``.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from functools import lru_cache
@@ -19,6 +20,7 @@ from labkit.cel import _proto, ipcidr, k8slib
 from labkit.cel.device import DeviceInput
 from labkit.cel.diagnose import compile_error_from_text, runtime_error_from_text
 from labkit.cel.errors import CelCompileError, CelRuntimeError
+from labkit.cel.literals import _STRING as _STRING_LITERAL
 from labkit.cel.literals import DRIVER, domain_candidates
 from labkit.cel.typenames import go_type_name, runtime_non_bool
 
@@ -238,6 +240,28 @@ def _aborted(text: str) -> CelRuntimeError:
     return runtime_error_from_text(text.removesuffix("[INTERNAL]").strip())
 
 
+_HAS_DEVICE_FIELD = re.compile(r"\bhas\s*\(\s*device\s*\.\s*(driver|attributes|capacity|allowMultipleAllocations)\s*\)")
+
+
+def _rewrite_device_presence(expr: str, consumable_capacity: bool) -> str:
+    """``has(device.driver)`` is always true in Kubernetes; ``device`` is not a value here.
+
+    Replaced by ``(true   )`` of the same length, so error columns stay right.
+    """
+    out, pos = [], 0
+    spans = [(m.start(), m.end()) for m in _STRING_LITERAL.finditer(expr)]
+    for m in _HAS_DEVICE_FIELD.finditer(expr):
+        if any(a <= m.start() < b for a, b in spans):
+            continue
+        if m.group(1) == "allowMultipleAllocations" and not consumable_capacity:
+            continue
+        out.append(expr[pos : m.start()])
+        out.append("(true" + " " * (m.end() - m.start() - 6) + ")")
+        pos = m.end()
+    out.append(expr[pos:])
+    return "".join(out)
+
+
 class CppProgram:
     """A compiled selector for cel-expr-python."""
 
@@ -248,13 +272,14 @@ class CppProgram:
         self._env_key = (consumable_capacity, list_type_attributes)
         self._env = _env(consumable_capacity, list_type_attributes)
         self._unchecked = False
+        checked_text = _rewrite_device_presence(expr, consumable_capacity) if "has" in expr else expr
         try:
-            self._prog = self._env.compile(expr)
+            self._prog = self._env.compile(checked_text)
         except RuntimeError as exc:
             text = str(exc)
             if not _only_cross_numeric(text):
                 raise compile_error_from_text(expr, text) from None
-            self._prog = self._env.compile(expr, disable_check=True)
+            self._prog = self._env.compile(checked_text, disable_check=True)
             self._unchecked = True
         rtype = go_type_name(self._prog.return_type().name())
         if rtype not in ("bool", "dyn"):
