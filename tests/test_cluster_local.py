@@ -98,6 +98,14 @@ def test_nodes_are_ready_with_profile_labels(cluster: LocalCluster) -> None:
     assert not [t for t in nodes["dgx-0"]["spec"].get("taints", []) if "not-ready" in t["key"]]
 
 
+def test_heartbeats_renew_the_node_lease(cluster: LocalCluster) -> None:
+    path = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/t4-0"
+    first = cluster.kube.request("GET", path)["spec"]["renewTime"]
+    assert cluster.wait(lambda c: c.kube.request("GET", path)["spec"]["renewTime"] != first, timeout=60)
+    node = cluster.get("nodes", "t4-0", None)
+    assert {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"] == "True"
+
+
 @pytest.mark.skipif(not Path("/usr/bin/kubectl").exists() and not shutil.which("kubectl"), reason="no kubectl")
 def test_kubectl_sees_the_published_resourceslices(cluster: LocalCluster) -> None:
     kubectl = shutil.which("kubectl") or "/usr/bin/kubectl"
@@ -189,6 +197,10 @@ def test_unplaceable_pod_stays_pending_with_the_schedulers_reason(cluster: Local
     assert "cannot allocate all claims" in cond["message"]
     text = cluster.explain("greedy")
     assert "cannot allocate all claims" in text and "greedy" in text
+    assert "FailedScheduling" in text
+    # labkit's own allocator, run over the live objects, agrees on every node
+    assert "labkit allocator" in text
+    assert "dgx-0: unsatisfiable" in text and "t4-0: unsatisfiable" in text
     assert any(e.get("reason") == "FailedScheduling" for e in cluster.events())
     cluster.delete("pods", "greedy")
 

@@ -22,8 +22,11 @@ from labkit.cluster.local.kube import ApiError, Kube
 from labkit.cluster.local.procs import Component, ProcessError, Supervisor, pid_alive, port_open
 from labkit.cluster.placements import PlacementTable, build_placements
 
-#: cluster-scoped kinds are applied first, so namespaced objects find their namespace/classes
-_FIRST = ("Namespace", "CustomResourceDefinition", "DeviceClass", "PriorityClass", "ResourceSlice")
+#: apply order: namespaces and classes first, then claims and templates, then the rest (pods),
+#: so pods never race their claims (a stable sort keeps file order within a tier)
+_TIERS = {"Namespace": 0, "CustomResourceDefinition": 0, "DeviceClass": 0, "PriorityClass": 0,
+          "ResourceSlice": 0, "DeviceTaintRule": 0, "ServiceAccount": 1, "ConfigMap": 1,
+          "ResourceClaimTemplate": 1, "ResourceClaim": 1}
 
 
 class LocalCluster(Cluster):
@@ -250,7 +253,7 @@ class LocalCluster(Cluster):
             objs = load(source)
         except LoadError as exc:
             raise ClusterError(str(exc)) from None
-        objs = sorted(objs, key=lambda o: 0 if o.get("kind") in _FIRST else 1)
+        objs = sorted(objs, key=lambda o: _TIERS.get(o.get("kind", ""), 2))
         out = []
         for obj in objs:
             meta = obj.get("metadata") or {}
