@@ -109,3 +109,19 @@ def test_message_matches_kubernetes(device, expr, message):
     # the 1.37 "no such key" hint is part of Kubernetes' message; other hints are labkit's own
     text = str(err) if err.hint.startswith(".") else err.message
     assert text == message
+
+
+@pytest.mark.parametrize(("expr", "detail"), [
+    ('device.capacity["gpu.nvidia.com"].memory >= quantity("40Gi")',
+     "compilation failed: ERROR: <input>:1:42: found no matching overload for '_>=_' applied to "
+     "'(kubernetes.Quantity, kubernetes.Quantity)'\n"
+     ' | device.capacity["gpu.nvidia.com"].memory >= quantity("40Gi")\n'
+     " | .........................................^"),
+    ('"abc".matches("(")',
+     'compilation failed: ERROR: <input>:1:15: invalid matches argument\n | "abc".matches("(")\n | ..............^'),
+    ("1", "must evaluate to bool or the unknown type, not int"),
+])
+def test_compile_error_detail_matches_kubernetes(expr, detail):
+    with pytest.raises(CelCompileError) as exc:
+        compile_selector(expr)
+    assert exc.value.detail == detail

@@ -75,7 +75,8 @@ _BAD_REGEX = re.compile(r"invalid regular expression: (.*)", re.S)
 def compile_error_from_text(expr: str, text: str) -> CelCompileError:
     """Build a CelCompileError from cel-cpp's checker/parser text."""
     text = _STATUS.sub("", text.strip()).removesuffix("[INVALID_ARGUMENT]").strip()
-    problems = []
+    problems: list[str] = []
+    blocks: list[str] = []
     hint = ""
     for m in _ERR_LINE.finditer(text):
         line, col, msg = int(m.group(1)), int(m.group(2)), m.group(3).strip()
@@ -103,10 +104,20 @@ def compile_error_from_text(expr: str, text: str) -> CelCompileError:
         if rel and (rel.group(2) in _KIND or rel.group(3) in _KIND):
             hint = hint or relational_hint(expr, line, col, rel.group(1))
         problems.append(f"ERROR: <input>:{line}:{col}: {msg}")
+        blocks.append(f"ERROR: <input>:{line}:{col}: {msg}\n{_caret(expr, line, col)}")
     if not problems:
         first = text.splitlines()[0] if text else "invalid expression"
         problems.append(first)
-    return CelCompileError("compilation failed: " + "; ".join(problems), hint)
+        blocks.append(first)
+    return CelCompileError("compilation failed: " + "; ".join(problems), hint,
+                           detail="compilation failed: " + "\n".join(blocks))
+
+
+def _caret(expr: str, line: int, col: int) -> str:
+    """cel-go's source excerpt: `` | <line>`` and `` | ....^``."""
+    lines = expr.split("\n")
+    src = lines[line - 1] if 0 < line <= len(lines) else ""
+    return f" | {src}\n | {'.' * (col - 1)}^"
 
 
 def runtime_error_from_text(text: str) -> CelRuntimeError:

@@ -14,11 +14,16 @@ NO_SUCH_KEY_HINT = (
 
 
 class CelError(Exception):
-    """A CEL selector problem: ``message`` is what Kubernetes says, ``hint`` how to fix it."""
+    """A CEL selector problem: ``message`` is what Kubernetes says, ``hint`` how to fix it.
 
-    def __init__(self, message: str, hint: str = "") -> None:
+    ``detail`` is Kubernetes' full (possibly multi-line) text where it differs from the
+    one-line ``message``: compile errors carry cel-go's `` | source`` / `` | ...^`` lines.
+    """
+
+    def __init__(self, message: str, hint: str = "", detail: str | None = None) -> None:
         self.message = message
         self.hint = hint
+        self.detail = detail if detail is not None else message
         super().__init__(message + (f" ({hint})" if hint and not hint.startswith(".") else hint))
 
 

@@ -90,6 +90,8 @@ def _check(expr: str, at: int, function: str, pattern: str) -> None:
         if function == "matches":
             line = expr.count("\n", 0, at) + 1
             col = at - (expr.rfind("\n", 0, at) + 1) + 1
+            src = expr.split("\n")[line - 1]
             raise CelCompileError(f"compilation failed: ERROR: <input>:{line}:{col}: invalid matches argument",
-                                  detail) from None
+                                  detail, detail=f"compilation failed: ERROR: <input>:{line}:{col}: invalid matches "
+                                  f"argument\n | {src}\n | {'.' * (col - 1)}^") from None
         raise CelCompileError(f"program instantiation failed: {detail}") from None
