@@ -106,7 +106,9 @@ class RequestExplanation:
         usable = len(self.candidates)
         if self.matching and usable:
             text += f"; {usable} usable"
-            if isinstance(self.needed, int) and usable >= self.needed:
+            if isinstance(self.needed, int) and usable < self.needed:
+                text += f", {self.needed} needed"
+            elif isinstance(self.needed, int):
                 text += (f", but no {self.needed} of them fit together with the claim's other requests "
                          "(shared counters of one GPU, constraints, or capacity)")
         return text
