@@ -179,3 +179,9 @@ def test_state_owners_from_incremental_add():
     assert state.owners[("d", "p", "x")] == ["ns/a"]
     state.remove({"devices": {"results": [{"request": "r", "driver": "d", "pool": "p", "device": "x"}]}}, owner="ns/a")
     assert state.owners == {} and state.devices == {}
+
+
+def test_too_few_devices_says_how_many_were_needed():
+    _, exp = explain_case("exact-count-too-many")
+    assert exp.requests[0].summary() == (
+        "claim default/c1, request gpu (needs 3): 2 of 2 devices match class gpu.nvidia.com; 2 usable, 3 needed")
