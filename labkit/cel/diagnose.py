@@ -100,6 +100,7 @@ def compile_error_from_text(expr: str, text: str) -> CelCompileError:
                     hint = hint or f"{name}() is not in the strings library version Kubernetes uses (version 2)"
         if re.search(r"overload for 'string' applied to '\(net\.(IP|CIDR)\)'", msg):
             hint = hint or "labkit does not support string() of an IP or CIDR yet"
+        msg = _member_form(expr, line, col, msg)
         rel = _RELOP.search(msg)
         if rel and (rel.group(2) in _KIND or rel.group(3) in _KIND):
             hint = hint or relational_hint(expr, line, col, rel.group(1))
@@ -111,6 +112,37 @@ def compile_error_from_text(expr: str, text: str) -> CelCompileError:
         blocks.append(first)
     return CelCompileError("compilation failed: " + "; ".join(problems), hint,
                            detail="compilation failed: " + "\n".join(blocks))
+
+
+_OVERLOAD = re.compile(r"found no matching overload for '([A-Za-z][\w.]*)' applied to '\((.*)\)'$")
+
+
+def _split_types(text: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for c in text:
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        if c == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += c
+    if cur.strip():
+        parts.append(cur.strip())
+    return parts
+
+
+def _member_form(expr: str, line: int, col: int, msg: str) -> str:
+    """cel-go writes member calls as 'recv.(args)'; cel-cpp as '(recv, args)'."""
+    m = _OVERLOAD.match(msg)
+    if not m or "." in m.group(1) or not _is_member_call(expr, line, col):
+        return msg
+    types = _split_types(m.group(2))
+    if not types:
+        return msg
+    return f"found no matching overload for '{m.group(1)}' applied to '{types[0]}.({', '.join(types[1:])})'"
 
 
 def _caret(expr: str, line: int, col: int) -> str:
