@@ -205,6 +205,16 @@ def test_unplaceable_pod_stays_pending_with_the_schedulers_reason(cluster: Local
     cluster.delete("pods", "greedy")
 
 
+def test_pods_in_a_new_namespace_can_be_created_at_once(cluster: LocalCluster) -> None:
+    pod = _pod("nsd", [])
+    pod["metadata"]["namespace"] = "team-a"
+    out = cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}, pod])
+    assert [o["kind"] for o in out] == ["Namespace", "Pod"]
+    assert cluster.wait(_running(cluster, "nsd", ns="team-a"), timeout=60)
+    assert cluster.pod_env("nsd", "team-a") == {}
+    cluster.delete("pods", "nsd", "team-a")
+
+
 def test_bad_object_is_a_one_line_cluster_error(cluster: LocalCluster) -> None:
     from labkit.cluster import ClusterError, NotFound
 

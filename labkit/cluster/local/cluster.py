@@ -10,6 +10,7 @@ import shutil
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,9 @@ class LocalCluster(Cluster):
             raise ClusterError(str(exc)) from None
         self.profile, self._gates = prof, gates
         self.kubernetes_version = self.binaries.kubernetes_version
+        if self.binaries.minor != prof.kubernetes_version:
+            warnings.warn(f"local cluster: profile {prof.name} asks for Kubernetes {prof.kubernetes_version} but "
+                          f"the binaries are {self.kubernetes_version}", stacklevel=2)
         self.state_dir = self._state_arg or Path(tempfile.mkdtemp(prefix="lk-", dir="/tmp"))
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.sup = Supervisor(self.state_dir / "logs")
@@ -123,8 +127,11 @@ class LocalCluster(Cluster):
         self.kube.discover()
         # Pods need their namespace's "default" ServiceAccount. kube-controller-manager makes it
         # once its informers have synced (~6 s); creating it here saves that wait.
+        self._default_service_account("default")
+
+    def _default_service_account(self, namespace: str) -> None:
         try:
-            self.kube.request("POST", "/api/v1/namespaces/default/serviceaccounts", body={
+            self._api().request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", body={
                 "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
         except ApiError as exc:
             if exc.status != 409:
@@ -259,6 +266,8 @@ class LocalCluster(Cluster):
             meta = obj.get("metadata") or {}
             try:
                 out.append(self._api().apply(obj))
+                if obj.get("kind") == "Namespace" and meta.get("name"):
+                    self._default_service_account(meta["name"])  # pods may follow right away
             except ApiError as exc:
                 raise ClusterError(f"{obj.get('kind')}/{meta.get('name') or meta.get('generateName')}: "
                                    f"{exc.message}") from None
