@@ -4,8 +4,8 @@
 # into ${LABKIT_CACHE:-$HOME/.cache/dra-labkit}/controlplane/<minor>/bin/.
 #
 # usage: tools/build-controlplane.sh [MINOR]        (MINOR defaults to 1.37)
-#   LABKIT_DOWNLOAD_BINARIES=1  fetch official release binaries from dl.k8s.io instead of building
-#                               (etcd is still built from the Go module proxy)
+#   LABKIT_DOWNLOAD_BINARIES=1  fetch official release binaries instead of building (kube-* from
+#                               dl.k8s.io, etcd from its GitHub release); not exercised in CI
 #   LABKIT_FORCE_BUILD=1        rebuild even when cached binaries exist
 #
 # Why a wrapper module: `go install k8s.io/kubernetes/cmd/...@vX` fails because k8s.io/kubernetes
@@ -57,6 +57,34 @@ if command -v flock >/dev/null; then
   fi
 fi
 
+# ---- official release binaries (for online users without Go; NOT exercised by labkit's CI,
+# which only reaches the Go module proxy): kube-* from dl.k8s.io, etcd from its GitHub release.
+if [[ "${LABKIT_DOWNLOAD_BINARIES:-}" == 1 ]]; then
+  arch="$(uname -m)"; case "$arch" in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; esac
+  KV="${LABKIT_KUBE_VERSION:-$(curl -fsSL "https://dl.k8s.io/release/stable-$MINOR.txt")}"
+  mkdir -p "$BIN"
+  for c in "${COMPONENTS[@]}"; do
+    say "downloading $c $KV"
+    curl -fsSL --retry 3 -o "$BIN/$c.tmp.$$" "https://dl.k8s.io/release/$KV/bin/linux/$arch/$c"
+    echo "$(curl -fsSL --retry 3 "https://dl.k8s.io/release/$KV/bin/linux/$arch/$c.sha256")  $BIN/$c.tmp.$$" \
+      | sha256sum -c --quiet -
+    chmod +x "$BIN/$c.tmp.$$" && mv "$BIN/$c.tmp.$$" "$BIN/$c"
+  done
+  if [[ ! -x "$BIN/etcd" ]]; then
+    EV="${LABKIT_ETCD_VERSION:-$(awk '$1=="go.etcd.io/etcd/server/v3" && $2 ~ /^v/ {print $2}' "$ROOT/tools/controlplane/etcd/go.mod" | head -1)}"
+    say "downloading etcd $EV"
+    tgz="$(mktemp)"
+    curl -fsSL --retry 3 -o "$tgz" "https://github.com/etcd-io/etcd/releases/download/$EV/etcd-$EV-linux-$arch.tar.gz"
+    tar -xzf "$tgz" -C "$BIN" --strip-components=1 "etcd-$EV-linux-$arch/etcd"
+    rm -f "$tgz"
+    echo "$EV" > "$OUT/ETCD_VERSION"
+  fi
+  echo "$KV" > "$OUT/VERSION"
+  "$BIN/kube-apiserver" --version
+  say "done (downloaded): $BIN"
+  exit 0
+fi
+
 command -v go >/dev/null || { echo "build-controlplane: Go is not installed; install Go >= 1.26 or set LABKIT_DOWNLOAD_BINARIES=1" >&2; exit 1; }
 mkdir -p "$BIN"
 
@@ -90,18 +118,6 @@ else
 fi
 STAGING_V="v0.${KV#v1.}"
 say "Kubernetes $KV (staging modules $STAGING_V)"
-
-# ---- official binaries (not exercised in the offline CI; kept for online users)
-download_release() {
-  local arch; arch="$(go env GOARCH)"
-  for c in "${COMPONENTS[@]}"; do
-    say "downloading $c $KV"
-    curl -fsSL --retry 3 -o "$BIN/$c.tmp" "https://dl.k8s.io/release/$KV/bin/linux/$arch/$c"
-    curl -fsSL --retry 3 -o "$WORK/$c.sha256" "https://dl.k8s.io/release/$KV/bin/linux/$arch/$c.sha256"
-    echo "$(cat "$WORK/$c.sha256")  $BIN/$c.tmp" | sha256sum -c --quiet -
-    chmod +x "$BIN/$c.tmp" && mv "$BIN/$c.tmp" "$BIN/$c"
-  done
-}
 
 # ---- build from the module proxy
 prepare_module() { # -> directory holding the wrapper module for $KV
@@ -175,11 +191,7 @@ build_etcd() {
 }
 
 [[ -x "$BIN/etcd" && -z "${LABKIT_FORCE_BUILD:-}" ]] || build_etcd
-if [[ "${LABKIT_DOWNLOAD_BINARIES:-}" == 1 ]]; then
-  download_release
-else
-  build_kube
-fi
+build_kube
 echo "$KV" > "$OUT/VERSION"
 "$BIN/kube-apiserver" --version
 say "done: $BIN"
