@@ -259,6 +259,7 @@ ROWS: list[Row] = [
     Row('[1, 1, 2].distinct() == [1, 2]', True),
     Row('[1, 2].reverse() == [2, 1]', True),
     Row('[1, 2, 3].slice(2, 1) == []', RUNTIME),
+    Row('lists.range(2000000).size() > 0', RUNTIME, note="size exceeds maximum allowed (1000000)"),
     Row('[1, 2].first() == optional.of(1)', True, UNSUPPORTED),
     # --- IP / CIDR ------------------------------------------------------------------------------------------
     Row('isIP("10.0.0.1") && ip("10.0.0.1").family() == 4 && ip("::1").family() == 6', True),

@@ -292,6 +292,8 @@ def sets_intersects(a: list[Any], b: list[Any]) -> bool:
 
 # -- cel-go ext.Lists (in the Kubernetes 1.37 base environment) ----------------------------------
 def lists_range(n: int) -> list[int]:
+    if n > 1_000_000:
+        raise LibError(f"lists.range: size {n} exceeds maximum allowed (1000000)")
     return list(range(max(n, 0)))
 
 
