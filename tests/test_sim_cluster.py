@@ -208,6 +208,7 @@ def test_taints_tolerations_and_node_selector():
                        "1 node(s) had untolerated taint(s). preemption: 0/2 nodes are available: "
                        "2 Preemption is not helpful for scheduling.")
         assert c.get("Pod", "zoned")["status"]["conditions"][0]["reason"] == "Unschedulable"
+        assert "untolerated taint gpu=only:NoSchedule" in c.explain("zoned")
         ev = [e for e in c.events() if e["reason"] == "FailedScheduling"]
         assert ev and ev[0]["involvedObject"]["name"] == "zoned" and ev[0]["message"] == msg
 

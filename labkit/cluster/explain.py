@@ -29,6 +29,8 @@ def _claims_lines(pod: dict, get_claim: Callable[[str], dict | None]) -> list[st
 
 
 def _explanation_text(outcome: Any) -> str:
+    if isinstance(outcome, str):
+        return outcome
     try:
         exp = outcome.explanation
     except Exception as exc:  # an explanation must never break explain()
@@ -70,7 +72,7 @@ def explain_pod(pod: dict, attempt: Any, agent_problem: str | None, get_claim: C
         if not text or body in seen:
             continue
         seen.add(body)
-        lines.append(f"  allocator on {n}:")
+        lines.append(f"  {'node' if isinstance(outcome, str) else 'allocator on'} {n}:")
         lines += [f"    {line}" for line in text.splitlines()]
         if len(seen) >= 3:
             lines.append("    (other nodes fail the same way or similarly)")

@@ -59,7 +59,7 @@ class Attempt:
     node: str | None = None
     prefilter: str | None = None  # PreEnqueue/PreFilter message: no node was tried
     per_node: dict[str, list[str]] = field(default_factory=dict)  # node -> reasons it failed
-    explanations: dict[str, Any] = field(default_factory=dict)  # node -> allocator Outcome (.explanation)
+    explanations: dict[str, Any] = field(default_factory=dict)  # node -> allocator Outcome or a detail string
     allocations: dict[str, dict] = field(default_factory=dict)  # "ns/claim" -> AllocationResult
     claims: list[dict] = field(default_factory=list)  # the pod's claims as seen
     error: str | None = None
@@ -358,7 +358,8 @@ class Scheduler:
             return ["node(s) were unschedulable"], None, None
         taint = untolerated_taint(pod, node)
         if taint is not None:
-            return ["node(s) had untolerated taint(s)"], None, None
+            value = f"={taint['value']}" if taint.get("value") else ""
+            return ["node(s) had untolerated taint(s)"], f"untolerated taint {taint.get('key')}{value}:{taint.get('effect')}", None
         if not pod_matches_node_affinity(pod, node):
             return ["node(s) didn't match Pod's node affinity/selector"], None, None
         alloc = self._alloc.get(name)
