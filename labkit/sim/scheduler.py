@@ -272,7 +272,8 @@ class Scheduler:
         if msg:
             att.prefilter = msg
             att.gated = msg.startswith("waiting for") or msg.endswith("not found")
-            att.message = f"0/{len(nodes)} nodes are available: {msg}."
+            att.message = (f"0/{len(nodes)} nodes are available: {msg}. preemption: 0/{len(nodes)} nodes are "
+                           f"available: {len(nodes)} Preemption is not helpful for scheduling.")
             return att
         sig = self._signature(pod, claims)
         cursors = self._cursors if cursors is None else cursors
