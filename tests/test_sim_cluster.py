@@ -385,3 +385,17 @@ spec:
     tiny.advance(2)
     with pytest.raises(NotFound):
         tiny.get("Pod", "p")
+
+
+def test_watch_sees_the_pod_lifecycle(tiny):
+    seen = []
+    tiny.watch(lambda ev: seen.append((ev.type, ev.object["metadata"]["name"],
+                                       ev.object.get("status", {}).get("phase"))), kinds=["pods"])
+    tiny.apply(pod("w"))
+    tiny.wait()
+    tiny.delete("Pod", "w")
+    assert seen[0] == ("ADDED", "w", "Pending")
+    assert ("MODIFIED", "w", "Running") in seen
+    assert seen[-1][0] == "DELETED"
+    rvs = [int(r) for r in [tiny.get("Node", "node-0", None)["metadata"]["resourceVersion"]]]
+    assert rvs[0] > 0

@@ -130,6 +130,13 @@ class SimCluster(Cluster):
         except SimError as exc:
             raise ClusterError(str(exc)) from None
 
+    def watch(self, callback: Callable[[Any], None], kinds: list[str] | None = None) -> None:
+        """Sim only: call `callback(event)` after every change (event.type ADDED/MODIFIED/DELETED,
+        event.object, event.resource_version), optionally only for some kinds."""
+        from labkit.sim.kinds import canonical_kind as ck
+
+        self._sim.store.watch(callback, kinds=[ck(k) for k in kinds] if kinds else None)
+
     def events(self) -> list[dict]:
         return self._sim.events.events()
 
