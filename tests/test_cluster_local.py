@@ -229,7 +229,8 @@ def test_bad_object_is_a_one_line_cluster_error(cluster: LocalCluster) -> None:
         cluster.get("pods", "no-such-pod")
 
 
-def test_warm_start_crash_and_down_leave_nothing_behind() -> None:
+@pytest.mark.parametrize("victim", ["kube-scheduler", "kube-apiserver"])
+def test_warm_start_crash_and_down_leave_nothing_behind(victim: str) -> None:
     _need_binaries()
     t0 = time.monotonic()
     c = LocalCluster(progress=False).up(TINY)
@@ -240,12 +241,12 @@ def test_warm_start_crash_and_down_leave_nothing_behind() -> None:
     pids = [x.pid for x in comps]
     ports = [p for x in comps for p in x.ports]
     assert all(pid_alive(p) for p in pids) and all(port_open(p) for p in ports)
-    sched = next(x for x in comps if x.name == "kube-scheduler")
-    os.kill(sched.pid, signal.SIGKILL)  # one component crashes mid-run
-    sched.popen.wait(10)
+    crashed = next(x for x in comps if x.name == victim)
+    os.kill(crashed.pid, signal.SIGKILL)  # one component crashes mid-run
+    crashed.popen.wait(10)
     from labkit.cluster import ClusterError
 
-    with pytest.raises(ClusterError, match="kube-scheduler .* exited"):
+    with pytest.raises(ClusterError, match=f"{victim} .* exited"):
         c.wait(timeout=5)
     c.down()
     assert not [p for p in pids if pid_alive(p)]
