@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 LAB_PORT ?= 8888
 # CI sets CI=true; the full test run then also builds the Go oracle and the local control plane
 export LABKIT_CACHE ?= $(HOME)/.cache/dra-labkit
+# the CEL tests compare with Kubernetes' own CEL code when this binary exists (make oracle builds it)
+export LABKIT_CEL_ORACLE ?= $(LABKIT_CACHE)/cel-oracle/cel-oracle
 
 .PHONY: lab test setup lint unit notebooks oracle controlplane browser-deps clean help
 
@@ -30,6 +32,7 @@ lint: $(STAMP)
 
 oracle:
 	bash tools/build-oracle.sh
+	bash tools/build-cel-oracle.sh
 
 controlplane:
 	bash tools/build-controlplane.sh

@@ -1,7 +1,7 @@
 """Error messages: the default engine says exactly what Kubernetes 1.37 says.
 
 Each message below is the first line Kubernetes' own code (k8s.io/dynamic-resource-allocation/cel
-v0.37.2, through labkit/cel/oracle) printed for the expression, evaluated on the device of the
+v0.37.2, through tools/cel-oracle) printed for the expression, evaluated on the device of the
 conformance table. ``str(error)`` is compared, so message and hint together must match.
 """
 

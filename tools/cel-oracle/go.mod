@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	k8s.io/api v0.37.2
+	k8s.io/apiserver v0.37.2
 	k8s.io/dynamic-resource-allocation v0.37.2
 )
 
@@ -42,7 +43,6 @@ require (
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/apimachinery v0.37.2 // indirect
-	k8s.io/apiserver v0.37.2 // indirect
 	k8s.io/component-base v0.37.2 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
