@@ -51,6 +51,8 @@ def test_scenarios_match_local(profile):
                 local.delete("Pod", obj["metadata"]["name"], obj["metadata"]["namespace"])
             for obj in local.list("ResourceClaim"):
                 local.delete("ResourceClaim", obj["metadata"]["name"], obj["metadata"]["namespace"])
+            for obj in local.list("DeviceTaintRule"):  # cluster-wide state a later scenario must not see
+                local.delete("DeviceTaintRule", obj["metadata"]["name"], None)
             local.wait(until=lambda c: not c.list("ResourceClaim") and not c.list("Pod"), timeout=120)
     finally:
         local.down()

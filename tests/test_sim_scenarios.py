@@ -109,3 +109,16 @@ def test_normalize_report_hides_only_randomness():
     assert [c["name"] for c in norm["claims"]] == ["train-a-gpu-xxxxx", "train-b-gpu-xxxxx"]
     assert norm["claims"][0]["reservedFor"] == [{"resource": "pods", "name": "train-a"}]
     assert norm["claims"][0]["allocation"] == rep["claims"][0]["allocation"]
+
+
+def test_extended_resource_served_by_dra():
+    rep = simulate_report(run("extended-resource.yaml"))
+    [claim] = rep["claims"]
+    assert re.fullmatch(r"legacy-gpu-extended-resources-[bcdfghjklmnpqrstvwxz2456789]{5}", claim["name"])
+    assert [r["request"] for r in results(claim)] == ["container-0-request-0"] * 2
+    assert rep["pods"][0]["node"] == "t4-1"
+
+
+def test_device_taint_rule_skips_the_tainted_gpu():
+    [claim] = simulate_report(run("device-taint.yaml"))["claims"]
+    assert [r["device"] for r in results(claim)] == ["gpu-1"]
