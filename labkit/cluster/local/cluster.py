@@ -30,6 +30,9 @@ _TIERS = {"Namespace": 0, "CustomResourceDefinition": 0, "DeviceClass": 0, "Prio
           "ResourceClaimTemplate": 1, "ResourceClaim": 1}
 
 
+_NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
 class LocalCluster(Cluster):
     """Real kube-apiserver/etcd/kube-scheduler/kube-controller-manager on 127.0.0.1.
 
@@ -91,8 +94,7 @@ class LocalCluster(Cluster):
         atexit.register(self.down)
         t0 = time.monotonic()
         steps: list[tuple[str, Callable[[], None]]] = [
-            ("control plane", self._start_control_plane),
-            ("nodes", self._create_nodes),
+            ("control plane and nodes", self._start_control_plane),
             ("device classes", self._apply_device_classes),
             ("driver plugins", self._start_plugins),
             ("ready", self._wait_ready),
@@ -119,15 +121,19 @@ class LocalCluster(Cluster):
         def step(name: str) -> None:
             self.timings[f"{name} ready"] = round(time.monotonic() - t0, 2)
 
-        cp = controlplane.start(self.sup, self.binaries, keys, self.state_dir,
-                                version=self.profile.kubernetes_version, gates=self._gates,
-                                timeout=self.start_timeout, on_step=step)
-        self.server = cp.server
-        self.kube = Kube(cp.server, keys.tokens["admin"], str(keys.ca_cert))
-        self.kube.discover()
-        # Pods need their namespace's "default" ServiceAccount. kube-controller-manager makes it
-        # once its informers have synced (~6 s); creating it here saves that wait.
-        self._default_service_account("default")
+        def prepare(server: str) -> None:
+            self.server = server
+            self.kube = Kube(server, keys.tokens["admin"], str(keys.ca_cert))
+            self.kube.discover()
+            # Pods need their namespace's "default" ServiceAccount. kube-controller-manager makes
+            # it once its informers have synced (~6 s); creating it here saves that wait.
+            self._default_service_account("default")
+            self._create_nodes()
+            step("nodes")
+
+        controlplane.start(self.sup, self.binaries, keys, self.state_dir,
+                           version=self.profile.kubernetes_version, gates=self._gates,
+                           timeout=self.start_timeout, on_step=step, before_controllers=prepare)
 
     def _default_service_account(self, namespace: str) -> None:
         try:
@@ -196,7 +202,12 @@ class LocalCluster(Cluster):
             for s in self.kube.list("resourceslices"):
                 spec = s.get("spec") or {}
                 have.setdefault((spec.get("pool") or {}).get("name", ""), set()).add(spec.get("driver", ""))
-            return all(d <= have.get(n, set()) and d <= set(self.agents[n].plugins) for n, d in want.items())
+            if not all(d <= have.get(n, set()) and d <= set(self.agents[n].plugins) for n, d in want.items()):
+                return False
+            # the node lifecycle controller may have tainted a node not-ready in the moment between
+            # its creation and its first status; the taint goes once it sees Ready=True
+            return not any(t.get("key") in _NOT_READY_TAINTS for n in self.kube.list("nodes")
+                           for t in (n.get("spec") or {}).get("taints") or [])
 
         deadline = time.monotonic() + self.start_timeout
         while not ready():

@@ -63,7 +63,11 @@ class ControlPlane:
 
 
 def start(sup: Supervisor, bins: Binaries, pki: Pki, state: Path, *, version: str,
-          gates: dict[str, bool], timeout: float = 90.0, on_step=lambda name: None) -> ControlPlane:
+          gates: dict[str, bool], timeout: float = 90.0, on_step=lambda name: None,
+          before_controllers=lambda server: None) -> ControlPlane:
+    """Start all four; `before_controllers(server)` runs once the apiserver is ready and before
+    kube-controller-manager starts (so fake Nodes can get their Ready status before the node
+    lifecycle controller first looks at them)."""
     gate_args = feature_gate_flag(version, gates)
     # etcd
     etcd_client, etcd_peer = free_port(), free_port()
@@ -109,6 +113,8 @@ def start(sup: Supervisor, bins: Binaries, pki: Pki, state: Path, *, version: st
         kcs[short] = state / f"{short}.kubeconfig"
         kcs[short].write_text(kubeconfig(server, pki.ca_cert, pki.tokens[user], user))
         kcs[short].chmod(0o600)
+
+    before_controllers(server)
 
     def component(name: str, kc: Path, extra: list[str]) -> tuple[Component, int]:
         p = free_port()
