@@ -13,7 +13,7 @@ ARTIFACT = REPO / "test-artifacts" / "differential-coverage.json"
 FEATURES = ["counters", "firstAvailable", "constraints", "taints", "taintRules", "tolerations", "capacity",
             "multi-allocatable", "adminAccess", "all", "incomplete-pool", "obsolete-slice", "allNodes",
             "nodeSelector", "in-use", "multi-claim", "config", "gate-off", "risky-cel", "invalid-pool",
-            "per-device-node", "binding-conditions", "many-devices"]
+            "per-device-node", "binding-conditions", "many-devices", "fractional", "gate-on"]
 
 
 class Coverage:

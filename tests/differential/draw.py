@@ -64,11 +64,13 @@ class ReplayDraw:
 
 
 class HypothesisDraw:
-    def __init__(self, data: Any) -> None:
+    """Wraps the ``draw`` function of an ``@st.composite`` strategy."""
+
+    def __init__(self, draw: Any) -> None:
         from hypothesis import strategies as st
 
-        self.data = data
+        self.draw = draw
         self.st = st
 
     def int(self, lo: int, hi: int) -> int:
-        return self.data.draw(self.st.integers(lo, hi))
+        return self.draw(self.st.integers(lo, hi))

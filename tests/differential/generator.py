@@ -79,9 +79,16 @@ def _meta(name: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, **extra}
 
 
+# Defaults of the gates the generator itself consults (the rest only matter to the allocators).
+_VERSION_OFF = {"1.34": {"DRAConsumableCapacity", "DRAPartitionableDevices", "DRADeviceTaints", "DRADeviceTaintRules"},
+                "1.35": {"DRAConsumableCapacity", "DRAPartitionableDevices", "DRADeviceTaints", "DRADeviceTaintRules"},
+                "1.36": {"DRADeviceTaintRules"}, "1.37": set()}
+
+
 class _Builder:
-    def __init__(self, d: Draw) -> None:
+    def __init__(self, d: Draw, version: str = "1.37") -> None:
         self.d = d
+        self.version = version
         self.tags: set[str] = set()
         self.gates: dict[str, bool] = {}
         # (driver, pool, device name, device dict, node visibility: node name | "*" | zone)
@@ -92,13 +99,13 @@ class _Builder:
 
     # ---- gates ---------------------------------------------------------------
     def on(self, gate: str) -> bool:
-        return self.gates.get(gate, True)
+        return self.gates.get(gate, gate not in _VERSION_OFF[self.version])
 
     def pick_gates(self) -> None:
         if chance(self.d, 15):
             gate = choice(self.d, FLIPPABLE)
-            self.gates[gate] = False
-            self.tags.add("gate-off")
+            self.gates[gate] = not self.on(gate)
+            self.tags.add("gate-off" if not self.gates[gate] else "gate-on")
 
     # ---- slices ----------------------------------------------------------------
     def gpu_device(self, name: str, idx: int, counters: str | None, multi: bool) -> dict[str, Any]:
@@ -114,6 +121,14 @@ class _Builder:
             },
             "capacity": {"memory": {"value": choice(d, MEMS)}},
         }
+        if chance(d, 30):
+            dev["attributes"]["resource.kubernetes.io/pcieRoot"] = {"string": choice(d, ["pci0", "pci1"])}
+        if chance(d, 2):
+            dev["bindingConditions"] = ["ready"]
+            dev["bindingFailureConditions"] = ["failed"]
+            if chance(d, 50):
+                dev["bindsToNode"] = True
+            self.tags.add("binding-conditions")
         if counters:
             dev["consumesCounters"] = [{"counterSet": counters, "counters": {
                 "memory": {"value": choice(d, ["10Gi", "20Gi", "40Gi"])},
@@ -126,18 +141,25 @@ class _Builder:
                 mem["requestPolicy"] = {"default": "10Gi", "validRange": {"min": "5Gi", "step": "5Gi"}}
             elif policy == "values":
                 mem["requestPolicy"] = {"default": "10Gi", "validValues": ["5Gi", "10Gi", "20Gi"]}
+            if chance(d, 40):
+                dev["capacity"]["compute"] = {"value": "2", "requestPolicy": {
+                    "default": "500m", "validRange": {"min": "250m", "step": choice(d, ["250m", "1"]), "max": "2"}}}
+                self.tags.add("fractional")
             self.tags.add("multi-allocatable")
         if chance(self.d, 8):
             dev["taints"] = [{"key": choice(d, ["maint", "ecc"]), "value": "yes",
-                              "effect": choice(d, ["NoSchedule", "NoExecute"])}]
+                              "effect": choice(d, ["NoSchedule", "NoExecute", "NoSchedule", "None"])}]
             self.tags.add("taints")
         return dev
 
     def nic_device(self, name: str) -> dict[str, Any]:
         d = self.d
-        return {"name": name, "attributes": {"speed": {"int": choice(d, [100, 200, 400])},
-                                              "rdma": {"bool": chance(d, 50)},
-                                              "numa": {"int": d.int(0, 1)}}}
+        dev = {"name": name, "attributes": {"speed": {"int": choice(d, [100, 200, 400])},
+                                             "rdma": {"bool": chance(d, 50)},
+                                             "numa": {"int": d.int(0, 1)}}}
+        if chance(d, 40):
+            dev["attributes"]["resource.kubernetes.io/pcieRoot"] = {"string": choice(d, ["pci0", "pci1"])}
+        return dev
 
     def add_pool(self, p: int) -> None:
         d = self.d
@@ -155,7 +177,11 @@ class _Builder:
             self.tags.add("nodeSelector")
         else:
             sel = {"nodeName": where}
-        partitionable = driver == GPU and chance(d, 30)
+        per_device = chance(d, 8)
+        if per_device:
+            sel = {"perDeviceNodeSelection": True}
+            self.tags.add("per-device-node")
+        partitionable = driver == GPU and not per_device and chance(d, 30)
         multi_ok = driver == GPU and chance(d, 40)
         n_slices = d.int(1, 2)
         generation = d.int(1, 2)
@@ -174,10 +200,18 @@ class _Builder:
                     dev = self.gpu_device(name, idx, counters, multi_ok and chance(d, 50))
                 else:
                     dev = self.nic_device(name)
+                if per_device:
+                    dev.update(choice(d, [{"nodeName": "node-0"}, {"nodeName": "node-1"}, {"allNodes": True},
+                                          {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+                                              {"key": "zone", "operator": "In", "values": ["a"]}]}]}}]))
                 devices.append(dev)
                 self.devices.append((driver, pool, name, dev, where))
                 idx += 1
             specs.append({"devices": devices, "_slice": s})
+        if n_slices == 2 and chance(d, 10):
+            # the same device name in two slices of one pool: the pool is invalid
+            specs[-1]["devices"][0] = {**specs[-1]["devices"][0], "name": specs[-2]["devices"][0]["name"]}
+            self.tags.add("invalid-pool")
         count = len(specs)
         if chance(d, 8):
             count += 1  # a slice is still missing: the pool is incomplete
@@ -238,6 +272,9 @@ class _Builder:
             self.tags.add("all")
         elif chance(d, 30):
             req["count"] = choice(d, [1, 2, 2, 3])
+        elif chance(d, 3):
+            req["count"] = choice(d, [16, 17, 33])
+            self.tags.add("many-devices")
             if chance(d, 30):
                 req["allocationMode"] = "ExactCount"
         sel = self.selector_for(cls)
@@ -260,6 +297,8 @@ class _Builder:
             self.tags.add("adminAccess")
         if cls in ("gpu", "gpu-shared") and self.on("DRAConsumableCapacity") and chance(d, 25):
             req["capacity"] = {"requests": {"memory": choice(d, ["5Gi", "7Gi", "10Gi", "20Gi"])}}
+            if chance(d, 30):
+                req["capacity"]["requests"]["compute"] = choice(d, ["100m", "300m", "1", "1500m"])
             self.tags.add("capacity")
         return req
 
@@ -284,7 +323,8 @@ class _Builder:
         for _ in range(d.int(1, 2) if chance(d, 25) else 0):
             c: dict[str, Any] = {}
             if chance(d, 50):
-                c["matchAttribute"] = choice(d, [f"{GPU}/model", f"{GPU}/numa", f"{NIC}/numa", f"{GPU}/fw"])
+                c["matchAttribute"] = choice(d, [f"{GPU}/model", f"{GPU}/numa", f"{NIC}/numa", f"{GPU}/fw",
+                                                 "resource.kubernetes.io/pcieRoot"])
             else:
                 c["distinctAttribute"] = choice(d, [f"{GPU}/index", f"{GPU}/model", f"{NIC}/speed"])
             if chance(d, 40):
@@ -348,8 +388,8 @@ class _Builder:
         self.tags.add("taintRules")
 
 
-def generate(d: Draw) -> Scenario:
-    b = _Builder(d)
+def generate(d: Draw, version: str = "1.37") -> Scenario:
+    b = _Builder(d, version)
     b.pick_gates()
     for p in range(d.int(1, 4)):
         b.add_pool(p)
@@ -372,16 +412,15 @@ def generate(d: Draw) -> Scenario:
     if len([o for o in objs if o["kind"] == "ResourceClaim" and "status" not in o]) > 1:
         b.tags.add("multi-claim")
     node = "node-0" if chance(d, 85) else "node-1"
-    return Scenario(objects=objs, node=node, gates=b.gates, tags=b.tags)
+    return Scenario(objects=objs, node=node, gates=b.gates, version=version, tags=b.tags)
 
 
-def scenarios():
-    """Hypothesis strategy producing ``Scenario`` objects."""
+def scenarios(version: str = "1.37"):
+    """Hypothesis strategy producing ``Scenario`` objects (hypothesis shrinks the choices)."""
     from hypothesis import strategies as st
 
     @st.composite
     def _build(draw_fn: Any) -> Scenario:
-        data = draw_fn(st.data())
-        return generate(HypothesisDraw(data))
+        return generate(HypothesisDraw(draw_fn), version)
 
     return _build()

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -67,7 +68,7 @@ func loadCase(dir string) (scenario, error) {
 
 // runBatch runs every DIR/*/ that has an input.yaml and prints one JSON line
 // per case: {"name": ..., "exit": N, "output": <labkit allocate JSON>}.
-func runBatch(ctx context.Context, dir string, w io.Writer) int {
+func runBatch(ctx context.Context, dir string, timeout time.Duration, w io.Writer) int {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "--batch %s: %v\n", dir, err)
@@ -88,7 +89,7 @@ func runBatch(ctx context.Context, dir string, w io.Writer) int {
 		if err != nil {
 			out = failed(err)
 		} else {
-			out = runScenario(ctx, sc, newShareIDs())
+			out = runScenario(ctx, sc, newShareIDs(), timeout)
 		}
 		nameJSON, _ := json.Marshal(name)
 		fmt.Fprintf(w, `{"name": %s, "exit": %d, "output": %s}`+"\n", nameJSON, out.exitCode(), out.json())

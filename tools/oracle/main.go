@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 )
 
 const usage = `usage: oracle -f FILE... --node NODE [--feature-gates G=true,...] [--kubernetes-version 1.37] [-o json]
        oracle --batch DIR          (every DIR/*/input.yaml + case.yaml; one JSON line per case)
-       oracle --bench -f FILE...   (place every pending claim on the first Node that fits; timings)`
+       oracle --bench -f FILE...   (place every pending claim on the first Node that fits; timings)
+--timeout D (default 10s, 0 = none) bounds each Allocate call like kube-scheduler's filterTimeout.`
 
 type options struct {
 	files   []string
@@ -22,10 +24,11 @@ type options struct {
 	output  string
 	batch   string
 	bench   bool
+	timeout time.Duration
 }
 
 func parseArgs(args []string) (*options, error) {
-	o := &options{version: "1.37", output: "json"}
+	o := &options{version: "1.37", output: "json", timeout: 10 * time.Second}
 	inFiles := false
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
@@ -61,6 +64,11 @@ func parseArgs(args []string) (*options, error) {
 			o.batch, err = next()
 		case "--bench", "-bench":
 			o.bench = true
+		case "--timeout", "-timeout":
+			var v string
+			if v, err = next(); err == nil {
+				o.timeout, err = time.ParseDuration(v)
+			}
 		case "--no-validate", "--explain":
 			// accepted for command-line compatibility with labkit; no effect here
 		case "-h", "--help":
@@ -92,12 +100,12 @@ func main() {
 	ctx := context.Background()
 	switch {
 	case opts.batch != "":
-		os.Exit(runBatch(ctx, opts.batch, os.Stdout))
+		os.Exit(runBatch(ctx, opts.batch, opts.timeout, os.Stdout))
 	case opts.bench:
 		os.Exit(runBench(ctx, opts))
 	}
 	sc := scenario{files: opts.files, node: opts.node, gates: opts.gates, version: opts.version}
-	out := runScenario(ctx, sc, newShareIDs())
+	out := runScenario(ctx, sc, newShareIDs(), opts.timeout)
 	os.Stdout.Write(out.json())
 	os.Stdout.Write([]byte("\n"))
 	os.Exit(out.exitCode())

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/structured"
 )
+
+var errTimeout = errors.New("timed out trying to allocate devices")
 
 type scenario struct {
 	files   []string
@@ -156,7 +159,7 @@ func (p *prepared) findNode(name string) (*v1.Node, error) {
 	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, nil
 }
 
-func runScenario(ctx context.Context, sc scenario, ids *shareIDs) outcome {
+func runScenario(ctx context.Context, sc scenario, ids *shareIDs, timeout time.Duration) outcome {
 	p, err := prepare(sc)
 	if err != nil {
 		return failed(err)
@@ -170,8 +173,17 @@ func runScenario(ctx context.Context, sc scenario, ids *shareIDs) outcome {
 	if err != nil {
 		return failed(err)
 	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errTimeout)
+		defer cancel()
+	}
 	results, err := alloc.Allocate(ctx, node, p.pending)
 	if err != nil {
+		if errors.Is(context.Cause(ctx), errTimeout) {
+			// what kube-scheduler reports when filterTimeout expires
+			return failed(errors.New("timed out trying to allocate devices"))
+		}
 		if isNodeScoped(err) {
 			return outcome{status: "unsatisfiable", err: err.Error()}
 		}
