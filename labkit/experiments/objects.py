@@ -21,6 +21,11 @@ def profile_selector(profile: str) -> dict:
     return {"cel": {"expression": f"device.attributes['gpu.nvidia.com'].profile == '{profile}'"}}
 
 
+def no_nvlink_selector() -> dict:
+    """CEL: the device publishes no NVLink domain (fake_gpus' topology attribute)."""
+    return {"cel": {"expression": "!has(device.attributes['topology.fake-gpus.dev'].nvlinkDomain)"}}
+
+
 def exactly(device_class: str, count: int = 1, selectors: list[dict] | None = None) -> dict:
     out: dict[str, Any] = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": count}
     if selectors:

@@ -50,6 +50,17 @@ class Context:
     claim_devices: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)  # per-policy scratch space
 
+    def mem_floor(self, need_gib: float) -> float:
+        """The smallest GPU memory size in the fleet that holds `need_gib` (the need itself when
+        none does). A selector `memory >= mem_floor(need)` matches exactly the GPUs that
+        `memory >= need` matches, with a handful of distinct expressions for the whole trace
+        (fewer CEL compilations and evaluations, better scheduler caching)."""
+        sizes = self.state.get("_sizes")
+        if sizes is None:
+            sizes = self.state["_sizes"] = sorted({g.mem_gib for n in self.fleet.nodes
+                                                   for g in self.fleet.kind_of[n].gpus if g.whole})
+        return next((s for s in sizes if s + 1e-9 >= need_gib), need_gib)
+
 
 @runtime_checkable
 class Policy(Protocol):
@@ -96,11 +107,17 @@ class BasePolicy:
         if item.gpu_units == 0:
             return [self.pod(item, ctx)]
         count = item.gpus or max(1, math.ceil(item.compute))
-        mem = math.ceil(item.gpu_mem_gib)
+        mem = math.ceil(ctx.mem_floor(item.gpu_mem_gib))
         name = f"{self.name}-gpu{count}-m{mem}{'-nvl' if nvlink and count > 1 else ''}"
         constraints = [{"matchAttribute": NVLINK_ATTR}] if nvlink and count > 1 else None
-        spec = o.claim_spec([{"name": "gpu", "exactly": o.exactly(o.GPU_CLASS, count, [o.mem_selector(mem)])}],
-                            constraints)
+        if nvlink and count == 1:
+            # one GPU: prefer a GPU outside any NVLink island, so that islands stay whole
+            subs = [{"name": "no-island", **o.exactly(o.GPU_CLASS, 1, [o.mem_selector(mem), o.no_nvlink_selector()])},
+                    {"name": "any", **o.exactly(o.GPU_CLASS, 1, [o.mem_selector(mem)])}]
+            spec = o.claim_spec([{"name": "gpu", "firstAvailable": subs}])
+        else:
+            spec = o.claim_spec([{"name": "gpu", "exactly": o.exactly(o.GPU_CLASS, count, [o.mem_selector(mem)])}],
+                                constraints)
         return [o.template(name, spec), self.pod(item, ctx, template=name)]
 
 
@@ -112,6 +129,7 @@ class WholeGpu(BasePolicy):
 @dataclass
 class _Shared:
     name: str
+    floor_gib: float = 0.0  # the claim's selector: its GPU has at least this much memory
     pods: set[str] = field(default_factory=set)
     mem: float = 0.0
     compute: float = 0.0
@@ -120,8 +138,8 @@ class _Shared:
 class SharedClaims(BasePolicy):
     """Small pods packed into named claims (one GPU, TimeSlicing) that several pods reference.
 
-    A claim takes more pods only once allocated (then its GPU's memory is known), up to the
-    GPU's memory, compute 1.0 and `max_pods` pods."""
+    A claim takes pods up to its GPU's memory (before allocation: the memory its selector
+    guarantees), compute 1.0 and `max_pods` pods."""
 
     name = "shared"
     sharing = True
@@ -131,16 +149,13 @@ class SharedClaims(BasePolicy):
     def _claims(self, ctx: Context) -> dict[str, _Shared]:
         return ctx.state.setdefault("claims", {})
 
-    def _capacity(self, claim: str, ctx: Context) -> float | None:
-        got = ctx.claim_devices.get(claim)
-        if not got:
-            return None
-        info = ctx.ledger.device(got[0], got[1][0]) if got[1] else None
-        return info.mem_gib if info else None
+    def _capacity(self, c: _Shared, ctx: Context) -> float:
+        got = ctx.claim_devices.get(c.name)
+        info = ctx.ledger.device(got[0], got[1][0]) if got and got[1] else None
+        return info.mem_gib if info else c.floor_gib
 
     def _fits(self, c: _Shared, item: WorkItem, ctx: Context) -> bool:
-        cap = self._capacity(c.name, ctx)
-        return (cap is not None and c.mem + item.gpu_mem_gib <= cap + 1e-9 and c.compute + item.compute <= 1.0 + 1e-9
+        return (c.mem + item.gpu_mem_gib <= self._capacity(c, ctx) + 1e-9 and c.compute + item.compute <= 1.0 + 1e-9
                 and len(c.pods) < self.max_pods)
 
     def _join(self, c: _Shared, item: WorkItem, ctx: Context) -> list[dict]:
@@ -152,9 +167,10 @@ class SharedClaims(BasePolicy):
 
     def _new_claim(self, item: WorkItem, ctx: Context, node: str | None = None) -> list[dict]:
         n = ctx.state["next"] = ctx.state.get("next", 0) + 1
-        c = _Shared(f"{self.name}-claim-{n:05d}")
+        c = _Shared(f"{self.name}-claim-{n:05d}", ctx.mem_floor(item.gpu_mem_gib))
         self._claims(ctx)[c.name] = c
-        spec = o.claim_spec([{"name": "gpu", "exactly": o.exactly(o.GPU_CLASS, 1, [o.mem_selector(item.gpu_mem_gib)])}],
+        sel = o.mem_selector(c.floor_gib)
+        spec = o.claim_spec([{"name": "gpu", "exactly": o.exactly(o.GPU_CLASS, 1, [sel])}],
                             config=o.time_slicing_config())
         objs = [o.claim(c.name, spec, {"labkit.dev/experiment": self.name})]
         pod = self._join(c, item, ctx)[0]
@@ -193,7 +209,7 @@ class _MigPolicy(BasePolicy):
         if self.mig_mode != "dynamic" or not full or item.gpu_units == 0:
             return self.whole_gpu_objects(item, ctx)
         count = item.gpus or 1
-        mem = math.ceil(item.gpu_mem_gib)
+        mem = math.ceil(ctx.mem_floor(item.gpu_mem_gib))
         name = f"{self.name}-gpu{count}-m{mem}-or7g"
         subs = [{"name": "whole", **o.exactly(o.GPU_CLASS, count, [o.mem_selector(mem)])}]
         subs += [{"name": f"mig{i}", **o.exactly(o.MIG_CLASS, count, [o.profile_selector(p[0])])}
@@ -299,7 +315,7 @@ class FragmentationAware(SharedClaims):
         # joining an allocated shared claim: its GPU's headroom shrinks
         best: tuple[float, str, str | None] | None = None  # (delta, node, claim or None for a new one)
         for c in self._claims(ctx).values():
-            if not self._fits(c, item, ctx):
+            if c.name not in ctx.claim_devices or not self._fits(c, item, ctx):
                 continue
             node, devs = ctx.claim_devices[c.name]
             st = states.get(node, ctx.ledger)

@@ -163,7 +163,8 @@ def run_policy(trace: list[WorkItem], profile: str | Path | dict | ClusterProfil
             break
         nxt = min(([items[i].arrival] if i < len(items) else []) + ([running[0][0]] if running else []))
         t = max(t + tick, math.ceil(nxt / tick - 1e-9) * tick)
-        cluster.advance(max(0.0, t - cluster.sim.clock.seconds))
+        # only the clock moves here (pods finish by deletion above): no extra controller rounds
+        cluster.sim.clock.advance(max(0.0, t - cluster.sim.clock.seconds))
     else:
         raise ExperimentError(f"policy {pol.name}: gave up after {max_ticks} ticks; raise max_ticks or the tick")
     if bar is not None:
