@@ -215,6 +215,24 @@ def test_pods_in_a_new_namespace_can_be_created_at_once(cluster: LocalCluster) -
     cluster.delete("pods", "nsd", "team-a")
 
 
+def test_dra_backed_extended_resource_gets_its_devices_prepared(cluster: LocalCluster) -> None:
+    # no device plugin: the gpu.nvidia.com class's extendedResourceName makes the scheduler
+    # allocate `nvidia.com/gpu: 2` through DRA; the agent prepares the claim it made
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy", "namespace": "default"},
+           "spec": {"nodeSelector": {"kubernetes.io/hostname": "t4-0"}, "containers": [
+               {"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": 2}}}]}}
+    cluster.apply(pod)
+    assert cluster.wait(_running(cluster, "legacy"), timeout=120), cluster.explain("legacy")
+    st = cluster.get("pods", "legacy")["status"]["extendedResourceClaimStatus"]
+    claim = cluster.get("resourceclaims", st["resourceClaimName"])
+    devices = sorted(r["device"] for r in claim["status"]["allocation"]["devices"]["results"])
+    assert len(devices) == 2
+    env = cluster.pod_env("legacy")
+    assert sorted(env["FAKE_GPU_DEVICES"].split(",")) == devices
+    cluster.delete("pods", "legacy")
+    assert cluster.wait(lambda c: "legacy" not in [p["metadata"]["name"] for p in c.list("pods")], timeout=60)
+
+
 def test_bad_object_is_a_one_line_cluster_error(cluster: LocalCluster) -> None:
     from labkit.cluster import ClusterError, NotFound
 

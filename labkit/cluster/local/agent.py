@@ -29,7 +29,9 @@ ENV_ANNOTATION = "labkit.dev/cdi-env"
 DEVICES_ANNOTATION = "labkit.dev/cdi-devices"
 #: what a 1.37 kubelet speaks, in its order of preference
 KUBELET_DRA_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
-RPC_TIMEOUT = 45.0  # the kubelet's default per-call timeout
+RPC_TIMEOUT = 45.0
+#: key for the scheduler-made claim of DRA-backed extended resources (not a valid pod claim name)
+EXTENDED = "<extended-resources>"  # the kubelet's default per-call timeout
 
 
 def _now() -> str:
@@ -146,6 +148,9 @@ class NodeAgent(threading.Thread):
         out = []
         for rc in (pod.get("spec") or {}).get("resourceClaims") or []:
             out.append((rc["name"], rc.get("resourceClaimName") or statuses.get(rc["name"])))
+        ext = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+        if ext.get("resourceClaimName"):  # the scheduler's claim for DRA-backed extended resources
+            out.append((EXTENDED, ext["resourceClaimName"]))
         return out
 
     def start_pod(self, pod: dict) -> None:
@@ -199,9 +204,13 @@ class NodeAgent(threading.Thread):
         env: dict[str, dict[str, str]] = {}
         devices: dict[str, list[str]] = {}
         spec = pod.get("spec") or {}
+        ext = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
         for ctr in (spec.get("initContainers") or []) + (spec.get("containers") or []):
             ids: list[str] = []
-            for ref in (ctr.get("resources") or {}).get("claims") or []:
+            refs = list((ctr.get("resources") or {}).get("claims") or [])
+            refs += [{"name": EXTENDED, "request": m["requestName"]} for m in ext.get("requestMappings") or []
+                     if m.get("containerName") == ctr["name"] and m.get("requestName")]
+            for ref in refs:
                 claim = claims.get(ref["name"])
                 if claim is None:
                     continue
