@@ -200,3 +200,13 @@ def test_agent_env_per_container_honours_request_names(tmp_path: Path) -> None:
     assert env == {"one": {"C": "1", "A": "1"}, "all": {"C": "1", "A": "1", "B": "1"}, "none": {}}
     assert devices["one"] == ["k8s.gpu.nvidia.com/claim=u-a"]
     assert json.dumps(devices)  # serialisable for the pod annotation
+
+
+def test_fleet_profiles_are_refused_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    from labkit.cluster import ClusterError
+    from labkit.cluster.local import LocalCluster
+
+    monkeypatch.setenv("LABKIT_LOCAL_MAX_NODES", "2")
+    profile = {"name": "big", "nodes": [{"namePrefix": "n-", "count": 3, "nodeProfile": "t4-inference"}]}
+    with pytest.raises(ClusterError, match="at most 2; use the sim backend"):
+        LocalCluster(build=False, progress=False).up(profile)

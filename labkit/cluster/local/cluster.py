@@ -75,6 +75,12 @@ class LocalCluster(Cluster):
         if self.sup is not None:
             raise ClusterError("local cluster: already up; call down() before up() again")
         prof = load_profile(profile)
+        limit = int(os.environ.get("LABKIT_LOCAL_MAX_NODES", "32"))
+        if len(prof.nodes) > limit:
+            raise ClusterError(
+                f"cluster profile {prof.name}: nodes: {len(prof.nodes)} nodes, but the local backend runs one "
+                f"driver plugin process per node and allows at most {limit}; use the sim backend for fleets, "
+                "or raise LABKIT_LOCAL_MAX_NODES")
         try:
             gates, _warnings = resolve_gates(prof.kubernetes_version, prof.feature_gates)
         except FeatureGateError as exc:
