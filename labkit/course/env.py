@@ -1,0 +1,52 @@
+"""Notebook 00: what this machine has, and which cluster backends can run on it."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("dra-labkit", "kubernetes", "cel-expr-python", "networkx", "ipywidgets", "matplotlib", "nbval")
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def environment_table() -> list[tuple[str, str]]:
+    """(component, version) rows: Python and the packages the course uses."""
+    return [("python", platform.python_version())] + [(p, _version(p)) for p in PACKAGES]
+
+
+def _local_status(minor: str) -> tuple[bool, str]:
+    from labkit.cluster.local import binaries
+
+    found = binaries.find(minor)
+    if found:
+        return True, f"control-plane binaries in {found.bin_dir}"
+    hint = "Go found: `bash tools/build-controlplane.sh` builds them" if binaries.can_build() else "no Go to build them"
+    return False, f"no control-plane binaries for {minor} in {binaries.version_dir(minor)} ({hint})"
+
+
+def _kind_status() -> tuple[bool, str]:
+    engine = shutil.which("docker") or shutil.which("podman")
+    missing = [n for n in ("kind", "kubectl") if shutil.which(n) is None]
+    if engine is None:
+        missing.insert(0, "docker or podman")
+    if missing:
+        return False, "missing: " + ", ".join(missing)
+    if not Path("/sys/fs/cgroup/cgroup.controllers").exists():
+        return False, "cgroup v1 host: kind node images 1.35+ need cgroup v2"
+    return True, f"container engine {engine}"
+
+
+def backend_table(minor: str = "1.37") -> list[tuple[str, str, str]]:
+    """(backend, can run here, why) for sim, local and kind."""
+    rows = [("sim", "yes", "embedded in Python: nothing to install")]
+    for name, (ok, why) in (("local", _local_status(minor)), ("kind", _kind_status())):
+        rows.append((name, "yes" if ok else "no", why))
+    return rows

@@ -1,0 +1,67 @@
+"""Plain-text views of a cluster that are the same on every backend: no claim-name suffixes,
+uids or timestamps, rows sorted. The notebooks print these in cells whose output nbval checks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+HIDDEN_ENV = ("FAKE_DRA_CLAIM", "FAKE_DRA_CLAIM_UID")
+
+
+def table(rows: Iterable[Sequence[Any]], header: Sequence[str]) -> str:
+    """A left-aligned text table."""
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]
+    out = ["  ".join(h.upper().ljust(w) for h, w in zip(header, widths)).rstrip()]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    return "\n".join(out)
+
+
+def placement_lines(cluster: Any, pods: Iterable[str] | None = None,
+                    columns: Sequence[str] = ("pod", "request", "node", "device", "profile")) -> str:
+    """Which device each pod got, without the generated claim names."""
+    wanted = set(pods) if pods is not None else None
+    rows = sorted({tuple(r[c] for c in columns) for r in cluster.placements().rows
+                   if wanted is None or r["pod"] in wanted})
+    return table(rows, columns) if rows else "(no placements)"
+
+
+def pod_lines(cluster: Any, names: Iterable[str] | None = None, namespace: str = "default") -> str:
+    """Pod, phase and node of each pod (sorted by name)."""
+    wanted = set(names) if names is not None else None
+    rows = []
+    for p in cluster.list("Pod", namespace=namespace):
+        name = p["metadata"]["name"]
+        if wanted is None or name in wanted:
+            rows.append((name, p.get("status", {}).get("phase", "Pending"), p["spec"].get("nodeName") or "-"))
+    return table(sorted(rows), ("pod", "phase", "node")) if rows else "(no pods)"
+
+
+def show_env(env: Mapping[str, str], prefixes: Sequence[str] = ("NVIDIA_VISIBLE_DEVICES", "FAKE_")) -> str:
+    """The device variables of a container's environment, one per line, sorted."""
+    keys = sorted(k for k in env if k.startswith(tuple(prefixes)) and k not in HIDDEN_ENV)
+    return "\n".join(f"{k}={env[k]}" for k in keys) if keys else "(no device variables)"
+
+
+def _value(v: Mapping[str, Any]) -> str:
+    for kind in ("string", "int", "bool", "version"):
+        if kind in v:
+            return str(v[kind])
+    return ""
+
+
+def device_table(slices: Iterable[dict], node: str, driver: str | None = None) -> str:
+    """Devices one node publishes: name, type, product / profile, memory, PCIe root."""
+    rows = []
+    for s in slices:
+        spec = s.get("spec", {})
+        if spec.get("nodeName") != node or (driver and spec.get("driver") != driver):
+            continue
+        for d in spec.get("devices", []):
+            attrs = {k.split("/")[-1] if k.startswith(spec["driver"]) else k: _value(v)
+                     for k, v in d.get("attributes", {}).items()}
+            mem = d.get("capacity", {}).get("memory", {}).get("value", "")
+            rows.append((d["name"], attrs.get("type", ""), attrs.get("profile") or attrs.get("productName", ""),
+                         mem, attrs.get("resource.kubernetes.io/pcieRoot", "")))
+    return table(rows, ("device", "type", "product/profile", "memory", "pcieRoot"))
