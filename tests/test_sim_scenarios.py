@@ -41,9 +41,8 @@ def test_every_scenario_names_its_profile():
 
 def test_gpu_40gi_only_on_a100():
     rep = simulate_report(run("gpu-40gi.yaml"))
-    assert [(p["name"], p["node"], p["phase"]) for p in rep["pods"]] == [
-        ("train-a", "dgx-a100-0", "Running"), ("train-b", "dgx-a100-0", "Running")]
-    assert [results(c)[0]["device"] for c in rep["claims"]] == ["gpu-0", "gpu-1"]
+    assert [(p["name"], p["node"], p["phase"]) for p in rep["pods"]] == [("train-a", "dgx-a100-0", "Running")]
+    assert [results(c)[0]["device"] for c in rep["claims"]] == ["gpu-0"]
 
 
 def test_shared_claim_one_device_two_pods():
@@ -106,7 +105,7 @@ def test_deterministic(name):
 def test_normalize_report_hides_only_randomness():
     rep = simulate_report(run("gpu-40gi.yaml"))
     norm = normalize_report(rep)
-    assert [c["name"] for c in norm["claims"]] == ["train-a-gpu-xxxxx", "train-b-gpu-xxxxx"]
+    assert [c["name"] for c in norm["claims"]] == ["train-a-gpu-xxxxx"]
     assert norm["claims"][0]["reservedFor"] == [{"resource": "pods", "name": "train-a"}]
     assert norm["claims"][0]["allocation"] == rep["claims"][0]["allocation"]
 

@@ -6,7 +6,8 @@
 `reason` is the pod's `status.reason` when set (e.g. Evicted), else the reason of a False
 PodScheduled condition (Unschedulable, SchedulingGated, ...), else "". Lists are sorted by
 namespace, then name. `normalize_report` removes what legitimately differs between backends
-(random claim-name suffixes, uids, shareIDs) for sim-vs-local comparisons.
+(random claim-name suffixes, uids, shareIDs, the order in which consumers were added to
+reservedFor) for sim-vs-local comparisons.
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ def normalize_report(report: dict[str, list[dict]]) -> dict[str, list[dict]]:
         p["name"] = norm_name(p["name"])
     for c in out["claims"]:
         c["name"] = norm_name(c["name"])
-        c["reservedFor"] = [{"resource": r.get("resource", "pods"), "name": norm_name(r.get("name", ""))}
-                            for r in c["reservedFor"]]
+        c["reservedFor"] = sorted(({"resource": r.get("resource", "pods"), "name": norm_name(r.get("name", ""))}
+                                   for r in c["reservedFor"]), key=lambda r: (r["resource"], r["name"]))
         alloc = c.get("allocation") or {}
         alloc.pop("allocationTimestamp", None)
         for r in (alloc.get("devices") or {}).get("results") or []:
