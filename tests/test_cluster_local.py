@@ -247,6 +247,29 @@ def test_bad_object_is_a_one_line_cluster_error(cluster: LocalCluster) -> None:
         cluster.get("pods", "no-such-pod")
 
 
+def test_older_profile_runs_on_the_newer_binaries_by_emulation(cluster: LocalCluster) -> None:
+    assert cluster.kube.resource("devicetaintrules").api_version == "resource.k8s.io/v1"  # GA in 1.37
+    if binaries.find("1.36") is not None:
+        pytest.skip("exact 1.36 binaries are cached; emulation is not used")
+    old = LocalCluster(progress=False).up({**TINY, "name": "local-136", "kubernetesVersion": "1.36"})
+    try:
+        assert old.emulated_version == "1.36" and old.kubernetes_version == cluster.kubernetes_version
+        version = old.kube.request("GET", "/version")
+        assert (version["emulationMajor"], version["emulationMinor"]) == ("1", "36")
+        from labkit.cluster.local.kube import ApiError
+
+        with pytest.raises(ApiError, match="not served"):  # DRADeviceTaintRules: beta, off in 1.36
+            old.kube.resource("devicetaintrules")
+        old.apply([{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                    "metadata": {"name": "one-t4", "namespace": "default"},
+                    "spec": {"spec": _gpu_claim_spec(product="T4")}},
+                   _pod("p", [{"name": "gpu", "resourceClaimTemplateName": "one-t4"}])])
+        assert old.wait(_running(old, "p"), timeout=120), old.explain("p")
+        assert old.pod_env("p")["FAKE_GPU_0_POOL"] == "solo"
+    finally:
+        old.down()
+
+
 @pytest.mark.parametrize("victim", ["kube-scheduler", "kube-apiserver"])
 def test_warm_start_crash_and_down_leave_nothing_behind(victim: str) -> None:
     _need_binaries()

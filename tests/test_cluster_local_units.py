@@ -210,3 +210,21 @@ def test_fleet_profiles_are_refused_with_the_fix(monkeypatch: pytest.MonkeyPatch
     profile = {"name": "big", "nodes": [{"namePrefix": "n-", "count": 3, "nodeProfile": "t4-inference"}]}
     with pytest.raises(ClusterError, match="at most 2; use the sim backend"):
         LocalCluster(build=False, progress=False).up(profile)
+
+
+def test_older_minor_emulates_on_cached_newer_binaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
+    monkeypatch.delenv("LABKIT_CONTROLPLANE_BIN", raising=False)
+    root = tmp_path / "controlplane" / "1.37"
+    (root / "bin").mkdir(parents=True)
+    for c in binaries.COMPONENTS:
+        (root / "bin" / c).write_text("#!/bin/sh\n")
+        os.chmod(root / "bin" / c, 0o755)
+    (root / "VERSION").write_text("v1.37.1\n")
+    bins, emulated = binaries.for_profile("1.35", build=False)
+    assert (bins.kubernetes_version, emulated) == ("v1.37.1", "1.35")
+    assert binaries.for_profile("1.37", build=False)[1] is None
+    with pytest.raises(binaries.BinariesMissing):  # below the emulation range, and no build allowed
+        binaries.for_profile("1.33", build=False)
+    with pytest.raises(binaries.BinariesMissing):
+        binaries.for_profile("1.35", build=False, exact=True)

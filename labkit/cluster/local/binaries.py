@@ -8,6 +8,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+DEFAULT_MINOR = "1.37"  # what tools/build-controlplane.sh builds without arguments
+#: oldest minor the DEFAULT_MINOR binaries can emulate (kube-apiserver --emulated-version range)
+OLDEST_EMULATED = "1.34"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
 BUILD_SCRIPT = Path(__file__).resolve().parents[3] / "tools" / "build-controlplane.sh"
 
@@ -82,3 +85,23 @@ def ensure(minor: str, *, build: bool = True) -> Binaries:
         raise BinariesMissing(f"local backend: tools/build-controlplane.sh {minor} failed (exit {proc.returncode}); "
                               "see its output above")
     return found
+
+
+def _minor_tuple(v: str) -> tuple[int, int]:
+    major, minor = v.lstrip("v").split(".")[:2]
+    return int(major), int(minor)
+
+
+def for_profile(minor: str, *, build: bool = True, exact: bool = False) -> tuple[Binaries, str | None]:
+    """Binaries for a profile's minor and the version they must emulate (None: run natively).
+
+    Exact binaries are used when cached. Otherwise, unless `exact`, newer cached binaries run
+    with ``--emulated-version`` (seconds, instead of a build taking tens of minutes)."""
+    found = find(minor)
+    if found:
+        return found, None
+    newest = find(DEFAULT_MINOR)
+    if (not exact and newest is not None
+            and _minor_tuple(OLDEST_EMULATED) <= _minor_tuple(minor) < _minor_tuple(newest.minor)):
+        return newest, minor
+    return ensure(minor, build=build), None

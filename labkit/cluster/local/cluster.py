@@ -38,17 +38,22 @@ class LocalCluster(Cluster):
 
     Options: `state_dir` (default: a fresh temp dir, short enough for unix sockets), `keep`
     (leave the state dir after `down()`), `build` (build missing binaries with Go; slow),
-    `start_timeout` seconds per component.
+    `exact` (never emulate: a 1.36 profile needs 1.36 binaries), `start_timeout` seconds per
+    component. Without exact binaries for the profile's minor, the 1.37 binaries run with
+    ``--emulated-version`` (see `emulated_version`).
     """
 
     backend = "local"
 
     def __init__(self, *, progress: bool = True, state_dir: str | Path | None = None, keep: bool = False,
-                 build: bool = True, start_timeout: float = 120.0, **kw: Any) -> None:
+                 build: bool = True, exact: bool = False, start_timeout: float = 120.0, **kw: Any) -> None:
         super().__init__(progress=progress, **kw)
         self._state_arg = Path(state_dir) if state_dir else None
         self.keep = keep
         self.build = build
+        self.exact = exact
+        #: set when newer binaries emulate the profile's minor (`--emulated-version`), e.g. "1.36"
+        self.emulated_version: str | None = None
         self.start_timeout = start_timeout
         self.state_dir: Path | None = None
         self.binaries: Binaries | None = None
@@ -86,12 +91,13 @@ class LocalCluster(Cluster):
         except FeatureGateError as exc:
             raise ClusterError(f"cluster profile {prof.name}: featureGates: {exc}") from None
         try:
-            self.binaries = binaries.ensure(prof.kubernetes_version, build=self.build)
+            self.binaries, self.emulated_version = binaries.for_profile(
+                prof.kubernetes_version, build=self.build, exact=self.exact)
         except BinariesMissing as exc:
             raise ClusterError(str(exc)) from None
         self.profile, self._gates = prof, gates
         self.kubernetes_version = self.binaries.kubernetes_version
-        if self.binaries.minor != prof.kubernetes_version:
+        if self.binaries.minor != prof.kubernetes_version and self.emulated_version is None:
             warnings.warn(f"local cluster: profile {prof.name} asks for Kubernetes {prof.kubernetes_version} but "
                           f"the binaries are {self.kubernetes_version}", stacklevel=2)
         self.state_dir = self._state_arg or Path(tempfile.mkdtemp(prefix="lk-", dir="/tmp"))
@@ -139,7 +145,8 @@ class LocalCluster(Cluster):
 
         controlplane.start(self.sup, self.binaries, keys, self.state_dir,
                            version=self.profile.kubernetes_version, gates=self._gates,
-                           timeout=self.start_timeout, on_step=step, before_controllers=prepare)
+                           timeout=self.start_timeout, on_step=step, before_controllers=prepare,
+                           emulated_version=self.emulated_version)
 
     def _default_service_account(self, namespace: str) -> None:
         try:
@@ -384,6 +391,7 @@ class LocalCluster(Cluster):
         """Versions, ports, pids and state dir: what is running where."""
         return {
             "kubernetesVersion": self.kubernetes_version,
+            "emulatedVersion": self.emulated_version,
             "server": self.server,
             "kubeconfig": str(self.kubeconfig) if self.state_dir else "",
             "components": [{"name": c.name, "pid": c.pid, "running": c.running() and pid_alive(c.pid),

@@ -64,11 +64,13 @@ class ControlPlane:
 
 def start(sup: Supervisor, bins: Binaries, pki: Pki, state: Path, *, version: str,
           gates: dict[str, bool], timeout: float = 90.0, on_step=lambda name: None,
-          before_controllers=lambda server: None) -> ControlPlane:
+          before_controllers=lambda server: None, emulated_version: str | None = None) -> ControlPlane:
     """Start all four; `before_controllers(server)` runs once the apiserver is ready and before
     kube-controller-manager starts (so fake Nodes can get their Ready status before the node
     lifecycle controller first looks at them)."""
     gate_args = feature_gate_flag(version, gates)
+    if emulated_version:  # newer binaries behaving like an older minor (KEP-4330 compatibility versions)
+        gate_args = [f"--emulated-version=kube={emulated_version}", *gate_args]
     # etcd
     etcd_client, etcd_peer = free_port(), free_port()
     etcd = sup.start("etcd", [

@@ -119,7 +119,8 @@ class Kube:
                                f"cluster; use {found[0].api_version}")
         if not found:
             raise ApiError(404, "NotFound", f"kind {kind!r} is not served by this cluster "
-                           "(check the spelling, or enable its API with the profile's runtimeConfig)")
+                           "(check the spelling; alpha/beta APIs are served only when the cluster profile's "
+                           "featureGates turn their gate on)")
         return found[0]
 
     # -- objects -----------------------------------------------------------------------------
