@@ -1132,24 +1132,27 @@ devs = {(s["spec"]["pool"]["name"], d["name"]): d for s in cluster.list("Resourc
 print("roots:", sorted(devs[(r["pool"], r["device"])]["attributes"]["resource.kubernetes.io/pcieRoot"]["string"]
                        for r in cluster.placements().rows if r["pod"] == "spread"))
 """),
-    md("Four GPUs on one NUMA node (the fake driver publishes `topology.fake-gpus.dev/numaNode`):"),
+    md("""
+Three GPUs on one NUMA node (the fake driver publishes `topology.fake-gpus.dev/numaNode`). NUMA node 0 has only two
+free GPUs left (gpu-2, gpu-3), so the allocator backtracks and takes three on NUMA node 1:
+"""),
     code("""
 NUMA = '''
     requests:
     - name: gpus
       exactly:
         deviceClassName: gpu.nvidia.com
-        count: 4
+        count: 3
     constraints:
     - matchAttribute: topology.fake-gpus.dev/numaNode'''
-cluster.apply(claim_pod("numa-four", "dgx-h100-0", NUMA))
+cluster.apply(claim_pod("numa-three", "dgx-h100-0", NUMA))
 cluster.wait()
 """),
-    fact("print(placement_lines(cluster, ['numa-four'], columns=('pod', 'request', 'node', 'device')))"),
+    fact("print(placement_lines(cluster, ['numa-three'], columns=('pod', 'request', 'node', 'device')))"),
     md("The placements drawn on the node — each claim gets a colour:"),
     code("""
 overlay = {r["device"]: r["pod"] for r in cluster.placements().rows if r["node"] == "dgx-h100-0"}
-draw_node(h100, overlay, title="dgx-h100-0: rdma-worker, spread, numa-four");
+draw_node(h100, overlay, title="dgx-h100-0: rdma-worker, spread, numa-three");
 """),
     md("The same, interactive (click a device to see its attributes):"),
     code("""
@@ -1303,21 +1306,29 @@ print("dcgm-exporter sees", len(rows), "GPUs on", sorted({r["node"] for r in row
 claim = cluster.get("ResourceClaim", "all-dgx-gpus", "monitoring")
 print("adminAccess in the result:", all(r.get("adminAccess") for r in claim["status"]["allocation"]["devices"]["results"]))
 """),
-    md("The same claim in the `default` namespace is refused by the API server:"),
+    md("""
+The same claim in a namespace without the label is refused when it is created. The API server checks the label of
+the claim's namespace; `labkit.api.validate` does the same when it is given the namespace:
+"""),
     fact("""
-try:
-    cluster.apply('''
+from labkit.api import load, validate
+
+SNEAKY = '''
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a}
+---
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
-metadata: {name: sneaky, namespace: default}
+metadata: {name: sneaky, namespace: team-a}
 spec:
   devices:
     requests:
     - name: gpus
       exactly: {deviceClassName: gpu.nvidia.com, adminAccess: true}
-''')
-except Exception as err:
-    print(str(err).splitlines()[0])
+'''
+for problem in validate(load(SNEAKY)):
+    print(problem)
 """),
     md("""
 ## Device taints
