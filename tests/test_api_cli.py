@@ -77,3 +77,16 @@ def test_unparsable_yaml_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[st
 def test_locked_gate_warns(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "-f", str(DATA / "slices.yaml"), "--feature-gates", "DRAPrioritizedList=false"]) == 0
     assert "warning: feature gate DRAPrioritizedList is locked" in capsys.readouterr().err
+
+
+def test_internal_errors_are_one_clean_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib
+
+    cli = importlib.import_module("labkit.api.cli")
+
+    def boom(*_a: object, **_k: object) -> list:
+        raise KeyError("surprise")
+    monkeypatch.setattr(cli, "validate", boom)
+    assert main(["validate", "-f", str(DATA / "slices.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "labkit validate: internal error: KeyError: 'surprise'"
