@@ -125,3 +125,18 @@ def test_runs_are_deterministic():
     b = run_policy(trace, "exp-small", "frag-aware")
     assert a.timeline == b.timeline
     assert [(r.node, r.devices, r.start) for r in a.records] == [(r.node, r.devices, r.start) for r in b.records]
+
+
+@pytest.mark.parametrize("name", ["shared", "dynamic-mig", "static-mig"])
+def test_ledger_matches_the_sims_allocations(name):
+    """What the metrics count as allocated is exactly what the sim's claims hold."""
+    trace = generate(40, seed=5, rate_per_min=30)
+    run = run_policy(trace, "exp-small", name, keep_cluster=True, horizon=300)
+    held = set()
+    for c in run.cluster.list("ResourceClaim"):
+        alloc = (c.get("status") or {}).get("allocation")
+        if alloc:
+            held |= {(r["pool"], r["device"]) for r in alloc["devices"]["results"]}
+    placed = [r for r in run.records if r.start is not None and r.end > 300]  # finished pods are deleted
+    assert placed and held == {(r.node, d) for r in placed for d in r.devices}
+    assert run.timeline[-1]["t"] == 300

@@ -4,7 +4,7 @@ Timeline columns (one sample per tick, after the scheduler settled):
   t, alloc_mem_gib / need_mem_gib (GPU memory held by allocated devices vs what the running pods
   need), alloc_compute / need_compute (in GPUs; a MIG device counts g/7), gpus_busy (physical GPUs
   with any allocated device), pending, running, frag_gib (free memory no typical request can use,
-  see fragmentation.py), free_gib.
+  see fragmentation.py), free_gib, placed (pods bound at this tick) and wait_mean_s (their mean wait).
 Summary: mean utilisation of allocated memory (time-average of need/alloc over samples with
 anything allocated), mean busy GPUs, p50/p95 wait (bind time - arrival), pods never placed,
 mean fragmentation (GiB and % of free memory).
@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 
 TIMELINE_KEYS = ("t", "alloc_mem_gib", "need_mem_gib", "alloc_compute", "need_compute", "gpus_busy",
-                 "pending", "running", "frag_gib", "free_gib")
+                 "pending", "running", "frag_gib", "free_gib", "placed", "wait_mean_s")
 SUMMARY_KEYS = ("policy", "pods", "placed", "never_placed", "mem_util_pct", "compute_util_pct", "gpus_busy_mean",
                 "wait_p50_s", "wait_p95_s", "frag_gib_mean", "frag_pct_of_free", "sim_seconds", "wall_s",
                 "pods_per_s")

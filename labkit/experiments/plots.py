@@ -7,21 +7,23 @@ from typing import Any
 
 PANELS = (
     ("memory (GiB): allocated solid, needed dashed", ("alloc_mem_gib", "need_mem_gib")),
+    ("compute (GPUs): allocated solid, needed dashed", ("alloc_compute", "need_compute")),
     ("GPUs busy", ("gpus_busy",)),
     ("pending pods", ("pending",)),
+    ("mean wait of the pods placed at each step (s)", ("wait_mean_s",)),
     ("unusable free memory (GiB)", ("frag_gib",)),
 )
 
 
 def plot_results(results: Any, path: str | Path | None = None) -> Any:
-    """Four panels over sim time (hours), one line per policy; saved to `path` when given."""
+    """Panels over sim time (hours), one line per policy; saved to `path` when given."""
     import matplotlib
 
     if path is not None:
         matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(PANELS) + 1, 1, figsize=(9, 13), constrained_layout=True)
+    fig, axes = plt.subplots(len(PANELS) + 1, 1, figsize=(9, 17), constrained_layout=True)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for k, run in enumerate(results.runs):
         color = colors[k % len(colors)]

@@ -90,7 +90,9 @@ def _devices(cluster: Any, pod: dict) -> tuple[list[str], list[tuple[str, list[s
 
 def run_policy(trace: list[WorkItem], profile: str | Path | dict | ClusterProfile, policy: str | Policy, *,
                tick: float = 10.0, seed: int = 0, validate: bool = False, progress: bool = False,
-               keep_cluster: bool = False, max_ticks: int = 1_000_000) -> PolicyRun:
+               keep_cluster: bool = False, max_ticks: int = 1_000_000, horizon: float | None = None) -> PolicyRun:
+    """One policy on a fresh sim cluster of the fleet. `horizon` stops after that much sim time
+    (pods still pending then count as not placed)."""
     pol = get_policy(policy)
     if tick <= 0:
         raise ExperimentError(f"tick={tick}: must be > 0 seconds")
@@ -138,6 +140,7 @@ def run_policy(trace: list[WorkItem], profile: str | Path | dict | ClusterProfil
             cluster.apply(batch)
         cluster.wait()
         placed = 0
+        waited = 0.0
         for name in list(pending):
             pod = cluster.sim.get("Pod", name, "default")
             node = (pod or {}).get("spec", {}).get("nodeName")
@@ -153,16 +156,20 @@ def run_policy(trace: list[WorkItem], profile: str | Path | dict | ClusterProfil
             ledger.add_pod(name, item, node, devs)
             heapq.heappush(running, (rec.end, name))
             placed += 1
+            waited += t - rec.arrival
         frag, free = meter.fleet()
         sample = {"t": t, **ledger.totals(), "pending": float(len(pending)), "running": float(len(running)),
-                  "frag_gib": frag, "free_gib": free}
+                  "frag_gib": frag, "free_gib": free, "placed": float(placed),
+                  "wait_mean_s": waited / placed if placed else 0.0}
         timeline.append(sample)
         if bar is not None:
             bar.update(placed)
-        if i >= len(items) and not running:
+        if (i >= len(items) and not running) or (horizon is not None and t >= horizon):
             break
         nxt = min(([items[i].arrival] if i < len(items) else []) + ([running[0][0]] if running else []))
         t = max(t + tick, math.ceil(nxt / tick - 1e-9) * tick)
+        if horizon is not None:
+            t = min(t, max(horizon, timeline[-1]["t"] + tick))
         # only the clock moves here (pods finish by deletion above): no extra controller rounds
         cluster.sim.clock.advance(max(0.0, t - cluster.sim.clock.seconds))
     else:
@@ -195,7 +202,7 @@ def _bar(progress: bool, total: int, desc: str) -> Any:
 def run_experiment(trace: list[WorkItem], fleet: str | Path | dict | ClusterProfile,
                    policies: str | Policy | Iterable[str | Policy] = ("whole-gpu", "shared"), *,
                    tick: float = 10.0, seed: int = 0, limit: int | None = None, validate: bool = False,
-                   progress: bool = False, keep_clusters: bool = False,
+                   progress: bool = False, keep_clusters: bool = False, horizon: float | None = None,
                    on_run: Callable[[PolicyRun], None] | None = None) -> Results:
     """The same trace on the same fleet under each policy. Returns `Results` (.summary(), .plot())."""
     if isinstance(policies, str):
@@ -206,7 +213,7 @@ def run_experiment(trace: list[WorkItem], fleet: str | Path | dict | ClusterProf
     runs = []
     for p in policies:
         run = run_policy(items, fleet, p, tick=tick, seed=seed, validate=validate, progress=progress,
-                         keep_cluster=keep_clusters)
+                         keep_cluster=keep_clusters, horizon=horizon)
         runs.append(run)
         if on_run:
             on_run(run)
