@@ -70,7 +70,7 @@ def checker(what: str) -> Callable[[Callable[..., str]], Callable[..., bool]]:
 
 def _objects(text: Any) -> list[dict]:
     """Load and validate manifests like the API server would; problems become a _Fail."""
-    from labkit.api import load, validate
+    from labkit.api import load, validate, with_defaults
 
     try:
         objs = load(text)
@@ -81,7 +81,7 @@ def _objects(text: Any) -> list[dict]:
     if problems:
         raise _Fail(f"the API server would reject it: {problems[0]}",
                     "fix this field (labkit validate -f file.yaml lists every problem)")
-    return objs
+    return [with_defaults(o) for o in objs]  # as stored: count 1, allocationMode ExactCount, ...
 
 
 def _one(objs: list[dict], *kinds: str) -> dict:
