@@ -61,8 +61,17 @@ def create_nodes(kube: Kube, nodes: list[dict]) -> None:
         except ApiError as exc:
             if exc.status != 409:
                 raise
-        kube.patch_status("nodes", node["metadata"]["name"], None, {"status": st})
-        renew_lease(kube, node["metadata"]["name"])
+        name = node["metadata"]["name"]
+        kube.patch_status("nodes", name, None, {"status": st})
+        renew_lease(kube, name)
+        # The TaintNodesByCondition admission plugin gives every new Node a not-ready:NoSchedule
+        # taint; the node lifecycle controller drops it once it sees Ready=True, a few seconds after
+        # kube-controller-manager starts. The node is Ready already, so drop it now.
+        cur = kube.request("GET", f"/api/v1/nodes/{name}")
+        taints = (cur.get("spec") or {}).get("taints") or []
+        keep = [t for t in taints if t.get("key") != "node.kubernetes.io/not-ready"]
+        if keep != taints:
+            kube.patch("nodes", name, None, {"spec": {"taints": keep or None}})
 
 
 def renew_lease(kube: Kube, node: str) -> None:
