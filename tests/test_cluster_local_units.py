@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,8 +23,11 @@ from labkit.cluster.local.cdi import CDIError, resolve_env
 from labkit.cluster.local.procs import Supervisor, free_port, pid_alive, port_open
 
 
-def test_pki_serving_cert_is_signed_by_ca_and_names_loopback(tmp_path: Path) -> None:
-    keys = pki.generate(tmp_path)
+@pytest.mark.parametrize("use_openssl", [False, True], ids=["cryptography", "openssl-cli"])
+def test_pki_serving_cert_is_signed_by_ca_and_names_loopback(tmp_path: Path, use_openssl: bool) -> None:
+    if use_openssl and not shutil.which("openssl"):
+        pytest.skip("no openssl CLI")
+    keys = pki.generate(tmp_path, use_openssl=use_openssl)
     ca = x509.load_pem_x509_certificate(keys.ca_cert.read_bytes())
     cert = x509.load_pem_x509_certificates(keys.serving_cert.read_bytes())[0]
     assert cert.issuer == ca.subject

@@ -1,19 +1,16 @@
 """Throw-away PKI for a local control plane: a CA, the apiserver's serving cert, the
-service-account key pair and bearer tokens. Generated with `cryptography` (a dependency of the
-kubernetes client), so no openssl CLI is needed."""
+service-account key pair and bearer tokens. Generated with the `cryptography` package when it
+is installed, else with the openssl CLI."""
 
 from __future__ import annotations
 
 import datetime as dt
 import ipaddress
 import secrets
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 
 @dataclass(frozen=True)
@@ -33,9 +30,23 @@ def _write(path: Path, data: bytes) -> Path:
     return path
 
 
-def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
+def _pem_key(key) -> bytes:  # noqa: ANN001 - a cryptography private key
+    from cryptography.hazmat.primitives import serialization
+
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
+
+
+def have_cryptography() -> bool:
+    try:
+        import cryptography.x509  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _sans(hosts: tuple[str, ...]) -> list[str]:
+    return [*hosts, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "10.0.0.1"]
 
 
 #: users with a static token: name -> groups. The names are the ones the RBAC bootstrap
@@ -47,9 +58,52 @@ USERS: dict[str, tuple[str, ...]] = {
 }
 
 
-def generate(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> Pki:
+def generate(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localhost"), *,
+             use_openssl: bool | None = None) -> Pki:
     """Write a fresh CA, serving cert for `hosts`, SA key pair and token file into `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
+    if use_openssl is None:
+        use_openssl = not have_cryptography()
+    files = _openssl(directory, hosts) if use_openssl else _cryptography(directory, hosts)
+    tokens = {user: secrets.token_urlsafe(32) for user in USERS}
+    lines = [f'{tokens[u]},{u},{u},"{",".join(g)}"' if g else f"{tokens[u]},{u},{u}" for u, g in USERS.items()]
+    token_file = _write(directory / "tokens.csv", ("\n".join(lines) + "\n").encode())
+    return Pki(**files, token_file=token_file, tokens=tokens)
+
+
+def _openssl(d: Path, hosts: tuple[str, ...]) -> dict[str, Path]:
+    exe = shutil.which("openssl")
+    if exe is None:
+        raise RuntimeError("local backend: neither the `cryptography` package nor the openssl CLI is available; "
+                           "pip install cryptography")
+
+    def run(*args: str) -> None:
+        subprocess.run([exe, *args], check=True, capture_output=True)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run("req", "-x509", *ec, "-keyout", str(d / "ca.key"), "-out", str(d / "ca.crt"), "-days", "30",
+        "-subj", "/CN=labkit-local-ca")
+    run("req", *ec, "-keyout", str(d / "apiserver.key"), "-out", str(d / "apiserver.csr"), "-subj", "/CN=kube-apiserver")
+    sans = ",".join(("IP:" if h.replace(".", "").isdigit() or ":" in h else "DNS:") + h for h in _sans(hosts))
+    (d / "ext.cnf").write_text(f"subjectAltName={sans}\nextendedKeyUsage=serverAuth\nbasicConstraints=critical,CA:FALSE\n")
+    run("x509", "-req", "-in", str(d / "apiserver.csr"), "-CA", str(d / "ca.crt"), "-CAkey", str(d / "ca.key"),
+        "-CAcreateserial", "-out", str(d / "apiserver.crt"), "-days", "30", "-extfile", str(d / "ext.cnf"))
+    run("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(d / "sa.key"))
+    run("pkey", "-in", str(d / "sa.key"), "-pubout", "-out", str(d / "sa.pub"))
+    serving = d / "apiserver.crt"
+    serving.write_bytes(serving.read_bytes() + (d / "ca.crt").read_bytes())
+    for f in d.iterdir():
+        f.chmod(0o600)
+    return {"ca_cert": d / "ca.crt", "serving_cert": serving, "serving_key": d / "apiserver.key",
+            "sa_key": d / "sa.key", "sa_pub": d / "sa.pub"}
+
+
+def _cryptography(directory: Path, hosts: tuple[str, ...]) -> dict[str, Path]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
     now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
     until = now + dt.timedelta(days=30)
 
@@ -69,7 +123,7 @@ def generate(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localhost"
 
     key = ec.generate_private_key(ec.SECP256R1())
     sans: list[x509.GeneralName] = []
-    for h in (*hosts, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "10.0.0.1"):
+    for h in _sans(hosts):
         try:
             sans.append(x509.IPAddress(ipaddress.ip_address(h)))
         except ValueError:
@@ -86,19 +140,15 @@ def generate(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localhost"
     )
 
     sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    tokens = {user: secrets.token_urlsafe(32) for user in USERS}
-    lines = [f'{tokens[u]},{u},{u},"{",".join(g)}"' if g else f"{tokens[u]},{u},{u}" for u, g in USERS.items()]
     pem = serialization.Encoding.PEM
-    return Pki(
-        ca_cert=_write(directory / "ca.crt", ca.public_bytes(pem)),
-        serving_cert=_write(directory / "apiserver.crt", cert.public_bytes(pem) + ca.public_bytes(pem)),
-        serving_key=_write(directory / "apiserver.key", _pem_key(key)),
-        sa_key=_write(directory / "sa.key", _pem_key(sa)),
-        sa_pub=_write(directory / "sa.pub", sa.public_key().public_bytes(
+    return {
+        "ca_cert": _write(directory / "ca.crt", ca.public_bytes(pem)),
+        "serving_cert": _write(directory / "apiserver.crt", cert.public_bytes(pem) + ca.public_bytes(pem)),
+        "serving_key": _write(directory / "apiserver.key", _pem_key(key)),
+        "sa_key": _write(directory / "sa.key", _pem_key(sa)),
+        "sa_pub": _write(directory / "sa.pub", sa.public_key().public_bytes(
             pem, serialization.PublicFormat.SubjectPublicKeyInfo)),
-        token_file=_write(directory / "tokens.csv", ("\n".join(lines) + "\n").encode()),
-        tokens=tokens,
-    )
+    }
 
 
 def kubeconfig(server: str, ca_cert: Path, token: str, user: str = "admin") -> str:
