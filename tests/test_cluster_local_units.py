@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives.asymmetric import ec
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -27,6 +25,10 @@ from labkit.cluster.local.procs import Supervisor, free_port, pid_alive, port_op
 def test_pki_serving_cert_is_signed_by_ca_and_names_loopback(tmp_path: Path, use_openssl: bool) -> None:
     if use_openssl and not shutil.which("openssl"):
         pytest.skip("no openssl CLI")
+    x509 = pytest.importorskip("cryptography.x509")
+    ec = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ec")
+    if not use_openssl and not pki.have_cryptography():
+        pytest.skip("cryptography not installed")
     keys = pki.generate(tmp_path, use_openssl=use_openssl)
     ca = x509.load_pem_x509_certificate(keys.ca_cert.read_bytes())
     cert = x509.load_pem_x509_certificates(keys.serving_cert.read_bytes())[0]
