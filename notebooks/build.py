@@ -1765,18 +1765,22 @@ Cells that need Docker and kind only *run* when `BACKEND == "kind"`; on `sim` th
     code('print(kind_config_yaml("workshop"))'),
     md("The exact commands `connect('kind', 'workshop')` runs (paths are temporary):"),
     code('print(KindCluster().describe_plan("workshop"))'),
-    md("On a real cluster, look at the inventory and the driver with `kubectl`. This cell runs them only on kind:"),
+    md("""
+On a real cluster, look at the inventory and the driver with `kubectl`. This cell runs the commands only on `kind`
+and `local` (with `kubectl` installed); the driver's DaemonSet exists only on kind — on `local` the plugin processes
+write log files, listed by `cluster.status()`.
+"""),
     code("""
 COMMANDS = [
     "kubectl get resourceslices -o wide",
     "kubectl get deviceclasses",
-    "kubectl -n fake-gpus logs daemonset/fake-gpus --tail=20",
+    "kubectl -n fake-gpus logs daemonset/fake-gpus-kubelet-plugin --tail=20",
 ]
-real = BACKEND == "kind" and shutil.which("kubectl") is not None
+real = BACKEND in ("kind", "local") and shutil.which("kubectl") is not None
 for cmd in COMMANDS:
     print("$", cmd)
-    if real:
-        out = subprocess.run(cmd.split() + ["--kubeconfig", cluster.kubeconfig], capture_output=True, text=True)
+    if real and (BACKEND == "kind" or "daemonset" not in cmd):
+        out = subprocess.run([*cmd.split(), "--kubeconfig", str(cluster.kubeconfig)], capture_output=True, text=True)
         print(out.stdout or out.stderr)
 if not real:
     print("(not run: BACKEND is", BACKEND + ")")
