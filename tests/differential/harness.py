@@ -207,17 +207,18 @@ def run_oracle_one(oracle: Path, directory: Path) -> dict[str, Any]:
     return result[directory.name]
 
 
-def shrink(choices: Sequence[int], fails: Callable[[Scenario], bool], budget: int = 250) -> Scenario:
+def shrink(choices: Sequence[int], fails: Callable[[Scenario], bool], budget: int = 250,
+           version: str = "1.37") -> Scenario:
     """Greedy shrink over the choice list (delete blocks, then lower values)."""
     best = list(choices)
-    best_sc = generate(ReplayDraw(best))
+    best_sc = generate(ReplayDraw(best), version)
     tries = 0
 
     def attempt(cand: list[int]) -> bool:
         nonlocal best, best_sc, tries
         tries += 1
         draw = ReplayDraw(cand)
-        sc = generate(draw)
+        sc = generate(draw, version)
         if fails(sc):
             best, best_sc = draw.choices, sc
             return True
