@@ -152,7 +152,7 @@ print(pod_lines(cluster))
     md("""
 On Kubernetes 1.37 the DeviceClass `gpu.nvidia.com` carries `extendedResourceName: nvidia.com/gpu`, so these old pods are
 served by DRA too. But nothing told the scheduler that an 80 GiB A100 is wasted on an 8 GiB model: the pods took
-the first node that fits, the training box. Let's measure memory asked vs memory of the GPU each pod got.
+the first node that fits — here the training box. Let's measure memory asked vs memory of the GPU each pod got.
 """),
     code("""
 def usage(cluster, pods: list[str]) -> list[tuple[str, str, str, str, str]]:
@@ -699,7 +699,7 @@ NB05 = [
     connect_cell("workshop", "\nfrom labkit.course.show import placement_lines, pod_lines, show_env"),
     md("""
 A **named ResourceClaim** exists on its own; every pod that names it (`resourceClaimName`) uses the *same*
-allocated device. Kubernetes does not isolate the pods: time-slicing or MPS is the driver's business (notebook 08).
+allocated device. Kubernetes does not isolate the pods: time-slicing or MPS is the driver's business (below).
 """),
     code("""
 def pod(name: str, claim_ref: str, node: str = "dgx-a100-0") -> str:
@@ -747,6 +747,42 @@ print("reserved for:", sorted(r["name"] for r in claim["status"]["reservedFor"])
 env_a, env_b = cluster.pod_env("shared-a"), cluster.pod_env("shared-b")
 print(show_env(env_a, ("NVIDIA_VISIBLE_DEVICES", "FAKE_GPU_0_NAME", "FAKE_GPU_0_PRODUCT", "FAKE_GPU_COUNT")))
 print("same GPU in both pods:", env_a["NVIDIA_VISIBLE_DEVICES"] == env_b["NVIDIA_VISIBLE_DEVICES"])
+"""),
+    md("""
+*How* the pods share the GPU is the driver's business. NVIDIA's driver takes an opaque config in the claim:
+time-slicing (here with a long slice) or MPS. The real driver accepts these only with its `TimeSlicingSettings` /
+`MPSSupport` feature gates on; the fake driver passes the choice to the container:
+"""),
+    code("""
+cluster.apply('''
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: time-sliced
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly:
+        deviceClassName: gpu.nvidia.com
+    config:
+    - requests: [gpu]
+      opaque:
+        driver: gpu.nvidia.com
+        parameters:
+          apiVersion: resource.nvidia.com/v1beta1
+          kind: GpuConfig
+          sharing:
+            strategy: TimeSlicing
+            timeSlicingConfig:
+              interval: Long
+''')
+cluster.apply(pod("sliced-a", "resourceClaimName: time-sliced", "t4-1") + "---" + pod("sliced-b", "resourceClaimName: time-sliced", "t4-1"))
+cluster.wait()
+"""),
+    fact("""
+for name in ("sliced-a", "sliced-b"):
+    print(name, show_env(cluster.pod_env(name), ("FAKE_GPU_0_NAME", "FAKE_GPU_0_SHARING", "FAKE_GPU_0_TIMESLICE")).split("\\n"))
 """),
     md("""
 A **template** instead: each pod gets a claim of its own, so two different GPUs. (Which pod gets which GPU depends on
@@ -1742,8 +1778,8 @@ checks.check_largest_gang(LARGEST_GANG, cluster)
 ## Recap
 - Gangs are all-or-nothing: the scheduler binds `minCount` pods together, or none.
 - Each worker's claim is allocated only when the gang is placed, so a gang that cannot fit holds no devices.
-- Upstream: PodGroup + `spec.schedulingGroup.podGroupName` (1.37, `GenericWorkload`); KAI and Volcano have their own
-  PodGroup CRDs that run the same DRA allocator.
+- Upstream: PodGroup + `spec.schedulingGroup.podGroupName` (1.37, `GenericWorkload`); KAI has its own PodGroup CRD and
+  runs the upstream DRA allocator inside its scheduler.
 """),
     down_cell(),
 ]
