@@ -810,6 +810,13 @@ rows = [r for r in cluster.placements().rows if r["pod"] in ("own-a", "own-b")]
 print("devices:", sorted(r["device"] for r in rows), "- claims:", len({r["claim"] for r in rows}))
 print("different GPUs:", cluster.pod_env("own-a")["NVIDIA_VISIBLE_DEVICES"] != cluster.pod_env("own-b")["NVIDIA_VISIBLE_DEVICES"])
 """),
+    md("On the DGX: one colour per claim — the shared claim on one GPU, one claim per templated pod:"),
+    code("""
+from labkit.topology import draw_node, node_graph
+
+overlay = {r["device"]: r["claim"] for r in cluster.placements().rows if r["node"] == "dgx-a100-0"}
+draw_node(node_graph("dgx-a100"), overlay, title="dgx-a100-0: shared-gpu (2 pods) and two templated claims");
+"""),
     md("Two containers of *one* pod can share its claim too — both list the claim under `resources.claims`:"),
     code("""
 cluster.apply('''
@@ -1725,6 +1732,13 @@ cluster.apply(gang("train", 8))
 cluster.wait()
 """),
     fact("print(pod_lines(cluster))"),
+    md("The gang on the DGX — every GPU held by one worker's claim:"),
+    code("""
+from labkit.topology import draw_node, node_graph
+
+overlay = {r["device"]: r["pod"] for r in cluster.placements().rows if r["node"] == "dgx-a100-0"}
+draw_node(node_graph("dgx-a100"), overlay, title="gang 'train': 8 workers, 8 A100s");
+"""),
     md("All eight A100s are taken. A second gang of two cannot fit — so neither of its pods binds:"),
     code("""
 cluster.apply(gang("late", 2))
