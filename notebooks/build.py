@@ -1018,13 +1018,22 @@ cluster.wait()
 print(pod_lines(cluster, ["no-2g-left", "no-7g"]))
 print(cluster.explain("no-7g"))
 """),
-    md("The MIG instances drawn on the node: `draw_node` shows each GPU's 8 memory slices and who holds them."),
+    md("""
+The MIG instances drawn on the nodes: `draw_node` shows each GPU's memory slices and who holds them. (Pass
+`node_graph` only the slices of the node you draw.)
+"""),
     code("""
 from labkit.topology import draw_node, node_graph
 
-overlay = {r["device"]: r["pod"] for r in cluster.placements().rows if r["node"] == "a100-dynamic-0"}
-draw_node(node_graph("dgx-a100"), overlay, title="a100-dynamic-0: MIG slices made on demand");
+
+def picture(node: str, node_profile: str, title: str):
+    own = [s for s in cluster.list("ResourceSlice") if s["spec"].get("nodeName") == node]
+    overlay = {r["device"]: r["pod"] for r in cluster.placements().rows if r["node"] == node}
+    return draw_node(node_graph(node_profile, own, node), overlay, title=title)
+
+picture("a100-dynamic-0", "dgx-a100", "a100-dynamic-0: MIG slices made on demand");
 """),
+    code("""picture("a100-static-0", "mig-a100", "a100-static-0: the fixed layout; 'pair' holds two slices of gpu-1");"""),
     md("""
 ## Exercise
 On the dynamic node, ask for a `3g.40gb` **and** a `1g.10gb` from the same physical GPU, in one claim. Fill in the
@@ -1672,6 +1681,10 @@ NB10 = [
 - run a PodGroup of 8 workers, each with its own GPU claim, that starts only when all 8 fit;
 - see a gang that does not fit bind *nobody* (and hold no GPUs);
 - know the upstream pieces: PodGroup (`scheduling.k8s.io`, gate `GenericWorkload`) and workload claims.
+
+**Backends:** on a real API server the PodGroup API is served only with the `GenericWorkload` feature gate on and its
+`scheduling.k8s.io` version enabled (`--runtime-config`). The `workshop` profile does not turn them on, so on `local`
+the API server answers "kind 'PodGroup' is not served": run this notebook on `sim`.
 """),
     connect_cell("workshop", "\nfrom labkit.course.show import pod_lines"),
     md("""
