@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import total_ordering
+from functools import lru_cache, total_ordering
 
 __all__ = ["Quantity", "QuantityError", "parse_quantity"]
 
@@ -145,6 +145,18 @@ class Quantity:
 
 def parse_quantity(text: str) -> Quantity:
     """Parse like Go's ``resource.ParseQuantity``; raise :class:`QuantityError` otherwise."""
+    if type(text) is str:
+        # Quantity is immutable and the same few strings ("80Gi", "1") recur on every device
+        return _parse_str_cached(text)
+    return _parse(text)
+
+
+@lru_cache(maxsize=8192)
+def _parse_str_cached(text: str) -> Quantity:
+    return _parse(text)
+
+
+def _parse(text: str) -> Quantity:
     if not isinstance(text, str):
         if isinstance(text, bool):
             raise QuantityError(f"quantities must be strings or numbers, not {text!r}")
