@@ -33,12 +33,13 @@ def timed_run(trace, profile, policy: str, progress: bool) -> dict:  # noqa: ANN
     s = run.summary
     return {"policy": policy, "pods": s["pods"], "placed": s["placed"], "wall_s": wall, "cpu_s": cpu,
             "pods_per_s_wall": s["placed"] / wall, "pods_per_s_cpu": s["placed"] / cpu, "ticks": len(run.timeline),
-            "mem_util_pct": s["mem_util_pct"], "gpus_busy_mean": s["gpus_busy_mean"], "gpus": run.fleet.gpu_count}
+            "mem_util_pct": s["mem_util_pct"], "gpus_busy_mean": s["gpus_busy_mean"], "gpus": run.fleet.gpu_count,
+            "setup_s": s["setup_s"]}
 
 
 def show(row: dict, label: str) -> None:
     print(f"{label:<22} {row['policy']:<11} pods {row['pods']:>6} placed {row['placed']:>6} GPUs {row['gpus']:>6}  "
-          f"wall {row['wall_s']:8.1f} s  cpu {row['cpu_s']:8.1f} s  "
+          f"wall {row['wall_s']:8.1f} s (bring-up {row['setup_s']:6.1f} s)  cpu {row['cpu_s']:8.1f} s  "
           f"{row['pods_per_s_wall']:7.1f} pods/s (wall)  {row['pods_per_s_cpu']:7.1f} pods/s (cpu)  "
           f"ticks {row['ticks']:>5}  mem util {row['mem_util_pct']:5.1f}%  busy GPUs {row['gpus_busy_mean']:7.1f}",
           flush=True)

@@ -106,11 +106,11 @@ def run_cli(capsys, *argv):
 def test_cli_json_csv_and_plot(capsys, tmp_path):
     png = tmp_path / "x.png"
     rc, out, _ = run_cli(capsys, "--trace", "synthetic", "--pods", "12", "--fleet", "exp-small",
-                         "--policy", "whole-gpu,dynamic-mig", "-o", "json", "--plot", str(png), "--timeline")
+                         "--policy", "whole-gpu,shared", "-o", "json", "--plot", str(png), "--timeline")
     assert rc == 0
     doc = json.loads(out)
-    assert [r["policy"] for r in doc["summary"]] == ["whole-gpu", "dynamic-mig"]
-    assert set(doc["timelines"]) == {"whole-gpu", "dynamic-mig"}
+    assert [r["policy"] for r in doc["summary"]] == ["whole-gpu", "shared"]
+    assert set(doc["timelines"]) == {"whole-gpu", "shared"}
     assert {"mem_util_pct", "wait_p95_s", "never_placed", "frag_gib_mean"} <= set(doc["summary"][0])
     assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
     rc, out, _ = run_cli(capsys, "--trace", "alibaba-sample", "--limit", "10", "--policy", "shared", "-o", "csv")

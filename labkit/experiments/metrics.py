@@ -20,7 +20,7 @@ TIMELINE_KEYS = ("t", "alloc_mem_gib", "need_mem_gib", "alloc_compute", "need_co
                  "pending", "running", "frag_gib", "free_gib", "placed", "wait_mean_s")
 SUMMARY_KEYS = ("policy", "pods", "placed", "never_placed", "mem_util_pct", "compute_util_pct", "gpus_busy_mean",
                 "wait_p50_s", "wait_p95_s", "frag_gib_mean", "frag_pct_of_free", "sim_seconds", "wall_s",
-                "pods_per_s")
+                "pods_per_s", "setup_s")
 
 
 def percentile(values: list[float], q: float) -> float:

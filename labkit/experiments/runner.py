@@ -99,6 +99,7 @@ def run_policy(trace: list[WorkItem], profile: str | Path | dict | ClusterProfil
     prof = fleet_variant(profile, pol.mig_mode)
     started = time.perf_counter()
     cluster = connect("sim", prof, seed=seed, validate=validate, progress=progress)
+    setup = time.perf_counter() - started
     fleet = build_fleet(prof)
     ledger = Ledger(fleet)
     mix = request_mix(trace)
@@ -178,8 +179,9 @@ def run_policy(trace: list[WorkItem], profile: str | Path | dict | ClusterProfil
         bar.close()
     wall = time.perf_counter() - started
     recs = list(records.values())
-    return PolicyRun(pol.name, fleet, recs, timeline, summarize_run(pol.name, recs, timeline, wall),
-                     cluster if keep_cluster else None)
+    summary = summarize_run(pol.name, recs, timeline, wall)
+    summary["setup_s"] = setup  # sim bring-up (nodes + ResourceSlices), included in wall_s
+    return PolicyRun(pol.name, fleet, recs, timeline, summary, cluster if keep_cluster else None)
 
 
 def _checked(pol: Policy, item: WorkItem, ctx: Context) -> list[dict]:
