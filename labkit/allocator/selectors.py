@@ -69,7 +69,10 @@ class SelectorEngine:
             if callable(self.engine) and not isinstance(self.engine, str):
                 inp = {"driver": driver, **device}
             else:
-                inp = self._lib().device_input(driver, device)
+                # shared across Allocators: identical devices convert (and match) once
+                from labkit.cel.device import shared_device_input
+
+                inp = shared_device_input(driver, device)
             self._inputs[key] = (inp, device)  # keep device alive so id() stays unique
             return inp
         return inp[0]
@@ -77,6 +80,22 @@ class SelectorEngine:
     def matches(self, prog: Any, driver: str, device: dict) -> bool:
         """Evaluate; raises SelectorRuntimeError with Kubernetes' text."""
         inp = self._input(driver, device)
+        cache = getattr(inp, "cache", None)
+        if cache is not None:
+            # a selector's result is a function of (program, device content): memoised on the
+            # shared DeviceInput; errors are not memoised (evaluated again, same outcome)
+            rkey = ("match", self.engine, self.consumable_capacity, self.list_type_attributes, prog.expr)
+            hit = cache.get(rkey)
+            if hit is not None:
+                return hit
+            try:
+                result = bool(prog.evaluate(inp))
+            except SelectorRuntimeError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise SelectorRuntimeError(_text(exc)) from exc
+            cache[rkey] = result
+            return result
         try:
             return bool(prog.evaluate(inp))
         except SelectorRuntimeError:

@@ -96,3 +96,69 @@ def device_input(driver: str, device: dict[str, Any]) -> DeviceInput:
         allow_multiple_allocations=bool(device.get("allowMultipleAllocations", False)),
         error=error,
     )
+
+
+# -- shared conversions ------------------------------------------------------------------------
+# Callers that rebuild their view of the same slices over and over (one Allocator per scheduling
+# attempt) convert identical devices again and again. ``shared_device_input`` returns one
+# DeviceInput per device *content*, so the conversion, the engines' activations (in ``cache``)
+# and memoised selector results are shared. Bounded LRU: the oldest entries are dropped.
+_SHARED: dict[tuple, DeviceInput] = {}
+_SHARED_MAX = 1 << 17
+_PLAIN = (str, int, bool)
+
+
+def _frozen_attributes(entries: Any) -> tuple | None:
+    """``{name: {kind: raw}}`` as a hashable tuple that keeps value types apart (1 vs True vs
+    "1"); None when a value is anything but str/int/bool or a list of those (no sharing then)."""
+    if entries is None:
+        return ()
+    if type(entries) is not dict:
+        return None
+    out = []
+    for name, entry in entries.items():
+        if type(entry) is not dict or len(entry) != 1:
+            return None
+        for kind, raw in entry.items():
+            t = type(raw)
+            if t in _PLAIN:
+                out.append((name, kind, t, raw))
+            elif t is list:
+                if any(type(v) not in _PLAIN for v in raw):
+                    return None
+                out.append((name, kind, t, tuple((type(v), v) for v in raw)))
+            else:
+                return None
+    return tuple(out)
+
+
+def _frozen_capacity(entries: Any) -> tuple | None:
+    """``{name: {"value": raw, ...}}`` keyed on what device_input reads: each entry's value."""
+    if entries is None:
+        return ()
+    if type(entries) is not dict:
+        return None
+    out = []
+    for name, entry in entries.items():
+        raw = entry.get("value") if type(entry) is dict else entry
+        t = type(raw)
+        if t not in _PLAIN and raw is not None:
+            return None
+        out.append((name, t, raw))
+    return tuple(out)
+
+
+def shared_device_input(driver: str, device: dict[str, Any]) -> DeviceInput:
+    """Like :func:`device_input`, but one shared (do not mutate) DeviceInput per device content."""
+    attrs = _frozen_attributes(device.get("attributes"))
+    caps = _frozen_capacity(device.get("capacity")) if attrs is not None else None
+    if caps is None or type(driver) is not str:
+        return device_input(driver, device)
+    key = (driver, attrs, caps, bool(device.get("allowMultipleAllocations", False)))
+    inp = _SHARED.pop(key, None)
+    if inp is None:
+        inp = device_input(driver, device)
+        if len(_SHARED) >= _SHARED_MAX:
+            del _SHARED[next(iter(_SHARED))]
+    _SHARED[key] = inp  # (re)insert last: least recently used entries come first
+    return inp
