@@ -68,3 +68,10 @@ def test_checked_cells_exist_and_are_marked_first():
                 assert "checks." not in src  # exercise cells print ❌ until solved: never compared
                 marked += 1
     assert marked >= 30
+
+
+def test_readme_lists_every_notebook():
+    readme = (NOTEBOOKS / "README.md").read_text(encoding="utf-8")
+    missing = [n for n in NAMES if f"`{n}`" not in readme]
+    assert missing == []
+    assert "Half day" in readme and "Full day" in readme
