@@ -33,6 +33,11 @@ _TIERS = {"Namespace": 0, "CustomResourceDefinition": 0, "DeviceClass": 0, "Prio
 _NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 
+#: wait() gives up on undecided pods after this much quiet time (e.g. a pod held back by a
+#: missing claim never gets a PodScheduled condition, as in kube-scheduler)
+UNDECIDED_GRACE = 10.0
+
+
 class LocalCluster(Cluster):
     """Real kube-apiserver/etcd/kube-scheduler/kube-controller-manager on 127.0.0.1.
 
@@ -340,21 +345,36 @@ class LocalCluster(Cluster):
                     return True
             else:
                 fp = self._fingerprint()
+                quiet = time.monotonic() - since
                 if fp != last:
                     last, since = fp, time.monotonic()
-                elif time.monotonic() - since >= 2.0 and not self._in_flight():
+                elif (quiet >= 2.0 and not self._in_flight()) or quiet >= UNDECIDED_GRACE:
                     return True
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.25)
 
     def _in_flight(self) -> bool:
-        """A pod bound to a node but not yet started by the agent (it will change soon)."""
+        """Something will still change soon: a pod bound but not started by the agent, a pod the
+        scheduler has not decided on yet (no PodScheduled condition), or a pod whose template
+        claims the claim controller has not created yet. Loaded machines need this; a quiet
+        period alone returns before kube-controller-manager or kube-scheduler get their turn."""
         for p in self.list("pods"):
-            if p["spec"].get("nodeName") and (p.get("status") or {}).get("phase", "Pending") == "Pending":
+            status = p.get("status") or {}
+            if status.get("phase", "Pending") != "Pending" or p["metadata"].get("deletionTimestamp"):
+                continue
+            if p["spec"].get("nodeName"):
                 agent = self.agents.get(p["spec"]["nodeName"])
                 if agent is not None and p["metadata"]["uid"] not in agent.errors:
                     return True
+                continue
+            templated = {c["name"] for c in p["spec"].get("resourceClaims") or []
+                         if c.get("resourceClaimTemplateName")}
+            created = {c["name"] for c in status.get("resourceClaimStatuses") or []}
+            if templated - created:
+                return True
+            if not any(c.get("type") == "PodScheduled" for c in status.get("conditions") or []):
+                return True
         return False
 
     def _check_alive(self) -> None:
