@@ -75,7 +75,8 @@ def _gpu_claim_spec(count: int = 1, product: str = "A100") -> dict:
 
 
 def test_components_run_with_the_built_version(cluster: LocalCluster) -> None:
-    st = cluster.status()
+    assert "local cluster, profile" in cluster.status()
+    st = cluster.status_info()
     names = [c["name"] for c in st["components"]]
     assert names[:4] == ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
     assert {"plugin-dgx-0", "plugin-t4-0"} <= set(names)

@@ -133,3 +133,13 @@ def test_cli_png_json_and_errors(tmp_path: Path, capsys):
     assert "no node 'nope'" in capsys.readouterr().err
     assert main(["topology", "--profile", "t4-inference", "--matrix"]) == 0
     assert "PHB" in capsys.readouterr().out
+
+
+def test_node_graph_uses_only_its_own_nodes_slices():
+    from fake_gpus.slices import build_slices
+
+    static = build_slices("mig-a100", "static-0", mig_mode="static")
+    dynamic = build_slices("mig-a100", "dynamic-0", mig_mode="none")
+    g = node_graph("mig-a100", static + dynamic, node_name="dynamic-0")
+    assert not any(d["kind"] == "mig" for _, d in g.nodes(data=True)), "static node's MIG devices leaked in"
+    assert g.nodes["GPU0"]["pool"] == "dynamic-0"

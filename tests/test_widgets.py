@@ -90,11 +90,12 @@ def test_claim_builder_drives_like_a_user(cluster):
     row = panel.add_filter("memory", ">=", "40Gi")
     assert "memory" in row.name.options  # names offered come from the class's devices
     assert "8 of 16" in b.preview_label.value
+    assert b.picture.layout.display == "none", "no broken image before a placement exists"
     assert "compareTo(quantity(&quot;40Gi&quot;))" in b.yaml_view.value
     placement = b.allocate()
     assert placement.devices == ["gpu-0", "gpu-1"]
     assert "allocated on dgx-a100-0: gpu-0, gpu-1" in b.result.value
-    assert bytes(b.picture.value).startswith(b"\x89PNG")
+    assert bytes(b.picture.value).startswith(b"\x89PNG") and b.picture.layout.display == ""
     b.constraint.value = "resource.kubernetes.io/pcieRoot"
     assert b.claim()["spec"]["devices"]["constraints"] == [{"matchAttribute": "resource.kubernetes.io/pcieRoot"}]
     b.apply()

@@ -75,6 +75,8 @@ def _attach_slices(g: nx.Graph, slices: list[dict], node_name: str) -> None:
     }
     for s in slices:
         spec = s.get("spec", {})
+        if spec.get("nodeName") not in (None, node_name):
+            continue  # another node's slice: same PCI addresses, different devices
         driver = spec.get("driver", "")
         pool = (spec.get("pool") or {}).get("name", "")
         for device in spec.get("devices") or []:

@@ -138,7 +138,8 @@ class ClaimBuilder(W.VBox):
         self.apply_button.on_click(lambda _: self.apply())
         self.result = W.HTML(value="")
         self.result.add_class("labkit-result")
-        self.picture = W.Image(format="png", layout=W.Layout(max_width="100%"))
+        # hidden until there is a placement to show (an empty <img> renders as a broken icon)
+        self.picture = W.Image(format="png", layout=W.Layout(max_width="100%", display="none"))
         self.last_placement: Placement | None = None
         for w in (self.claim_name, self.namespace, self.kind, self.constraint):
             w.observe(lambda _: self.refresh(), names="value")
@@ -199,7 +200,9 @@ class ClaimBuilder(W.VBox):
         colour = {"allocated": "#1b5e20", "unsatisfiable": "#8a5300", "error": "#b00020"}[placement.status]
         self.result.value = (f"<pre style='color:{colour}; white-space:pre-wrap' class='labkit-result-text'>"
                              f"{escape(placement.summary)}</pre>")
-        self.picture.value = self._picture(placement)
+        png = self._picture(placement)
+        self.picture.value = png
+        self.picture.layout.display = "" if png else "none"
         return placement
 
     def _picture(self, placement: Placement) -> bytes:

@@ -407,7 +407,24 @@ class LocalCluster(Cluster):
 
         return explain_pod(self, self.get("pods", pod, namespace))
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> str:
+        """A short human summary (the `Cluster.status()` contract); `status_info()` has the data."""
+        info = self.status_info()
+        name = getattr(self.profile, "name", self.profile)
+        if not info["server"]:
+            return (f"local cluster, profile {name}: not running in this process "
+                    f"(start one with `labkit cluster up --backend local --profile {name}`)")
+        version = info["kubernetesVersion"] + (f" (emulating {info['emulatedVersion']})"
+                                                if info.get("emulatedVersion") else "")
+        lines = [f"local cluster, profile {name}, Kubernetes {version}", f"  server {info['server']}",
+                 f"  kubeconfig {info['kubeconfig']}"]
+        for c in info["components"]:
+            state = "running" if c["running"] else "stopped"
+            ports = ",".join(str(p) for p in c["ports"])
+            lines.append(f"  {c['name']:<28} pid {c['pid'] or '-':<8} {state}" + (f" ports {ports}" if ports else ""))
+        return "\n".join(lines)
+
+    def status_info(self) -> dict[str, Any]:
         """Versions, ports, pids and state dir: what is running where."""
         return {
             "kubernetesVersion": self.kubernetes_version,
