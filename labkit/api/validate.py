@@ -45,8 +45,12 @@ def _ident(obj: dict) -> tuple[str, str]:
 
 
 def validate(objs: dict | Iterable[dict], *, kubernetes_version: str = features.DEFAULT_VERSION,
-             feature_gates: dict[str, bool] | None = None) -> list[Problem]:
+             feature_gates: dict[str, bool] | None = None,
+             existing: Iterable[dict] = ()) -> list[Problem]:
     """All problems in ``objs``; empty when the API server would accept them.
+
+    ``existing`` are objects already stored in the cluster: they are not validated, but rules
+    that look at other objects see them (a claim's admin access checks its Namespace's label).
 
     Raises :class:`labkit.api.features.FeatureGateError` for an unsupported version or an
     unknown gate name (bad options, not bad objects).
@@ -55,7 +59,7 @@ def validate(objs: dict | Iterable[dict], *, kubernetes_version: str = features.
     gates, _warnings = features.resolve_gates(version, feature_gates)
     items = [objs] if isinstance(objs, dict) else list(objs)
     ctx = Context(version=version, gates=gates, cel_compile=load_cel_compiler())
-    for obj in items:
+    for obj in [*existing, *items]:
         if isinstance(obj, dict) and obj.get("kind") == "Namespace" and obj.get("apiVersion") == "v1" \
                 and isinstance(obj.get("metadata"), dict):
             meta = as_dict(obj.get("metadata"))

@@ -76,7 +76,8 @@ class SimCluster(Cluster):
             from labkit.api import validate
 
             problems = validate(objs, kubernetes_version=self._sim.profile.kubernetes_version,
-                                feature_gates=self._sim.dra.gates or None)
+                                feature_gates=self._sim.dra.gates or None,
+                                existing=self._sim.list("Namespace"))
             if problems:
                 raise ClusterError("\n".join(str(p) for p in problems))
         from labkit.api import with_defaults
