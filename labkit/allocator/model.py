@@ -75,7 +75,37 @@ class SliceInfo:
     shared_counters: list[tuple[str, dict[str, Fraction]]]
     skip_node_operations: list[str]
     raw: dict
-    devices: list[DeviceInfo] = field(default_factory=list)
+    taint_rules: list[dict] = field(default_factory=list, repr=False)
+
+    # built on first use: an Allocator is often built per scheduling attempt over a whole
+    # fleet's slices, and only the slices of the nodes it is asked about are looked at
+    @cached_property
+    def devices(self) -> list[DeviceInfo]:
+        spec = self.raw.get("spec") or {}
+        extra = apply_taint_rules(spec, self.taint_rules) if self.taint_rules else {}
+        driver, pool = self.driver, self.pool
+        devices = []
+        for i, dev in enumerate(spec.get("devices") or []):
+            consumes = dev.get("consumesCounters")
+            name = dev.get("name", "")
+            devices.append(DeviceInfo(
+                name=name,
+                id=(driver, pool, name),
+                raw=dev,
+                slice=self,
+                index=i,
+                attributes=dev.get("attributes") or {},
+                uses_compat_groups=bool(consumes) and any(cc.get("compatibilityGroups") for cc in consumes),
+                taints=list(dev.get("taints") or []) + extra.get(i, []),
+                binding_conditions=dev.get("bindingConditions"),
+                binding_failure_conditions=dev.get("bindingFailureConditions"),
+                binds_to_node=bool(dev.get("bindsToNode")),
+                allow_multi=bool(dev.get("allowMultipleAllocations")),
+                node_name=dev.get("nodeName") or "",
+                all_nodes=bool(dev.get("allNodes")),
+                node_selector=dev.get("nodeSelector"),
+            ))
+        return devices
 
     @property
     def uses_compat_groups(self) -> bool:
@@ -128,6 +158,7 @@ def apply_taint_rules(slice_spec: dict, rules: list[dict]) -> dict[int, list[dic
 
 def build_slices(slices: list[dict], taint_rules: list[dict] = ()) -> list[SliceInfo]:
     out = []
+    rules = list(taint_rules)
     for raw in slices:
         spec = raw.get("spec") or {}
         pool = spec.get("pool") or {}
@@ -145,26 +176,7 @@ def build_slices(slices: list[dict], taint_rules: list[dict] = ()) -> list[Slice
                              for cs in spec.get("sharedCounters") or []],
             skip_node_operations=list(spec.get("skipNodeOperations") or []),
             raw=raw,
+            taint_rules=rules,
         )
-        extra = apply_taint_rules(spec, list(taint_rules)) if taint_rules else {}
-        for i, dev in enumerate(spec.get("devices") or []):
-            consumes = dev.get("consumesCounters")
-            info.devices.append(DeviceInfo(
-                name=dev.get("name", ""),
-                id=(info.driver, info.pool, dev.get("name", "")),
-                raw=dev,
-                slice=info,
-                index=i,
-                attributes=dev.get("attributes") or {},
-                uses_compat_groups=bool(consumes) and any(cc.get("compatibilityGroups") for cc in consumes),
-                taints=list(dev.get("taints") or []) + extra.get(i, []),
-                binding_conditions=dev.get("bindingConditions"),
-                binding_failure_conditions=dev.get("bindingFailureConditions"),
-                binds_to_node=bool(dev.get("bindsToNode")),
-                allow_multi=bool(dev.get("allowMultipleAllocations")),
-                node_name=dev.get("nodeName") or "",
-                all_nodes=bool(dev.get("allNodes")),
-                node_selector=dev.get("nodeSelector"),
-            ))
         out.append(info)
     return out
