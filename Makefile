@@ -10,7 +10,7 @@ export LABKIT_CACHE ?= $(HOME)/.cache/dra-labkit
 # the CEL tests compare with Kubernetes' own CEL code when this binary exists (make oracle builds it)
 export LABKIT_CEL_ORACLE ?= $(LABKIT_CACHE)/cel-oracle/cel-oracle
 
-.PHONY: lab test setup lint unit notebooks oracle controlplane browser-deps clean help
+.PHONY: lab test setup lint unit notebooks notebooks-local oracle controlplane browser-deps clean help
 
 help:
 	@echo "make lab    - set up and open JupyterLab on notebooks/ (sim backend)"
@@ -28,7 +28,7 @@ lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ServerApp.port=$(LAB_PORT) $(LAB_ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check labkit fake_gpus tests tools benchmarks
+	$(VENV)/bin/ruff check labkit fake_gpus tests tools benchmarks notebooks
 
 oracle:
 	bash tools/build-oracle.sh
@@ -46,9 +46,15 @@ unit: $(STAMP)
 notebooks: $(STAMP)
 	$(VENV)/bin/pytest -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
 
+# the notebooks that must also pass on the real control plane (needs `make controlplane`)
+LOCAL_NOTEBOOKS := $(wildcard notebooks/03_*.ipynb notebooks/04_*.ipynb notebooks/05_*.ipynb notebooks/06_*.ipynb notebooks/07_*.ipynb)
+notebooks-local: $(STAMP)
+	LABKIT_BACKEND=local $(VENV)/bin/pytest -p no:cacheprovider --nbval-lax --nbval-current-env $(LOCAL_NOTEBOOKS)
+
 test: $(STAMP) lint oracle controlplane browser-deps
 	$(VENV)/bin/pytest tests
 	$(VENV)/bin/pytest -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
+	LABKIT_BACKEND=local $(VENV)/bin/pytest -p no:cacheprovider --nbval-lax --nbval-current-env $(LOCAL_NOTEBOOKS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
