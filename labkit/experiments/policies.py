@@ -88,6 +88,9 @@ class BasePolicy:
     mig_mode: str | None = "none"
     sharing = False
     description = ""
+    #: node-choosing policies: the runner applies and schedules each arrival before deciding the
+    #: next one, so that decisions see the previous placements (one pod at a time, like kube-scheduler)
+    one_at_a_time = False
 
     def objects(self, item: WorkItem, ctx: Context) -> list[dict]:
         return self.whole_gpu_objects(item, ctx)
@@ -274,6 +277,7 @@ class TopologyAware(BasePolicy):
     smallest sufficient NVLink island is the tightest fit (keeps big islands whole)."""
 
     name = "topology"
+    one_at_a_time = True
     description = "matchAttribute on the NVLink domain + best-fit island node choice"
 
     def objects(self, item: WorkItem, ctx: Context) -> list[dict]:
@@ -302,6 +306,7 @@ class FragmentationAware(SharedClaims):
     """Shared claims, placed where the trace's request mix loses the least usable capacity (FGD)."""
 
     name = "frag-aware"
+    one_at_a_time = True
     description = "FGD-style: choose the node (and shared GPU) whose placement grows fragmentation least"
 
     def objects(self, item: WorkItem, ctx: Context) -> list[dict]:
@@ -314,25 +319,29 @@ class FragmentationAware(SharedClaims):
             return objs
         # joining an allocated shared claim: its GPU's headroom shrinks
         best: tuple[float, str, str | None] | None = None  # (delta, node, claim or None for a new one)
+        memo_join: dict[tuple, float] = {}
         for c in self._claims(ctx).values():
             if c.name not in ctx.claim_devices or not self._fits(c, item, ctx):
                 continue
             node, devs = ctx.claim_devices[c.name]
             st = states.get(node, ctx.ledger)
             idx = self._gpu_index(ctx, node, devs[0])
-            new = list(st)
-            chunks = list(new[idx][0])
-            if chunks:
-                chunks[0] = max(0.0, chunks[0] - item.gpu_mem_gib)
-            new[idx] = (tuple(chunks), new[idx][1], new[idx][2], new[idx][3])
-            d = states_fragmentation(tuple(new), ctx.mix) - states_fragmentation(st, ctx.mix)
+            key = (st, idx, item.gpu_mem_gib)
+            d = memo_join.get(key)
+            if d is None:
+                new = list(st)
+                chunks = list(new[idx][0])
+                if chunks:
+                    chunks[0] = max(0.0, chunks[0] - item.gpu_mem_gib)
+                new[idx] = (tuple(chunks), new[idx][1], new[idx][2], new[idx][3])
+                d = memo_join[key] = self._frag(tuple(new), ctx) - self._frag(st, ctx)
             if best is None or (d, node) < best[:2]:
                 best = (d, node, c.name)
         memo: dict[tuple, float | None] = {}
         for node in ctx.fleet.nodes:
             st = states.get(node, ctx.ledger)
             if st not in memo:
-                memo[st] = self._delta_new(st, item, ctx.mix)
+                memo[st] = self._delta_new(st, item, ctx)
             d = memo[st]
             if d is not None and (best is None or (d, node) < best[:2]):
                 best = (d, node, None)
@@ -349,12 +358,22 @@ class FragmentationAware(SharedClaims):
         return names.index(info.gpu) if info else 0
 
     @staticmethod
-    def _delta_new(st: tuple[GpuState, ...], item: WorkItem, mix: Mix) -> float | None:
+    def _frag(st: tuple[GpuState, ...], ctx: Context) -> float:
+        """states_fragmentation memoised per node state (nodes in the same state score alike)."""
+        memo = ctx.state.setdefault("frag_memo", {})
+        v = memo.get(st)
+        if v is None:
+            if len(memo) > 200_000:
+                memo.clear()
+            v = memo[st] = states_fragmentation(st, ctx.mix)
+        return v
+
+    def _delta_new(self, st: tuple[GpuState, ...], item: WorkItem, ctx: Context) -> float | None:
         for i, (_chunks, whole, dom, mem) in enumerate(st):
             if whole and mem + 1e-9 >= item.gpu_mem_gib:  # the allocator takes the first idle GPU that fits
                 new = list(st)
                 new[i] = ((mem - item.gpu_mem_gib,), False, dom, mem)
-                return states_fragmentation(tuple(new), mix) - states_fragmentation(st, mix)
+                return self._frag(tuple(new), ctx) - self._frag(st, ctx)
         return None
 
     def _best_node_whole(self, item: WorkItem, ctx: Context, states: _NodeStates) -> str | None:
@@ -371,7 +390,7 @@ class FragmentationAware(SharedClaims):
                     new = list(st)
                     for i in idle[:need]:
                         new[i] = ((), False, st[i][2], st[i][3])
-                    memo[st] = states_fragmentation(tuple(new), ctx.mix) - states_fragmentation(st, ctx.mix)
+                    memo[st] = self._frag(tuple(new), ctx) - self._frag(st, ctx)
             d = memo[st]
             if d is not None and (best is None or (d, node) < best):
                 best = (d, node)

@@ -116,6 +116,7 @@ def run_policy(trace: list[WorkItem], profile: str | Path | dict | ClusterProfil
     running: list[tuple[float, str]] = []
     applied: set[tuple[str, str]] = set()
     timeline: list[dict] = []
+    one_at_a_time = bool(getattr(pol, "one_at_a_time", False))
     bar = _bar(progress, len(items), pol.name)
     i = 0
     t = 0.0
@@ -127,6 +128,28 @@ def run_policy(trace: list[WorkItem], profile: str | Path | dict | ClusterProfil
             for kind, obj in pol.release(by_name[name], ctx):
                 applied.discard((kind, obj))
                 cluster.delete(kind, obj)
+        placed = 0
+        waited = 0.0
+
+        def bind_scan(now: float) -> None:
+            nonlocal placed, waited
+            for name in list(pending):
+                pod = cluster.sim.get("Pod", name, "default")
+                node = (pod or {}).get("spec", {}).get("nodeName")
+                if not node:
+                    continue
+                item = pending.pop(name)
+                devs, named = _devices(cluster, pod)
+                for claim, got in named:
+                    ctx.claim_devices[claim] = (node, got)
+                rec = records[name]
+                rec.start, rec.node, rec.devices = now, node, devs
+                rec.end = now + item.duration
+                ledger.add_pod(name, item, node, devs)
+                heapq.heappush(running, (rec.end, name))
+                placed += 1
+                waited += now - rec.arrival
+
         batch: list[dict] = []
         while i < len(items) and items[i].arrival <= t + 1e-9:
             item = items[i]
@@ -137,27 +160,15 @@ def run_policy(trace: list[WorkItem], profile: str | Path | dict | ClusterProfil
                     applied.add(key)
                     batch.append(obj)
             pending[item.name] = item
+            if one_at_a_time:  # the next decision sees this placement
+                cluster.apply(batch)
+                batch = []
+                cluster.wait()
+                bind_scan(t)
         if batch:
             cluster.apply(batch)
         cluster.wait()
-        placed = 0
-        waited = 0.0
-        for name in list(pending):
-            pod = cluster.sim.get("Pod", name, "default")
-            node = (pod or {}).get("spec", {}).get("nodeName")
-            if not node:
-                continue
-            item = pending.pop(name)
-            devs, named = _devices(cluster, pod)
-            for claim, got in named:
-                ctx.claim_devices[claim] = (node, got)
-            rec = records[name]
-            rec.start, rec.node, rec.devices = t, node, devs
-            rec.end = t + item.duration
-            ledger.add_pod(name, item, node, devs)
-            heapq.heappush(running, (rec.end, name))
-            placed += 1
-            waited += t - rec.arrival
+        bind_scan(t)
         frag, free = meter.fleet()
         sample = {"t": t, **ledger.totals(), "pending": float(len(pending)), "running": float(len(running)),
                   "frag_gib": frag, "free_gib": free, "placed": float(placed),
