@@ -140,3 +140,12 @@ def test_ledger_matches_the_sims_allocations(name):
     placed = [r for r in run.records if r.start is not None and r.end > 300]  # finished pods are deleted
     assert placed and held == {(r.node, d) for r in placed for d in r.devices}
     assert run.timeline[-1]["t"] == 300
+
+
+def test_memory_selectors_do_not_round_a_gpu_out():
+    """An H100 reports 79.6 GiB: a claim for a 40 GiB need must still match it (and the A100s)."""
+    prof = {"name": "h", "kubernetesVersion": "1.37", "nodes": [{"name": "h-0", "nodeProfile": "dgx-h100"}]}
+    trace = [WorkItem(f"j{i}", "finetune", 0, 100, 1, 40.0, 1.0) for i in range(8)]
+    for name in ("whole-gpu", "frag-aware", "topology", "dynamic-mig"):
+        run = run_policy(trace, prof, name)
+        assert run.summary["never_placed"] == 0 and placed_at_start(run) == 8, name

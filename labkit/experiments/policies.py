@@ -110,8 +110,8 @@ class BasePolicy:
         if item.gpu_units == 0:
             return [self.pod(item, ctx)]
         count = item.gpus or max(1, math.ceil(item.compute))
-        mem = math.ceil(ctx.mem_floor(item.gpu_mem_gib))
-        name = f"{self.name}-gpu{count}-m{mem}{'-nvl' if nvlink and count > 1 else ''}"
+        mem = ctx.mem_floor(item.gpu_mem_gib)  # exact: ceil() would exclude a 79.6 GiB H100 from ">= 80"
+        name = f"{self.name}-gpu{count}-m{math.ceil(mem * 1024)}{'-nvl' if nvlink and count > 1 else ''}"
         constraints = [{"matchAttribute": NVLINK_ATTR}] if nvlink and count > 1 else None
         if nvlink and count == 1:
             # one GPU: prefer a GPU outside any NVLink island, so that islands stay whole
@@ -212,8 +212,8 @@ class _MigPolicy(BasePolicy):
         if self.mig_mode != "dynamic" or not full or item.gpu_units == 0:
             return self.whole_gpu_objects(item, ctx)
         count = item.gpus or 1
-        mem = math.ceil(ctx.mem_floor(item.gpu_mem_gib))
-        name = f"{self.name}-gpu{count}-m{mem}-or7g"
+        mem = ctx.mem_floor(item.gpu_mem_gib)
+        name = f"{self.name}-gpu{count}-m{math.ceil(mem * 1024)}-or7g"
         subs = [{"name": "whole", **o.exactly(o.GPU_CLASS, count, [o.mem_selector(mem)])}]
         subs += [{"name": f"mig{i}", **o.exactly(o.MIG_CLASS, count, [o.profile_selector(p[0])])}
                  for i, p in enumerate(full[:7])]
