@@ -138,3 +138,12 @@ def test_cli_bad_trace_row(capsys, tmp_path):
     p.write_text(",".join(HEADER) + "\np,1000,2048,1,500,,LS,Succeeded,x,10,0\n")
     rc, _, err = run_cli(capsys, "--trace", str(p))
     assert rc == 2 and f"{p}:2: column creation_time" in err
+
+
+def test_compute_utilisation_never_exceeds_what_was_allocated():
+    from labkit.experiments import run_experiment
+    from labkit.experiments.traces import generate
+
+    results = run_experiment(generate(120, seed=0), "exp-small", ["dynamic-mig", "static-mig", "shared"])
+    for row in results.summary().rows:
+        assert row["compute_util_pct"] <= 100.0, row

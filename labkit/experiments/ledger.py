@@ -124,6 +124,8 @@ class Ledger:
                     alloc_mem += u.used_mem
                     alloc_comp += u.used_compute
                     need_mem += sum(u.need_mem.values())
-                    need_comp += sum(u.need_compute.values())
+                    # a pod cannot use more compute than its devices give it (a MIG profile chosen
+                    # for its memory may have fewer SMs than the pod asked for)
+                    need_comp += min(sum(u.need_compute.values()), u.used_compute)
         return {"alloc_mem_gib": alloc_mem, "need_mem_gib": need_mem, "alloc_compute": alloc_comp,
                 "need_compute": need_comp, "gpus_busy": float(busy)}
