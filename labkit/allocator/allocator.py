@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from labkit.allocator.core import Search
+from labkit.allocator.core import FILTER_TIMEOUT, Search, SearchTimeout
 from labkit.allocator.errors import AllocationError
 from labkit.allocator.features import Features, VariantProfile
 from labkit.allocator.model import SliceInfo, build_slices
@@ -59,8 +60,11 @@ class Allocator:
         self.slices: list[SliceInfo] = build_slices(slices, list(taint_rules))
         self.slices_on_node: dict[str, list[SliceInfo]] = {}
         self.slices_shared: list[SliceInfo] = []
+        # 1.35/1.36: counter-only slices are needed on every node (NewAllocator puts them in
+        # slicesShared whatever their nodeName)
+        counters_shared = self.profile.counter_slices_everywhere
         for s in self.slices:
-            if s.node_name:
+            if s.node_name and not (counters_shared and s.shared_counters):
                 self.slices_on_node.setdefault(s.node_name, []).append(s)
             else:
                 self.slices_shared.append(s)
@@ -156,7 +160,11 @@ class Allocator:
             self._pool_cache[key] = pools
         return pools
 
-    def allocate(self, node: dict, claims: list[dict]) -> Outcome:
+    def allocate(self, node: dict, claims: list[dict], timeout: float | None = FILTER_TIMEOUT) -> Outcome:
+        """One scheduling attempt for ``node``. After ``timeout`` seconds of search (None: no
+        limit) the attempt ends like kube-scheduler's cancelled filter: status ``error`` with
+        ``TIMEOUT_ERROR`` (upstream's search is exponential in bad cases; Go cuts it the same way).
+        """
         from labkit.allocator.explain import explain  # late: explain imports this module
 
         def later(outcome: Outcome):
@@ -169,6 +177,8 @@ class Allocator:
                 raise AllocationError(f"gather pool information: {exc}") from exc
             search = Search(self, node, claims, pools)
             search.prepare()
+            if timeout is not None:
+                search.deadline = time.monotonic() + timeout
             done = search.run()
             if done:
                 outcome = Outcome("allocated", build_results(search), steps=search.steps)
@@ -177,6 +187,8 @@ class Allocator:
                                   node_scoped=True, steps=search.steps)
             else:
                 outcome = Outcome("unsatisfiable", steps=search.steps)
+        except SearchTimeout as exc:
+            return Outcome("error", error=exc.message, steps=search.steps)  # no explanation pass
         except AllocationError as exc:
             outcome = Outcome("unsatisfiable" if exc.node_scoped else "error", error=exc.message,
                               node_scoped=exc.node_scoped)

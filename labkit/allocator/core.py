@@ -8,6 +8,7 @@ object lives for one ``allocate`` call and holds the tentative state of the atte
 from __future__ import annotations
 
 import sys
+import time
 import uuid
 from bisect import bisect_left
 from fractions import Fraction
@@ -22,7 +23,7 @@ from labkit.allocator.requests import RequestData, request_view
 from labkit.allocator.taints import taint_prevents
 from labkit.cel.errors import NO_SUCH_KEY_HINT
 
-__all__ = ["Search", "DeviceResult"]
+__all__ = ["Search", "DeviceResult", "SearchTimeout", "FILTER_TIMEOUT", "TIMEOUT_ERROR"]
 
 _START = (0, 0)
 _OPTIONAL_NODE_OPS_FEATURE = "DRAOptionalNodeOperations"
@@ -30,6 +31,23 @@ _OPTIONAL_NODE_OPS_FEATURE = "DRAOptionalNodeOperations"
 
 class _MaxSize(Exception):
     """errAllocationResultMaxSizeExceeded: more than 32 results would be needed."""
+
+
+#: kube-scheduler's DynamicResources filterTimeout (seconds)
+FILTER_TIMEOUT = 10.0
+#: what kube-scheduler reports when filterTimeout cancels Allocate (upstream's Allocate itself
+#: returns "filter operation aborted: <cause>"; the oracle prints the scheduler's words)
+TIMEOUT_ERROR = "timed out trying to allocate devices"
+#: the deadline is looked at on the first and then every this many search steps (Go: every
+#: allocateOne call)
+_CLOCK_EVERY = 64
+
+
+class SearchTimeout(AllocationError):
+    """The search ran past its deadline (the scheduler's cancelled filter context)."""
+
+    def __init__(self) -> None:
+        super().__init__(TIMEOUT_ERROR)
 
 
 class DeviceResult:
@@ -63,6 +81,8 @@ class Search:
         self.results: list[list[DeviceResult]] = [[] for _ in claims]
         self.shared_ids = self.state.shared_device_ids()
         self.steps = 0
+        #: time.monotonic() after which the search gives up (None: never)
+        self.deadline: float | None = None
 
     # -- pre-pass ------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -154,6 +174,8 @@ class Search:
 
     def one(self, ci: int, ri: int, si: int, di: int, alloc_sub: bool, start: tuple[int, int, int]) -> bool:
         self.steps += 1
+        if self.deadline is not None and self.steps % _CLOCK_EVERY == 1 and time.monotonic() > self.deadline:
+            raise SearchTimeout()
         if ci >= len(self.claims):
             return True
         if ri >= len(self.requests[ci]):

@@ -172,5 +172,11 @@ class VariantProfile:
         return self.release <= 34 or (self.release == 35 and self.name == "stable")
 
     @property
+    def counter_slices_everywhere(self) -> bool:
+        """Slices with sharedCounters count as relevant for every node, whatever their node
+        selection (stable; 1.35 and 1.36 in every variant)."""
+        return self.name == "stable" or 35 <= self.release <= 36
+
+    @property
     def shared_ids_mark_capacity_in_use(self) -> bool:
         return self.release >= 37

@@ -67,14 +67,14 @@ def _relevant(node: dict, s: SliceInfo) -> bool | None:
 
 def gather_pools(slices_for_node: list[SliceInfo], node: dict, features: Features,
                  all_slices: list[SliceInfo], profile: VariantProfile) -> list[Pool]:
-    stable = profile.name == "stable"
+    everywhere = profile.counter_slices_everywhere
     by_pool: dict[tuple[str, str], list[SliceInfo]] = {}
     for s in slices_for_node:
         if not features.PartitionableDevices and (s.per_device is not None or s.shared_counters):
             continue
         if not features.CompatibilityGroups and s.uses_compat_groups:
             continue
-        if stable and s.shared_counters:
+        if everywhere and s.shared_counters:
             relevant: bool | None = True
         else:
             relevant = _relevant(node, s)

@@ -152,12 +152,12 @@ def _run_labkit_cli(directory: Path, case: dict[str, Any], validate: bool) -> di
 
 @dataclass
 class Diff:
-    kind: str  # "status" | "allocations" | "exit" | "error-text" | "oracle-timeout" | "" (agree)
+    kind: str  # "status" | "allocations" | "exit" | "error-text" | "oracle-timeout" | "labkit-timeout" | "" (agree)
     detail: str = ""
 
     @property
     def agrees(self) -> bool:
-        return self.kind in ("", "error-text", "oracle-timeout")
+        return self.kind in ("", "error-text", "oracle-timeout", "labkit-timeout")
 
 
 ORACLE_TIMEOUT = "timed out trying to allocate devices"
@@ -186,6 +186,8 @@ def compare(oracle: dict[str, Any], labkit: dict[str, Any]) -> Diff:
     o, lk = oracle["output"], labkit["output"]
     if o.get("error") == ORACLE_TIMEOUT:  # the real allocator gave up (scheduler filterTimeout, 10 s)
         return Diff("oracle-timeout", f"labkit said {lk.get('status')}")
+    if lk.get("error") == ORACLE_TIMEOUT:  # labkit gave up the same way (Allocator.allocate timeout)
+        return Diff("labkit-timeout", f"oracle said {o.get('status')}")
     if o.get("status") != lk.get("status"):
         return Diff("status", f"oracle {o.get('status')} ({(o.get('error') or '')[:200]}) vs labkit "
                               f"{lk.get('status')} ({(lk.get('error') or '')[:200]})")

@@ -369,6 +369,10 @@ case("binding-pools-last", [dclass(), rslice("s1", [BC], pool="a-fabric", node=N
 
 # version profiles
 case("v134-defaults", [dclass(), rslice("s1", gpus(3)), claim("c1", [req("gpu", count=2)])], version="1.34")
+# 1.36: a counter-only slice is relevant for every node, so node-0's incomplete pool blocks `All` on node-1
+case("v136-counter-slice-other-node", [dclass(), rslice("n0-counters", [], pool="node-0", node="node-0", count=2,
+                                                        sharedCounters=[COUNTERS]),
+                                       rslice("s1", gpus(2)), claim("c1", [req("gpu", mode="All")])], version="1.36")
 case("v136-defaults", [dclass(), rslice("s1", [SHARED]), claim("a", [req("g")]), claim("b", [req("g")])], version="1.36")
 
 
