@@ -24,8 +24,11 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# JupyterLab refuses to run as root without --allow-root (containers, CI machines)
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ServerApp.port=$(LAB_PORT) $(LAB_ARGS)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ServerApp.port=$(LAB_PORT) $(ROOT_FLAG) $(LAB_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check labkit fake_gpus tests tools benchmarks notebooks
