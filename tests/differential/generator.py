@@ -104,6 +104,8 @@ class _Builder:
     def pick_gates(self) -> None:
         if chance(self.d, 15):
             gate = choice(self.d, FLIPPABLE)
+            if self.version == "1.34" and gate == "DRADeviceTaintRules":
+                gate = "DRADeviceTaints"  # the gate was split out of DRADeviceTaints in 1.35
             self.gates[gate] = not self.on(gate)
             self.tags.add("gate-off" if not self.gates[gate] else "gate-on")
 
