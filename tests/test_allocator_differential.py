@@ -139,6 +139,8 @@ def test_random_scenarios_match_go(tmp_path, monkeypatch):
 CORPUS = Path(__file__).parent / "data" / "allocator"
 #: Go map order decides the pool order before 1.36 (random): multi-pool cases cannot be compared
 RANDOM_ORDER = {"pool-order", "node-selector-slice"}
+#: 1.34/1.35 fail on an invalid pool only when the search meets it before a good one (map order)
+RANDOM_ORDER_BEFORE_136 = {"invalid-pool-other-ok"}
 
 
 def _gate_problem(mine: dict, go: dict) -> bool:
@@ -181,7 +183,8 @@ def _run_release(version: str, source_dirs: list[Path], tmp_path: Path) -> list:
 @pytest.mark.parametrize("version", ["1.36", "1.35", "1.34"])
 def test_corpus_matches_older_releases(version, tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_DETERMINISTIC_SHAREID", "1")
-    dirs = [p for p in sorted(CORPUS.iterdir()) if (p / "case.yaml").exists() and p.name not in RANDOM_ORDER]
+    skip = RANDOM_ORDER | (RANDOM_ORDER_BEFORE_136 if version in ("1.34", "1.35") else set())
+    dirs = [p for p in sorted(CORPUS.iterdir()) if (p / "case.yaml").exists() and p.name not in skip]
     diffs = _run_release(version, dirs, tmp_path)
     assert not diffs, diffs[:2]
 
