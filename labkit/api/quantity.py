@@ -54,6 +54,11 @@ class Quantity:
     format: str = DECIMAL_SI
     #: the input string when Go would keep it verbatim (it already was canonical)
     original: str | None = None
+    #: Go's internal form: ``(value, scale)`` for its int64Amount (value * 10**scale), None for
+    #: its arbitrary-precision inf.Dec form, "auto" = derive from ``value``. It decides what
+    #: CEL's ``isInteger()``/``asInteger()`` say: Go asks the form, not the number, so
+    #: ``quantity("1000m")`` (1000 * 10**-3) is not an integer there.
+    go_amount: tuple[int, int] | None | str = "auto"
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
@@ -98,6 +103,40 @@ class Quantity:
     def is_integer(self) -> bool:
         return self.value.denominator == 1
 
+    def go_int64_amount(self) -> tuple[int, int] | None:
+        """Go's int64Amount ``(value, scale)``, or None when Go holds an inf.Dec."""
+        if self.go_amount != "auto":
+            return self.go_amount  # type: ignore[return-value]
+        v = self.value
+        if v.denominator == 1 and _INT64_MIN <= v <= _INT64_MAX:
+            return int(v), 0
+        return None
+
+    def go_as_int64(self) -> int | None:
+        """Go's ``Quantity.AsInt64()``: the integer, or None where Go says "not ok"."""
+        amount = self.go_int64_amount()
+        if amount is None:
+            return None
+        value, scale = amount
+        if scale == 0:
+            return value
+        if scale < 0:
+            return None  # Go does not reduce factors
+        return _scaled_int64(value, scale)
+
+    def go_add(self, other: Quantity) -> Quantity:
+        """``q.Add(other)`` as Go does it: int64Amount arithmetic while it fits, else inf.Dec."""
+        a, b = self.go_int64_amount(), other.go_int64_amount()
+        fmt = other.format if self.value == 0 else self.format
+        amount = _int64_amount_add(a, b) if a is not None and b is not None else None
+        return Quantity(self.value + other.value, fmt, None, amount)
+
+    def go_neg(self) -> Quantity:
+        amount = self.go_int64_amount()
+        if amount is not None:
+            amount = None if amount[0] == _INT64_MIN else (-amount[0], amount[1])
+        return Quantity(-self.value, self.format, None, amount)
+
     def as_int(self) -> int:
         return int(self.value)
 
@@ -141,6 +180,63 @@ class Quantity:
 
     def __repr__(self) -> str:
         return f"Quantity({self.canonical()!r})"
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _fits(v: int) -> bool:
+    return _INT64_MIN <= v <= _INT64_MAX
+
+
+def _scaled_int64(value: int, scale: int) -> int | None:
+    """value * 10**scale for scale >= 0, None on int64 overflow (Go's positiveScaleInt64)."""
+    result = value * 10**scale
+    return result if _fits(result) else None
+
+
+def _int64_amount_add(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
+    """Go's int64Amount.Add: align to the smaller scale; None when it overflows (Go -> inf.Dec)."""
+    if b[0] == 0:
+        return a
+    if a[0] == 0:
+        return b
+    if a[1] == b[1]:
+        total = a[0] + b[0]
+        return (total, a[1]) if _fits(total) else None
+    lo, hi = (a, b) if a[1] < b[1] else (b, a)
+    shifted = _scaled_int64(hi[0], hi[1] - lo[1])
+    if shifted is None:
+        return None
+    total = shifted + lo[0]
+    return (total, lo[1]) if _fits(total) else None
+
+
+def _go_parsed_amount(fmt: str, num: str, denom: str, exponent: int, negative: bool) -> tuple[int, int] | None:
+    """The int64Amount Go's ParseQuantity builds on its fast path, None when it takes inf.Dec."""
+    num = num.lstrip("0") or "0"
+    mantissa = 1
+    if fmt == BINARY_SI:
+        if exponent < 0 or denom:
+            return None
+        mantissa = 1 << exponent
+        precision = 15 - len(num) - int(exponent * 3 / 10) - 1
+        scale = 0
+    else:
+        precision = _MAX_INT64_FACTORS - (len(num) + len(denom))
+        scale = exponent
+    if precision < 0:
+        return None
+    scale -= len(denom)
+    if scale < -9:
+        return None
+    shifted = int(num + denom)
+    if not _fits(shifted):
+        return None
+    result = shifted * mantissa
+    if not _fits(result):
+        return None
+    return (-result if negative else result), scale
 
 
 def parse_quantity(text: str) -> Quantity:
@@ -191,7 +287,7 @@ def _parse(text: str) -> Quantity:
         value = -value
     value = _round_up_to_nano(value)
     original = text if _go_keeps_string(fmt, num, denom, exponent, value) else None
-    return Quantity(value, fmt, original)
+    return Quantity(value, fmt, original, _go_parsed_amount(fmt, num, denom, exponent, sign == "-"))
 
 
 def _go_keeps_string(fmt: str, num: str, denom: str, exponent: int, value: Fraction) -> bool:

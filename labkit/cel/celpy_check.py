@@ -21,6 +21,7 @@ _UNSUPPORTED = [
     (re.compile(r"\boptional\s*\."), "optional types (optional.of/none)"),
     (re.compile(r"\.\s*(orValue|hasValue|value|or)\s*\("), "optional values (orValue/hasValue/value)"),
     (re.compile(r"\.\s*(transformList|transformMap|transformMapEntry)\s*\("), "two-variable comprehensions"),
+    (re.compile(r"\.\s*sortBy\s*\("), "the sortBy() macro"),
     (re.compile(r"\.\s*(first|last)\s*\(\s*\)"), "first()/last() (they return optional values)"),
 ]
 _NAMESPACED = re.compile(
@@ -73,6 +74,27 @@ def precheck_text(expr: str) -> None:
     for pattern, what in _UNSUPPORTED:
         if pattern.search(text):
             raise unsupported(what)
+    for m in _TWO_VAR.finditer(text):
+        if _top_level_args(text, m.end() - 1) == 3:
+            raise unsupported(f"the two-variable form of {m.group(1)}(i, v, ...)")
+
+
+_TWO_VAR = re.compile(r"\.\s*(all|exists|exists_one|existsOne)\s*\(")
+
+
+def _top_level_args(text: str, open_paren: int) -> int:
+    """Number of top-level arguments of the call whose '(' is at ``open_paren``."""
+    depth, count = 0, 1
+    for c in text[open_paren:]:
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return count
+        elif c == "," and depth == 1:
+            count += 1
+    return count
 
 
 _BIND = re.compile(r"\bcel\s*\.\s*bind\s*\(")

@@ -7,6 +7,7 @@ fields, so ``device.capacity[d].x`` is statically a ``kubernetes.Quantity``.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections.abc import Callable
@@ -25,6 +26,9 @@ from labkit.cel.literals import DRIVER, domain_candidates
 from labkit.cel.typenames import go_type_name, runtime_non_bool
 
 NAME = "cel-expr-python"
+SORT_BY_KEYS = "labkit_sortByAssociatedKeys"
+NET_STRING = "labkit_net_string"
+_NET_STRING = re.compile(r"<input>:(\d+):(\d+): found no matching overload for 'string' applied to '\(net\.(?:IP|CIDR)\)'")
 
 T = cel.Type
 Q = T(_proto.QUANTITY)
@@ -110,6 +114,8 @@ def _declarations(list_type_attributes: bool) -> tuple[list[Any], list[Any]]:
         F("ip", [_ov("string_to_ip", IP, [T.STRING], False, ipcidr.ip),
                  _ov("cidr_ip", IP, [CIDR], True, ipcidr.prefix_ip)]),
         F("isIP", [_ov("is_ip", T.BOOL, [T.STRING], False, ipcidr.is_ip)]),
+        F(NET_STRING, [_ov("labkit_ip_string", T.STRING, [IP], False, str),
+                       _ov("labkit_cidr_string", T.STRING, [CIDR], False, None)]),
         F("ip.isCanonical", [_ov("ip_is_canonical", T.BOOL, [T.STRING], False, ipcidr.is_canonical)]),
         F("family", [_ov("ip_family", T.INT, [IP], True, ipcidr.family)]),
         F("isUnspecified", [_ov("ip_is_unspecified", T.BOOL, [IP], True, ipcidr.is_unspecified)]),
@@ -159,6 +165,10 @@ def _declarations(list_type_attributes: bool) -> tuple[list[Any], list[Any]]:
                       _ov("list_flatten_int", LIST_DYN, [LIST_DYN, T.INT], True, k8slib.list_flatten)]),
         F("distinct", [_ov("list_distinct", LIST_DYN, [LIST_DYN], True, k8slib.list_distinct)]),
         F("reverse", [_ov("list_reverse", LIST_DYN, [LIST_DYN], True, k8slib.list_reverse)]),
+        # target of the sortBy() rewrite (Kubernetes: @sortByAssociatedKeys), keys of one orderable type
+        F(SORT_BY_KEYS, [_ov(f"list_sort_by_{t}_keys", LIST_DYN, [LIST_DYN, T.List(ty)], True,
+                             k8slib.sort_by_keys if i == 0 else None)
+                         for i, (t, ty) in enumerate(comparable)]),
     ]
     if list_type_attributes:
         # Kubernetes declares includes(dyn, dyn); cel-cpp dispatches on the receiver's kind, so
@@ -180,6 +190,9 @@ def _declarations(list_type_attributes: bool) -> tuple[list[Any], list[Any]]:
 
 
 _ENVS: dict[tuple[bool, bool], Any] = {}
+# all/exists/existsOne/transformList with (index|key, value); cel-cpp's map-building ones
+# (transformMap, transformMapEntry) need an internal cel.@mapInsert it does not bind from Python
+_TWO_VARIABLE_COMPREHENSIONS = cel.NewEnvConfigFromYaml("extensions:\n  - name: two-var-comprehensions\n")
 _ENV_LOCK = threading.Lock()
 
 
@@ -200,6 +213,7 @@ def _env(consumable_capacity: bool, list_type_attributes: bool) -> Any:
                     variables["device.allowMultipleAllocations"] = T.BOOL
                 env = cel.NewEnv(
                     descriptor_pool=_proto.POOL,
+                    config=_TWO_VARIABLE_COMPREHENSIONS,
                     variables=variables,
                     extensions=[ext_strings.ExtStrings(2), ext_optional.ExtOptional(),
                                 ext_bindings.ExtBindings(), cel.CelExtension("kubernetes.lists", merged)],
@@ -240,6 +254,7 @@ def _aborted(text: str) -> CelRuntimeError:
     return runtime_error_from_text(text.removesuffix("[INTERNAL]").strip())
 
 
+_INTEGER_VIEW = re.compile(r"\.\s*(isInteger|asInteger)\s*\(")
 _HAS_DEVICE_FIELD = re.compile(r"\bhas\s*\(\s*device\s*\.\s*(driver|attributes|capacity|allowMultipleAllocations)\s*\)")
 
 
@@ -262,10 +277,54 @@ def _rewrite_device_presence(expr: str, consumable_capacity: bool) -> str:
     return "".join(out)
 
 
+_SORT_BY = re.compile(r"\.\s*sortBy\s*\(")
+
+
+def _rewrite_sort_by(expr: str) -> str:
+    """``R.sortBy(x, key)`` -> ``cel.bind(v, R, v.<sort by keys>(v.map(x, key)))``: cel-go's expansion.
+
+    cel-cpp has sortBy only in its own lists extension, whose other functions behave unlike
+    Kubernetes'; so the macro is expanded here, as text, like cel-go expands it.
+    """
+    from labkit.cel.celpy_check import _receiver_start, _split_call, _string_spans
+
+    n = 0
+    while True:
+        spans = _string_spans(expr)
+        m = next((m for m in _SORT_BY.finditer(expr) if not any(a <= m.start() < b for a, b in spans)), None)
+        if m is None:
+            return expr
+        split = _split_call(expr, m.end() - 1, spans)
+        start = _receiver_start(expr, m.start(), spans)
+        if split is None or len(split[0]) != 2 or start >= m.start():
+            raise CelCompileError("compilation failed: sortBy() needs a list receiver and (variable, key expression)",
+                                  "write list.sortBy(x, <key of x>)")
+        (var, key), end = split
+        v = f"__labkit_sortBy{n}__"
+        n += 1
+        receiver = expr[start : m.start()]
+        expr = (f"{expr[:start]}cel.bind({v}, {receiver}, {v}.{SORT_BY_KEYS}({v}.map({var.strip()}, {key.strip()})))"
+                f"{expr[end:]}")
+
+
+_SORT_BY_ERROR = re.compile(r"<input>:(\d+):(\d+): found no matching overload for '"
+                            + SORT_BY_KEYS + r"' applied to '\((.*), (list\(.*\))\)'")
+
+
+def _sort_by_error(expr: str, text: str) -> str:
+    """Point a key-type error at the original sortBy( and name it as cel-go does."""
+    m = _SORT_BY.search(expr)
+    line = expr.count("\n", 0, m.end()) + 1 if m else 1
+    col = m.end() - (expr.rfind("\n", 0, m.end()) + 1) if m else 1
+    return _SORT_BY_ERROR.sub(
+        lambda e: f"<input>:{line}:{col}: found no matching overload for '@sortByAssociatedKeys' "
+                  f"applied to '{e.group(3)}.({e.group(4)})'", text)
+
+
 class CppProgram:
     """A compiled selector for cel-expr-python."""
 
-    __slots__ = ("expr", "_env", "_prog", "_domains", "_env_key", "_keys", "_unchecked")
+    __slots__ = ("expr", "_env", "_prog", "_domains", "_env_key", "_keys", "_unchecked", "evaluate")
 
     def __init__(self, expr: str, consumable_capacity: bool, list_type_attributes: bool) -> None:
         self.expr = expr
@@ -273,10 +332,14 @@ class CppProgram:
         self._env = _env(consumable_capacity, list_type_attributes)
         self._unchecked = False
         checked_text = _rewrite_device_presence(expr, consumable_capacity) if "has" in expr else expr
+        if "sortBy" in checked_text:
+            checked_text = _rewrite_sort_by(checked_text)
         try:
-            self._prog = self._env.compile(checked_text)
+            self._prog = self._compile_net_strings(checked_text)
         except RuntimeError as exc:
             text = str(exc)
+            if SORT_BY_KEYS in text:
+                text = _sort_by_error(expr, text)
             if not _only_cross_numeric(text):
                 raise compile_error_from_text(expr, text) from None
             self._prog = self._env.compile(checked_text, disable_check=True)
@@ -289,6 +352,41 @@ class CppProgram:
             )
         self._domains = domain_candidates(expr)
         self._keys: dict[tuple, tuple] = {}
+        self.evaluate = self._evaluate
+        if _INTEGER_VIEW.search(expr):
+            self._use_go_quantity_form(expr, consumable_capacity, list_type_attributes)
+
+    def _use_go_quantity_form(self, expr: str, consumable_capacity: bool, list_type_attributes: bool) -> None:
+        """Go answers isInteger()/asInteger() from how a quantity is held (1000m = 1000 * 10**-3 is
+        not an integer). A cel-cpp message carries only the exact value (its equality is the
+        message's), so such selectors are evaluated by the cel-python engine, which keeps Go's form;
+        cel-cpp still type-checks them. Kept as is when cel-python cannot run the expression."""
+        from labkit.cel.engine_celpy import CelpyProgram
+
+        with contextlib.suppress(CelCompileError):
+            self.evaluate = CelpyProgram(expr, consumable_capacity, list_type_attributes).evaluate
+
+    def _compile_net_strings(self, text: str) -> Any:
+        """Compile; ``string(<IP or CIDR>)`` calls the checker rejects are renamed and retried.
+
+        cel-cpp's built-in string() cannot take another overload from Python, so each such call
+        (found by the checker, so by type) becomes ``labkit_net_string(...)``.
+        """
+        for _ in range(64):
+            try:
+                return self._env.compile(text)
+            except RuntimeError as exc:
+                m = _NET_STRING.search(str(exc))
+                if not m:
+                    raise
+                line, col = int(m.group(1)), int(m.group(2))
+                lines = text.split("\n")
+                offset = sum(len(x) + 1 for x in lines[: line - 1]) + col
+                call = text.rfind("string", 0, offset)
+                if call < 0 or text[call:offset].strip() not in ("string", "string("):
+                    raise
+                text = f"{text[:call]}{NET_STRING}{text[call + len('string'):]}"
+        return self._env.compile(text)
 
     def _activation(self, dev: DeviceInput) -> Any:
         """The cel-cpp Activation for ``dev``, shared by all programs with the same needs.
@@ -334,7 +432,7 @@ class CppProgram:
             data = {**data, "device": {k.partition(".")[2]: v for k, v in data.items()}}
         return self._env.Activation(data)
 
-    def evaluate(self, dev: DeviceInput) -> bool:
+    def _evaluate(self, dev: DeviceInput) -> bool:
         if dev.error:
             raise CelRuntimeError(dev.error)
         try:

@@ -73,32 +73,15 @@ def _precheck(expr: str) -> None:
     _check_not_implemented(strip_strings(expr))
 
 
-_TWO_VAR = re.compile(r"\.\s*(all|exists|exists_one|existsOne)\s*\(")
 _NOT_IMPLEMENTED = [
-    (re.compile(r"\.\s*(transformList|transformMap|transformMapEntry)\s*\("),
-     "two-variable comprehensions ({0}) are not supported by labkit yet",
-     "rewrite it with the one-variable macros (map, filter, all, exists)"),
-    (re.compile(r"\.\s*(sortBy)\s*\("), "the {0}() macro is not supported by labkit yet",
-     "use sort() on a list of comparable values"),
+    (re.compile(r"\.\s*(transformMap|transformMapEntry)\s*\("),
+     "{0}() is not supported by labkit yet (cel-cpp cannot build maps in two-variable comprehensions "
+     "from Python)",
+     "build a list with transformList(i, v, ...) or test the entries with all(k, v, ...)/exists(k, v, ...)"),
     (re.compile(r"(?<![.\w])(format)\s*\.\s*\w+\s*\("),
      "the Kubernetes format library (format.dns1123Label() ...) is not supported by labkit yet",
      "check the value with matches() and a regular expression"),
 ]
-
-
-def _top_level_args(text: str, open_paren: int) -> int:
-    """Number of top-level arguments of the call whose '(' is at ``open_paren``."""
-    depth, count = 0, 1
-    for c in text[open_paren:]:
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0:
-                return count
-        elif c == "," and depth == 1:
-            count += 1
-    return count
 
 
 def _check_not_implemented(text: str) -> None:
@@ -106,12 +89,6 @@ def _check_not_implemented(text: str) -> None:
         m = pattern.search(text)
         if m:
             raise CelCompileError(message.format(m.group(1)), hint)
-    for m in _TWO_VAR.finditer(text):
-        if _top_level_args(text, m.end() - 1) == 3:
-            raise CelCompileError(
-                f"two-variable comprehensions ({m.group(1)}(i, v, ...)) are not supported by labkit yet",
-                "rewrite it with the one-variable form, e.g. list.all(v, ...)",
-            )
 
 
 def compile_selector(

@@ -35,23 +35,38 @@ class CIDRPrefix:
         return f"{self.addr}/{self.bits}"
 
 
-def _parse_addr(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    if "%" in text:
-        raise ValueError("IP address with zone value is not allowed")
+class _ParseError(ValueError):
+    """netip could not parse the text (Go wraps these in a "parse error" sentence)."""
+
+
+def _netip_addr(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """Go's netip.ParseAddr (zones are returned to the caller via the '%' check)."""
+    base = text.partition("%")[0]
     try:
-        addr = ipaddress.ip_address(text)
+        addr = ipaddress.ip_address(base)
     except ValueError:
-        raise ValueError(f'ParseAddr("{text}"): unable to parse IP') from None
+        raise _ParseError(f'ParseAddr("{text}"): unable to parse IP') from None
+    if "%" in text and addr.version == 4:
+        raise _ParseError(f'ParseAddr("{text}"): unexpected character (at "{text[text.index("%"):]}")')
+    return addr
+
+
+def _parse_addr(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    addr = _netip_addr(text)
+    if "%" in text:
+        raise ValueError(f'IP address "{text}" with zone value is not allowed')
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        raise ValueError("IPv4-mapped IPv6 address is not allowed")
+        raise ValueError(f'IPv4-mapped IPv6 address "{text}" is not allowed')
     return addr
 
 
 def ip(text: str) -> IPAddr:
     try:
         return IPAddr(_parse_addr(text))
-    except ValueError as exc:
+    except _ParseError as exc:
         raise LibError(f'IP Address "{text}" parse error during conversion from string: {exc}') from None
+    except ValueError as exc:
+        raise LibError(str(exc)) from None
 
 
 def is_ip(text: str) -> bool:
@@ -93,24 +108,37 @@ def is_global_unicast(a: IPAddr) -> bool:
     return not (a.addr.is_unspecified or is_loopback(a) or a.addr.is_multicast or is_link_local_unicast(a))
 
 
+_CIDR_PARSE = "network address parse error during conversion from string: "
+
+
 def _parse_prefix(text: str) -> CIDRPrefix:
     addr_text, sep, bits_text = text.partition("/")
     if not sep:
-        raise ValueError(f'netip.ParsePrefix("{text}"): no \'/\'')
-    addr = _parse_addr(addr_text)
+        raise _ParseError(f'netip.ParsePrefix("{text}"): no \'/\'')
+    if "%" in addr_text:
+        raise _ParseError(f'netip.ParsePrefix("{text}"): IPv6 zones cannot be present in a prefix')
+    try:
+        addr = _netip_addr(addr_text)
+    except _ParseError as exc:
+        raise _ParseError(f'netip.ParsePrefix("{text}"): {exc}') from None
     if not bits_text.isdigit() or (len(bits_text) > 1 and bits_text[0] == "0"):
-        raise ValueError(f'netip.ParsePrefix("{text}"): bad bits after slash: "{bits_text}"')
+        raise _ParseError(f'netip.ParsePrefix("{text}"): bad bits after slash: "{bits_text}"')
     bits = int(bits_text)
     if bits > addr.max_prefixlen:
-        raise ValueError(f'netip.ParsePrefix("{text}"): prefix length out of range')
+        raise _ParseError(f'netip.ParsePrefix("{text}"): prefix length out of range')
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        raise ValueError(f'IPv4-mapped IPv6 address "{text}" is not allowed')
     return CIDRPrefix(addr, bits)
 
 
 def cidr(text: str) -> CIDRPrefix:
+    """Go wraps netip's own errors twice in the "parse error" sentence, its extra checks once."""
     try:
         return _parse_prefix(text)
+    except _ParseError as exc:
+        raise LibError(f"{_CIDR_PARSE}{_CIDR_PARSE}{exc}") from None
     except ValueError as exc:
-        raise LibError(f'network address parse error during conversion from string: {exc}') from None
+        raise LibError(f"{_CIDR_PARSE}{exc}") from None
 
 
 def is_cidr(text: str) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 
 import re2
 
-from labkit.api.quantity import Quantity, QuantityError, parse_quantity
+from labkit.api.quantity import DECIMAL_SI, Quantity, QuantityError, parse_quantity
 from labkit.cel.semver import Semver, SemverError, is_semver, parse_semver
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -47,13 +47,15 @@ def is_quantity(text: str) -> bool:
 
 
 def q_is_integer(q: Quantity) -> bool:
-    return q.value.denominator == 1 and INT64_MIN <= q.value <= INT64_MAX
+    """Go's AsInt64 "ok": it depends on how the quantity is held (1000m is not an integer)."""
+    return q.go_as_int64() is not None
 
 
 def q_as_integer(q: Quantity) -> int:
-    if not q_is_integer(q):
+    value = q.go_as_int64()
+    if value is None:
         raise LibError("cannot convert value to integer")
-    return int(q.value)
+    return value
 
 
 def q_as_float(q: Quantity) -> float:
@@ -63,14 +65,17 @@ def q_as_float(q: Quantity) -> float:
         return math.inf if q.value > 0 else -math.inf
 
 
+def _as_quantity(other: Quantity | int) -> Quantity:
+    # Kubernetes: add(int) adds resource.NewQuantity(int, DecimalSI)
+    return other if isinstance(other, Quantity) else Quantity(Fraction(other), DECIMAL_SI, None, (other, 0))
+
+
 def q_add(q: Quantity, other: Quantity | int) -> Quantity:
-    o = other.value if isinstance(other, Quantity) else Fraction(other)
-    return Quantity(q.value + o, q.format)
+    return q.go_add(_as_quantity(other))
 
 
 def q_sub(q: Quantity, other: Quantity | int) -> Quantity:
-    o = other.value if isinstance(other, Quantity) else Fraction(other)
-    return Quantity(q.value - o, q.format)
+    return q.go_add(_as_quantity(other).go_neg())
 
 
 # -- semver ---------------------------------------------------------------------------------------
@@ -301,6 +306,14 @@ def list_sort(items: list[Any]) -> list[Any]:
     import functools
 
     return sorted(items, key=functools.cmp_to_key(_cmp))
+
+
+def sort_by_keys(items: list[Any], keys: list[Any]) -> list[Any]:
+    """sortBy(): items in the (stable) order of their keys."""
+    import functools
+
+    order = sorted(range(len(items)), key=functools.cmp_to_key(lambda i, j: _cmp(keys[i], keys[j])))
+    return [items[i] for i in order]
 
 
 def list_slice(items: list[Any], start: int, end: int) -> list[Any]:
