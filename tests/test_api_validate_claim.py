@@ -81,6 +81,23 @@ def test_cel_length_limit() -> None:
     assert "selectors[0].cel: Required value" in one(claim([exact(selectors=[{}])]))
 
 
+def test_cel_estimated_cost_limit() -> None:
+    """A new selector whose estimated worst-case cost is above 1,000,000 is refused."""
+    nested = "lists.range({0}).all(x, lists.range({0}).all(y, true))"
+    too_complex = [{"cel": {"expression": nested.format(1000)}}]  # Kubernetes estimates 4,016,012
+    assert one(claim([exact(selectors=too_complex)])) == (
+        "ResourceClaim/c: spec.devices.requests[0].exactly.selectors[0].cel.expression: "
+        "Forbidden: too complex, exceeds cost limit")
+    assert messages(claim([exact(selectors=[{"cel": {"expression": nested.format(100)}}])])) == []  # 41,612
+    cls = {"apiVersion": V1, "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"},
+           "spec": {"selectors": [{"cel": {"expression": "true"}}] + too_complex}}
+    assert one(cls) == ("DeviceClass/gpu.example.com: spec.selectors[1].cel.expression: "
+                        "Forbidden: too complex, exceeds cost limit")
+    sub = {"name": "s", "deviceClassName": "x", "selectors": too_complex}
+    assert one(claim([first(subs=[sub])])).endswith(
+        "firstAvailable[0].selectors[0].cel.expression: Forbidden: too complex, exceeds cost limit")
+
+
 def test_constraint_references() -> None:
     reqs = [first("gpu"), exact("nic", deviceClassName="nic.example.com")]
     ok = claim(reqs, constraints=[{"requests": ["gpu/big", "nic"], "matchAttribute":

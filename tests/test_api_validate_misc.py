@@ -160,6 +160,25 @@ def test_cel_compiler_bugs_do_not_become_problems(monkeypatch: pytest.MonkeyPatc
     assert messages(claim([exact(selectors=[{"cel": {"expression": "true"}}])])) == []
 
 
+def test_cel_cost_estimate_against_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(VALIDATE_MODULE, "load_cel_compiler", lambda: lambda *_a, **_k: None)
+    for cost, problems in ((1_000_000, 0), (1_000_001, 1)):
+        monkeypatch.setattr(VALIDATE_MODULE, "load_cel_cost_estimator", lambda c=cost: lambda *_a, **_k: c)
+        found = messages(claim([exact(selectors=[{"cel": {"expression": "true"}}])]))
+        assert len(found) == problems
+    assert found[0].endswith("selectors[0].cel.expression: Forbidden: too complex, exceeds cost limit")
+
+
+def test_cel_cost_estimator_bugs_do_not_become_problems(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_a: object, **_k: object) -> int:
+        raise RuntimeError("bug")
+    monkeypatch.setattr(VALIDATE_MODULE, "load_cel_cost_estimator", lambda: broken)
+    assert messages(claim([exact(selectors=[{"cel": {"expression": "true"}}])])) == []
+    monkeypatch.setattr(VALIDATE_MODULE, "load_cel_cost_estimator", lambda: None)
+    nested = "lists.range(1000).all(x, lists.range(1000).all(y, true))"
+    assert messages(claim([exact(selectors=[{"cel": {"expression": nested}}])])) == []
+
+
 def test_cel_cost_error_maps_to_api_text(monkeypatch: pytest.MonkeyPatch) -> None:
     class CelError(Exception):
         pass

@@ -9,7 +9,7 @@ from typing import Any
 
 from labkit.api.features import FEATURE_DEFAULTS, MATURITY
 
-__all__ = ["Context", "load_cel_compiler"]
+__all__ = ["Context", "load_cel_compiler", "load_cel_cost_estimator"]
 
 
 def load_cel_compiler() -> Callable[..., Any] | None:
@@ -21,11 +21,22 @@ def load_cel_compiler() -> Callable[..., Any] | None:
     return getattr(module, "compile_selector", None)
 
 
+def load_cel_cost_estimator() -> Callable[..., int] | None:
+    """``labkit.cel.estimate_max_cost`` if available, else None (estimated-cost check skipped)."""
+    try:
+        module = importlib.import_module("labkit.cel")
+    except ImportError:
+        return None
+    return getattr(module, "estimate_max_cost", None)
+
+
 @dataclass
 class Context:
     version: str
     gates: dict[str, bool]
     cel_compile: Callable[..., Any] | None = None
+    #: a selector's estimated worst-case cost (Kubernetes refuses new ones above 1,000,000)
+    cel_max_cost: Callable[..., int] | None = None
     #: namespaces present in the input, name -> labels (for the admin-access rule)
     namespaces: dict[str, dict] = field(default_factory=dict)
 

@@ -25,6 +25,8 @@ MAX_ALLOCATION_CONFIG = 64
 MAX_RESERVED_FOR = 256
 MAX_DEVICE_CONDITIONS = 8
 CEL_MAX_LENGTH = 10 * 1024
+#: resource.CELSelectorExpressionMaxCost: the largest estimated cost of a new selector
+CEL_MAX_COST = 1_000_000
 OPAQUE_MAX_BYTES = 10 * 1024
 EFFECTS = ["NoExecute", "NoSchedule", "None"]
 _FLAT_V1BETA1 = ("deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations")
@@ -56,8 +58,8 @@ def gate(sink: Sink, ctx: Context, path: str, name: str) -> bool:
 
 
 def check_cel(sink: Sink, ctx: Context, path: str, expression: Any, *, selector: bool = True) -> None:
-    """Length limit, and compile errors for selectors (``selector=False``: length only, e.g. the
-    value expressions of derived attributes, which labkit.cel cannot compile)."""
+    """Length limit, compile errors and the estimated-cost limit for selectors (``selector=False``:
+    length only, e.g. the value expressions of derived attributes, which labkit.cel cannot compile)."""
     if not isinstance(expression, str) or expression == "":
         if expression is None or expression == "":
             sink.required(path)
@@ -67,10 +69,10 @@ def check_cel(sink: Sink, ctx: Context, path: str, expression: Any, *, selector:
         return
     if ctx.cel_compile is None or not selector:
         return
+    gates = {"consumable_capacity": ctx.on("DRAConsumableCapacity"),
+             "list_type_attributes": ctx.on("DRAListTypeAttributes")}
     try:
-        ctx.cel_compile(expression,
-                        consumable_capacity=ctx.on("DRAConsumableCapacity"),
-                        list_type_attributes=ctx.on("DRAListTypeAttributes"))
+        ctx.cel_compile(expression, **gates)
     except Exception as exc:  # noqa: BLE001 - only the CEL package's own errors count
         if not any(c.__name__ == "CelError" for c in type(exc).__mro__):
             return  # a bug in the compiler must not make a manifest invalid
@@ -80,6 +82,15 @@ def check_cel(sink: Sink, ctx: Context, path: str, expression: Any, *, selector:
             sink.forbidden(path, "too complex, exceeds cost limit")
         else:
             sink.invalid(path, expression, message + (f" (fix: {hint})" if hint else ""))
+        return
+    if ctx.cel_max_cost is None:
+        return
+    try:
+        cost = ctx.cel_max_cost(expression, **gates)
+    except Exception:  # noqa: BLE001 - a bug in the estimator must not make a manifest invalid
+        return
+    if isinstance(cost, int) and cost > CEL_MAX_COST:
+        sink.forbidden(path, "too complex, exceeds cost limit")
 
 
 def check_selectors(sink: Sink, ctx: Context, path: str, selectors: Any) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from labkit.api import features
-from labkit.api.context import Context, load_cel_compiler
+from labkit.api.context import Context, load_cel_compiler, load_cel_cost_estimator
 from labkit.api.legacy import check_legacy
 from labkit.api.problem import Problem, Sink, as_dict, show
 from labkit.api.rules_claim import check_claim_spec, check_claim_status, check_device_class_spec
@@ -58,7 +58,8 @@ def validate(objs: dict | Iterable[dict], *, kubernetes_version: str = features.
     version = features.normalize_version(kubernetes_version)
     gates, _warnings = features.resolve_gates(version, feature_gates)
     items = [objs] if isinstance(objs, dict) else list(objs)
-    ctx = Context(version=version, gates=gates, cel_compile=load_cel_compiler())
+    ctx = Context(version=version, gates=gates, cel_compile=load_cel_compiler(),
+                  cel_max_cost=load_cel_cost_estimator())
     for obj in [*existing, *items]:
         if isinstance(obj, dict) and obj.get("kind") == "Namespace" and obj.get("apiVersion") == "v1" \
                 and isinstance(obj.get("metadata"), dict):

@@ -5,6 +5,7 @@
 True
 """
 
+from labkit.cel.cost import estimate_max_cost
 from labkit.cel.device import DeviceInput, device_input
 from labkit.cel.errors import CelCompileError, CelError, CelRuntimeError
 from labkit.cel.facade import COST_LIMIT, DEFAULT_ENGINE, ENGINE_LIMITS, ENGINES, Program, compile_selector
@@ -24,5 +25,6 @@ __all__ = [
     "SemverError",
     "compile_selector",
     "device_input",
+    "estimate_max_cost",
     "parse_semver",
 ]
