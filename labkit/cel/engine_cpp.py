@@ -244,10 +244,14 @@ def _only_cross_numeric(text: str) -> bool:
     return bool(errors)
 
 
+_BUDGET = "Iteration budget exceeded"
+_COST_LIMIT_TEXT = "operation cancelled: actual cost limit exceeded"
+
+
 def _aborted(text: str) -> CelRuntimeError:
-    if "Iteration budget exceeded" in text:
+    if _BUDGET in text:
         return CelRuntimeError(
-            "operation cancelled: actual cost limit exceeded",
+            _COST_LIMIT_TEXT,
             "cel-expr-python stops after 10,000 comprehension iterations per evaluation; "
             "Kubernetes allows a cost of 1,000,000, so it may still accept this selector",
         )
@@ -324,7 +328,8 @@ def _sort_by_error(expr: str, text: str) -> str:
 class CppProgram:
     """A compiled selector for cel-expr-python."""
 
-    __slots__ = ("expr", "_env", "_prog", "_domains", "_env_key", "_keys", "_unchecked", "evaluate")
+    __slots__ = ("expr", "_env", "_prog", "_domains", "_env_key", "_keys", "_unchecked", "evaluate",
+                 "_over_budget")
 
     def __init__(self, expr: str, consumable_capacity: bool, list_type_attributes: bool) -> None:
         self.expr = expr
@@ -353,6 +358,7 @@ class CppProgram:
         self._domains = domain_candidates(expr)
         self._keys: dict[tuple, tuple] = {}
         self.evaluate = self._evaluate
+        self._over_budget: Callable[[DeviceInput], bool] | None = None
         if _INTEGER_VIEW.search(expr):
             self._use_go_quantity_form(expr, consumable_capacity, list_type_attributes)
 
@@ -365,6 +371,40 @@ class CppProgram:
 
         with contextlib.suppress(CelCompileError):
             self.evaluate = CelpyProgram(expr, consumable_capacity, list_type_attributes).evaluate
+
+    def _beyond_budget(self, dev: DeviceInput) -> bool:
+        """cel-cpp gave up after 10,000 comprehension iterations; Kubernetes stops at a cost of
+        1,000,000. If Kubernetes' estimated worst-case cost is within that, its evaluation can
+        never hit the limit, so the result is computed by the cel-python engine instead (no
+        budget). Above it, Kubernetes' limit error is reported (it may in fact finish early)."""
+        fallback = self._over_budget
+        if fallback is None:
+            fallback = self._over_budget = self._budget_fallback()
+        return fallback(dev)
+
+    def _budget_fallback(self) -> Callable[[DeviceInput], bool]:
+        from labkit.cel.cost import COST_LIMIT, estimate_max_cost
+        from labkit.cel.engine_celpy import CelpyProgram
+
+        cc, lt = self._env_key
+        try:
+            cost: int | None = estimate_max_cost(self.expr, consumable_capacity=cc, list_type_attributes=lt)
+        except Exception:  # noqa: BLE001 - no estimate: keep the plain limit error
+            cost = None
+        if cost is not None and cost <= COST_LIMIT:
+            with contextlib.suppress(CelCompileError):
+                return CelpyProgram(self.expr, cc, lt).evaluate
+
+        def over(dev: DeviceInput) -> bool:
+            if cost is None or cost <= COST_LIMIT:
+                raise _aborted(_BUDGET)
+            raise CelRuntimeError(
+                _COST_LIMIT_TEXT,
+                f"Kubernetes estimates this selector's cost at up to {cost:,} (limit {COST_LIMIT:,}); "
+                "nest fewer comprehensions or iterate over smaller lists",
+            )
+
+        return over
 
     def _compile_net_strings(self, text: str) -> Any:
         """Compile; ``string(<IP or CIDR>)`` calls the checker rejects are renamed and retried.
@@ -438,6 +478,8 @@ class CppProgram:
         try:
             value = self._prog.eval(self._activation(dev))
         except RuntimeError as exc:  # cel-cpp aborts evaluation (iteration budget, internal errors)
+            if _BUDGET in str(exc):
+                return self._beyond_budget(dev)
             raise _aborted(str(exc)) from None
         result = value.value()
         if result is True or result is False:
