@@ -305,6 +305,13 @@ ROWS: list[Row] = [
         note="fraction digits, binary fractions and >= 1Pi leave Go's int64 fast path"),
     Row('quantity("1000m").add(1).isInteger() || quantity("1500m").add(quantity("500m")).isInteger()', False),
     Row('quantity("1").add(quantity("2")).asInteger() == 3 && quantity("1000m") == quantity("1")', True),
+    # --- checks Kubernetes' type checker makes (labkit.cel.typecheck for cel-expr-python) -----------
+    Row('{"a": 1, "b": "x"}.size() == 2', COMPILE, note="map values must share a type"),
+    Row('[1, dyn(2.0)].size() == 2', COMPILE, note="expected type 'int' but found 'dyn'"),
+    Row(f'[{A}.productName, "a"].size() == 2', COMPILE, note="an attribute value is 'dyn' (stored view)"),
+    Row('[[], [1]].size() == 2 && [optional.of(1), optional.none()].size() == 2', True, UNSUPPORTED),
+    Row('[1, 2].indexOf(1.0) == 0', COMPILE),
+    Row('["a"].indexOf(dyn(1)) == -1', True),
     # --- IP / CIDR error texts ------------------------------------------------------------------------
     Row('string(cidr("10.0.0.1/8")) == "10.0.0.1/8" && [ip("1.2.3.4")].map(x, string(x)) == ["1.2.3.4"]', True),
     Row('ip("::ffff:1.2.3.4") == ip("1.2.3.4")', RUNTIME, note="IPv4-mapped IPv6 address is not allowed"),
@@ -323,14 +330,16 @@ _COMMON = {
 KNOWN_DEVIATIONS: dict[str, dict[str, str]] = {
     "cel-expr-python": {
         **_COMMON,
-        '[1, 2.0].size() == 2': "cel-cpp accepts mixed list literals",
-        '["a"].indexOf(1) == 0': "list indexOf is declared list(dyn), dyn in cel-expr-python",
     },
     "cel-python": {
         **_COMMON,
         f'{A}.productName + 1 == "x"': "no type inference: the mismatch only shows at run time",
         '[1, 2.0].size() == 2': "no type checker",
         '["a"].indexOf(1) == 0': "no type checker",
+        '[1, 2].indexOf(1.0) == 0': "no type checker (and 1 == 1.0 in cel-python)",
+        '{"a": 1, "b": "x"}.size() == 2': "no type checker",
+        '[1, dyn(2.0)].size() == 2': "no type checker",
+        f'[{A}.productName, "a"].size() == 2': "no type checker",
         # celpy would run 1,000,000 iterations in Python (minutes) before failing: not run
         'lists.range(1000).all(x, lists.range(1000).all(y, true))': "norun: cel-python enforces no cost limit",
         # right answer, but celpy evaluates both sides of || : a million iterations in Python (30 s)

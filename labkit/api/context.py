@@ -13,12 +13,13 @@ __all__ = ["Context", "load_cel_compiler", "load_cel_cost_estimator"]
 
 
 def load_cel_compiler() -> Callable[..., Any] | None:
-    """``labkit.cel.compile_selector`` if that module is there, else None (CEL checks skipped)."""
+    """``labkit.cel.compile_new_selector`` (the API server's view of a new selector) if that module
+    is there, else None (CEL checks skipped)."""
     try:
         module = importlib.import_module("labkit.cel")
     except ImportError:
         return None
-    return getattr(module, "compile_selector", None)
+    return getattr(module, "compile_new_selector", None) or getattr(module, "compile_selector", None)
 
 
 def load_cel_cost_estimator() -> Callable[..., int] | None:

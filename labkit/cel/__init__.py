@@ -8,7 +8,15 @@ True
 from labkit.cel.cost import estimate_max_cost
 from labkit.cel.device import DeviceInput, device_input
 from labkit.cel.errors import CelCompileError, CelError, CelRuntimeError
-from labkit.cel.facade import COST_LIMIT, DEFAULT_ENGINE, ENGINE_LIMITS, ENGINES, Program, compile_selector
+from labkit.cel.facade import (
+    COST_LIMIT,
+    DEFAULT_ENGINE,
+    ENGINE_LIMITS,
+    ENGINES,
+    Program,
+    compile_new_selector,
+    compile_selector,
+)
 from labkit.cel.semver import Semver, SemverError, parse_semver
 
 __all__ = [
@@ -23,6 +31,7 @@ __all__ = [
     "Program",
     "Semver",
     "SemverError",
+    "compile_new_selector",
     "compile_selector",
     "device_input",
     "estimate_max_cost",

@@ -331,7 +331,9 @@ class CppProgram:
     __slots__ = ("expr", "_env", "_prog", "_domains", "_env_key", "_keys", "_unchecked", "evaluate",
                  "_over_budget")
 
-    def __init__(self, expr: str, consumable_capacity: bool, list_type_attributes: bool) -> None:
+    def __init__(self, expr: str, consumable_capacity: bool, list_type_attributes: bool,
+                 new_expression: bool = False) -> None:
+        """``new_expression``: the API server's view of a selector it has not stored before."""
         self.expr = expr
         self._env_key = (consumable_capacity, list_type_attributes)
         self._env = _env(consumable_capacity, list_type_attributes)
@@ -349,6 +351,8 @@ class CppProgram:
                 raise compile_error_from_text(expr, text) from None
             self._prog = self._env.compile(checked_text, disable_check=True)
             self._unchecked = True
+        if not self._unchecked:
+            self._kubernetes_checks(expr, checked_text, new_expression=new_expression)
         rtype = go_type_name(self._prog.return_type().name())
         if rtype not in ("bool", "dyn"):
             raise CelCompileError(
@@ -371,6 +375,28 @@ class CppProgram:
 
         with contextlib.suppress(CelCompileError):
             self.evaluate = CelpyProgram(expr, consumable_capacity, list_type_attributes).evaluate
+
+    def _kubernetes_checks(self, expr: str, checked_text: str, *, new_expression: bool = False) -> None:
+        """Type errors Kubernetes' checker reports and cel-cpp's does not (see labkit.cel.typecheck).
+
+        ``new_expression``: also the API server's rules for new expressions (only differs with
+        DRAListTypeAttributes off)."""
+        from labkit.cel._checked import decode
+        from labkit.cel.typecheck import kubernetes_type_errors
+
+        strict = new_expression and not self._env_key[1]
+        try:
+            errors = kubernetes_type_errors(decode(self._prog.serialize()), new_expression_without_list_types=strict)
+        except Exception:  # noqa: BLE001 - an AST labkit cannot read: keep cel-cpp's verdict
+            return
+        if not errors:
+            return
+        lines = []
+        for offset, message in errors:
+            line = checked_text.count("\n", 0, offset) + 1
+            col = offset - (checked_text.rfind("\n", 0, offset) + 1) + 1
+            lines.append(f"ERROR: <input>:{line}:{col}: {message}")
+        raise compile_error_from_text(expr, "INVALID_ARGUMENT: " + "\n".join(lines))
 
     def _beyond_budget(self, dev: DeviceInput) -> bool:
         """cel-cpp gave up after 10,000 comprehension iterations; Kubernetes stops at a cost of

@@ -25,7 +25,8 @@ from labkit.cel.errors import CelCompileError
 from labkit.cel.literals import strip_strings
 from labkit.cel.regexcheck import check_constant_patterns
 
-__all__ = ["COST_LIMIT", "DEFAULT_ENGINE", "ENGINES", "ENGINE_LIMITS", "Program", "compile_selector"]
+__all__ = ["COST_LIMIT", "DEFAULT_ENGINE", "ENGINES", "ENGINE_LIMITS", "Program", "compile_new_selector",
+           "compile_selector"]
 
 DEFAULT_ENGINE = "cel-expr-python"
 ENGINES = ("cel-expr-python", "cel-python")
@@ -111,8 +112,24 @@ def compile_selector(
     return _compile(expr, engine or DEFAULT_ENGINE, bool(consumable_capacity), bool(list_type_attributes))
 
 
+def compile_new_selector(
+    expr: str,
+    *,
+    engine: str | None = None,
+    consumable_capacity: bool = True,
+    list_type_attributes: bool = False,
+) -> Program:
+    """``compile_selector`` as the API server checks a selector it has not stored before.
+
+    The only difference from the scheduler's view: with DRAListTypeAttributes off an attribute
+    value is typed ``any`` (no comprehension over it, literal type messages say 'any').
+    """
+    return _compile(expr, engine or DEFAULT_ENGINE, bool(consumable_capacity), bool(list_type_attributes), True)
+
+
 @lru_cache(maxsize=256)
-def _compile(expr: str, engine: str, consumable_capacity: bool, list_type_attributes: bool) -> Program:
+def _compile(expr: str, engine: str, consumable_capacity: bool, list_type_attributes: bool,
+             new_expression: bool = False) -> Program:
     _precheck(expr)
     if engine not in ENGINES:
         raise CelCompileError(f"unknown CEL engine {engine!r}", f"use one of: {', '.join(ENGINES)}")
@@ -120,9 +137,12 @@ def _compile(expr: str, engine: str, consumable_capacity: bool, list_type_attrib
         if engine == "cel-expr-python":
             from labkit.cel.engine_cpp import CppProgram
 
-            impl: object = CppProgram(expr, consumable_capacity, list_type_attributes)
+            impl: object = CppProgram(expr, consumable_capacity, list_type_attributes, new_expression)
         else:
             from labkit.cel.engine_celpy import CelpyProgram
+
+            if new_expression and not list_type_attributes:  # the API server's typing rules
+                _compile(expr, "cel-expr-python", consumable_capacity, list_type_attributes, True)
 
             impl = CelpyProgram(expr, consumable_capacity, list_type_attributes)
     except CelCompileError:
