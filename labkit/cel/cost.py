@@ -454,7 +454,10 @@ class Coster:
         if k == "struct":
             return sum((self.cost(v) for _k, v in e.entries), ZERO) + fixed(STRUCT_CREATE)
         if k == "comprehension":
-            return self.cost_bind(e) if _is_bind(e) else self.cost_comprehension(e)
+            if _is_bind(e):
+                expanded = _cel_go_map_transform(e)
+                return self.cost(expanded) if expanded is not None else self.cost_bind(e)
+            return self.cost_comprehension(e)
         return ZERO
 
     def cost_ident(self, e: Expr) -> Est:
@@ -555,6 +558,8 @@ class Coster:
     def cost_call(self, e: Expr) -> Est:
         if _is_presence_marker(e):
             return ONE  # has(device.x): Kubernetes counts the `device` identifier only
+        if e.name == MAP_INSERT:  # in cel-go's transformMap expansion: 1 plus its arguments
+            return sum((self.cost(a) for a in e.args), ONE)
         if e.name == "dyn" and len(e.args) == 1 and e.operand is None:
             arg = e.args[0]
             total = self.cost(arg) + ONE
@@ -810,6 +815,60 @@ def _uint_literal(n: Node, default: int) -> int:
     if e is None or e.kind != "const" or e.const_type != "int":
         return default
     return max(int(e.value), 0)  # type: ignore[call-overload]
+
+
+MAP_INSERT = "cel.@mapInsert"
+_SYNTHETIC_IDS = iter(range(-1, -(2**62), -1))
+
+
+def _synthetic(**fields: object) -> Expr:
+    return Expr(id=next(_SYNTHETIC_IDS), **fields)  # type: ignore[arg-type]
+
+
+def _appended_item(step: Expr | None) -> tuple[Expr | None, Expr | None]:
+    """(filter, item) of a transformList loop step ``[c ? ] @result + [item] [: @result]``."""
+    cond = None
+    if step is not None and step.kind == "call" and step.name == "_?_:_" and len(step.args) == 3:
+        cond, step = step.args[0], step.args[1]
+    if (step is None or step.kind != "call" or step.name != "_+_" or len(step.args) != 2
+            or step.args[1].kind != "list" or len(step.args[1].args) != 1):
+        return None, None
+    return cond, step.args[1].args[0]
+
+
+def _cel_go_map_transform(e: Expr) -> Expr | None:
+    """labkit runs ``R.transformMap(k, v, [c,] f)`` as ``cel.bind(V, R, zip(V.transformList(k, v,
+    [c,] k), V.transformList(k, v, [c,] f)))`` (and transformMapEntry as a merge of one
+    transformList); this rebuilds cel-go's single comprehension, which inserts into a map, so
+    that the cost is Kubernetes'. None for any other bind."""
+    from labkit.cel.engine_cpp import MERGE_ENTRIES, ZIP_MAP
+
+    body, rng = e.result, e.accu_init
+    if body is None or rng is None or body.kind != "call" or body.name not in (ZIP_MAP, MERGE_ENTRIES):
+        return None
+    passes = body.args
+    if not passes or any(p.kind != "comprehension" or not p.iter_var2 for p in passes):
+        return None
+    cond, item = _appended_item(passes[-1].loop_step)
+    if item is None:
+        return None
+    accu = passes[-1].accu_var
+
+    def result() -> Expr:
+        return _synthetic(kind="ident", name=accu)
+
+    if body.name == ZIP_MAP:
+        key = _synthetic(kind="ident", name=passes[-1].iter_var)
+        insert_args = [result(), key, item]
+    else:
+        insert_args = [result(), item]
+    step = _synthetic(kind="call", name=MAP_INSERT, args=insert_args)
+    if cond is not None:
+        step = _synthetic(kind="call", name="_?_:_", args=[cond, step, result()])
+    return _synthetic(kind="comprehension", iter_range=rng, iter_var=passes[-1].iter_var,
+                      iter_var2=passes[-1].iter_var2, accu_var=accu, accu_init=_synthetic(kind="map"),
+                      loop_condition=_synthetic(kind="const", value=True, const_type="bool"),
+                      loop_step=step, result=result())
 
 
 def _is_bind(e: Expr) -> bool:

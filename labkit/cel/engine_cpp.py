@@ -28,6 +28,7 @@ from labkit.cel.typenames import go_type_name, runtime_non_bool
 NAME = "cel-expr-python"
 SORT_BY_KEYS = "labkit_sortByAssociatedKeys"
 NET_STRING = "labkit_net_string"
+ZIP_MAP, MERGE_ENTRIES = "labkit_zip_map", "labkit_merge_map_entries"
 _NET_STRING = re.compile(r"<input>:(\d+):(\d+): found no matching overload for 'string' applied to '\(net\.(?:IP|CIDR)\)'")
 
 T = cel.Type
@@ -165,6 +166,10 @@ def _declarations(list_type_attributes: bool) -> tuple[list[Any], list[Any]]:
                       _ov("list_flatten_int", LIST_DYN, [LIST_DYN, T.INT], True, k8slib.list_flatten)]),
         F("distinct", [_ov("list_distinct", LIST_DYN, [LIST_DYN], True, k8slib.list_distinct)]),
         F("reverse", [_ov("list_reverse", LIST_DYN, [LIST_DYN], True, k8slib.list_reverse)]),
+        # targets of the transformMap()/transformMapEntry() rewrites
+        F(ZIP_MAP, [_ov("labkit_zip_map", T.Map(T.DYN, T.DYN), [LIST_DYN, LIST_DYN], False, k8slib.zip_map)]),
+        F(MERGE_ENTRIES, [_ov("labkit_merge_map_entries", T.Map(T.DYN, T.DYN), [LIST_DYN], False,
+                              k8slib.merge_map_entries)]),
         # target of the sortBy() rewrite (Kubernetes: @sortByAssociatedKeys), keys of one orderable type
         F(SORT_BY_KEYS, [_ov(f"list_sort_by_{t}_keys", LIST_DYN, [LIST_DYN, T.List(ty)], True,
                              k8slib.sort_by_keys if i == 0 else None)
@@ -282,33 +287,67 @@ def _rewrite_device_presence(expr: str, consumable_capacity: bool) -> str:
 
 
 _SORT_BY = re.compile(r"\.\s*sortBy\s*\(")
+_EXPANDED_MACROS = re.compile(r"\.\s*(sortBy|transformMap|transformMapEntry)\s*\(")
 
 
-def _rewrite_sort_by(expr: str) -> str:
-    """``R.sortBy(x, key)`` -> ``cel.bind(v, R, v.<sort by keys>(v.map(x, key)))``: cel-go's expansion.
+def _expand_sort_by(v: str, args: list[str]) -> str | None:
+    """cel-go: ``cel.bind(v, R, v.@sortByAssociatedKeys(v.map(x, key)))``."""
+    if len(args) != 2:
+        return None
+    return f"{v}.{SORT_BY_KEYS}({v}.map({args[0]}, {args[1]}))"
 
-    cel-cpp has sortBy only in its own lists extension, whose other functions behave unlike
-    Kubernetes'; so the macro is expanded here, as text, like cel-go expands it.
+
+def _expand_transform_map(v: str, args: list[str]) -> str | None:
+    """keys and values from two transformList passes over the same value, zipped into a map."""
+    if len(args) not in (3, 4):
+        return None
+    head = ", ".join(args[:-1])
+    return f"{ZIP_MAP}({v}.transformList({head}, {args[0]}), {v}.transformList({head}, {args[-1]}))"
+
+
+def _expand_transform_map_entry(v: str, args: list[str]) -> str | None:
+    """the entry maps from one transformList pass, merged (a repeated key is an error, as in Go)."""
+    if len(args) not in (3, 4):
+        return None
+    return f"{MERGE_ENTRIES}({v}.transformList({', '.join(args)}))"
+
+
+_EXPANSIONS = {
+    "sortBy": (_expand_sort_by, "list.sortBy(x, <key of x>)"),
+    "transformMap": (_expand_transform_map, "m.transformMap(k, v, [<filter>,] <value>)"),
+    "transformMapEntry": (_expand_transform_map_entry, "m.transformMapEntry(k, v, [<filter>,] {<key>: <value>})"),
+}
+
+
+def _rewrite_macros(expr: str) -> str:
+    """Expand, as text, the macros cel-cpp cannot run for labkit, the way cel-go expands them:
+
+    * ``sortBy``: cel-cpp has it only in its own lists extension, whose other functions behave
+      unlike Kubernetes';
+    * ``transformMap`` / ``transformMapEntry``: cel-cpp's expansion needs an internal
+      ``cel.@mapInsert`` it does not bind from Python.
+
+    The receiver is bound once with ``cel.bind``.
     """
     from labkit.cel.celpy_check import _receiver_start, _split_call, _string_spans
 
     n = 0
     while True:
         spans = _string_spans(expr)
-        m = next((m for m in _SORT_BY.finditer(expr) if not any(a <= m.start() < b for a, b in spans)), None)
+        m = next((m for m in _EXPANDED_MACROS.finditer(expr) if not any(a <= m.start() < b for a, b in spans)),
+                 None)
         if m is None:
             return expr
+        expand, usage = _EXPANSIONS[m.group(1)]
         split = _split_call(expr, m.end() - 1, spans)
         start = _receiver_start(expr, m.start(), spans)
-        if split is None or len(split[0]) != 2 or start >= m.start():
-            raise CelCompileError("compilation failed: sortBy() needs a list receiver and (variable, key expression)",
-                                  "write list.sortBy(x, <key of x>)")
-        (var, key), end = split
-        v = f"__labkit_sortBy{n}__"
+        v = f"__labkit_{m.group(1)}{n}__"
+        body = expand(v, [a.strip() for a in split[0]]) if split and start < m.start() else None
+        if body is None or split is None:
+            raise CelCompileError(f"compilation failed: {m.group(1)}() needs a receiver and the right arguments",
+                                  f"write {usage}")
         n += 1
-        receiver = expr[start : m.start()]
-        expr = (f"{expr[:start]}cel.bind({v}, {receiver}, {v}.{SORT_BY_KEYS}({v}.map({var.strip()}, {key.strip()})))"
-                f"{expr[end:]}")
+        expr = f"{expr[:start]}cel.bind({v}, {expr[start:m.start()]}, {body}){expr[split[1]:]}"
 
 
 _SORT_BY_ERROR = re.compile(r"<input>:(\d+):(\d+): found no matching overload for '"
@@ -339,8 +378,8 @@ class CppProgram:
         self._env = _env(consumable_capacity, list_type_attributes)
         self._unchecked = False
         checked_text = _rewrite_device_presence(expr, consumable_capacity) if "has" in expr else expr
-        if "sortBy" in checked_text:
-            checked_text = _rewrite_sort_by(checked_text)
+        if _EXPANDED_MACROS.search(checked_text):
+            checked_text = _rewrite_macros(checked_text)
         try:
             self._prog = self._compile_net_strings(checked_text)
         except RuntimeError as exc:

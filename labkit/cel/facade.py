@@ -78,10 +78,6 @@ def _precheck(expr: str) -> None:
 
 
 _NOT_IMPLEMENTED = [
-    (re.compile(r"\.\s*(transformMap|transformMapEntry)\s*\("),
-     "{0}() is not supported by labkit yet (cel-cpp cannot build maps in two-variable comprehensions "
-     "from Python)",
-     "build a list with transformList(i, v, ...) or test the entries with all(k, v, ...)/exists(k, v, ...)"),
     (re.compile(r"(?<![.\w])(format)\s*\.\s*\w+\s*\("),
      "the Kubernetes format library (format.dns1123Label() ...) is not supported by labkit yet",
      "check the value with matches() and a regular expression"),

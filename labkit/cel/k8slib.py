@@ -308,6 +308,28 @@ def list_sort(items: list[Any]) -> list[Any]:
     return sorted(items, key=functools.cmp_to_key(_cmp))
 
 
+def _insert_key_text(key: Any) -> str:
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return str(key)
+
+
+def zip_map(keys: list[Any], values: list[Any]) -> dict[Any, Any]:
+    """transformMap(): the map from the i-th key to the i-th value."""
+    return dict(zip(keys, values, strict=True))
+
+
+def merge_map_entries(entries: list[dict[Any, Any]]) -> dict[Any, Any]:
+    """transformMapEntry(): one map from the entry maps; a key seen twice is Go's insert error."""
+    out: dict[Any, Any] = {}
+    for entry in entries:
+        for key, value in entry.items():
+            if key in out:
+                raise LibError(f"insert failed: key {_insert_key_text(key)} already exists")
+            out[key] = value
+    return out
+
+
 def sort_by_keys(items: list[Any], keys: list[Any]) -> list[Any]:
     """sortBy(): items in the (stable) order of their keys."""
     import functools
