@@ -19,6 +19,7 @@ from labkit.cel.semver import Semver, parse_semver
 
 FIELD = "labkitValue"
 QUANTITY, SEMVER, URL = "kubernetes.Quantity", "kubernetes.Semver", "kubernetes.URL"
+NAMED_FORMAT = "kubernetes.NamedFormat"
 IP, CIDR = "net.IP", "net.CIDR"
 
 
@@ -26,7 +27,7 @@ def _build_pool() -> descriptor_pool.DescriptorPool:
     fdp = descriptor_pb2.FileDescriptorProto(
         name="labkit/cel/kubernetes_types.proto", package="kubernetes", syntax="proto3"
     )
-    for name in ("Quantity", "Semver", "URL"):
+    for name in ("Quantity", "Semver", "URL", "NamedFormat"):
         msg = fdp.message_type.add(name=name)
         msg.field.add(
             name=FIELD,
@@ -53,6 +54,7 @@ POOL = _build_pool()
 QuantityMsg: Any = message_factory.GetMessageClass(POOL.FindMessageTypeByName(QUANTITY))
 SemverMsg: Any = message_factory.GetMessageClass(POOL.FindMessageTypeByName(SEMVER))
 UrlMsg: Any = message_factory.GetMessageClass(POOL.FindMessageTypeByName(URL))
+FormatMsg: Any = message_factory.GetMessageClass(POOL.FindMessageTypeByName(NAMED_FORMAT))
 IpMsg: Any = message_factory.GetMessageClass(POOL.FindMessageTypeByName(IP))
 CidrMsg: Any = message_factory.GetMessageClass(POOL.FindMessageTypeByName(CIDR))
 

@@ -22,6 +22,7 @@ _UNSUPPORTED = [
     (re.compile(r"\.\s*(orValue|hasValue|value|or)\s*\("), "optional values (orValue/hasValue/value)"),
     (re.compile(r"\.\s*(transformList|transformMap|transformMapEntry)\s*\("), "two-variable comprehensions"),
     (re.compile(r"\.\s*sortBy\s*\("), "the sortBy() macro"),
+    (re.compile(r"(?<![.\w])format\s*\.\s*\w+\s*\("), "the format library (format.dns1123Label() ...)"),
     (re.compile(r"\.\s*(first|last)\s*\(\s*\)"), "first()/last() (they return optional values)"),
 ]
 _NAMESPACED = re.compile(

@@ -110,6 +110,7 @@ def fixed(n: int) -> Est:
 
 
 ZERO, ONE = fixed(0), fixed(1)
+MAX_FORMAT_REGEX = 128  # Kubernetes' MaxNameFormatRegexSize
 UNKNOWN = Est(0, U64)
 
 
@@ -455,6 +456,8 @@ class Coster:
             return sum((self.cost(v) for _k, v in e.entries), ZERO) + fixed(STRUCT_CREATE)
         if k == "comprehension":
             if _is_bind(e):
+                if e.accu_var.startswith(("__labkit_validate", "__labkit_formatName")):
+                    return self.cost_format(e)
                 expanded = _cel_go_map_transform(e)
                 return self.cost(expanded) if expanded is not None else self.cost_bind(e)
             return self.cost_comprehension(e)
@@ -526,6 +529,21 @@ class Coster:
             if e.loop_step is not None:
                 self.set_entry(e, self.entry_of(e.loop_step))
         return total
+
+    def cost_format(self, e: Expr) -> Est:
+        """labkit's text expansions of the format library, priced as Kubernetes' calls:
+        ``R.validate(S)`` = R + S + size(S) * 0.1 * (128 * 0.25); ``format.named(N)`` = N + 1."""
+        assert e.accu_init is not None and e.result is not None
+        if e.accu_var.startswith("__labkit_formatName"):
+            return self.cost(e.accu_init) + ONE
+        inner = e.result
+        call = inner.accu_init if inner.kind == "comprehension" else None
+        if call is None or call.kind != "call" or len(call.args) != 1:
+            return self.cost_bind(e)
+        string = call.args[0]
+        total = self.cost(e.accu_init) + self.cost(string)
+        size = self.size_of(string) or self.path_size(self.path_of(string)) or UNKNOWN
+        return total + size.factor(STRING_FACTOR).factor(MAX_FORMAT_REGEX * REGEX_FACTOR)
 
     def cost_bind(self, e: Expr) -> Est:
         assert e.accu_init is not None and e.result is not None

@@ -17,7 +17,7 @@ from typing import Any
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
-from labkit.cel import _proto, ipcidr, k8slib
+from labkit.cel import _proto, formats, ipcidr, k8slib
 from labkit.cel.device import DeviceInput
 from labkit.cel.diagnose import compile_error_from_text, runtime_error_from_text
 from labkit.cel.errors import CelCompileError, CelRuntimeError
@@ -37,6 +37,20 @@ S = T(_proto.SEMVER)
 U = T(_proto.URL)
 IP = T(_proto.IP)
 CIDR = T(_proto.CIDR)
+NF = T(_proto.NAMED_FORMAT)
+FORMAT_ERRORS, FORMAT_KNOWN, FORMAT_NAMED = "labkit_formatErrors", "labkit_formatKnown", "labkit_formatNamed"
+
+
+def _format_message(name: str) -> Any:
+    return _proto.FormatMsg(labkitValue=name)
+
+
+def _format_constant(name: str) -> Callable[[], Any]:
+    return lambda: _format_message(name)
+
+
+def _format_errors(fmt: str, value: str) -> list[str]:
+    return formats.validate(fmt, value)
 LIST_DYN = T.List(T.DYN)
 
 
@@ -105,6 +119,12 @@ def _declarations(list_type_attributes: bool) -> tuple[list[Any], list[Any]]:
                       _ov("string_find_all_string_int", T.List(T.STRING), [T.STRING, T.STRING, T.INT], True,
                           k8slib.find_all)]),
         F("url", [_ov("string_to_url", U, [T.STRING], False, _proto.url_msg)]),
+        # the format library: format.<name>() values, and the targets of the validate()/named() rewrites
+        *[F(f"format.{name}", [cel.Overload(f"format.{name}", NF, [], False, _format_constant(name))])
+          for name in formats.FORMATS],
+        F(FORMAT_ERRORS, [_ov("labkit_format_errors", T.List(T.STRING), [NF, T.STRING], True, _format_errors)]),
+        F(FORMAT_KNOWN, [_ov("labkit_format_known", T.BOOL, [T.STRING], False, formats.FORMATS.__contains__)]),
+        F(FORMAT_NAMED, [cel.Overload("labkit_format_named", NF, [T.STRING], False, _format_message)]),
         F("isURL", [_ov("is_url_string", T.BOOL, [T.STRING], False, k8slib.is_url)]),
         F("getScheme", [_ov("url_get_scheme", T.STRING, [U], True, k8slib.url_scheme)]),
         F("getHost", [_ov("url_get_host", T.STRING, [U], True, k8slib.url_host)]),
@@ -287,7 +307,7 @@ def _rewrite_device_presence(expr: str, consumable_capacity: bool) -> str:
 
 
 _SORT_BY = re.compile(r"\.\s*sortBy\s*\(")
-_EXPANDED_MACROS = re.compile(r"\.\s*(sortBy|transformMap|transformMapEntry)\s*\(")
+_EXPANDED_MACROS = re.compile(r"\.\s*(sortBy|transformMap|transformMapEntry|validate)\s*\(")
 
 
 def _expand_sort_by(v: str, args: list[str]) -> str | None:
@@ -312,11 +332,42 @@ def _expand_transform_map_entry(v: str, args: list[str]) -> str | None:
     return f"{MERGE_ENTRIES}({v}.transformList({', '.join(args)}))"
 
 
+def _expand_format_validate(v: str, args: list[str]) -> str | None:
+    """``F.validate(s)`` -> optional list of messages (cel-cpp cannot return optionals from Python)."""
+    if len(args) != 1:
+        return None
+    e = f"{v}_errors"
+    return f"cel.bind({e}, {v}.{FORMAT_ERRORS}({args[0]}), {e}.size() == 0 ? optional.none() : optional.of({e}))"
+
+
 _EXPANSIONS = {
+    "validate": (_expand_format_validate, "format.dns1123Label().validate(<string>)"),
     "sortBy": (_expand_sort_by, "list.sortBy(x, <key of x>)"),
     "transformMap": (_expand_transform_map, "m.transformMap(k, v, [<filter>,] <value>)"),
     "transformMapEntry": (_expand_transform_map_entry, "m.transformMapEntry(k, v, [<filter>,] {<key>: <value>})"),
 }
+
+
+_FORMAT_NAMED = re.compile(r"(?<![.\w])format\s*\.\s*named\s*\(")
+
+
+def _rewrite_format_named(expr: str) -> str:
+    """``format.named(n)`` -> ``optional.of(<format n>)`` or ``optional.none()``."""
+    from labkit.cel.celpy_check import _split_call, _string_spans
+
+    n = 0
+    while True:
+        spans = _string_spans(expr)
+        m = next((m for m in _FORMAT_NAMED.finditer(expr) if not any(a <= m.start() < b for a, b in spans)), None)
+        if m is None:
+            return expr
+        split = _split_call(expr, m.end() - 1, spans)
+        if split is None or len(split[0]) != 1:
+            raise CelCompileError("compilation failed: format.named() takes one string", 'write format.named("dns1123Label")')
+        v = f"__labkit_formatName{n}__"
+        n += 1
+        expr = (f"{expr[:m.start()]}cel.bind({v}, {split[0][0].strip()}, {FORMAT_KNOWN}({v}) ? "
+                f"optional.of({FORMAT_NAMED}({v})) : optional.none()){expr[split[1]:]}")
 
 
 def _rewrite_macros(expr: str) -> str:
@@ -378,6 +429,8 @@ class CppProgram:
         self._env = _env(consumable_capacity, list_type_attributes)
         self._unchecked = False
         checked_text = _rewrite_device_presence(expr, consumable_capacity) if "has" in expr else expr
+        if "format" in checked_text and _FORMAT_NAMED.search(checked_text):
+            checked_text = _rewrite_format_named(checked_text)
         if _EXPANDED_MACROS.search(checked_text):
             checked_text = _rewrite_macros(checked_text)
         try:
