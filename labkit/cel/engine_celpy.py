@@ -307,12 +307,24 @@ def _runtime_error(err: CELEvalError) -> CelRuntimeError:
     return CelRuntimeError(str(msg))
 
 
+def _type_check(expr: str, consumable_capacity: bool, list_type_attributes: bool) -> None:
+    """celpy has no type checker: use cel-expr-python's (with labkit's Kubernetes checks) when it is
+    installed, so both engines refuse the same expressions at compile time."""
+    try:
+        from labkit.cel.engine_cpp import CppProgram
+    except ImportError:  # the pure-Python install: keep celpy_check's static checks only
+        return
+    CppProgram(expr, consumable_capacity, list_type_attributes)
+
+
 class CelpyProgram:
     """A compiled selector for cel-python (InterpretedRunner)."""
 
     __slots__ = ("expr", "_runner", "_cc")
 
-    def __init__(self, expr: str, consumable_capacity: bool, list_type_attributes: bool) -> None:
+    def __init__(self, expr: str, consumable_capacity: bool, list_type_attributes: bool,
+                 type_check: bool = True) -> None:
+        """``type_check=False``: the caller (cel-expr-python) has type-checked ``expr`` already."""
         self.expr = expr
         self._cc = consumable_capacity
         rewritten = rewrite_optionals(rewrite_bind(expr))
@@ -325,6 +337,8 @@ class CelpyProgram:
             raise CelCompileError(f"compilation failed: Syntax error: {first}") from None
         check_tree(ast, expr, consumable_capacity=consumable_capacity,
                    list_type_attributes=list_type_attributes)
+        if type_check:
+            _type_check(expr, consumable_capacity, list_type_attributes)
         self._runner = env.program(ast, functions=_functions(list_type_attributes))
 
     def _activation(self, dev: DeviceInput) -> dict[str, Any]:

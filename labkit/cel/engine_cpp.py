@@ -466,7 +466,7 @@ class CppProgram:
         from labkit.cel.engine_celpy import CelpyProgram
 
         with contextlib.suppress(CelCompileError):
-            self.evaluate = CelpyProgram(expr, consumable_capacity, list_type_attributes).evaluate
+            self.evaluate = CelpyProgram(expr, consumable_capacity, list_type_attributes, type_check=False).evaluate
 
     def _kubernetes_checks(self, expr: str, checked_text: str, *, new_expression: bool = False) -> None:
         """Type errors Kubernetes' checker reports and cel-cpp's does not (see labkit.cel.typecheck).
@@ -511,7 +511,7 @@ class CppProgram:
             cost = None
         if cost is not None and cost <= COST_LIMIT:
             with contextlib.suppress(CelCompileError):
-                return CelpyProgram(self.expr, cc, lt).evaluate
+                return CelpyProgram(self.expr, cc, lt, type_check=False).evaluate
 
         def over(dev: DeviceInput) -> bool:
             if cost is None or cost <= COST_LIMIT:
