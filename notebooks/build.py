@@ -151,8 +151,9 @@ print(pod_lines(cluster))
 """),
     md("""
 On Kubernetes 1.37 the DeviceClass `gpu.nvidia.com` carries `extendedResourceName: nvidia.com/gpu`, so these old pods are
-served by DRA too. But nothing told the scheduler that an 80 GiB A100 is wasted on an 8 GiB model: the pods took
-the first node that fits — here the training box. Let's measure memory asked vs memory of the GPU each pod got.
+served by DRA too. But nothing told the scheduler that an 80 GiB A100 is wasted on an 8 GiB model: every node that fits
+scores the same, and the sim breaks the tie by name (kube-scheduler picks one at random) — here the training box.
+Let's measure memory asked vs memory of the GPU each pod got.
 """),
     code("""
 def usage(cluster, pods: list[str]) -> list[tuple[str, str, str, str, str]]:

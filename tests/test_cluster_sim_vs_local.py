@@ -6,12 +6,14 @@ Needs the local control-plane binaries: `pytest -m local tests/test_cluster_sim_
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
 import pytest
 
 from labkit.cluster import ClusterError, connect
+from labkit.cluster.base import NotFound
 from labkit.cluster.report import normalize_report, simulate_report
 
 pytestmark = [pytest.mark.local, pytest.mark.slow]
@@ -47,10 +49,11 @@ def test_scenarios_match_local(profile):
             got_local = _report("local", profile, scenario, cluster=local)
             got_sim = _report("sim", profile, scenario)
             assert got_sim == got_local, scenario.name
-            for obj in reversed(local.list("Pod")):
-                local.delete("Pod", obj["metadata"]["name"], obj["metadata"]["namespace"])
-            for obj in local.list("ResourceClaim"):
-                local.delete("ResourceClaim", obj["metadata"]["name"], obj["metadata"]["namespace"])
+            for kind in ("Pod", "ResourceClaim"):
+                for obj in reversed(local.list(kind)):
+                    # a template's claim is garbage-collected with its pod: it may be gone already
+                    with contextlib.suppress(NotFound):
+                        local.delete(kind, obj["metadata"]["name"], obj["metadata"]["namespace"])
             for obj in local.list("DeviceTaintRule"):  # cluster-wide state a later scenario must not see
                 local.delete("DeviceTaintRule", obj["metadata"]["name"], None)
             local.wait(until=lambda c: not c.list("ResourceClaim") and not c.list("Pod"), timeout=120)

@@ -9,8 +9,9 @@ A policy is anything with the `Policy` protocol; subclass `BasePolicy` in a note
 
 Every placement goes through the sim's real scheduler + DRA allocator: a policy only writes
 ResourceClaim(Template)s and Pods. To steer node choice it sets a nodeSelector on
-`kubernetes.io/hostname` (what a scoring plugin would decide in kube-scheduler; DRA itself does
-not score). Policies without node choice leave it to the sim (first feasible node in name order).
+`kubernetes.io/hostname` (what a custom scoring plugin would decide in kube-scheduler). Policies
+without node choice leave it to the sim's scheduler (labkit.sim.scoring: kube-scheduler's default
+scores below 100 nodes, the first feasible node by name above).
 
 | name         | MIG mode | what it asks for                                                              | node choice |
 |--------------|----------|-------------------------------------------------------------------------------|-------------|

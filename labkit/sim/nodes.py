@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import uuid
 from typing import Any
 
 from labkit.cluster.profiles import DEFAULT_ALLOCATABLE, ClusterProfile, NodeSpec
@@ -10,6 +11,15 @@ from labkit.cluster.profiles import DEFAULT_ALLOCATABLE, ClusterProfile, NodeSpe
 
 class HardwareError(Exception):
     """fake_gpus could not build a node's inventory."""
+
+
+def _node_info(name: str) -> dict[str, str]:
+    """All of NodeSystemInfo's required fields, so that get -> edit -> apply round-trips."""
+    ident = uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.fake-gpus.dev")
+    return {"machineID": ident.hex, "systemUUID": str(ident), "bootID": str(uuid.uuid5(ident, "boot")),
+            "kernelVersion": "6.12.0-fake", "osImage": "fake-gpus node", "containerRuntimeVersion": "fake://1.0",
+            "kubeletVersion": "v1.37.0", "kubeProxyVersion": "", "operatingSystem": "linux",
+            "architecture": "amd64"}
 
 
 def build_node(spec: NodeSpec) -> dict[str, Any]:
@@ -34,7 +44,7 @@ def build_node(spec: NodeSpec) -> dict[str, Any]:
             "allocatable": alloc,
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                             "message": "kubelet is posting ready status (simulated)"}],
-            "nodeInfo": {"kubeletVersion": "v1.37.0", "operatingSystem": "linux", "architecture": "amd64"},
+            "nodeInfo": _node_info(spec.name),
         },
     }
     if spec.taints:

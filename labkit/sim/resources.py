@@ -9,6 +9,11 @@ from labkit.api.quantity import parse_quantity
 Requests = dict[str, Fraction]
 
 
+def parse_quantity_value(value: object) -> Fraction:
+    """A quantity's exact value (public name of the parser the scorers share)."""
+    return _q(value)
+
+
 def _q(value: object) -> Fraction:
     return Fraction(parse_quantity(str(value)).value)
 

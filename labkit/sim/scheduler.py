@@ -6,11 +6,11 @@ Per pod (queue: priority, then creation order):
 2. Filter each node (in node-name order) with the first failing rule recorded, like
    kube-scheduler: NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit,
    DynamicResources (allocated claims must suit the node; unallocated ones go to the allocator).
-3. Node choice: the FIRST feasible node in name order. kube-scheduler would score the feasible
-   nodes (NodeResourcesFit LeastAllocated, ImageLocality, ...) and break ties at random; DRA
-   itself does not score. We pick the first so that the same inputs always give the same
-   placement and so that a learner can predict it; `local`/`kind` comparisons pin pods with
-   nodeName/nodeSelector where the choice matters.
+3. Node choice (labkit.sim.scoring): in clusters under 100 nodes every node is filtered and the
+   feasible ones are scored like kube-scheduler's default profile (TaintToleration, NodeAffinity,
+   NodeResourcesFit LeastAllocated, BalancedAllocation, DynamicResources' firstAvailable score);
+   ties go to the first by name where kube-scheduler picks at random. In larger clusters (the
+   fleet profiles) the first feasible node in name order is taken, which keeps 10,000-pod runs fast.
 4. Reserve + PreBind: write status.allocation, the delete-protection finalizer and reservedFor,
    then bind (spec.nodeName, PodScheduled=True, event Scheduled).
 Pending pods get PodScheduled=False/Unschedulable and a FailedScheduling event with a message
@@ -42,7 +42,14 @@ from labkit.sim.podutil import (
     meta,
     pod_reference,
 )
-from labkit.sim.resources import insufficient, is_extended, node_allocatable, pod_requests
+from labkit.sim.resources import (
+    insufficient,
+    is_extended,
+    node_allocatable,
+    parse_quantity_value,
+    pod_requests,
+)
+from labkit.sim.scoring import SCORE_ALL_BELOW, Candidate, best, cpu_memory, nonzero_requests, total_scores
 from labkit.sim.selectors import node_selector_matches, pod_matches_node_affinity, untolerated_taint
 from labkit.sim.store import Store, copy_of, evolve
 
@@ -68,6 +75,7 @@ class Attempt:
     gated: bool = False  # PreEnqueue: no status change, like kube-scheduler
     num_nodes: int = 0
     message: str = ""
+    scores: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> plugin -> weighted score
 
 
 @dataclass
@@ -115,8 +123,9 @@ class Scheduler:
         self._failed_epoch: dict[str, tuple[int, str]] = {}  # pod uid -> (epoch, resourceVersion)
         self._cursors: dict[str, _Cursor] = {}
         self._seq: dict[str, int] = {}  # pod uid -> creation order
-        self._bound: dict[str, tuple[str, dict[str, Fraction]]] = {}  # pod uid -> (node, requests)
+        self._bound: dict[str, tuple[str, dict[str, Fraction], tuple[int, int]]] = {}  # uid -> (node, req, nonzero)
         self._usage: dict[str, dict[str, Fraction]] = {}
+        self._nonzero: dict[str, tuple[int, int]] = {}  # node -> sum of kube-scheduler's nonzero cpu/memory
         self._pods_on: dict[str, int] = {}
         self._claim_allocs: dict[str, tuple[dict, str]] = {}  # claim uid -> (allocation, owner) in dra.allocated
         self._nodes: list[dict] | None = None
@@ -152,7 +161,7 @@ class Scheduler:
         node = (pod.get("spec") or {}).get("nodeName")
         live = ev.type != "DELETED" and node and not is_finished(pod) and not is_deleting(pod)
         if live and uid not in self._bound:
-            self._account(uid, node, pod_requests(pod))
+            self._account(uid, node, pod_requests(pod), nonzero_requests(pod, parse_quantity_value))
         elif not live and uid in self._bound:
             self._unaccount(uid)
             self.bump()
@@ -160,19 +169,23 @@ class Scheduler:
             self._seq.pop(uid, None)
             self._failed_epoch.pop(uid, None)
 
-    def _account(self, uid: str, node: str, req: dict[str, Fraction]) -> None:
-        self._bound[uid] = (node, req)
+    def _account(self, uid: str, node: str, req: dict[str, Fraction], nonzero: tuple[int, int]) -> None:
+        self._bound[uid] = (node, req, nonzero)
         use = self._usage.setdefault(node, {})
         for k, v in req.items():
             use[k] = use.get(k, Fraction(0)) + v
         self._pods_on[node] = self._pods_on.get(node, 0) + 1
+        cpu, mem = self._nonzero.get(node, (0, 0))
+        self._nonzero[node] = (cpu + nonzero[0], mem + nonzero[1])
 
     def _unaccount(self, uid: str) -> None:
-        node, req = self._bound.pop(uid)
+        node, req, nonzero = self._bound.pop(uid)
         use = self._usage.get(node, {})
         for k, v in req.items():
             use[k] = use.get(k, Fraction(0)) - v
         self._pods_on[node] = self._pods_on.get(node, 1) - 1
+        cpu, mem = self._nonzero.get(node, (0, 0))
+        self._nonzero[node] = (cpu - nonzero[0], mem - nonzero[1])
 
     def release_claim(self, claim: dict) -> None:
         """The claim controller deallocated `claim`."""
@@ -285,6 +298,9 @@ class Scheduler:
         ext = self._extended_requests(pod, req, ext_classes)
         pending_claims = [c for c in claims if not (c.get("status") or {}).get("allocation")]
         allocated_claims = [c for c in claims if (c.get("status") or {}).get("allocation")]
+        if len(nodes) < SCORE_ALL_BELOW:
+            return self._attempt_scored(pod, att, nodes, claims, req, allocated_claims, pending_claims,
+                                        ext_classes, ext)
         for i in range(cur.start, len(nodes)):
             node = nodes[i]
             name = node["metadata"]["name"]
@@ -316,6 +332,64 @@ class Scheduler:
             att.per_node, att.explanations = cur.per_node, cur.explanations
             att.message = fit_error_message(len(nodes), att.per_node)
         return att
+
+    def _attempt_scored(self, pod: dict, att: Attempt, nodes: list[dict], claims: list[dict],
+                        req: dict[str, Fraction], allocated_claims: list[dict], pending_claims: list[dict],
+                        ext_classes: dict[str, str], ext: list[tuple[int, str, str, int, str]]) -> Attempt:
+        """Small clusters: filter every node, then score the feasible ones (labkit.sim.scoring)."""
+        feasible: list[tuple[dict, Any, dict | None]] = []
+        for node in nodes:
+            name = node["metadata"]["name"]
+            reasons, outcome, ext_claim = self._filter(pod, node, req, allocated_claims, pending_claims,
+                                                       ext_classes, ext)
+            if outcome is not None and reasons:
+                att.explanations[name] = outcome
+            if reasons and reasons[0].startswith("error: "):
+                att.error = reasons[0][len("error: "):]
+                att.message = f'running Filter plugin "DynamicResources": {att.error}'
+                return att
+            if reasons:
+                att.per_node[name] = reasons
+            else:
+                feasible.append((node, outcome, ext_claim))
+        if not feasible:
+            att.message = fit_error_message(len(nodes), att.per_node)
+            return att
+        chosen = feasible[0]
+        if len(feasible) > 1:
+            candidates = [self._candidate(node, outcome, len(pending_claims)) for node, outcome, _ in feasible]
+            scores = total_scores(pod, claims, candidates, nonzero_requests(pod, parse_quantity_value),
+                                  cpu_memory(req), prioritized_list_scoring=self._prioritized_list_scoring())
+            name = best(scores, [c.name for c in candidates])
+            chosen = next(f for f in feasible if f[0]["metadata"]["name"] == name)
+            att.scores = scores
+        node, outcome, ext_claim = chosen
+        att.node = node["metadata"]["name"]
+        if outcome is not None:
+            for c, result in zip(pending_claims, outcome.allocations):
+                att.allocations[f"{meta(c)['namespace']}/{meta(c)['name']}"] = result
+            if ext_claim is not None:
+                att.ext_claim = ext_claim
+                att.allocations[EXT_KEY] = outcome.allocations[len(pending_claims)]
+                att.ext_mappings = [{"containerName": e[1], "resourceName": e[2], "requestName": e[4]}
+                                    for e in ext if e[2] not in (self._alloc.get(att.node) or {})]
+        return att
+
+    def _candidate(self, node: dict, outcome: Any, n_pending: int) -> Candidate:
+        name = node["metadata"]["name"]
+        alloc = self._alloc.get(name) or node_allocatable(node)
+        return Candidate(name=name, node=node, allocatable=cpu_memory(alloc),
+                         nonzero_used=self._nonzero.get(name, (0, 0)),
+                         used=cpu_memory(self._usage.get(name, {})),
+                         allocations=list(outcome.allocations[:n_pending]) if outcome is not None else [])
+
+    def _prioritized_list_scoring(self) -> bool:
+        """DynamicResources scores firstAvailable choices from Kubernetes 1.35 (with DRAPrioritizedList)."""
+        from labkit.api.features import normalize_version
+
+        version = normalize_version(self.dra.kubernetes_version)
+        return bool(getattr(self.dra.features, "PrioritizedList", False)) and tuple(
+            int(x) for x in version.split(".")[:2]) >= (1, 35)
 
     @staticmethod
     def _extended_requests(pod: dict, req: dict[str, Fraction],
@@ -405,7 +479,7 @@ class Scheduler:
             owner = self._owner(pod, key)
             self.dra.allocated.add(result, owner=owner)
             self._claim_allocs[self._alloc_key(pod, by_key, key)] = (result, owner)
-        self._account(meta(pod)["uid"], att.node or "", pod_requests(pod))
+        self._account(meta(pod)["uid"], att.node or "", pod_requests(pod), nonzero_requests(pod, parse_quantity_value))
         return fixed
 
     @staticmethod

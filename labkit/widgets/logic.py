@@ -238,28 +238,48 @@ class Placement:
 
 def allocate_on_cluster(claim: dict[str, Any], classes: list[dict], slices: list[dict],
                         in_use: list[dict], nodes: list[dict], *, kubernetes_version: str = "1.37") -> Placement:
-    """Try each node in name order (the sim scheduler's choice) and return the first placement."""
+    """Where the sim scheduler would put a pod with just this claim: among the nodes that can
+    allocate it, the one whose firstAvailable choices score best (Kubernetes 1.35+), else the
+    first by name."""
     from labkit.allocator import AllocatedState, Allocator, features_for
+    from labkit.sim.scoring import prioritized_list
 
     claim = claim_from_template(claim)
     claim.setdefault("metadata", {}).setdefault("uid", "00000000-0000-0000-0000-000000000001")
-    allocator = Allocator(features_for(kubernetes_version), classes, slices,
+    features = features_for(kubernetes_version)
+    allocator = Allocator(features, classes, slices,
                           AllocatedState.from_claims([c for c in in_use if c.get("status", {}).get("allocation")]))
+    scored = features.PrioritizedList and _minor(kubernetes_version) >= 35 and any(
+        r.get("firstAvailable") for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or [])
     explanations = []
+    best: tuple[int, str, dict] | None = None
     for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
         outcome = allocator.allocate(node, [claim])
+        name = node["metadata"]["name"]
         if outcome.status == "allocated":
             alloc = outcome.allocations[0]
-            devices = [r["device"] for r in alloc.get("devices", {}).get("results", [])]
-            return Placement(node["metadata"]["name"], "allocated", alloc,
-                             f"allocated on {node['metadata']['name']}: {', '.join(devices)}", devices)
+            score = prioritized_list([claim], [alloc]) if scored else 0
+            if best is None or score > best[0]:
+                best = (score, name, alloc)
+            if not scored:
+                break
+            continue
         if outcome.status == "error":
             return Placement(None, "error", None, outcome.error or "error")
         if outcome.explanation is not None:
-            explanations.append(f"{node['metadata']['name']}: {outcome.explanation.summary()}")
+            explanations.append(f"{name}: {outcome.explanation.summary()}")
         else:
-            explanations.append(f"{node['metadata']['name']}: cannot allocate")
+            explanations.append(f"{name}: cannot allocate")
+    if best is not None:
+        _, name, alloc = best
+        devices = [r["device"] for r in alloc.get("devices", {}).get("results", [])]
+        return Placement(name, "allocated", alloc, f"allocated on {name}: {', '.join(devices)}", devices)
     return Placement(None, "unsatisfiable", None, "no node can satisfy the claim\n" + "\n".join(explanations))
+
+
+def _minor(version: str) -> int:
+    parts = version.lstrip("v").split(".")
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
 
 
 @dataclass

@@ -1,0 +1,175 @@
+"""Node scoring: which feasible node kube-scheduler 1.37's default profile prefers.
+
+kube-scheduler scores every feasible node with its Score plugins, multiplies each plugin's
+normalised score (0-100) by the plugin's weight and binds to the highest total. The sim does
+the same with the plugins that decide the common cases:
+
+=================================  ======  ==================================================
+plugin                             weight  prefers
+=================================  ======  ==================================================
+TaintToleration                    3       fewer PreferNoSchedule taints the pod does not tolerate
+NodeAffinity                       2       more matching preferredDuringScheduling terms (by weight)
+NodeResourcesFit (LeastAllocated)  1       more free cpu/memory; a container without requests
+                                           counts as 100m CPU and 200Mi memory, so empty nodes win
+NodeResourcesBalancedAllocation    1       cpu and memory used in the same proportion (not for
+                                           best-effort pods)
+DynamicResources                   2       (1.35+) nodes where a claim gets an earlier
+                                           ``firstAvailable`` alternative: 8 - index per request
+=================================  ======  ==================================================
+
+Not modelled: PodTopologySpread's default spreading of a workload's replicas, InterPodAffinity
+and ImageLocality. Ties: kube-scheduler picks one of the best nodes at random; the sim takes
+the first by name, so runs stay reproducible. Like kube-scheduler, which looks at every node
+only below 100 nodes, the sim scores only clusters smaller than :data:`SCORE_ALL_BELOW`; in
+larger ones it binds to the first feasible node by name.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from labkit.sim.selectors import node_selector_term_matches, tolerates
+
+__all__ = ["SCORE_ALL_BELOW", "Candidate", "best", "nonzero_requests", "total_scores"]
+
+MAX_SCORE = 100
+SCORE_ALL_BELOW = 100  # kube-scheduler's minFeasibleNodesToFind
+DEFAULT_MILLI_CPU = 100
+DEFAULT_MEMORY = 200 * 1024 * 1024
+FIRST_AVAILABLE_MAX = 8  # resourceapi.FirstAvailableDeviceRequestMaxSize
+WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
+           "NodeResourcesBalancedAllocation": 1, "DynamicResources": 2}
+
+
+@dataclass
+class Candidate:
+    """A feasible node with what the scorers need."""
+
+    name: str
+    node: dict
+    allocatable: tuple[int, int]  # milli-CPU, memory bytes
+    nonzero_used: tuple[int, int]  # sum of the nonzero requests of the pods bound to it
+    used: tuple[int, int]  # sum of their actual requests
+    allocations: list[dict]  # AllocationResults for the pod's unallocated claims, in claim order
+
+
+def _milli(v: Fraction | None) -> int:
+    return math.ceil(v * 1000) if v else 0
+
+
+def _bytes(v: Fraction | None) -> int:
+    return math.ceil(v) if v else 0
+
+
+def cpu_memory(req: dict[str, Fraction]) -> tuple[int, int]:
+    return _milli(req.get("cpu")), _bytes(req.get("memory"))
+
+
+def nonzero_requests(pod: dict, parse: Any) -> tuple[int, int]:
+    """kube-scheduler's non-zero requests: a container without a cpu (memory) request counts
+    100m (200Mi); summed over containers, at least the largest init container."""
+    spec = pod.get("spec") or {}
+
+    def of(c: dict) -> tuple[int, int]:
+        res = c.get("resources") or {}
+        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        cpu = _milli(parse(merged["cpu"])) if "cpu" in merged else DEFAULT_MILLI_CPU
+        mem = _bytes(parse(merged["memory"])) if "memory" in merged else DEFAULT_MEMORY
+        return cpu, mem
+
+    cpu = mem = 0
+    for c in spec.get("containers") or []:
+        a, b = of(c)
+        cpu, mem = cpu + a, mem + b
+    for c in spec.get("initContainers") or []:
+        a, b = of(c)
+        cpu, mem = max(cpu, a), max(mem, b)
+    return cpu, mem
+
+
+def least_allocated(requested: tuple[int, int], allocatable: tuple[int, int]) -> int:
+    total = weights = 0
+    for req, cap in zip(requested, allocatable, strict=True):
+        if cap == 0:
+            continue
+        total += 0 if req > cap else (cap - req) * MAX_SCORE // cap
+        weights += 1
+    return total // weights if weights else 0
+
+
+def _balance(requested: tuple[int, int], allocatable: tuple[int, int]) -> int:
+    fractions = [min(req / cap, 1.0) for req, cap in zip(requested, allocatable, strict=True) if cap]
+    std = abs(fractions[0] - fractions[1]) / 2 if len(fractions) == 2 else 0.0
+    return int((1 - std) * MAX_SCORE)
+
+
+def balanced_allocation(pod_req: tuple[int, int], used: tuple[int, int], allocatable: tuple[int, int]) -> int:
+    with_pod = _balance((used[0] + pod_req[0], used[1] + pod_req[1]), allocatable)
+    without = _balance(used, allocatable)
+    return MAX_SCORE // 2 + (MAX_SCORE // 2 + with_pod - without) // 2
+
+
+def _intolerable_prefer_no_schedule(pod: dict, node: dict) -> int:
+    tols = [t for t in (pod.get("spec") or {}).get("tolerations") or []
+            if t.get("effect") in (None, "", "PreferNoSchedule")]
+    return sum(1 for taint in (node.get("spec") or {}).get("taints") or []
+               if taint.get("effect") == "PreferNoSchedule" and not any(tolerates(t, taint) for t in tols))
+
+
+def _preferred_affinity(pod: dict, node: dict) -> int:
+    terms = ((((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {})
+             .get("preferredDuringSchedulingIgnoredDuringExecution") or [])
+    return sum(int(t.get("weight") or 0) for t in terms
+               if node_selector_term_matches(node, t.get("preference") or {}))
+
+
+def prioritized_list(claims: list[dict], allocations: list[dict]) -> int:
+    """DynamicResources' Score: for each firstAvailable request, 8 minus the chosen alternative's index."""
+    score, pending = 0, iter(allocations)
+    for claim in claims:
+        allocation = (claim.get("status") or {}).get("allocation") or next(pending, None) or {}
+        chosen = {r.get("request", "") for r in (allocation.get("devices") or {}).get("results") or []
+                  if "/" in r.get("request", "")}
+        for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+            for i, sub in enumerate(req.get("firstAvailable") or []):
+                if f"{req.get('name')}/{sub.get('name')}" in chosen:
+                    score += FIRST_AVAILABLE_MAX - i
+    return score
+
+
+def _normalize(scores: list[int], reverse: bool) -> list[int]:
+    top = max(scores, default=0)
+    if top == 0:
+        return [MAX_SCORE] * len(scores) if reverse else scores
+    out = [MAX_SCORE * s // top for s in scores]
+    return [MAX_SCORE - s for s in out] if reverse else out
+
+
+def total_scores(pod: dict, claims: list[dict], candidates: list[Candidate], pod_nonzero: tuple[int, int],
+                 pod_req: tuple[int, int], *, prioritized_list_scoring: bool = True) -> dict[str, dict[str, int]]:
+    """Per candidate: each plugin's weighted score and the total (key "total")."""
+    plugins: dict[str, list[int]] = {
+        "TaintToleration": _normalize([_intolerable_prefer_no_schedule(pod, c.node) for c in candidates], True),
+        "NodeAffinity": _normalize([_preferred_affinity(pod, c.node) for c in candidates], False),
+        "NodeResourcesFit": [least_allocated((c.nonzero_used[0] + pod_nonzero[0], c.nonzero_used[1] + pod_nonzero[1]),
+                                             c.allocatable) for c in candidates],
+    }
+    if pod_req != (0, 0):  # BalancedAllocation skips best-effort pods
+        plugins["NodeResourcesBalancedAllocation"] = [balanced_allocation(pod_req, c.used, c.allocatable)
+                                                      for c in candidates]
+    if prioritized_list_scoring and claims:
+        plugins["DynamicResources"] = _normalize([prioritized_list(claims, c.allocations) for c in candidates], False)
+    out: dict[str, dict[str, int]] = {}
+    for i, c in enumerate(candidates):
+        row = {name: WEIGHTS[name] * scores[i] for name, scores in plugins.items()}
+        row["total"] = sum(row.values())
+        out[c.name] = row
+    return out
+
+
+def best(scores: dict[str, dict[str, int]], order: list[str]) -> str:
+    """The highest total; among equals the first in ``order`` (kube-scheduler: a random one)."""
+    return max(order, key=lambda name: (scores[name]["total"], -order.index(name)))

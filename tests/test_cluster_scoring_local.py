@@ -1,0 +1,61 @@
+"""kube-scheduler itself (local backend) on the scoring scenarios the sim models
+(tests/scoring_scenarios.py). Where kube-scheduler breaks a tie at random, only what every tie
+break shares is asserted; the sim's choice is the first such node by name.
+
+    pytest -m local tests/test_cluster_scoring_local.py
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from labkit.cluster import ClusterError, connect
+from tests import scoring_scenarios as sc
+
+pytestmark = [pytest.mark.local, pytest.mark.slow]
+
+
+def _settled(pod: dict) -> bool:
+    st = pod.get("status") or {}
+    return st.get("phase", "Pending") != "Pending" or any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False" for c in st.get("conditions") or [])
+
+
+def _run(cluster, objs: list[dict]) -> None:
+    cluster.apply(objs)
+    for obj in objs:
+        if obj["kind"] == "Pod":
+            name = obj["metadata"]["name"]
+            assert cluster.wait(until=lambda c, n=name: _settled(c.get("Pod", n)), timeout=90), name
+
+
+def _placed(cluster, pod: str) -> tuple[str, str]:
+    row = next(p for p in cluster.placements() if p.pod == pod)
+    return row.node, row.request
+
+
+@pytest.fixture(scope="module")
+def clusters():
+    try:
+        local = connect("local", "workshop", progress=False, build=False)
+    except ClusterError as exc:
+        pytest.skip(f"local backend unavailable: {exc}")
+    assert local.wait(until=lambda c: not any(n["spec"].get("taints") for n in c.list("Node")), timeout=120)
+    sim = connect("sim", "workshop", progress=False)
+    yield sim, local
+    local.down()
+
+
+def test_scoring_scenarios_on_kube_scheduler(clusters):
+    sim, local = clusters
+    for c in (sim, local):
+        _run(c, sc.prefer_t4())
+        for objs in sc.spread_by_cpu():
+            _run(c, objs)
+        _run(c, sc.preferred_node())
+    for c in (sim, local):
+        node, request = _placed(c, "prefer-t4")
+        assert node in ("t4-0", "t4-1") and request == "gpu/t4", (c.backend, node, request)
+        assert len({_placed(c, f"cpu-{i}")[0] for i in range(3)}) == 3, c.backend
+        assert _placed(c, "likes-t4-1")[0] == "t4-1", c.backend
+    assert _placed(sim, "prefer-t4")[0] == "t4-0"
