@@ -109,3 +109,8 @@ def test_unreserved_claim_gives_no_rows():
     claim = {"metadata": {"name": "c"}, "status": {"allocation": {"devices": {"results": [{"device": "d"}]}}}}
     assert len(build_placements([_pod("p", "u", "n")], [claim])) == 0
     assert str(PlacementTable()) == "(no placements)"
+
+
+def test_unknown_connect_options_are_refused_with_the_fix():
+    with pytest.raises(ClusterError, match="no option 'kubernetes_version'.*belong to the cluster profile"):
+        connect("sim", "workshop", kubernetes_version="1.34")

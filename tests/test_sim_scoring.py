@@ -78,4 +78,3 @@ def test_plugin_formulas():
     claim = {"spec": {"devices": {"requests": [{"name": "r", "firstAvailable": [{"name": "a"}, {"name": "b"}]}]}}}
     alloc = {"devices": {"results": [{"request": "r/b"}]}}
     assert prioritized_list([claim], [alloc]) == 7
-

@@ -60,7 +60,9 @@ class Cluster(ABC):
     #: registry name of the backend ("sim", "local", "kind")
     backend: ClassVar[str] = ""
 
-    def __init__(self, *, progress: bool = True, **_: Any) -> None:
+    def __init__(self, *, progress: bool = True, **unknown: Any) -> None:
+        if unknown:
+            raise ClusterError(_unknown_options(type(self), sorted(unknown)))
         self.profile: Any = None  # labkit.cluster.profiles.ClusterProfile once up
         self.show_progress = progress
 
@@ -176,6 +178,25 @@ def backend_class(name: str) -> type[Cluster]:
 def backends() -> list[str]:
     """Names `connect` accepts (registered or lazily importable)."""
     return sorted(set(_BACKENDS) | set(LAZY_BACKENDS))
+
+
+def _unknown_options(cls: type, names: list[str]) -> str:
+    """One line naming the bad options, the ones this backend takes, and the usual mix-up."""
+    import inspect
+
+    accepted: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is not None:
+            accepted |= {p.name for p in inspect.signature(init).parameters.values()
+                         if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    message = (f"the {getattr(cls, 'backend', cls.__name__)} backend has no option {', '.join(map(repr, names))}; "
+               f"it takes: {', '.join(sorted(accepted))}")
+    if any("version" in n or "gate" in n for n in names):
+        message += (" (the Kubernetes version and feature gates belong to the cluster profile: "
+                    "kubernetesVersion / featureGates in its YAML, or dataclasses.replace(load_profile(...), "
+                    "kubernetes_version=...))")
+    return message
 
 
 def connect(backend: str = "sim", profile: Any = "workshop", **kw: Any) -> Cluster:
