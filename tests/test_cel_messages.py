@@ -91,6 +91,22 @@ KUBERNETES_MESSAGES = [
      'cannot slice(2, 1), start index must be less than or equal to end index'),
     ('ip("x") == ip("10.0.0.1")',
      'IP Address "x" parse error during conversion from string: ParseAddr("x"): unable to parse IP'),
+    ('ip("1.2.3") == ip("10.0.0.1")',
+     'IP Address "1.2.3" parse error during conversion from string: ParseAddr("1.2.3"): IPv4 address too short'),
+    ('ip("01.2.3.4") == ip("10.0.0.1")',
+     'IP Address "01.2.3.4" parse error during conversion from string: ParseAddr("01.2.3.4"): IPv4 field has octet '
+     'with leading zero'),
+    ('ip("1..2.3") == ip("10.0.0.1")',
+     'IP Address "1..2.3" parse error during conversion from string: ParseAddr("1..2.3"): IPv4 field must have at '
+     'least one digit (at ".2.3")'),
+    ('ip("fe80::1%eth0") == ip("10.0.0.1")', 'IP address "fe80::1%eth0" with zone value is not allowed'),
+    ('ip("::ffff:1.2.3.4") == ip("10.0.0.1")', 'IPv4-mapped IPv6 address "::ffff:1.2.3.4" is not allowed'),
+    ('cidr("1.2.3.4%eth0/8") == cidr("1.0.0.0/8")',
+     'network address parse error during conversion from string: network address parse error during conversion '
+     'from string: netip.ParsePrefix("1.2.3.4%eth0/8"): ParseAddr("1.2.3.4%eth0"): unexpected character (at "%eth0")'),
+    ('cidr("fe80::1%eth0/64") == cidr("1.0.0.0/8")',
+     'network address parse error during conversion from string: network address parse error during conversion '
+     'from string: netip.ParsePrefix("fe80::1%eth0/64"): IPv6 zones cannot be present in a prefix'),
     ('ip("10.0.0.1") < ip("10.0.0.2")',
      "compilation failed: ERROR: <input>:1:16: found no matching overload for '_<_' applied to '(net.IP, net.IP)'"),
     ('"abc".matches("(")',

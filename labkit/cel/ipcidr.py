@@ -39,24 +39,61 @@ class _ParseError(ValueError):
     """netip could not parse the text (Go wraps these in a "parse error" sentence)."""
 
 
+def _go_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _addr_error(text: str, msg: str, at: str = "") -> _ParseError:
+    """Go's parseAddrError text."""
+    tail = f" (at {_go_quote(at)})" if at else ""
+    return _ParseError(f"ParseAddr({_go_quote(text)}): {msg}{tail}")
+
+
+def _ipv4(text: str) -> ipaddress.IPv4Address:
+    """Go's parseIPv4 with its messages."""
+    fields, val, digits = [], 0, 0
+    for i, c in enumerate(text):
+        if "0" <= c <= "9":
+            if digits == 1 and val == 0:
+                raise _addr_error(text, "IPv4 field has octet with leading zero")
+            val, digits = val * 10 + ord(c) - 48, digits + 1
+            if val > 255:
+                raise _addr_error(text, "IPv4 field has value >255")
+        elif c == ".":
+            if i == 0 or i == len(text) - 1 or text[i - 1] == ".":
+                raise _addr_error(text, "IPv4 field must have at least one digit", text[i:])
+            if len(fields) == 3:
+                raise _addr_error(text, "IPv4 address too long")
+            fields.append(val)
+            val, digits = 0, 0
+        else:
+            raise _addr_error(text, "unexpected character", text[i:])
+    if len(fields) < 3:
+        raise _addr_error(text, "IPv4 address too short")
+    return ipaddress.IPv4Address(".".join(map(str, [*fields, val])))
+
+
 def _netip_addr(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    """Go's netip.ParseAddr (zones are returned to the caller via the '%' check)."""
-    base = text.partition("%")[0]
-    try:
-        addr = ipaddress.ip_address(base)
-    except ValueError:
-        raise _ParseError(f'ParseAddr("{text}"): unable to parse IP') from None
-    if "%" in text and addr.version == 4:
-        raise _ParseError(f'ParseAddr("{text}"): unexpected character (at "{text[text.index("%"):]}")')
-    return addr
+    """Go's netip.ParseAddr: IPv4 with Go's own messages; IPv6 via ipaddress (one generic message)."""
+    for c in text:
+        if c == ".":
+            return _ipv4(text)
+        if c == ":":
+            try:
+                return ipaddress.IPv6Address(text.partition("%")[0])
+            except ValueError:
+                raise _addr_error(text, "unable to parse IP") from None
+        if c == "%":
+            raise _addr_error(text, "missing IPv6 address")
+    raise _addr_error(text, "unable to parse IP")
 
 
 def _parse_addr(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     addr = _netip_addr(text)
     if "%" in text:
-        raise ValueError(f'IP address "{text}" with zone value is not allowed')
+        raise ValueError(f"IP address {_go_quote(text)} with zone value is not allowed")
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        raise ValueError(f'IPv4-mapped IPv6 address "{text}" is not allowed')
+        raise ValueError(f"IPv4-mapped IPv6 address {_go_quote(text)} is not allowed")
     return addr
 
 
@@ -64,7 +101,7 @@ def ip(text: str) -> IPAddr:
     try:
         return IPAddr(_parse_addr(text))
     except _ParseError as exc:
-        raise LibError(f'IP Address "{text}" parse error during conversion from string: {exc}') from None
+        raise LibError(f"IP Address {_go_quote(text)} parse error during conversion from string: {exc}") from None
     except ValueError as exc:
         raise LibError(str(exc)) from None
 
@@ -112,22 +149,24 @@ _CIDR_PARSE = "network address parse error during conversion from string: "
 
 
 def _parse_prefix(text: str) -> CIDRPrefix:
-    addr_text, sep, bits_text = text.partition("/")
+    """Go's netip.ParsePrefix (then Kubernetes' no-IPv4-mapped rule)."""
+    where = f"netip.ParsePrefix({_go_quote(text)})"
+    addr_text, sep, bits_text = text.rpartition("/")
     if not sep:
-        raise _ParseError(f'netip.ParsePrefix("{text}"): no \'/\'')
-    if "%" in addr_text:
-        raise _ParseError(f'netip.ParsePrefix("{text}"): IPv6 zones cannot be present in a prefix')
+        raise _ParseError(f"{where}: no '/'")
     try:
         addr = _netip_addr(addr_text)
     except _ParseError as exc:
-        raise _ParseError(f'netip.ParsePrefix("{text}"): {exc}') from None
+        raise _ParseError(f"{where}: {exc}") from None
+    if "%" in addr_text:
+        raise _ParseError(f"{where}: IPv6 zones cannot be present in a prefix")
     if not bits_text.isdigit() or (len(bits_text) > 1 and bits_text[0] == "0"):
-        raise _ParseError(f'netip.ParsePrefix("{text}"): bad bits after slash: "{bits_text}"')
+        raise _ParseError(f"{where}: bad bits after slash: {_go_quote(bits_text)}")
     bits = int(bits_text)
     if bits > addr.max_prefixlen:
-        raise _ParseError(f'netip.ParsePrefix("{text}"): prefix length out of range')
+        raise _ParseError(f"{where}: prefix length out of range")
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        raise ValueError(f'IPv4-mapped IPv6 address "{text}" is not allowed')
+        raise ValueError(f"IPv4-mapped IPv6 address {_go_quote(text)} is not allowed")
     return CIDRPrefix(addr, bits)
 
 
