@@ -123,6 +123,8 @@ ROWS: list[Row] = [
     Row('device.capacity["other.example.com"].size() == 0', True),
     Row('["other.example.com", "gpu.nvidia.com"].exists(d, "index" in device.attributes[d])', True,
         note="domain from a comprehension variable"),
+    Row('cel.bind(d, device, d.driver == "gpu.nvidia.com" && has(d.attributes))', True,
+        note="device itself as a value"),
     Row('cel.bind(d, "other.example.com", "x" in device.attributes[d])', False),
     Row(f'has({A}.index)', True),
     Row(f'{A}.migEnabled == false', True),

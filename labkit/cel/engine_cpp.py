@@ -348,6 +348,26 @@ _EXPANSIONS = {
 }
 
 
+_BIND_DEVICE = re.compile(r"\bcel\s*\.\s*bind\s*\(\s*([A-Za-z_]\w*)\s*,\s*device\s*,")
+
+
+def _inline_device_binds(expr: str) -> str:
+    """``cel.bind(d, device, body)`` -> ``body`` with ``d`` replaced by ``device``: labkit declares
+    ``device.driver``, ``device.attributes``... as variables, so ``device`` alone is no value."""
+    from labkit.cel.celpy_check import _split_call, _string_spans, _substitute
+
+    while True:
+        spans = _string_spans(expr)
+        m = next((m for m in _BIND_DEVICE.finditer(expr) if not any(a <= m.start() < b for a, b in spans)), None)
+        if m is None:
+            return expr
+        split = _split_call(expr, expr.index("(", m.start()), spans)
+        if split is None or len(split[0]) != 3:
+            return expr
+        body = _substitute(split[0][2].strip(), m.group(1), "device")
+        expr = f"{expr[:m.start()]}({body}){expr[split[1]:]}"
+
+
 _FORMAT_NAMED = re.compile(r"(?<![.\w])format\s*\.\s*named\s*\(")
 
 
@@ -428,7 +448,9 @@ class CppProgram:
         self._env_key = (consumable_capacity, list_type_attributes)
         self._env = _env(consumable_capacity, list_type_attributes)
         self._unchecked = False
-        checked_text = _rewrite_device_presence(expr, consumable_capacity) if "has" in expr else expr
+        checked_text = _inline_device_binds(expr) if "bind" in expr else expr
+        if "has" in checked_text:
+            checked_text = _rewrite_device_presence(checked_text, consumable_capacity)
         if "format" in checked_text and _FORMAT_NAMED.search(checked_text):
             checked_text = _rewrite_format_named(checked_text)
         if _EXPANDED_MACROS.search(checked_text):
