@@ -76,26 +76,12 @@ def precheck_text(expr: str) -> None:
         if pattern.search(text):
             raise unsupported(what)
     for m in _TWO_VAR.finditer(text):
-        if _top_level_args(text, m.end() - 1) == 3:
+        split = _split_call(text, m.end() - 1, [])
+        if split is not None and len(split[0]) == 3:
             raise unsupported(f"the two-variable form of {m.group(1)}(i, v, ...)")
 
 
 _TWO_VAR = re.compile(r"\.\s*(all|exists|exists_one|existsOne)\s*\(")
-
-
-def _top_level_args(text: str, open_paren: int) -> int:
-    """Number of top-level arguments of the call whose '(' is at ``open_paren``."""
-    depth, count = 0, 1
-    for c in text[open_paren:]:
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0:
-                return count
-        elif c == "," and depth == 1:
-            count += 1
-    return count
 
 
 _BIND = re.compile(r"\bcel\s*\.\s*bind\s*\(")
@@ -107,6 +93,11 @@ def _string_spans(expr: str) -> list[tuple[int, int]]:
 
 def _in_string(pos: int, spans: list[tuple[int, int]]) -> bool:
     return any(a <= pos < b for a, b in spans)
+
+
+def first_outside_strings(pattern: re.Pattern[str], expr: str, spans: list[tuple[int, int]]) -> re.Match[str] | None:
+    """The first match of ``pattern`` that does not start inside a string literal."""
+    return next((m for m in pattern.finditer(expr) if not _in_string(m.start(), spans)), None)
 
 
 def _split_call(expr: str, open_paren: int, spans: list[tuple[int, int]]) -> tuple[list[str], int] | None:
@@ -141,7 +132,7 @@ def rewrite_bind(expr: str) -> str:
     """
     while True:
         spans = _string_spans(expr)
-        m = next((m for m in _BIND.finditer(expr) if not _in_string(m.start(), spans)), None)
+        m = first_outside_strings(_BIND, expr, spans)
         if m is None:
             return expr
         split = _split_call(expr, m.end() - 1, spans)
@@ -204,7 +195,7 @@ def rewrite_optionals(expr: str) -> str:
     """
     while True:
         spans = _string_spans(expr)
-        m = next((m for m in _OPT_FIELD.finditer(expr) if not _in_string(m.start(), spans)), None)
+        m = first_outside_strings(_OPT_FIELD, expr, spans)
         if m is not None:
             start = _receiver_start(expr, m.start(), spans)
             recv, field, fn = expr[start : m.start()].strip(), m.group(1), m.group(2)
@@ -220,7 +211,7 @@ def rewrite_optionals(expr: str) -> str:
                 return expr
             expr = expr[:start] + new + expr[end:]
             continue
-        m = next((m for m in _OPT_INDEX.finditer(expr) if not _in_string(m.start(), spans)), None)
+        m = first_outside_strings(_OPT_INDEX, expr, spans)
         if m is None:
             return expr
         start = _receiver_start(expr, m.start(), spans)

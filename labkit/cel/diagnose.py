@@ -98,8 +98,6 @@ def compile_error_from_text(expr: str, text: str) -> CelCompileError:
                     hint = hint or "includes() exists only with list-type attributes (feature gate DRAListTypeAttributes)"
                 elif name in _NEWER_STRINGS:
                     hint = hint or f"{name}() is not in the strings library version Kubernetes uses (version 2)"
-        if re.search(r"overload for 'string' applied to '\(net\.(IP|CIDR)\)'", msg):
-            hint = hint or "labkit does not support string() of an IP or CIDR yet"
         msg = _member_form(expr, line, col, msg)
         rel = _RELOP.search(msg)
         if rel and (rel.group(2) in _KIND or rel.group(3) in _KIND):

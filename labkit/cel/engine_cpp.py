@@ -354,11 +354,11 @@ _BIND_DEVICE = re.compile(r"\bcel\s*\.\s*bind\s*\(\s*([A-Za-z_]\w*)\s*,\s*device
 def _inline_device_binds(expr: str) -> str:
     """``cel.bind(d, device, body)`` -> ``body`` with ``d`` replaced by ``device``: labkit declares
     ``device.driver``, ``device.attributes``... as variables, so ``device`` alone is no value."""
-    from labkit.cel.celpy_check import _split_call, _string_spans, _substitute
+    from labkit.cel.celpy_check import _split_call, _string_spans, _substitute, first_outside_strings
 
     while True:
         spans = _string_spans(expr)
-        m = next((m for m in _BIND_DEVICE.finditer(expr) if not any(a <= m.start() < b for a, b in spans)), None)
+        m = first_outside_strings(_BIND_DEVICE, expr, spans)
         if m is None:
             return expr
         split = _split_call(expr, expr.index("(", m.start()), spans)
@@ -373,12 +373,12 @@ _FORMAT_NAMED = re.compile(r"(?<![.\w])format\s*\.\s*named\s*\(")
 
 def _rewrite_format_named(expr: str) -> str:
     """``format.named(n)`` -> ``optional.of(<format n>)`` or ``optional.none()``."""
-    from labkit.cel.celpy_check import _split_call, _string_spans
+    from labkit.cel.celpy_check import _split_call, _string_spans, first_outside_strings
 
     n = 0
     while True:
         spans = _string_spans(expr)
-        m = next((m for m in _FORMAT_NAMED.finditer(expr) if not any(a <= m.start() < b for a, b in spans)), None)
+        m = first_outside_strings(_FORMAT_NAMED, expr, spans)
         if m is None:
             return expr
         split = _split_call(expr, m.end() - 1, spans)
@@ -400,13 +400,12 @@ def _rewrite_macros(expr: str) -> str:
 
     The receiver is bound once with ``cel.bind``.
     """
-    from labkit.cel.celpy_check import _receiver_start, _split_call, _string_spans
+    from labkit.cel.celpy_check import _receiver_start, _split_call, _string_spans, first_outside_strings
 
     n = 0
     while True:
         spans = _string_spans(expr)
-        m = next((m for m in _EXPANDED_MACROS.finditer(expr) if not any(a <= m.start() < b for a, b in spans)),
-                 None)
+        m = first_outside_strings(_EXPANDED_MACROS, expr, spans)
         if m is None:
             return expr
         expand, usage = _EXPANSIONS[m.group(1)]

@@ -17,12 +17,10 @@ whose actual cost passes 1,000,000 ("operation cancelled: actual cost limit exce
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
 from labkit.cel.device import DeviceInput
 from labkit.cel.errors import CelCompileError
-from labkit.cel.literals import strip_strings
 from labkit.cel.regexcheck import check_constant_patterns
 
 __all__ = ["COST_LIMIT", "DEFAULT_ENGINE", "ENGINES", "ENGINE_LIMITS", "Program", "compile_new_selector",
@@ -74,17 +72,6 @@ def _precheck(expr: str) -> None:
             "split the selector into several selectors",
         )
     check_constant_patterns(expr)
-    _check_not_implemented(strip_strings(expr))
-
-
-_NOT_IMPLEMENTED: list[tuple[re.Pattern[str], str, str]] = []
-
-
-def _check_not_implemented(text: str) -> None:
-    for pattern, message, hint in _NOT_IMPLEMENTED:
-        m = pattern.search(text)
-        if m:
-            raise CelCompileError(message.format(m.group(1)), hint)
 
 
 def compile_selector(
