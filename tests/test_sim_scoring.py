@@ -6,7 +6,6 @@ from dataclasses import replace
 
 from labkit.cluster import connect
 from labkit.cluster.profiles import load_profile
-from labkit.sim.resources import parse_quantity_value
 from labkit.sim.scoring import balanced_allocation, least_allocated, nonzero_requests, prioritized_list
 from tests import scoring_scenarios as sc
 
@@ -74,7 +73,7 @@ def test_plugin_formulas():
     # BalancedAllocation: 50 + (50 + with - without) / 2
     assert balanced_allocation((0, 0), (0, 0), (100, 100)) == 75
     pod = {"spec": {"containers": [{"name": "a"}, {"name": "b", "resources": {"requests": {"cpu": "1"}}}]}}
-    assert nonzero_requests(pod, parse_quantity_value) == (1100, 2 * 200 * 1024 * 1024)
+    assert nonzero_requests(pod) == (1100, 2 * 200 * 1024 * 1024)
     claim = {"spec": {"devices": {"requests": [{"name": "r", "firstAvailable": [{"name": "a"}, {"name": "b"}]}]}}}
     alloc = {"devices": {"results": [{"request": "r/b"}]}}
     assert prioritized_list([claim], [alloc]) == 7

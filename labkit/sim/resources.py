@@ -9,32 +9,27 @@ from labkit.api.quantity import parse_quantity
 Requests = dict[str, Fraction]
 
 
-def parse_quantity_value(value: object) -> Fraction:
-    """A quantity's exact value (public name of the parser the scorers share)."""
-    return _q(value)
-
-
 def _q(value: object) -> Fraction:
     return Fraction(parse_quantity(str(value)).value)
 
 
+def container_requests(container: dict) -> Requests:
+    """A container's requests; limits stand in for missing requests, as the API server defaults them."""
+    res = container.get("resources") or {}
+    merged = dict(res.get("limits") or {})
+    merged.update(res.get("requests") or {})
+    return {k: _q(v) for k, v in merged.items()}
+
+
 def pod_requests(pod: dict) -> Requests:
-    """Effective requests: sum over containers, at least the largest init container (limits
-    stand in for missing requests, as the API server defaults them)."""
+    """Effective requests: sum over containers, at least the largest init container."""
     spec = pod.get("spec") or {}
-
-    def of(c: dict) -> Requests:
-        res = c.get("resources") or {}
-        merged = dict(res.get("limits") or {})
-        merged.update(res.get("requests") or {})
-        return {k: _q(v) for k, v in merged.items()}
-
     total: Requests = {}
     for c in spec.get("containers") or []:
-        for k, v in of(c).items():
+        for k, v in container_requests(c).items():
             total[k] = total.get(k, Fraction(0)) + v
     for c in spec.get("initContainers") or []:
-        for k, v in of(c).items():
+        for k, v in container_requests(c).items():
             total[k] = max(total.get(k, Fraction(0)), v)
     return total
 

@@ -46,10 +46,17 @@ from labkit.sim.resources import (
     insufficient,
     is_extended,
     node_allocatable,
-    parse_quantity_value,
     pod_requests,
 )
-from labkit.sim.scoring import SCORE_ALL_BELOW, Candidate, best, cpu_memory, nonzero_requests, total_scores
+from labkit.sim.scoring import (
+    SCORE_ALL_BELOW,
+    Candidate,
+    best,
+    cpu_memory,
+    nonzero_requests,
+    prioritized_list_scoring,
+    total_scores,
+)
 from labkit.sim.selectors import node_selector_matches, pod_matches_node_affinity, untolerated_taint
 from labkit.sim.store import Store, copy_of, evolve
 
@@ -161,7 +168,7 @@ class Scheduler:
         node = (pod.get("spec") or {}).get("nodeName")
         live = ev.type != "DELETED" and node and not is_finished(pod) and not is_deleting(pod)
         if live and uid not in self._bound:
-            self._account(uid, node, pod_requests(pod), nonzero_requests(pod, parse_quantity_value))
+            self._account(uid, node, pod_requests(pod), nonzero_requests(pod))
         elif not live and uid in self._bound:
             self._unaccount(uid)
             self.bump()
@@ -317,15 +324,7 @@ class Scheduler:
                 cur.start = i + 1
                 continue
             cur.start = i
-            att.node = name
-            if outcome is not None:
-                for c, result in zip(pending_claims, outcome.allocations):
-                    att.allocations[f"{meta(c)['namespace']}/{meta(c)['name']}"] = result
-                if ext_claim is not None:
-                    att.ext_claim = ext_claim
-                    att.allocations[EXT_KEY] = outcome.allocations[len(pending_claims)]
-                    att.ext_mappings = [{"containerName": e[1], "resourceName": e[2], "requestName": e[4]}
-                                        for e in ext if e[2] not in (self._alloc.get(name) or {})]
+            self._choose(att, name, outcome, ext_claim, pending_claims, ext)
             break
         if att.node is None:
             # shared with the cursor: once every node failed, nothing is added to it this epoch
@@ -358,22 +357,29 @@ class Scheduler:
         chosen = feasible[0]
         if len(feasible) > 1:
             candidates = [self._candidate(node, outcome, len(pending_claims)) for node, outcome, _ in feasible]
-            scores = total_scores(pod, claims, candidates, nonzero_requests(pod, parse_quantity_value),
-                                  cpu_memory(req), prioritized_list_scoring=self._prioritized_list_scoring())
+            scores = total_scores(pod, claims, candidates, nonzero_requests(pod),
+                                  cpu_memory(req), prioritized_list_scoring=prioritized_list_scoring(
+                                      self.dra.features, self.dra.kubernetes_version))
             name = best(scores, [c.name for c in candidates])
             chosen = next(f for f in feasible if f[0]["metadata"]["name"] == name)
             att.scores = scores
         node, outcome, ext_claim = chosen
-        att.node = node["metadata"]["name"]
-        if outcome is not None:
-            for c, result in zip(pending_claims, outcome.allocations):
-                att.allocations[f"{meta(c)['namespace']}/{meta(c)['name']}"] = result
-            if ext_claim is not None:
-                att.ext_claim = ext_claim
-                att.allocations[EXT_KEY] = outcome.allocations[len(pending_claims)]
-                att.ext_mappings = [{"containerName": e[1], "resourceName": e[2], "requestName": e[4]}
-                                    for e in ext if e[2] not in (self._alloc.get(att.node) or {})]
+        self._choose(att, node["metadata"]["name"], outcome, ext_claim, pending_claims, ext)
         return att
+
+    def _choose(self, att: Attempt, name: str, outcome: Any, ext_claim: dict | None, pending_claims: list[dict],
+                ext: list[tuple[int, str, str, int, str]]) -> None:
+        """Record the chosen node and the allocations its Filter computed."""
+        att.node = name
+        if outcome is None:
+            return
+        for c, result in zip(pending_claims, outcome.allocations):
+            att.allocations[f"{meta(c)['namespace']}/{meta(c)['name']}"] = result
+        if ext_claim is not None:
+            att.ext_claim = ext_claim
+            att.allocations[EXT_KEY] = outcome.allocations[len(pending_claims)]
+            att.ext_mappings = [{"containerName": e[1], "resourceName": e[2], "requestName": e[4]}
+                                for e in ext if e[2] not in (self._alloc.get(name) or {})]
 
     def _candidate(self, node: dict, outcome: Any, n_pending: int) -> Candidate:
         name = node["metadata"]["name"]
@@ -382,14 +388,6 @@ class Scheduler:
                          nonzero_used=self._nonzero.get(name, (0, 0)),
                          used=cpu_memory(self._usage.get(name, {})),
                          allocations=list(outcome.allocations[:n_pending]) if outcome is not None else [])
-
-    def _prioritized_list_scoring(self) -> bool:
-        """DynamicResources scores firstAvailable choices from Kubernetes 1.35 (with DRAPrioritizedList)."""
-        from labkit.api.features import normalize_version
-
-        version = normalize_version(self.dra.kubernetes_version)
-        return bool(getattr(self.dra.features, "PrioritizedList", False)) and tuple(
-            int(x) for x in version.split(".")[:2]) >= (1, 35)
 
     @staticmethod
     def _extended_requests(pod: dict, req: dict[str, Fraction],
@@ -479,7 +477,7 @@ class Scheduler:
             owner = self._owner(pod, key)
             self.dra.allocated.add(result, owner=owner)
             self._claim_allocs[self._alloc_key(pod, by_key, key)] = (result, owner)
-        self._account(meta(pod)["uid"], att.node or "", pod_requests(pod), nonzero_requests(pod, parse_quantity_value))
+        self._account(meta(pod)["uid"], att.node or "", pod_requests(pod), nonzero_requests(pod))
         return fixed
 
     @staticmethod

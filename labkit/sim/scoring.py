@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from labkit.sim.resources import container_requests
 from labkit.sim.selectors import node_selector_term_matches, tolerates
 
-__all__ = ["SCORE_ALL_BELOW", "Candidate", "best", "nonzero_requests", "total_scores"]
+__all__ = ["SCORE_ALL_BELOW", "Candidate", "best", "nonzero_requests", "prioritized_list_scoring", "total_scores"]
 
 MAX_SCORE = 100
 SCORE_ALL_BELOW = 100  # kube-scheduler's minFeasibleNodesToFind
@@ -68,16 +69,15 @@ def cpu_memory(req: dict[str, Fraction]) -> tuple[int, int]:
     return _milli(req.get("cpu")), _bytes(req.get("memory"))
 
 
-def nonzero_requests(pod: dict, parse: Any) -> tuple[int, int]:
+def nonzero_requests(pod: dict) -> tuple[int, int]:
     """kube-scheduler's non-zero requests: a container without a cpu (memory) request counts
     100m (200Mi); summed over containers, at least the largest init container."""
     spec = pod.get("spec") or {}
 
     def of(c: dict) -> tuple[int, int]:
-        res = c.get("resources") or {}
-        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        cpu = _milli(parse(merged["cpu"])) if "cpu" in merged else DEFAULT_MILLI_CPU
-        mem = _bytes(parse(merged["memory"])) if "memory" in merged else DEFAULT_MEMORY
+        req = container_requests(c)
+        cpu = _milli(req["cpu"]) if "cpu" in req else DEFAULT_MILLI_CPU
+        mem = _bytes(req["memory"]) if "memory" in req else DEFAULT_MEMORY
         return cpu, mem
 
     cpu = mem = 0
@@ -138,6 +138,14 @@ def prioritized_list(claims: list[dict], allocations: list[dict]) -> int:
                 if f"{req.get('name')}/{sub.get('name')}" in chosen:
                     score += FIRST_AVAILABLE_MAX - i
     return score
+
+
+def prioritized_list_scoring(features: Any, kubernetes_version: str) -> bool:
+    """DynamicResources scores firstAvailable choices from Kubernetes 1.35, with DRAPrioritizedList."""
+    from labkit.api.features import normalize_version
+
+    major, minor = (int(x) for x in normalize_version(kubernetes_version).split(".")[:2])
+    return bool(getattr(features, "PrioritizedList", False)) and (major, minor) >= (1, 35)
 
 
 def _normalize(scores: list[int], reverse: bool) -> list[int]:

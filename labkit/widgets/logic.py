@@ -242,14 +242,14 @@ def allocate_on_cluster(claim: dict[str, Any], classes: list[dict], slices: list
     allocate it, the one whose firstAvailable choices score best (Kubernetes 1.35+), else the
     first by name."""
     from labkit.allocator import AllocatedState, Allocator, features_for
-    from labkit.sim.scoring import prioritized_list
+    from labkit.sim.scoring import prioritized_list, prioritized_list_scoring
 
     claim = claim_from_template(claim)
     claim.setdefault("metadata", {}).setdefault("uid", "00000000-0000-0000-0000-000000000001")
     features = features_for(kubernetes_version)
     allocator = Allocator(features, classes, slices,
                           AllocatedState.from_claims([c for c in in_use if c.get("status", {}).get("allocation")]))
-    scored = features.PrioritizedList and _minor(kubernetes_version) >= 35 and any(
+    scored = prioritized_list_scoring(features, kubernetes_version) and any(
         r.get("firstAvailable") for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or [])
     explanations = []
     best: tuple[int, str, dict] | None = None
@@ -275,11 +275,6 @@ def allocate_on_cluster(claim: dict[str, Any], classes: list[dict], slices: list
         devices = [r["device"] for r in alloc.get("devices", {}).get("results", [])]
         return Placement(name, "allocated", alloc, f"allocated on {name}: {', '.join(devices)}", devices)
     return Placement(None, "unsatisfiable", None, "no node can satisfy the claim\n" + "\n".join(explanations))
-
-
-def _minor(version: str) -> int:
-    parts = version.lstrip("v").split(".")
-    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
 
 
 @dataclass
