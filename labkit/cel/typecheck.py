@@ -45,9 +45,7 @@ def _has_unresolved(t: Type) -> bool:
 def _kubernetes_type(ast: AST, e: Expr, attribute: str = "dyn") -> str | object:
     """The type Kubernetes' checker gives ``e`` as it prints it, or _UNSURE."""
     t = ast.types.get(e.id)
-    if t is None or _has_unresolved(t):
-        return _UNSURE
-    if "optional" in str(t):
+    if t is None:
         return _UNSURE
     if t.kind == "dyn":
         if _is_attribute_value(e):
@@ -55,9 +53,8 @@ def _kubernetes_type(ast: AST, e: Expr, attribute: str = "dyn") -> str | object:
         if e.kind == "call" and e.name == "dyn" and not e.operand:
             return "dyn"
         return _UNSURE
-    if "dyn" in str(t):  # list(dyn) from labkit's list(dyn) declarations: not what Kubernetes infers
-        return _UNSURE
-    return str(t)
+    definite = _kubernetes_type_of(t)
+    return _UNSURE if definite is None else definite
 
 
 def _mismatch(ast: AST, e: Expr, want: object, attribute: str) -> tuple[int, str] | None:
@@ -132,6 +129,8 @@ def kubernetes_type_errors(ast: AST, *, new_expression_without_list_types: bool 
 
 
 def _kubernetes_type_of(t: Type) -> str | None:
+    """``str(t)`` when Kubernetes would print the same; None for unresolved, optional and dyn-bearing
+    types (``list(dyn)`` comes from labkit's own ``list(dyn)`` declarations)."""
     if _has_unresolved(t) or "dyn" in str(t) or "optional" in str(t):
         return None
     return str(t)
