@@ -132,6 +132,16 @@ def _pod(name: str, node: str, claims: list[tuple[str, str, str]]) -> dict[str, 
     }
 
 
+def pod_settled(pod: dict[str, Any]) -> bool:
+    """Running/finished, or marked unschedulable: kube-scheduler has decided about it."""
+    st = pod.get("status") or {}
+    if st.get("phase", "Pending") != "Pending":
+        return True
+    return any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False" for c in st.get("conditions") or []
+    )
+
+
 def generate(seed: int, profile: str | None = None) -> Scenario:
     """A small scenario: 1-4 pods, each pinned to a node, with template or shared named claims."""
     rng = random.Random(seed)

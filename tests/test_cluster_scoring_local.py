@@ -11,14 +11,9 @@ import pytest
 
 from labkit.cluster import ClusterError, connect
 from tests import scoring_scenarios as sc
+from tests.scenario_gen import pod_settled
 
 pytestmark = [pytest.mark.local, pytest.mark.slow]
-
-
-def _settled(pod: dict) -> bool:
-    st = pod.get("status") or {}
-    return st.get("phase", "Pending") != "Pending" or any(
-        c.get("type") == "PodScheduled" and c.get("status") == "False" for c in st.get("conditions") or [])
 
 
 def _run(cluster, objs: list[dict]) -> None:
@@ -26,7 +21,7 @@ def _run(cluster, objs: list[dict]) -> None:
     for obj in objs:
         if obj["kind"] == "Pod":
             name = obj["metadata"]["name"]
-            assert cluster.wait(until=lambda c, n=name: _settled(c.get("Pod", n)), timeout=90), name
+            assert cluster.wait(until=lambda c, n=name: pod_settled(c.get("Pod", n)), timeout=90), name
 
 
 def _placed(cluster, pod: str) -> tuple[str, str]:

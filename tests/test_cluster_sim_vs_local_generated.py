@@ -25,7 +25,7 @@ import pytest
 from labkit.cluster import ClusterError, connect
 from labkit.cluster.base import NotFound
 from labkit.cluster.report import normalize_report, simulate_report
-from tests.scenario_gen import PROFILES, Scenario, scenarios
+from tests.scenario_gen import PROFILES, Scenario, pod_settled, scenarios
 
 pytestmark = [pytest.mark.local, pytest.mark.slow]
 
@@ -36,15 +36,6 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "sim-vs-
 KNOWN_OPEN: set[int] = set()
 
 
-def _settled(pod: dict[str, Any]) -> bool:
-    st = pod.get("status") or {}
-    if st.get("phase", "Pending") != "Pending":
-        return True
-    return any(
-        c.get("type") == "PodScheduled" and c.get("status") == "False" for c in st.get("conditions") or []
-    )
-
-
 def _run(cluster: Any, sc: Scenario, local: bool) -> dict[str, list[dict]]:
     if sc.setup:
         cluster.apply(sc.setup)
@@ -52,7 +43,7 @@ def _run(cluster: Any, sc: Scenario, local: bool) -> dict[str, list[dict]]:
         cluster.apply(pod)
         name = pod["metadata"]["name"]
         if local:
-            ok = cluster.wait(until=lambda c, n=name: _settled(c.get("Pod", n)), timeout=90)
+            ok = cluster.wait(until=lambda c, n=name: pod_settled(c.get("Pod", n)), timeout=90)
             assert ok, f"seed {sc.seed}: pod {name} did not settle on local"
         else:
             cluster.wait()
