@@ -231,27 +231,23 @@ def test_differential_generated(oracle: Path, coverage: Coverage, tmp_path: Path
         scen[f"{seed:05d}"] = (sc, d.choices)
     rows = harness.run_oracle_batch(oracle, root)
     assert sorted(rows) == sorted(scen), "the oracle must answer every scenario"
-    have_labkit = harness.labkit_available()
     known = _known_seeds()
     new, known_hits, error_text = [], [], []
     for name, row in sorted(rows.items()):
         status = row["output"]["status"]
         assert status in ("allocated", "unsatisfiable", "error") and row["exit"] in (0, 2, 3)
         kind = None
-        if have_labkit:
-            diff = harness.compare(row, harness.run_labkit(root / name))
-            kind = diff.kind
-            if diff.kind == "error-text":
-                error_text.append((name, diff.detail))
-            elif not diff.agrees:
-                seed = str(int(name))
-                if seed in known and (harness.REGRESSIONS_OPEN / known[seed]).is_dir():
-                    known_hits.append((name, known[seed]))
-                else:
-                    new.append((name, diff))
+        diff = harness.compare(row, harness.run_labkit(root / name))
+        kind = diff.kind
+        if diff.kind == "error-text":
+            error_text.append((name, diff.detail))
+        elif not diff.agrees:
+            seed = str(int(name))
+            if seed in known and (harness.REGRESSIONS_OPEN / known[seed]).is_dir():
+                known_hits.append((name, known[seed]))
+            else:
+                new.append((name, diff))
         coverage.record(scen[name][0].tags, status, kind)
-    if not have_labkit:
-        pytest.skip(f"labkit allocate not available; oracle side checked on {n} scenarios")
     saved = []
     budget = int(os.environ.get("LABKIT_DIFF_SHRINK", "3"))
     for name, diff in new[:budget]:
@@ -282,8 +278,6 @@ def test_differential_older_versions(version: str, tmp_path: Path) -> None:
     path, reason = harness.ensure_oracle(minor)
     if path is None:
         pytest.skip(reason)
-    if not harness.labkit_available():
-        pytest.skip("labkit allocate not available")
     n = int(os.environ.get("LABKIT_DIFF_VERSION_EXAMPLES", "60"))
     for seed in range(n):
         generate(RandomDraw(seed), version).write(tmp_path / f"{seed:05d}")
@@ -298,8 +292,6 @@ def test_differential_older_versions(version: str, tmp_path: Path) -> None:
 
 
 def test_differential_hypothesis(oracle: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
-    if not harness.labkit_available():
-        pytest.skip("labkit allocate not available")
     failures: list[tuple[int, Scenario, str]] = []
     work = tmp_path_factory.mktemp("hyp")
 

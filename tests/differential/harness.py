@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import io
 import json
 import os
@@ -54,10 +53,6 @@ def ensure_oracle(minor: str = "0.37") -> tuple[Path | None, str]:
     if path.exists():
         return path, ""
     return None, f"Go oracle not found at {path} and Go is not installed (install Go, then run make oracle)"
-
-
-def labkit_available() -> bool:
-    return importlib.util.find_spec("labkit.allocator.cli") is not None
 
 
 # ---- running ---------------------------------------------------------------------------
