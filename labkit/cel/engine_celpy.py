@@ -311,10 +311,14 @@ def _type_check(expr: str, consumable_capacity: bool, list_type_attributes: bool
     """celpy has no type checker: use cel-expr-python's (with labkit's Kubernetes checks) when it is
     installed, so both engines refuse the same expressions at compile time."""
     try:
-        from labkit.cel.engine_cpp import CppProgram
+        import labkit.cel.engine_cpp  # noqa: F401 - only: is cel-expr-python installed?
     except ImportError:  # the pure-Python install: keep celpy_check's static checks only
         return
-    CppProgram(expr, consumable_capacity, list_type_attributes)
+    from labkit.cel.facade import compile_selector
+
+    # through the facade's cache: the same expression is often compiled for both engines
+    compile_selector(expr, engine="cel-expr-python", consumable_capacity=consumable_capacity,
+                     list_type_attributes=list_type_attributes)
 
 
 class CelpyProgram:
