@@ -19,6 +19,7 @@ from typing import Any
 
 from fake_gpus import naming
 from fake_gpus.catalog import MIG_MODES, GpuSlot, MigProfile, NicSlot, NodeProfile, load_node_profile
+from fake_gpus.errors import InputError
 from fake_gpus.quantity import binary_si
 from fake_gpus.topology import switch_chain
 
@@ -37,7 +38,7 @@ OLDEST_VERSION = (1, 34)
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
-class SliceError(ValueError):
+class SliceError(InputError, ValueError):
     """Bad arguments to build_slices/device_classes (one-line message)."""
 
 

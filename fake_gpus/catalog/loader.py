@@ -20,6 +20,7 @@ from fake_gpus.catalog.models import (
     NicSlot,
     NodeProfile,
 )
+from fake_gpus.errors import InputError
 
 CATALOG_DIR = Path(__file__).resolve().parent
 PROFILES_DIR = CATALOG_DIR / "profiles"
@@ -34,7 +35,7 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class CatalogError(ValueError):
+class CatalogError(InputError, ValueError):
     """A catalog or node-profile file is invalid; str() is a one-line, actionable message."""
 
 

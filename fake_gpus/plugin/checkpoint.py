@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fake_gpus.errors import EngineError
+
 VERSION = 1
 
 
@@ -44,7 +46,7 @@ class PreparedClaim:
                    cdi_spec=d.get("cdi_spec"))
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(EngineError, RuntimeError):
     pass
 
 

@@ -6,10 +6,12 @@ import json
 import threading
 from typing import Any, Protocol
 
+from fake_gpus.errors import EngineError
+
 from .kube import KubeError, KubeRest
 
 
-class ClaimSourceError(RuntimeError):
+class ClaimSourceError(EngineError, RuntimeError):
     """The claim could not be read (other than "not found")."""
 
 

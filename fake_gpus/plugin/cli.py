@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from fake_gpus.errors import InputError
+
 from . import paths
 
 log = logging.getLogger("fake_gpus.plugin")
@@ -24,7 +26,7 @@ DEFAULT_DRIVER = "gpu.nvidia.com"
 DEFAULT_NIC_DRIVER = "nic.fake-gpus.dev"  # fake_gpus.slices.NIC_DRIVER
 
 
-class UsageError(Exception):
+class UsageError(InputError):
     """Bad input: printed as one line, exit code 2."""
 
 

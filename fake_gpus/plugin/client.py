@@ -15,6 +15,8 @@ from typing import Any
 
 import grpc
 
+from fake_gpus.errors import EngineError
+
 from .gen import (
     dra_v1_pb2,
     dra_v1_pb2_grpc,
@@ -30,7 +32,7 @@ _DRA = {"v1.DRAPlugin": (dra_v1_pb2, dra_v1_pb2_grpc), "v1beta1.DRAPlugin": (dra
 ClaimRef = tuple[str, str, str]  # namespace, name, uid
 
 
-class RegistrationError(RuntimeError):
+class RegistrationError(EngineError, RuntimeError):
     pass
 
 

@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fake_gpus.errors import InputError
+
 NIC_TYPES = frozenset({"nic", "dpu", "rdma", "net", "network"})
 
 
@@ -90,7 +92,7 @@ class DeviceIndex:
         return len(self._devices)
 
 
-class ClaimError(ValueError):
+class ClaimError(InputError, ValueError):
     """A claim that cannot be prepared; the message is sent back to the kubelet."""
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from fake_gpus.errors import EngineError
 
-class KubeError(RuntimeError):
+
+class KubeError(EngineError, RuntimeError):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status

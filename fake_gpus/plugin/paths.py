@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fake_gpus.errors import InputError
+
 DEFAULT_REGISTRY_DIR = "/var/lib/kubelet/plugins_registry"
 DEFAULT_PLUGINS_DIR = "/var/lib/kubelet/plugins"
 DEFAULT_CDI_DIR = "/var/run/cdi"
 MAX_SOCKET_PATH = 107  # sun_path is 108 bytes including the terminating NUL
 
 
-class SocketPathError(ValueError):
+class SocketPathError(InputError, ValueError):
     pass
 
 

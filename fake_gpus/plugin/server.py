@@ -11,6 +11,8 @@ from typing import Any
 
 import grpc
 
+from fake_gpus.errors import EngineError
+
 from .devices import ClaimError
 from .gen import (
     dra_health_v1_pb2,
@@ -34,7 +36,7 @@ PLUGIN_TYPE = "DRAPlugin"
 SUPPORTED_VERSIONS = ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
 
 
-class RegistrationFailed(RuntimeError):
+class RegistrationFailed(EngineError, RuntimeError):
     pass
 
 

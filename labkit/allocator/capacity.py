@@ -12,13 +12,14 @@ from fractions import Fraction
 from labkit.allocator.model import CapacityInfo
 from labkit.allocator.quantities import qparse
 from labkit.api.quantity import Quantity
+from labkit.errors import InputError
 
 __all__ = ["CapacityError", "check_capacity", "consumed_quantities"]
 
 _MAX_INT64 = 2**63 - 1
 
 
-class CapacityError(Exception):
+class CapacityError(InputError):
     """A request that cannot be represented (fatal in upstream, aborts allocation)."""
 
 

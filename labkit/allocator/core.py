@@ -22,6 +22,7 @@ from labkit.allocator.pools import Pool
 from labkit.allocator.requests import RequestData, request_view
 from labkit.allocator.taints import taint_prevents
 from labkit.cel.errors import NO_SUCH_KEY_HINT
+from labkit.errors import EngineError
 
 __all__ = ["Search", "DeviceResult", "SearchTimeout", "FILTER_TIMEOUT", "TIMEOUT_ERROR"]
 
@@ -29,7 +30,7 @@ _START = (0, 0)
 _OPTIONAL_NODE_OPS_FEATURE = "DRAOptionalNodeOperations"
 
 
-class _MaxSize(Exception):
+class _MaxSize(EngineError):
     """errAllocationResultMaxSizeExceeded: more than 32 results would be needed."""
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from labkit.errors import EngineError
+
 __all__ = ["AllocationError", "kobj", "device_str", "MAX_RESULTS"]
 
 #: resourceapi.AllocationResultsMaxSize
 MAX_RESULTS = 32
 
 
-class AllocationError(Exception):
+class AllocationError(EngineError):
     """What upstream's ``Allocate`` returns as an error. ``node_scoped`` errors (wrapping
     ``ErrFailedAllocationOnNode``) only mean "unschedulable on this node"."""
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from labkit.errors import InputError
+
 __all__ = ["NodeSelectorError", "node_matches", "selector_matches"]
 
 
-class NodeSelectorError(ValueError):
+class NodeSelectorError(InputError, ValueError):
     pass
 
 

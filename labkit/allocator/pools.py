@@ -14,11 +14,12 @@ from fractions import Fraction
 from labkit.allocator.features import Features, VariantProfile
 from labkit.allocator.model import SliceInfo
 from labkit.allocator.nodes import NodeSelectorError, node_matches
+from labkit.errors import InputError
 
 __all__ = ["Pool", "PoolError", "gather_pools"]
 
 
-class PoolError(Exception):
+class PoolError(InputError):
     """Fatal error while gathering pools (bad node selector in a slice)."""
 
 

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from labkit.errors import InputError
+
 __all__ = ["SelectorEngine", "SelectorCompileError", "SelectorRuntimeError"]
 
 
-class SelectorCompileError(Exception):
+class SelectorCompileError(InputError):
     pass
 
 
-class SelectorRuntimeError(Exception):
+class SelectorRuntimeError(InputError):
     pass
 
 

@@ -9,6 +9,8 @@ versioned feature-gate specs of the Kubernetes sources).
 
 from __future__ import annotations
 
+from labkit.errors import InputError
+
 __all__ = [
     "FEATURE_DEFAULTS",
     "LOCKED",
@@ -104,7 +106,7 @@ MATURITY: dict[str, dict[str, str]] = {
 }
 
 
-class FeatureGateError(ValueError):
+class FeatureGateError(InputError, ValueError):
     """An unknown version, an unknown gate or a malformed ``--feature-gates`` value."""
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from labkit.errors import InputError
+
 __all__ = ["LoadError", "NAMESPACED_KINDS", "dump", "load", "load_files"]
 
 #: kinds LabKit knows to be namespaced; everything else is left without a namespace
@@ -26,7 +28,7 @@ NAMESPACED_KINDS = frozenset({
 })
 
 
-class LoadError(ValueError):
+class LoadError(InputError, ValueError):
     """Input that cannot be read or parsed; ``problems`` holds one line per problem."""
 
     def __init__(self, problems: list[str] | str):

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache, total_ordering
 
+from labkit.errors import InputError
+
 __all__ = ["Quantity", "QuantityError", "parse_quantity"]
 
 _BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
@@ -32,7 +34,7 @@ DECIMAL_SI = "DecimalSI"
 DECIMAL_EXPONENT = "DecimalExponent"
 
 
-class QuantityError(ValueError):
+class QuantityError(InputError, ValueError):
     """A string that Kubernetes would not accept as a quantity."""
 
 

@@ -6,6 +6,8 @@ Every error carries a one-line ``message`` (what Kubernetes would say) and an op
 
 from __future__ import annotations
 
+from labkit.errors import InputError
+
 #: appended by Kubernetes 1.37 to "no such key" runtime errors
 NO_SUCH_KEY_HINT = (
     ". consider using CEL optional chaining (.? followed by orValue()) or guarding the check "
@@ -13,7 +15,7 @@ NO_SUCH_KEY_HINT = (
 )
 
 
-class CelError(Exception):
+class CelError(InputError):
     """A CEL selector problem: ``message`` is what Kubernetes says, ``hint`` how to fix it.
 
     ``detail`` is Kubernetes' full (possibly multi-line) text where it differs from the

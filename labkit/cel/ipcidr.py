@@ -11,6 +11,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from labkit.cel.k8slib import LibError
+from labkit.errors import InputError
 
 _V4_LINK_LOCAL_MC = ipaddress.ip_network("224.0.0.0/24")
 _V6_LINK_LOCAL_MC = ipaddress.ip_network("ff02::/16")
@@ -35,7 +36,7 @@ class CIDRPrefix:
         return f"{self.addr}/{self.bits}"
 
 
-class _ParseError(ValueError):
+class _ParseError(InputError, ValueError):
     """netip could not parse the text (Go wraps these in a "parse error" sentence)."""
 
 

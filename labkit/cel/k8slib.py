@@ -14,11 +14,12 @@ import re2
 
 from labkit.api.quantity import DECIMAL_SI, Quantity, QuantityError, parse_quantity
 from labkit.cel.semver import Semver, SemverError, is_semver, parse_semver
+from labkit.errors import InputError
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-class LibError(Exception):
+class LibError(InputError):
     """A runtime error raised by a library function."""
 
 

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass
 from functools import total_ordering
 
+from labkit.errors import InputError
+
 __all__ = ["Semver", "SemverError", "parse_semver", "is_semver"]
 
 _DIGITS = frozenset("0123456789")
@@ -22,7 +24,7 @@ def _q(text: str) -> str:
     return json.dumps(text)
 
 
-class SemverError(ValueError):
+class SemverError(InputError, ValueError):
     """A string that is not a semantic version."""
 
 

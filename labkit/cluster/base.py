@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from labkit.cluster.placements import PlacementTable
+from labkit.errors import EngineError, NotFoundError
 
 T = TypeVar("T")
 
@@ -46,11 +47,11 @@ T = TypeVar("T")
 Source = str | Path | dict[str, Any] | list[dict[str, Any]]
 
 
-class ClusterError(Exception):
+class ClusterError(EngineError):
     """A one-line, user-facing problem with a cluster operation (no traceback wanted)."""
 
 
-class NotFound(ClusterError):
+class NotFound(NotFoundError, ClusterError):
     """The named object does not exist."""
 
 

@@ -32,13 +32,14 @@ from typing import Any
 import yaml
 
 from labkit.cluster.base import ClusterError
+from labkit.errors import InputError
 
 REPO_CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 DEFAULT_ALLOCATABLE = {"cpu": "64", "memory": "512Gi", "pods": "110"}
 
 
-class ProfileError(ClusterError):
+class ProfileError(InputError, ClusterError):
     """A cluster profile that cannot be used; the message names file, field path and fix."""
 
 

@@ -15,11 +15,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from labkit.api.quantity import parse_quantity
+from labkit.errors import LabkitError
 
 GPU_DRIVER = "gpu.nvidia.com"
 
 
-class _Fail(Exception):
+class _Fail(LabkitError):
     """Internal: stop a check with a message and a hint."""
 
     def __init__(self, message: str, hint: str = "") -> None:

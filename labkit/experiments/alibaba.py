@@ -28,6 +28,7 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
+from labkit.errors import InputError
 from labkit.experiments.traces import WorkItem
 
 HEADER = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos", "pod_phase",
@@ -37,7 +38,7 @@ PHASES = ("Succeeded", "Running", "Pending", "Failed")
 SAMPLE = Path(__file__).parent / "data" / "alibaba_sample.csv"
 
 
-class TraceError(ValueError):
+class TraceError(InputError, ValueError):
     """A trace file that cannot be read; one line naming file, line and column."""
 
 

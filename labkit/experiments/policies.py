@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from labkit.errors import InputError
 from labkit.experiments import objects as o
 from labkit.experiments.fleet import NVLINK_ATTR, Fleet
 from labkit.experiments.fragmentation import GpuState, Mix, gpu_states, states_fragmentation
@@ -36,7 +37,7 @@ from labkit.experiments.ledger import Ledger
 from labkit.experiments.traces import WorkItem
 
 
-class PolicyError(ValueError):
+class PolicyError(InputError, ValueError):
     """Unknown policy name or a policy that returned unusable objects."""
 
 

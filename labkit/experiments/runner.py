@@ -20,6 +20,7 @@ from typing import Any
 
 from labkit.cluster import connect
 from labkit.cluster.profiles import ClusterProfile
+from labkit.errors import InputError
 from labkit.experiments.fleet import GPU_DRIVER, Fleet, build_fleet, fleet_variant
 from labkit.experiments.fragmentation import FragmentationMeter
 from labkit.experiments.ledger import Ledger
@@ -29,7 +30,7 @@ from labkit.experiments.traces import WorkItem, request_mix
 from labkit.sim.podutil import claim_name_for
 
 
-class ExperimentError(ValueError):
+class ExperimentError(InputError, ValueError):
     """Bad experiment input (trace, fleet or policy); one line naming what and how to fix it."""
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from labkit.cluster.profiles import ClusterProfile
+from labkit.errors import InputError
 from labkit.sim.agent import NodeAgent
 from labkit.sim.claimctl import ClaimController
 from labkit.sim.clock import Clock
@@ -31,7 +32,7 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 KEEP_STATUS = frozenset({"Node"})
 
 
-class SimError(Exception):
+class SimError(InputError):
     """A request the simulated API server refuses; one line, names the object."""
 
 

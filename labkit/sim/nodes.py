@@ -7,9 +7,10 @@ import uuid
 from typing import Any
 
 from labkit.cluster.profiles import DEFAULT_ALLOCATABLE, ClusterProfile, NodeSpec
+from labkit.errors import EngineError
 
 
-class HardwareError(Exception):
+class HardwareError(EngineError):
     """fake_gpus could not build a node's inventory."""
 
 

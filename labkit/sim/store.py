@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from labkit.errors import InputError
 from labkit.sim import names
 from labkit.sim.clock import Clock
 from labkit.sim.kinds import API_VERSIONS, is_namespaced
@@ -26,7 +27,7 @@ from labkit.sim.podutil import status_on_create
 Key = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
 
 
-class StoreError(Exception):
+class StoreError(InputError):
     """A write the API server would refuse (already exists, not found, ...)."""
 
 

@@ -13,8 +13,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from labkit.errors import EngineError
 
-class CommandError(RuntimeError):
+
+class CommandError(EngineError, RuntimeError):
     def __init__(self, cmd: Sequence[str], result: subprocess.CompletedProcess[str]):
         tail = (result.stderr or result.stdout or "").strip().splitlines()[-5:]
         super().__init__(f"`{shlex.join(cmd)}` failed with exit code {result.returncode}: " + " | ".join(tail))

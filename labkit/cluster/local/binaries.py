@@ -8,6 +8,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from labkit.errors import EngineError
+
 DEFAULT_MINOR = "1.37"  # what tools/build-controlplane.sh builds without arguments
 #: oldest minor the DEFAULT_MINOR binaries can emulate (kube-apiserver --emulated-version range)
 OLDEST_EMULATED = "1.34"
@@ -15,7 +17,7 @@ COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manag
 BUILD_SCRIPT = Path(__file__).resolve().parents[3] / "tools" / "build-controlplane.sh"
 
 
-class BinariesMissing(RuntimeError):
+class BinariesMissing(EngineError, RuntimeError):
     """The control-plane binaries for a version are not built (message says how to get them)."""
 
 

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import yaml
 
+from labkit.errors import EngineError
 
-class CDIError(RuntimeError):
+
+class CDIError(EngineError, RuntimeError):
     pass
 
 

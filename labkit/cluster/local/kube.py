@@ -13,8 +13,10 @@ from urllib.parse import quote, urlencode
 
 from kubernetes import client as k8s
 
+from labkit.errors import EngineError
 
-class ApiError(Exception):
+
+class ApiError(EngineError):
     """A non-2xx answer from the API server: `.status`, `.reason`, `.message`."""
 
     def __init__(self, status: int, reason: str, message: str) -> None:

@@ -16,8 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from labkit.errors import EngineError
 
-class ProcessError(RuntimeError):
+
+class ProcessError(EngineError, RuntimeError):
     """A component exited or never became ready (one line, with the log file to read)."""
 
 
