@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -47,18 +48,143 @@ class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
     pass
 
 
-# Drop the timestamp resolver: Kubernetes keeps times as RFC 3339 strings.
-_Loader.yaml_implicit_resolvers = {
-    ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
+# -- plain scalars read as Kubernetes reads them ------------------------------------------------
+# kubectl and the API server turn YAML into JSON with sigs.k8s.io/yaml, whose YAML 1.1 reader
+# (a fork of go-yaml v2, goyaml.v2/resolve.go) differs from PyYAML's: y/Y/n/N are booleans,
+# 1e3 is a float, 0o17 an octal int, 1:20 a string (no base 60), "=" a string; timestamps stay
+# strings. LabKit reads them the Go way, so a manifest that validates here decodes the same there.
+
+_TAG = "tag:yaml.org,2002:"
+_GO_BOOL = {**dict.fromkeys(("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE",
+                             "on", "On", "ON"), True),
+            **dict.fromkeys(("n", "N", "no", "No", "NO", "false", "False", "FALSE",
+                             "off", "Off", "OFF"), False)}
+_GO_NULL = frozenset(("", "~", "null", "Null", "NULL"))
+_GO_SPECIAL_FLOAT = {**dict.fromkeys((".nan", ".NaN", ".NAN"), float("nan")),
+                     **dict.fromkeys((".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"),
+                                     float("inf")),
+                     **dict.fromkeys(("-.inf", "-.Inf", "-.INF"), float("-inf"))}
+_GO_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
+_GO_INT = re.compile(r"^[-+]?(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)$")
+_GO_TIMESTAMP = re.compile(r"^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}([Tt ][0-9]{1,2}:[0-9]{1,2}:[0-9]{1,2}"
+                           r"(\.[0-9]+)?(Z|[-+][0-9]{2}:[0-9]{2})?)?$")
+
+
+def _go_int(text: str) -> int | None:
+    """``strconv.ParseInt(text, 0, 64)`` (unbounded, like the big.Int fallback), or None."""
+    if not _GO_INT.match(text):
+        return None
+    sign = -1 if text[0] == "-" else 1
+    digits = text.lstrip("+-")
+    if len(digits) > 1 and digits[0] == "0" and digits[1] in "0123456789":
+        return sign * int(digits, 8)  # Go's leading-zero octal
+    return sign * int(digits, 0)
+
+
+def go_scalar(text: str) -> tuple[str, Any]:
+    """How go-yaml v2 resolves an unquoted scalar: (``bool|null|int|float|str``, value)."""
+    if text in _GO_BOOL:
+        return "bool", _GO_BOOL[text]
+    if text in _GO_NULL:
+        return "null", None
+    if text in _GO_SPECIAL_FLOAT:
+        return "float", _GO_SPECIAL_FLOAT[text]
+    first = text[0]
+    if first == "." and _GO_FLOAT.match(text):
+        return "float", float(text)
+    if first in "+-0123456789":
+        if _GO_TIMESTAMP.match(text):
+            return "str", text  # go-yaml keeps timestamps as strings in untyped maps
+        plain = text.replace("_", "")
+        value = _go_int(plain)
+        if value is not None:
+            return "int", value
+        if _GO_FLOAT.match(plain):
+            return "float", float(plain)
+        if plain.startswith("-0b") and re.fullmatch(r"-0b[01]+", plain):
+            return "int", -int(plain[3:], 2)
+    return "str", text
+
+
+def _resolve(self: Any, kind: type, value: str, implicit: tuple[bool, bool]) -> str:
+    if kind is yaml.ScalarNode and implicit[0]:
+        if value == "<<":
+            return _TAG + "merge"
+        return _TAG + go_scalar(value)[0]
+    return yaml.resolver.Resolver.resolve(self, kind, value, (False, False)
+                                          if kind is yaml.ScalarNode else implicit)
+
+
+def _go_scalar_constructor(want: str) -> Any:
+    def construct(loader: _Loader, node: yaml.ScalarNode) -> Any:
+        kind, value = go_scalar(loader.construct_scalar(node))
+        if kind == want:
+            return value
+        if want == "float" and kind == "int":
+            return float(value)
+        raise yaml.constructor.ConstructorError(
+            None, None, f"cannot decode {node.value!r} as !!{want}", node.start_mark)
+    return construct
+
+
+_Loader.resolve = _resolve  # type: ignore[method-assign]
+for _kind in ("bool", "int", "float"):
+    _Loader.add_constructor(_TAG + _kind, _go_scalar_constructor(_kind))
+
+
+def _go_key(key: Any) -> Any:
+    """sigs.k8s.io/yaml turns non-string map keys into JSON strings (``y:`` becomes "true")."""
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if isinstance(key, int):
+        return str(key)
+    if isinstance(key, float):
+        return repr(key)
+    return key
+
+
+#: more nodes than this in one document after expanding aliases is refused ("billion laughs")
+MAX_EXPANDED_NODES = 2_000_000
+
+
+def _unshare(doc: Any, origin: str, number: int) -> Any:
+    """Expand YAML aliases into independent copies (JSON has no sharing), refusing alias bombs."""
+    sizes: dict[int, int] = {}
+
+    def size(node: Any) -> int:
+        if not isinstance(node, dict | list):
+            return 1
+        if id(node) in sizes:
+            return sizes[id(node)]
+        sizes[id(node)] = 1  # a cycle (an alias inside its own anchor) counts once
+        children = node.values() if isinstance(node, dict) else node
+        total = 1 + sum(size(child) for child in children)
+        sizes[id(node)] = total
+        return total
+
+    def copy_tree(node: Any, depth: int, seen: tuple[int, ...]) -> Any:
+        if isinstance(node, dict | list):
+            if id(node) in seen:
+                raise LoadError(f"{origin}:doc {number}: an alias refers to its own anchor "
+                                "(a recursive structure); fix: remove the self-reference")
+            inner = (*seen, id(node))
+            if isinstance(node, dict):
+                return {k: copy_tree(v, depth + 1, inner) for k, v in node.items()}
+            return [copy_tree(v, depth + 1, inner) for v in node]
+        return node
+
+    if size(doc) > MAX_EXPANDED_NODES:
+        raise LoadError(f"{origin}:doc {number}: document contains excessive aliasing "
+                        f"(more than {MAX_EXPANDED_NODES:,} values once anchors are expanded); "
+                        "fix: write the repeated parts out or use fewer aliases")
+    return copy_tree(doc, 0, ())
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
     loader.flatten_mapping(node)
     result: dict[Any, Any] = {}
     for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
+        key = _go_key(loader.construct_object(key_node, deep=True))
         try:
             hash(key)
         except TypeError:
@@ -97,16 +223,22 @@ def _represent_str(dumper: _Dumper, value: str) -> yaml.ScalarNode:
 
 
 _Dumper.add_representer(str, _represent_str)
+# quote exactly the strings a Go reader would take for something else ("y", "1e3", "0o17")
+_Dumper.resolve = _resolve  # type: ignore[method-assign]
 
 
 # -- parsing ----------------------------------------------------------------------------------
 
-def _mark_text(err: yaml.YAMLError, line_offset: int) -> str:
+def _mark_text(err: yaml.YAMLError, line_offset: int, text: str = "") -> str:
     mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
     problem = getattr(err, "problem", None) or str(err).splitlines()[0]
     context = getattr(err, "context", None)
     msg = f"{context}, {problem}" if context and problem and context not in problem else str(problem)
     if mark is not None:
+        lines = text.splitlines()
+        line = lines[mark.line] if 0 <= mark.line < len(lines) else ""
+        if "\t" in line[: mark.column + 1]:
+            msg += "; fix: indent with spaces, YAML does not allow tabs there"
         return f"line {mark.line + 1 + line_offset}: {msg}"
     return msg
 
@@ -131,12 +263,36 @@ def _split_documents(text: str) -> list[tuple[int, str]]:
     return docs
 
 
+class _JSONDuplicate(ValueError):
+    pass
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _JSONDuplicate(key)
+        result[key] = value
+    return result
+
+
+def _json_constant(name: str) -> Any:
+    """NaN / Infinity are not JSON (Go's encoding/json refuses them)."""
+    raise json.JSONDecodeError(f"{name} is not a JSON value", name, 0)
+
+
 def _parse_text(text: str, origin: str) -> list[Any]:
     """Parse YAML or JSON text into documents; raise LoadError with all problems found."""
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
-            return [json.loads(text)]
+            return [json.loads(text, object_pairs_hook=_json_object,
+                               parse_constant=_json_constant)]
+        except _JSONDuplicate as exc:
+            raise LoadError(f"{origin}:doc 1: duplicate key {exc.args[0]!r}; fix: keep one "
+                            "(the API server refuses duplicate fields)") from None
+        except RecursionError:
+            raise LoadError(f"{origin}:doc 1: nested too deeply to read") from None
         except json.JSONDecodeError as exc:
             # JSON-looking YAML (flow style) is still YAML: fall through, keep the JSON error
             json_error = f"{origin}:doc 1: line {exc.lineno}: invalid JSON: {exc.msg}"
@@ -145,9 +301,12 @@ def _parse_text(text: str, origin: str) -> list[Any]:
     else:
         json_error = ""
     try:
-        return list(yaml.load_all(text, Loader=_Loader))  # noqa: S506 - safe loader subclass
+        docs = list(yaml.load_all(text, Loader=_Loader))  # noqa: S506 - safe loader subclass
+        return [_unshare(doc, origin, number) for number, doc in enumerate(docs, start=1)]
     except yaml.YAMLError:
         pass
+    except LoadError:
+        raise
     except (ValueError, RecursionError, TypeError) as exc:  # e.g. deeply nested or odd input
         raise LoadError(f"{origin}:doc 1: {exc}") from None
     if json_error:
@@ -157,14 +316,14 @@ def _parse_text(text: str, origin: str) -> list[Any]:
         try:
             list(yaml.load_all(chunk, Loader=_Loader))  # noqa: S506
         except yaml.YAMLError as exc:
-            problems.append(f"{origin}:doc {number}: {_mark_text(exc, offset)}")
+            problems.append(f"{origin}:doc {number}: {_mark_text(exc, offset, chunk)}")
         except (ValueError, RecursionError, TypeError) as exc:
             problems.append(f"{origin}:doc {number}: {exc}")
     if not problems:  # splitting hid the problem (e.g. a '---' inside a block scalar)
         try:
             list(yaml.load_all(text, Loader=_Loader))  # noqa: S506
         except yaml.YAMLError as exc:
-            problems.append(f"{origin}: {_mark_text(exc, 0)}")
+            problems.append(f"{origin}: {_mark_text(exc, 0, text)}")
     return_problems = problems or [f"{origin}: unparsable YAML"]
     raise LoadError(return_problems)
 
@@ -311,7 +470,11 @@ def load(source: Any, *, default_namespace: str | None = "default") -> list[dict
 
 def load_files(paths: Iterable[str | os.PathLike[str]], *,
                default_namespace: str | None = "default") -> list[dict]:
-    """Load several files (``"-"`` = stdin) in order; all problems are reported together."""
+    """Load several files (``"-"`` = stdin) in order; all problems are reported together.
+
+    Input with no object at all is an error, as for ``kubectl apply``.
+    """
+    paths = list(paths)
     objs: list[dict] = []
     problems: list[str] = []
     for path in paths:
@@ -323,6 +486,10 @@ def load_files(paths: Iterable[str | os.PathLike[str]], *,
         objs.extend(_objects(documents, origin, default_namespace, problems))
     if problems:
         raise LoadError(problems)
+    if not objs:
+        names = ", ".join(str(p) for p in paths) or "<no files>"
+        raise LoadError(f"{names}: no objects (the input is empty or only comments); fix: give "
+                        "a manifest with apiVersion, kind and metadata (kubectl refuses it too)")
     return objs
 
 

@@ -222,7 +222,12 @@ def _report(err: dict, sink: Sink, skip: set[str], seen: set[str]) -> None:
         sink.required(path)
         return
     words = _TYPE_WORDS.get(etype)
-    if words:
+    if words and etype == "string_type" and isinstance(value, bool):
+        sink.add(path, f"{words}, not {show(value)}; fix: quote the value: Kubernetes' YAML reads "
+                       "unquoted y, n, yes, no, on, off, true, false as booleans")
+    elif words and etype == "string_type" and isinstance(value, int | float):
+        sink.add(path, f"{words}, not {show(value)}; fix: quote the value to keep it a string")
+    elif words:
         sink.add(path, f"{words}, not {show(value)}")
     else:
         sink.add(path, f"Invalid value: {show(value)}: {err.get('msg', 'invalid')}")

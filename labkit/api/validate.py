@@ -36,6 +36,18 @@ KNOWN_KINDS: dict[str, tuple[str, ...]] = {
     "PodGroup": ("scheduling.k8s.io/v1alpha2", "scheduling.k8s.io/v1alpha3", "scheduling.k8s.io/v1beta1"),
 }
 
+#: the kinds that built-in group versions serve besides KNOWN_KINDS (a kind not listed for
+#: its apiVersion is refused, as the API server says "no matches for kind")
+BUILTIN_KINDS: dict[str, frozenset[str]] = {
+    "v1": frozenset({
+        "Binding", "ComponentStatus", "ConfigMap", "Endpoints", "Event", "LimitRange", "List",
+        "Namespace", "Node", "PersistentVolume", "PersistentVolumeClaim", "Pod", "PodTemplate",
+        "ReplicationController", "ResourceQuota", "Secret", "Service", "ServiceAccount"}),
+    "apps/v1": frozenset({"ControllerRevision", "DaemonSet", "Deployment", "ReplicaSet",
+                          "StatefulSet"}),
+    "batch/v1": frozenset({"CronJob", "Job"}),
+}
+
 
 def _ident(obj: dict) -> tuple[str, str]:
     kind = obj.get("kind")
@@ -113,7 +125,12 @@ def _check(obj: dict, sink: Sink, ctx: Context) -> None:
             hint = suggest(kind, dra)
             fix = f'did you mean "{hint}"?' if hint else f"known kinds: {', '.join(dra)}"
             sink.add("kind", f"{show(kind)} is not a kind of {api} ({fix})")
-        return  # not LabKit's business (ConfigMap, Service, ...): accepted as is
+        served = BUILTIN_KINDS.get(api) if isinstance(api, str) else None
+        if served is not None and kind not in served:
+            hint = suggest(kind, sorted(served | {k for k, v in KNOWN_KINDS.items() if api in v}))
+            fix = f'did you mean "{hint}"?' if hint else "check the kind and apiVersion"
+            sink.add("kind", f"{show(kind)} is not a kind of {api} ({fix})")
+        return  # not LabKit's business (ConfigMap, Service, CRDs ...): accepted as is
     if api and api not in KNOWN_KINDS[kind]:
         sink.add("apiVersion", f"{kind} is {' or '.join(KNOWN_KINDS[kind])}, not {api!r}")
         return
