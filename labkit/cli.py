@@ -1,14 +1,20 @@
 """The ``labkit`` command. Each subcommand lives next to the code it drives.
 
 A subcommand module exposes ``register(subparsers)``, which adds its parser and sets
-``func`` to a callable taking the parsed args and returning the exit code.
+``func`` to a callable taking the parsed args and returning the exit code. Errors it lets
+escape are printed here, one line each, with the exit code of their kind (labkit.errors):
+2 bad input, 3 not found, 1 the work failed, 70 a LabKit bug.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+from fake_gpus.errors import FakeGpusError
+from labkit.errors import LabkitError, exit_code, one_line
 
 #: modules that add subcommands, in the order they appear in ``labkit --help``
 SUBCOMMAND_MODULES = [
@@ -47,6 +53,30 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # noqa: BLE001 - the contract: one line per problem, never a traceback
+        if os.environ.get("LABKIT_DEBUG") == "1" and not isinstance(exc, LabkitError | FakeGpusError):
+            raise
+        for line in error_lines(exc):
+            print(f"labkit {args.command}: {line}", file=sys.stderr)
+        return error_exit_code(exc)
+
+
+def error_lines(exc: BaseException) -> list[str]:
+    """What the user sees for ``exc``: one line per problem (a LoadError may hold several)."""
+    if isinstance(exc, LabkitError | FakeGpusError):
+        problems = getattr(exc, "problems", None)
+        if isinstance(problems, list) and len(problems) > 1:
+            return [str(p) for p in problems]
+        return [one_line(exc)]
+    return [f"internal error: {type(exc).__name__}: {one_line(exc)} "
+            "(a LabKit bug: please report it; LABKIT_DEBUG=1 shows the traceback)"]
+
+
+def error_exit_code(exc: BaseException) -> int:
+    """The one table from error kinds to exit codes (see labkit.errors)."""
+    if isinstance(exc, FakeGpusError):
+        return exc.exit_code
+    return exit_code(exc)
 
 
 if __name__ == "__main__":

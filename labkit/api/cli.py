@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from labkit.api.features import DEFAULT_VERSION, FeatureGateError, parse_feature_gates, resolve_gates
-from labkit.api.load import LoadError, load_files
+from labkit.api.features import DEFAULT_VERSION, parse_feature_gates, resolve_gates
+from labkit.api.load import load_files
 from labkit.api.validate import validate
 
 __all__ = ["register", "run"]
@@ -27,17 +27,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except (FeatureGateError, LoadError) as exc:
-        print(f"labkit validate: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # noqa: BLE001 - the contract is: never a traceback
-        print(f"labkit validate: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
-
-
-def _run(args: argparse.Namespace) -> int:
+    """Errors (bad options, unreadable files) go to labkit.cli, which prints them and exits 2."""
     gates = parse_feature_gates(args.feature_gates or "")
     _, warnings = resolve_gates(args.kubernetes_version, gates)
     for warning in warnings:

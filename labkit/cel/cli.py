@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from labkit.cel.device import device_input
-from labkit.cel.errors import CelCompileError, CelError, CelRuntimeError
+from labkit.cel.errors import CelRuntimeError
 from labkit.cel.facade import DEFAULT_ENGINE, ENGINES, compile_selector
 
 __all__ = ["register", "run", "evaluate_slices"]
@@ -84,24 +84,12 @@ def _table(rows: list[dict[str, str]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        program = compile_selector(args.expression, engine=args.engine,
-                                   consumable_capacity=args.consumable_capacity,
-                                   list_type_attributes=args.list_type_attributes)
-    except CelCompileError as exc:
-        print(f"labkit cel: {exc}".replace("\n", " "), file=sys.stderr)
-        return 2
-    try:
-        objs = _load(args.files)
-    except Exception as exc:  # noqa: BLE001 - LoadError and anything unreadable: one line, exit 2
-        problems = getattr(exc, "problems", None) or [str(exc)]
-        print(f"labkit cel: {'; '.join(str(p) for p in problems)}".replace("\n", " "), file=sys.stderr)
-        return 2
-    try:
-        rows = evaluate_slices(program, objs)
-    except CelError as exc:  # defensive: evaluation errors are per device above
-        print(f"labkit cel: {exc}", file=sys.stderr)
-        return 2
+    # a CelCompileError or LoadError goes to labkit.cli: one line, exit 2
+    program = compile_selector(args.expression, engine=args.engine,
+                               consumable_capacity=args.consumable_capacity,
+                               list_type_attributes=args.list_type_attributes)
+    objs = _load(args.files)
+    rows = evaluate_slices(program, objs)
     if not rows:
         print("labkit cel: no devices found (the files contain no ResourceSlice with devices)", file=sys.stderr)
     if args.output == "json":

@@ -40,14 +40,9 @@ def resolve_node(profile: str, node: str | None) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from labkit.cluster.base import ClusterError
     from labkit.topology import node_graph, save_png, stats, topo_matrix
 
-    try:
-        node, node_profile = resolve_node(args.profile, args.node)
-    except ClusterError as exc:
-        print(f"labkit topology: {exc}", file=sys.stderr)
-        return 2
+    node, node_profile = resolve_node(args.profile, args.node)  # ProfileError: labkit.cli, exit 2
     g = node_graph(node_profile, node_name=node)
     if args.png:
         save_png(g, args.png)
