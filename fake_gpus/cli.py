@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +27,8 @@ from typing import Any
 import yaml
 
 from fake_gpus.catalog import MIG_MODES, CatalogError, load_node_profile, node_profiles
-from fake_gpus.slices import GPU_DRIVER, NIC_DRIVER, SliceError, build_slices, device_classes
+from fake_gpus.errors import FakeGpusError
+from fake_gpus.slices import GPU_DRIVER, NIC_DRIVER, build_slices, device_classes
 from fake_gpus.topology import format_topology_matrix
 
 SUBCOMMAND_MODULES = ("fake_gpus.plugin.cli",)
@@ -131,8 +133,15 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (CatalogError, SliceError) as e:
-        sys.stderr.write(f"error: {e}\n")
-        return 2
+    except FakeGpusError as e:  # every deliberate error: one line, its kind's exit code
+        sys.stderr.write(f"error: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}\n")
+        return e.exit_code
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # noqa: BLE001 - never a traceback; FAKE_GPUS_DEBUG=1 shows it
+        if os.environ.get("FAKE_GPUS_DEBUG") == "1":
+            raise
+        sys.stderr.write(f"error: internal error: {type(e).__name__}: {e} (a bug: please report it)\n")
+        return 70
