@@ -89,7 +89,7 @@ def test_nested_list() -> None:
 @pytest.mark.parametrize(("text", "expected"), [
     ("a: [\n", "<string>:doc 1: line 2:"),
     ("kind: Pod\nkind: Node\n", "<string>:doc 1: line 2: duplicate key 'kind'"),
-    ("- 1\n- 2\n", "<string>:doc 1: expected a Kubernetes object"),
+    ("- 1\n- 2\n", "<string>:doc 1[0]: expected a Kubernetes object"),
     ("{\"a\": ", "<string>:doc 1: line 1: invalid JSON"),
     ("just-a-word", "just-a-word: no such file"),
 ])

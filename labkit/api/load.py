@@ -181,18 +181,24 @@ def _unshare(doc: Any, origin: str, number: int) -> Any:
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    loader.flatten_mapping(node)
+    written = sum(1 for key_node, _ in node.value if key_node.tag != _TAG + "merge")
+    loader.flatten_mapping(node)  # merged pairs (<<: *anchor) first, then the written ones
+    merged = len(node.value) - written
     result: dict[Any, Any] = {}
-    for key_node, value_node in node.value:
+    own: set[Any] = set()
+    for index, (key_node, value_node) in enumerate(node.value):
         key = _go_key(loader.construct_object(key_node, deep=True))
         try:
             hash(key)
         except TypeError:
             raise yaml.constructor.ConstructorError(
                 None, None, "mapping keys must be strings", key_node.start_mark) from None
-        if key in result:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark)
+        if index >= merged:  # a written key may override a merged one, not another written one
+            if key in own:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}; fix: keep one (the API server refuses "
+                    "duplicate fields)", key_node.start_mark)
+            own.add(key)
         result[key] = loader.construct_object(value_node, deep=deep)
     return result
 
@@ -263,6 +269,10 @@ def _split_documents(text: str) -> list[tuple[int, str]]:
     return docs
 
 
+_TOO_DEEP = ("nested too deeply to read (hundreds of levels of lists or mappings); "
+             "fix: flatten the document")
+
+
 class _JSONDuplicate(ValueError):
     pass
 
@@ -292,7 +302,7 @@ def _parse_text(text: str, origin: str) -> list[Any]:
             raise LoadError(f"{origin}:doc 1: duplicate key {exc.args[0]!r}; fix: keep one "
                             "(the API server refuses duplicate fields)") from None
         except RecursionError:
-            raise LoadError(f"{origin}:doc 1: nested too deeply to read") from None
+            raise LoadError(f"{origin}:doc 1: {_TOO_DEEP}") from None
         except json.JSONDecodeError as exc:
             # JSON-looking YAML (flow style) is still YAML: fall through, keep the JSON error
             json_error = f"{origin}:doc 1: line {exc.lineno}: invalid JSON: {exc.msg}"
@@ -307,7 +317,9 @@ def _parse_text(text: str, origin: str) -> list[Any]:
         pass
     except LoadError:
         raise
-    except (ValueError, RecursionError, TypeError) as exc:  # e.g. deeply nested or odd input
+    except RecursionError:
+        raise LoadError(f"{origin}: {_TOO_DEEP}") from None
+    except (ValueError, TypeError) as exc:  # odd input
         raise LoadError(f"{origin}:doc 1: {exc}") from None
     if json_error:
         raise LoadError(json_error)
@@ -431,22 +443,23 @@ def _set_namespace(obj: dict, default_namespace: str | None) -> None:
 
 
 def _objects(documents: Iterable[Any], origin: str, default_namespace: str | None,
-             problems: list[str]) -> list[dict]:
+             problems: list[str], within: str = "") -> list[dict]:
     objs: list[dict] = []
     for number, doc in enumerate(documents, start=1):
+        where = f"{within}[{number - 1}]" if within else f"doc {number}"
         if doc is None:
             continue
         if isinstance(doc, list):  # a bare JSON/YAML array of objects
-            nested = _objects(doc, origin, default_namespace, problems)
+            nested = _objects(doc, origin, default_namespace, problems, where)
             objs.extend(nested)
             continue
         if not isinstance(doc, dict):
-            problems.append(f"{origin}:doc {number}: expected a Kubernetes object (a mapping with "
+            problems.append(f"{origin}:{where}: expected a Kubernetes object (a mapping with "
                             f"apiVersion, kind, metadata), got {type(doc).__name__}")
             continue
         bad_keys = [k for k in doc if not isinstance(k, str)]
         if bad_keys:
-            problems.append(f"{origin}:doc {number}: top-level keys must be strings, got {bad_keys[0]!r}")
+            problems.append(f"{origin}:{where}: top-level keys must be strings, got {bad_keys[0]!r}")
             continue
         for obj in _flatten(doc, origin, number, problems):
             _set_namespace(obj, default_namespace)

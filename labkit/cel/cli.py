@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from labkit.cel.device import device_input
 from labkit.cel.errors import CelRuntimeError
 from labkit.cel.facade import DEFAULT_ENGINE, ENGINES, compile_selector
+from labkit.errors import InputError
 
 __all__ = ["register", "run", "evaluate_slices"]
 
@@ -91,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     objs = _load(args.files)
     rows = evaluate_slices(program, objs)
     if not rows:
-        print("labkit cel: no devices found (the files contain no ResourceSlice with devices)", file=sys.stderr)
+        raise InputError("no devices found: the files contain no ResourceSlice with devices",
+                         fix="pass ResourceSlices, e.g. from `python -m fake_gpus slices`")
     if args.output == "json":
         print(json.dumps({"expression": args.expression, "engine": args.engine, "devices": rows}, indent=2))
     else:
