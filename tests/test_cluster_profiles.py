@@ -60,5 +60,5 @@ def test_unknown_profile_lists_known():
 def test_invalid_yaml_names_line(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("nodes:\n  - name: [\n")
-    with pytest.raises(ProfileError, match=r"bad.yaml:\d+: not valid YAML"):
+    with pytest.raises(ProfileError, match=r"bad.yaml:doc 1: line \d+: "):
         load_profile(str(p))

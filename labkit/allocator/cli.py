@@ -50,8 +50,11 @@ def _bad(message: str) -> dict:
 
 def allocate_files(files: list[str], node_name: str, *, feature_gates: str = "",
                    kubernetes_version: str = "1.37", validate_input: bool = True,
-                   explain: bool = False, warn=None) -> dict:
-    """The JSON document ``labkit allocate`` prints (as a dict)."""
+                   explain: bool = False, warn=None, require_claims: bool = False) -> dict:
+    """The JSON document ``labkit allocate`` prints (as a dict).
+
+    ``require_claims``: no pending claim is an error (the CLI), not an empty success (the oracle).
+    """
     from labkit.allocator import Allocator, features_for
     from labkit.api import LoadError, load_files, with_defaults
     from labkit.api.features import FeatureGateError, parse_feature_gates, resolve_gates
@@ -83,6 +86,9 @@ def allocate_files(files: list[str], node_name: str, *, feature_gates: str = "",
     claims = by_kind.get("ResourceClaim", [])
     pending = [c for c in claims if not (c.get("status") or {}).get("allocation")]
     in_use = [c for c in claims if (c.get("status") or {}).get("allocation")]
+    if require_claims and not pending:
+        return _bad("no ResourceClaim to allocate in the files (claims with status.allocation are "
+                    "already allocated); fix: add the ResourceClaims to allocate")
     node = next((n for n in by_kind.get("Node", []) if (n.get("metadata") or {}).get("name") == node_name),
                 {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name}})
     rules = by_kind.get("DeviceTaintRule", []) if gates.get("DRADeviceTaintRules") else []
@@ -130,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         doc = allocate_files(args.files, args.node, feature_gates=args.feature_gates,
                              kubernetes_version=args.kubernetes_version, validate_input=not args.no_validate,
-                             explain=args.explain)
+                             explain=args.explain, require_claims=True)
     except Exception as exc:  # noqa: BLE001 - the contract is: never a traceback
         doc = _bad(f"internal error: {type(exc).__name__}: {exc}")
     summary = doc.pop("_summary", None)

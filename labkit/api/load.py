@@ -20,7 +20,7 @@ import yaml
 
 from labkit.errors import InputError
 
-__all__ = ["LoadError", "NAMESPACED_KINDS", "dump", "load", "load_files"]
+__all__ = ["LoadError", "NAMESPACED_KINDS", "dump", "load", "load_files", "read_documents"]
 
 #: kinds LabKit knows to be namespaced; everything else is left without a namespace
 NAMESPACED_KINDS = frozenset({
@@ -407,6 +407,12 @@ def _read_file(path: Path) -> tuple[list[Any], str]:
     except UnicodeDecodeError as exc:
         raise LoadError(f"{origin}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return _parse_text(text, origin), origin
+
+
+def read_documents(path: str | os.PathLike[str]) -> list[Any]:
+    """The YAML/JSON documents of one file, read as Kubernetes reads them (for profiles and other
+    non-object files): duplicate keys, alias bombs, tabs, binary are :class:`LoadError` lines."""
+    return _read_file(Path(path))[0]
 
 
 def _is_list_kind(doc: dict) -> bool:

@@ -41,6 +41,25 @@ def _load(paths: list[str]) -> list[dict]:
     return load_files(paths)
 
 
+def _refuse_invalid_slices(objs: list[dict]) -> None:
+    """Slices the API server would refuse never reach a selector: say so instead of evaluating."""
+    from labkit.api import validate
+
+    slices = [o for o in objs if isinstance(o, dict) and o.get("kind") == "ResourceSlice"]
+    problems = validate(slices) if slices else []
+    if problems:
+        raise SliceInputError([str(p) for p in problems])
+
+
+class SliceInputError(InputError):
+    """ResourceSlices that do not validate; one line per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems),
+                         fix="fix the slices (labkit validate -f FILE shows the same problems)")
+
+
 def _node_of(spec: dict, device: dict) -> str:
     for source in (device, spec):
         if source.get("nodeName"):
@@ -89,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
                                consumable_capacity=args.consumable_capacity,
                                list_type_attributes=args.list_type_attributes)
     objs = _load(args.files)
+    _refuse_invalid_slices(objs)
     rows = evaluate_slices(program, objs)
     if not rows:
         raise InputError("no devices found: the files contain no ResourceSlice with devices",

@@ -78,8 +78,12 @@ def run_simulate(args: argparse.Namespace) -> int:
     except ClusterError as exc:
         return _fail(str(exc))
     try:
+        applied = 0
         for f in args.files:
-            cluster.apply(sys.stdin.read() if f == "-" else _path(f))
+            applied += len(cluster.apply(sys.stdin.read() if f == "-" else _path(f)) or ())
+        if not applied:  # kubectl apply refuses this too ("no objects passed to apply")
+            return _fail(f"{', '.join(args.files)}: no objects (the input is empty or only comments); "
+                         "fix: give manifests with apiVersion, kind and metadata")
         cluster.wait()
         if args.advance:
             if not hasattr(cluster, "advance"):

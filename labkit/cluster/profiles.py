@@ -29,13 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from labkit.api.load import LoadError, read_documents
 from labkit.cluster.base import ClusterError
 from labkit.errors import InputError
 
 REPO_CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+#: a profile entry's `count` above this is refused (the sim builds every node in memory)
+MAX_NODES = 20_000
 DEFAULT_ALLOCATABLE = {"cpu": "64", "memory": "512Gi", "pods": "110"}
 
 
@@ -116,13 +117,14 @@ def load_profile(source: str | Path | dict | ClusterProfile) -> ClusterProfile:
     if isinstance(source, dict):
         return parse_profile(source, origin="<dict>")
     path = find_profile(str(source))
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        raise ProfileError(f"{path}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    return parse_profile(doc, origin=str(path), default_name=path.stem)
+    try:  # read as Kubernetes reads YAML: duplicate keys, tabs, binary, alias bombs are errors
+        docs = [d for d in read_documents(path) if d is not None]
+    except LoadError as exc:
+        raise ProfileError(exc.problems[0]) from None
+    if len(docs) != 1:
+        raise ProfileError(f"{path}: a profile is one YAML document, this file has {len(docs)}",
+                           fix="keep exactly one document (name, nodes, ...)")
+    return parse_profile(docs[0], origin=str(path), default_name=path.stem)
 
 
 def _err(origin: str, path: str, msg: str) -> ProfileError:
@@ -181,10 +183,19 @@ def parse_profile(doc: Any, origin: str = "<profile>", default_name: str = "") -
     from labkit.api.features import SUPPORTED_VERSIONS
 
     if version not in SUPPORTED_VERSIONS:
-        raise _err(origin, "kubernetesVersion", f"{version} is not supported; use one of {', '.join(SUPPORTED_VERSIONS)}")
+        quote = (f'; YAML read the number {doc["kubernetesVersion"]!r}: quote it, e.g. "1.30"'
+                 if isinstance(doc.get("kubernetesVersion"), float) else "")
+        raise _err(origin, "kubernetesVersion",
+                   f"{version} is not supported; use one of {', '.join(SUPPORTED_VERSIONS)}{quote}")
     gates = doc.get("featureGates") or {}
     if not isinstance(gates, dict) or not all(isinstance(v, bool) for v in gates.values()):
         raise _err(origin, "featureGates", "must map gate names to true/false, e.g. {DRAPrioritizedList: true}")
+    from labkit.api.features import FeatureGateError, resolve_gates
+
+    try:
+        resolve_gates(version, gates)
+    except FeatureGateError as exc:
+        raise _err(origin, "featureGates", str(exc)) from None
     raw_nodes = doc.get("nodes")
     if not isinstance(raw_nodes, list) or not raw_nodes:
         raise _err(origin, "nodes", "required: a non-empty list of {name | namePrefix+count, nodeProfile}")
@@ -207,6 +218,8 @@ def parse_profile(doc: Any, origin: str = "<profile>", default_name: str = "") -
         count = n.get("count", 1)
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             raise _err(origin, f"{p}.count", f"must be a positive integer (got {count!r})")
+        if count > MAX_NODES:
+            raise _err(origin, f"{p}.count", f"at most {MAX_NODES:,} nodes (got {count:,})")
         if n.get("name") and n.get("namePrefix"):
             raise _err(origin, p, "set either name or namePrefix, not both")
         if n.get("name"):
