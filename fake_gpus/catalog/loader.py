@@ -39,13 +39,39 @@ class CatalogError(InputError, ValueError):
     """A catalog or node-profile file is invalid; str() is a one-line, actionable message."""
 
 
+#: catalog files are a few levels deep; anything deeper is not a catalog (and would overflow reprs)
+MAX_DEPTH = 50
+
+
+def _depth(doc: Any) -> int:
+    """Nesting depth of lists/mappings, without recursion."""
+    deepest, stack = 0, [(doc, 0)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        if level > MAX_DEPTH:
+            break
+        if isinstance(node, dict):
+            stack.extend((v, level + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, level + 1) for v in node)
+    return deepest
+
+
 def _read_yaml(path: Path, what: str) -> Any:
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8-sig")
     except OSError as e:
         raise CatalogError(f"{what} {path}: cannot read file ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise CatalogError(f"{what} {path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     try:
-        return yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader (libyaml when available)
+        doc = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader (libyaml when available)
+        if _depth(doc) > MAX_DEPTH:
+            raise RecursionError
+        return doc
+    except RecursionError:
+        raise CatalogError(f"{what} {path}: nested too deeply to read; fix: flatten the file") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import csv
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from labkit.errors import InputError
@@ -64,25 +64,35 @@ def _rows(path: str) -> Iterator[tuple[int, dict[str, str]]]:
         fh = open(path, newline="", encoding="utf-8")  # noqa: SIM115 - closed below
     except OSError as exc:
         raise TraceError(f"{path}: cannot open ({exc.strerror}); check the path") from None
-    with fh:
-        reader = csv.reader(fh)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise TraceError(f"{path}:1: empty file; expected the header {','.join(HEADER)}") from None
-        header = [h.strip() for h in header]
-        if tuple(header) != HEADER:
-            missing = [h for h in HEADER if h not in header]
-            extra = [h for h in header if h not in HEADER]
-            what = f"missing {', '.join(missing)}" if missing else f"unexpected {', '.join(extra)}" if extra else "wrong column order"
-            raise TraceError(f"{path}:1: header: {what}; expected exactly {','.join(HEADER)}")
-        for row in reader:
-            line = reader.line_num
-            if not row or all(not c.strip() for c in row):
-                continue
-            if len(row) != len(HEADER):
-                raise TraceError(f"{path}:{line}: {len(row)} columns, expected {len(HEADER)} ({','.join(HEADER)})")
-            yield line, dict(zip(HEADER, (c.strip() for c in row), strict=True))
+    try:
+        with fh:
+            yield from _csv_rows(path, fh)
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                         "a trace is a CSV file") from None
+    except csv.Error as exc:
+        raise TraceError(f"{path}: not a readable CSV file ({exc})") from None
+
+
+def _csv_rows(path: str, fh: Iterable[str]) -> Iterator[tuple[int, dict[str, str]]]:
+    reader = csv.reader(fh)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise TraceError(f"{path}:1: empty file; expected the header {','.join(HEADER)}") from None
+    header = [h.strip() for h in header]
+    if tuple(header) != HEADER:
+        missing = [h for h in HEADER if h not in header]
+        extra = [h for h in header if h not in HEADER]
+        what = f"missing {', '.join(missing)}" if missing else f"unexpected {', '.join(extra)}" if extra else "wrong column order"
+        raise TraceError(f"{path}:1: header: {what}; expected exactly {','.join(HEADER)}")
+    for row in reader:
+        line = reader.line_num
+        if not row or all(not c.strip() for c in row):
+            continue
+        if len(row) != len(HEADER):
+            raise TraceError(f"{path}:{line}: {len(row)} columns, expected {len(HEADER)} ({','.join(HEADER)})")
+        yield line, dict(zip(HEADER, (c.strip() for c in row), strict=True))
 
 
 def iter_alibaba(path: str | Path, *, gpu_mem_gib: float = 80.0, keep_cpu: bool = False,
@@ -154,6 +164,9 @@ def load_alibaba(path: str | Path = SAMPLE, *, gpu_mem_gib: float = 80.0, keep_c
         name = item.name if k == 0 else f"{item.name}-{k}"
         out.append(_replace(item, name=name, arrival=created - first, duration=max(1.0, end - start)))
     out.sort(key=lambda i: (i.arrival, i.name))
+    if not out and limit != 0:
+        raise TraceError(f"{path}: no {'' if keep_cpu else 'GPU '}pods in the trace; "
+                         "fix: give a trace with rows after the header")
     return out
 
 
