@@ -6,6 +6,7 @@ types), then the kind's own rules. Each problem is one line with the fix when it
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,7 +20,10 @@ from labkit.api.rules_pod import check_pod_spec
 from labkit.api.rules_slice import check_slice_spec, check_taint_rule_spec
 from labkit.api.schema import check_structure, suggest
 
-__all__ = ["KNOWN_KINDS", "Problem", "validate"]
+__all__ = ["KNOWN_KINDS", "MAX_OBJECT_BYTES", "Problem", "validate"]
+
+#: etcd's default --max-request-bytes: a larger object is refused by the API server
+MAX_OBJECT_BYTES = 1536 * 1024
 
 #: kind -> accepted apiVersions (group/version); pass-through kinds get metadata checks only
 KNOWN_KINDS: dict[str, tuple[str, ...]] = {
@@ -92,6 +96,11 @@ def _validate_one(obj: Any, index: int, ctx: Context) -> list[Problem]:
     kind, name = _ident(obj)
     sink = Sink(kind.replace("\n", "\\n"), name.replace("\n", "\\n"))
     try:
+        size = len(json.dumps(obj, separators=(",", ":"), default=str))
+        if size > MAX_OBJECT_BYTES:
+            sink.add("", f"object is {size / 2**20:.1f} MiB; etcd stores at most 1.5 MiB per object "
+                         "(the API server answers \"request is too large\"): split it")
+            return sink.problems
         _check(obj, sink, ctx)
     except RecursionError:
         sink.add("", "object is nested too deeply to check")
