@@ -36,7 +36,7 @@ def test_solution_passes_its_checker(path: Path, capsys):
     else:
         passed = sol.check(None)
     out = capsys.readouterr().out
-    assert passed is True, out
+    assert bool(passed) is True, out
     assert out.startswith("✅"), out
 
 

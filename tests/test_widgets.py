@@ -140,6 +140,13 @@ def test_topology_view_model_and_click():
     assert by_id["GPU0"]["fill"] != by_id["GPU1"]["fill"]
     assert "held by default/train" in by_id["GPU0"]["title"]
     assert sum(e["type"] == "nvlink" for e in model["edges"]) == 8
+    # a DGX is drawn one socket per row, every box inside the drawing's extent (the view fits it on open)
+    assert model["rows"] == ["CPU socket 0", "CPU socket 1"]
+    assert all(n["x"] - n["w"] / 2 >= 0 and n["x"] + n["w"] / 2 <= model["width"] for n in model["nodes"])
+    assert all(n["y"] - n["h"] / 2 >= 0 and n["y"] + n["h"] / 2 <= model["height"] for n in model["nodes"])
+    assert model["width"] <= 1100
     view = TopologyView(g, overlay={"gpu-0": "default/train"})
+    assert "claim default/train" in view.legend.value and "NVLink" in view.legend.value
+    assert "scroll to zoom" in view.legend.value
     view.svg.selected = "GPU0"
     assert "default/train" in view.info.value and "NVIDIA A100-SXM4-80GB" in view.info.value

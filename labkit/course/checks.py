@@ -28,14 +28,40 @@ class _Fail(Exception):
         self.hint = hint
 
 
-def ok(message: str) -> bool:
+class Verdict:
+    """A checker's result: true for ✅, false for ❌. It already printed its line, so a notebook cell
+    ending in a check shows that line and no `Out: True` / `Out: False`."""
+
+    __slots__ = ("passed", "message")
+
+    def __init__(self, passed: bool, message: str) -> None:
+        self.passed = passed
+        self.message = message
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __eq__(self, other: object) -> bool:
+        return self.passed == (other.passed if isinstance(other, Verdict) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.passed)
+
+    def __repr__(self) -> str:
+        return f"Verdict({self.passed}, {self.message!r})"
+
+    def _ipython_display_(self) -> None:  # IPython: the line was printed already; show nothing more
+        return None
+
+
+def ok(message: str) -> Verdict:
     print(f"✅ {message}")
-    return True
+    return Verdict(True, message)
 
 
-def fail(message: str, hint: str = "") -> bool:
+def fail(message: str, hint: str = "") -> Verdict:
     print(f"❌ {message}" + (f"\n   hint: {hint}" if hint else ""))
-    return False
+    return Verdict(False, message)
 
 
 def is_placeholder(answer: Any) -> bool:
@@ -44,21 +70,62 @@ def is_placeholder(answer: Any) -> bool:
     return isinstance(answer, str) and (not answer.strip() or "???" in answer)
 
 
-def checker(what: str) -> Callable[[Callable[..., str]], Callable[..., bool]]:
+DOWN_HINT = "run the notebook's first cell (it starts the cluster), then this cell again"
+
+
+def _is_down(cluster: Any) -> bool:
+    from labkit.cluster.base import ClusterError
+
+    try:
+        cluster.list("DeviceClass")
+    except ClusterError:
+        return True
+    return False
+
+
+def _live_clusters(args: tuple, kw: dict) -> tuple[tuple, dict, list[Any]]:
+    """Replace a stopped cluster argument by a fresh private sim cluster of the same profile (the
+    checkers that take the notebook's cluster only read its DeviceClasses and ResourceSlices, which a
+    fresh cluster of the profile publishes alike). Returns the new args and the clusters to stop."""
+    from labkit.cluster.base import Cluster
+
+    started: list[Any] = []
+
+    def live(value: Any) -> Any:
+        if not isinstance(value, Cluster) or not _is_down(value):
+            return value
+        profile = getattr(value, "profile", None)
+        if profile is None:
+            raise _Fail("the cluster is down", DOWN_HINT)
+        from labkit.cluster import connect
+
+        fresh = connect("sim", profile, progress=False)
+        started.append(fresh)
+        return fresh
+
+    return tuple(live(a) for a in args), {k: live(v) for k, v in kw.items()}, started
+
+
+def checker(what: str) -> Callable[[Callable[..., str]], Callable[..., Verdict]]:
     """Turn `fn(answer, ...) -> success message` (raising _Fail) into a never-raising checker."""
 
-    def wrap(fn: Callable[..., str]) -> Callable[..., bool]:
+    def wrap(fn: Callable[..., str]) -> Callable[..., Verdict]:
         @functools.wraps(fn)
-        def run(answer: Any, *args: Any, **kw: Any) -> bool:
+        def run(answer: Any, *args: Any, **kw: Any) -> Verdict:
             if is_placeholder(answer):
                 return fail(f"{what}: not answered yet", "replace the placeholder (... or ???) with your answer")
+            started: list[Any] = []
             try:
+                args, kw, started = _live_clusters(args, kw)
                 return ok(fn(answer, *args, **kw))
             except _Fail as exc:
                 return fail(exc.message, exc.hint)
             except Exception as exc:  # noqa: BLE001 - a checker reports, never raises
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 return fail(f"{what}: {first}", "read the message, fix the answer and run the cell again")
+            finally:
+                for c in started:
+                    c.down()
 
         return run
 
