@@ -73,26 +73,17 @@ def is_placeholder(answer: Any) -> bool:
 DOWN_HINT = "run the notebook's first cell (it starts the cluster), then this cell again"
 
 
-def _is_down(cluster: Any) -> bool:
-    from labkit.cluster.base import ClusterError
-
-    try:
-        cluster.list("DeviceClass")
-    except ClusterError:
-        return True
-    return False
-
-
 def _live_clusters(args: tuple, kw: dict) -> tuple[tuple, dict, list[Any]]:
     """Replace a stopped cluster argument by a fresh private sim cluster of the same profile (the
     checkers that take the notebook's cluster only read its DeviceClasses and ResourceSlices, which a
     fresh cluster of the profile publishes alike). Returns the new args and the clusters to stop."""
     from labkit.cluster.base import Cluster
+    from labkit.widgets.sources import cluster_is_down
 
     started: list[Any] = []
 
     def live(value: Any) -> Any:
-        if not isinstance(value, Cluster) or not _is_down(value):
+        if not isinstance(value, Cluster) or not cluster_is_down(value):
             return value
         profile = getattr(value, "profile", None)
         if profile is None:

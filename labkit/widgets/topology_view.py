@@ -12,6 +12,7 @@ import networkx as nx
 import traitlets
 
 from labkit.topology.draw import COLOURS, STATE_COLOURS, _mig_geometry, _overlay_colour, _rows, layout
+from labkit.widgets.sources import guarded
 
 _ESM = r"""
 function render({ model, el }) {
@@ -232,7 +233,7 @@ class TopologyView(W.VBox):
         self.legend = W.HTML(legend_html(model))
         self.info = W.HTML("<i>click a device to see its attributes</i>")
         self.info.add_class("labkit-topology-info")
-        self.svg.observe(self._selected, names="selected")
+        self.svg.observe(guarded(self._show_error, self._selected), names="selected")
         super().__init__([self.svg, self.legend, self.info])
         self.add_class("labkit-topology")
 
@@ -251,6 +252,9 @@ class TopologyView(W.VBox):
         rows += [(f"capacity {k}", v) for k, v in sorted((d.get("capacity") or {}).items())]
         body = "".join(f"<tr><td><b>{escape(str(k))}</b></td><td>{escape(str(v))}</td></tr>" for k, v in rows)
         return f"<table>{body}</table>"
+
+    def _show_error(self, html: str) -> None:
+        self.info.value = html
 
     def _selected(self, change: dict[str, Any]) -> None:
         if change["new"] in self.g:
