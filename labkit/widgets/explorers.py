@@ -38,6 +38,7 @@ class CelPlayground(W.VBox):
         self.engine = W.Dropdown(options=["cel-expr-python", "cel-python"], value=engine, description="engine")
         self.only = W.ToggleButtons(options=["all", "match", "no match", "error"], value="all",
                                     style={"button_width": "auto"})
+        self.only.add_class("labkit-cel-only")
         self.summary = W.HTML()
         self.summary.add_class("labkit-cel-summary")
         self.table = W.HTML()
@@ -66,6 +67,8 @@ class InventoryExplorer(W.VBox):
         self.node = W.Dropdown(options=["all nodes", *nodes], value="all nodes", description="node")
         self.kind = W.Dropdown(options=["all", "gpu", "mig", "nic"], value="all", description="type")
         self.free_only = W.Checkbox(value=False, description="free only", indent=False)
+        self.node.add_class("labkit-inventory-node")
+        self.kind.add_class("labkit-inventory-type")
         self.refresh_button = refresh = W.Button(description="refresh", icon="refresh")
         refresh.on_click(guarded(self._show_error, lambda _: self.show(refresh=True), lambda: self.inventory.cluster))
         refresh.add_class("labkit-inventory-refresh")
