@@ -160,6 +160,9 @@ def test_t4_template(workshop, capsys):
     assert "no such key" in out
     verdict(capsys, checks.check_t4_template(
         t4('device.attributes["gpu.nvidia.com"].productName == "Tesla T4"', "\n        count: 2"), workshop), "❌")
+    out = verdict(capsys, checks.check_t4_template(  # picks exactly the T4s, but not by product name as asked
+        t4('device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("16Gi")) < 0'), workshop), "❌")
+    assert "productName" in out
     missing_class = t4("true").replace("deviceClassName: gpu.nvidia.com", "deviceClassName: gpu.example.com")
     out = verdict(capsys, checks.check_t4_template(missing_class, workshop), "❌")
     assert "gpu.example.com" in out
@@ -324,6 +327,8 @@ def test_best_policy(capsys):
     out = verdict(capsys, checks.check_best_policy("mig", _Results()), "❌")
     assert "whole-gpu, shared, dynamic-mig" in out
     verdict(capsys, checks.check_best_policy("whole-gpu", _Results(), "never_placed"), "✅")  # ties: any minimum
+    out = verdict(capsys, checks.check_best_policy("shared", _Results(), "never_placed"), "✅")
+    assert "tied with" in out
 
 
 # --- display helpers ----------------------------------------------------------------------------

@@ -336,12 +336,15 @@ def check_t4_template(answer: Any, cluster: Any) -> str:
         exprs = class_expressions(classes, ex["deviceClassName"])
     except KeyError as exc:
         raise _Fail(str(exc).strip("'\""), "use the DeviceClass gpu.nvidia.com") from None
-    exprs += [s["cel"]["expression"] for s in ex.get("selectors") or [] if "cel" in s]
-    rows = match_devices(exprs, slices)
+    own = [s["cel"]["expression"] for s in ex.get("selectors") or [] if "cel" in s]
+    rows = match_devices(exprs + own, slices)
     errors = [r for r in rows if r.result == "error"]
     if errors:
         raise _Fail(f"selector error on {errors[0].pool}/{errors[0].device}: {errors[0].message}",
                     "check the attribute name: productName, in domain gpu.nvidia.com")
+    if not any("productName" in e for e in own):
+        raise _Fail("the task asks for the T4 by its product name, and no selector reads productName",
+                    "select on device.attributes['gpu.nvidia.com'].productName (e.g. == 'Tesla T4')")
     matched = {(r.pool, r.device) for r in rows if r.result == "match"}
     t4s = {(pool, name) for (drv, pool, name), d in _devices(slices).items()
            if drv == GPU_DRIVER and _attr(d, "productName") == "Tesla T4"}
@@ -535,14 +538,17 @@ def check_v1_migration(answer: Any) -> str:
 # 12 experiments
 
 @checker("best policy")
-def check_best_policy(answer: Any, results: Any, metric: str = "wait_p95_s") -> str:
-    """12: the policy with the lowest value of `metric` in an experiment's results."""
-    rows = [r.summary for r in results.runs]
-    best = min(rows, key=lambda r: r[metric])
-    names = [r["policy"] for r in rows]
-    if answer not in names:
-        raise _Fail(f"{answer!r} is not one of the policies run: {', '.join(names)}", "copy a name from the table")
-    if rows[names.index(answer)][metric] != best[metric]:
-        raise _Fail(f"{answer} has {metric} = {rows[names.index(answer)][metric]}",
-                    f"sort the summary table by {metric}")
-    return f"{best['policy']} has the lowest {metric} ({best[metric]})"
+def check_best_policy(answer: Any, results: Any, metric: str = "wait_p95_s", best: str = "lowest") -> str:
+    """12: the policy with the lowest (or `best="highest"`) value of `metric` in an experiment's results.
+    Policies whose values round to the same number tie: any of them is right, and the message says so."""
+    rows = {r.summary["policy"]: round(float(r.summary[metric]), 1) for r in results.runs}
+    pick = max if best == "highest" else min
+    top = pick(rows.values())
+    winners = sorted(p for p, v in rows.items() if v == top)
+    if answer not in rows:
+        raise _Fail(f"{answer!r} is not one of the policies run: {', '.join(rows)}", "copy a name from the table")
+    if answer not in winners:
+        raise _Fail(f"{answer} has {metric} = {rows[answer]}, not the {best} ({top})",
+                    f"compare the {metric} column of every policy")
+    tie = f"; tied with {', '.join(w for w in winners if w != answer)}" if len(winners) > 1 else ""
+    return f"{answer} has the {best} {metric} ({top}){tie}"
