@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# a learner's install: the kit + the `notebooks` extra only (no test tools); a dev install covers it
+LAB_STAMP := $(VENV)/.installed-lab
 LAB_PORT ?= 8888
 # CI sets CI=true; the full test run then also builds the Go oracle and the local control plane
 export LABKIT_CACHE ?= $(HOME)/.cache/dra-labkit
@@ -24,10 +26,19 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+$(LAB_STAMP): pyproject.toml
+	@if [ -f $(STAMP) ] && [ ! pyproject.toml -nt $(STAMP) ]; then \
+	  echo "$(VENV) has the dev install, which includes the lab"; \
+	else \
+	  $(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q --upgrade pip && \
+	  $(PY) -m pip install -q -e '.[notebooks]'; \
+	fi
+	touch $(LAB_STAMP)
+
 # JupyterLab refuses to run as root without --allow-root (containers, CI machines)
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-lab: $(STAMP)
+lab: $(LAB_STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --ServerApp.port=$(LAB_PORT) $(ROOT_FLAG) $(LAB_ARGS)
 
 lint: $(STAMP)

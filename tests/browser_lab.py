@@ -49,9 +49,12 @@ def jupyter_lab(root: Path):
     overrides = state / "app-settings"
     overrides.mkdir(parents=True)
     (overrides / "overrides.json").write_text(json.dumps({
-        "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}))
+        "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
+        # every cell stays in the DOM (no virtual scrolling), so a test can find cell i and measure it
+        "@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}))
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
            f"--ServerApp.port={port}", "--IdentityProvider.token=", "--ServerApp.password=",
+           "--ServerApp.disable_check_xsrf=True",  # the tests shut kernels down through the REST API
            f"--ServerApp.root_dir={root}", "--LabApp.news_url=None",
            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
            "--LabApp.extension_manager=readonly", f"--LabApp.workspaces_dir={state / 'ws'}",

@@ -19,7 +19,7 @@ def workshop():
 def verdict(capsys, passed: bool, mark: str) -> str:
     out = capsys.readouterr().out
     assert out.startswith(mark), out
-    assert passed is (mark == "✅")
+    assert bool(passed) is (mark == "✅")
     return out
 
 
@@ -160,6 +160,9 @@ def test_t4_template(workshop, capsys):
     assert "no such key" in out
     verdict(capsys, checks.check_t4_template(
         t4('device.attributes["gpu.nvidia.com"].productName == "Tesla T4"', "\n        count: 2"), workshop), "❌")
+    out = verdict(capsys, checks.check_t4_template(  # picks exactly the T4s, but not by product name as asked
+        t4('device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("16Gi")) < 0'), workshop), "❌")
+    assert "productName" in out
     missing_class = t4("true").replace("deviceClassName: gpu.nvidia.com", "deviceClassName: gpu.example.com")
     out = verdict(capsys, checks.check_t4_template(missing_class, workshop), "❌")
     assert "gpu.example.com" in out
@@ -324,6 +327,8 @@ def test_best_policy(capsys):
     out = verdict(capsys, checks.check_best_policy("mig", _Results()), "❌")
     assert "whole-gpu, shared, dynamic-mig" in out
     verdict(capsys, checks.check_best_policy("whole-gpu", _Results(), "never_placed"), "✅")  # ties: any minimum
+    out = verdict(capsys, checks.check_best_policy("shared", _Results(), "never_placed"), "✅")
+    assert "tied with" in out
 
 
 # --- display helpers ----------------------------------------------------------------------------
@@ -344,3 +349,34 @@ def test_show_helpers(capsys):
         assert rows[1].split() == ["gpu-0", "gpu", "Tesla", "T4", "15Gi", "pci0000:00"] and len(rows) == 5
     assert show_env({}) == "(no device variables)"
     assert table([("a", "bb")], ("x", "y")) == "X  Y\na  bb"
+
+
+def test_checks_still_work_after_the_notebook_stopped_its_cluster(capsys):
+    """Run All used to end with cluster.down(): a right answer must still get ✅ afterwards."""
+    stopped = connect("sim", "workshop", progress=False)
+    stopped.down()
+    verdict(capsys, checks.check_gpu_count(16, stopped), "✅")
+    verdict(capsys, checks.check_gpu_count(8, stopped), "❌")
+    verdict(capsys, checks.check_big_gpu_selector(
+        'device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].type == "gpu" && '
+        'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0', stopped), "✅")
+
+
+def test_a_cluster_without_a_profile_that_is_down_says_what_to_do(capsys):
+    from labkit.cluster.sim import SimCluster
+
+    never_up = SimCluster(progress=False)
+    out = verdict(capsys, checks.check_gpu_count(16, never_up), "❌")
+    assert "the cluster is down" in out and "first cell" in out
+
+
+def test_a_check_in_a_notebook_shows_its_line_and_no_out_prompt():
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from labkit.course import checks\nchecks.check_v1_migration(None)")])
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    outputs = nb.cells[0].outputs
+    assert [o.output_type for o in outputs] == ["stream"], outputs
+    assert outputs[0].text.startswith("❌")

@@ -13,7 +13,14 @@ from labkit.cli import main as labkit_main
 from labkit.experiments.fleet import DeviceInfo, GpuInfo, build_fleet, fleet_variant
 from labkit.experiments.fragmentation import FragmentationMeter, node_fragmentation, states_fragmentation
 from labkit.experiments.ledger import GpuUse, Ledger
-from labkit.experiments.metrics import PodRecord, SummaryTable, percentile, summarize_run, time_average
+from labkit.experiments.metrics import (
+    SUMMARY_KEYS,
+    PodRecord,
+    SummaryTable,
+    percentile,
+    summarize_run,
+    time_average,
+)
 from labkit.experiments.traces import WorkItem
 
 
@@ -50,7 +57,27 @@ def test_summary_table_text_and_html():
     text = str(t)
     assert text.splitlines()[0].split() == ["policy", "pods", "mem_util_pct"]
     assert "12.3" in text
-    assert "<table>" in t._repr_html_() and "<td>a</td>" in t._repr_html_()
+    html = t._repr_html_()
+    assert "<table" in html and "<td>a</td>" in html and "<td>12.3</td>" in html and "mem util pct" in html
+    full = SummaryTable([{k: 1.0 for k in SUMMARY_KEYS} | {"policy": "dynamic-mig"}])._repr_html_()
+    assert "wall s" not in full and "not shown: wall_s, pods_per_s, setup_s" in full
+
+
+def test_plot_lines_of_coinciding_policies_stay_visible(tmp_path):
+    from types import SimpleNamespace
+
+    from labkit.experiments.plots import plot_results
+
+    timeline = [{"t": 600 * i, **{k: float(i % 3) for k in ("alloc_mem_gib", "need_mem_gib", "alloc_compute",
+                                                          "need_compute", "gpus_busy", "pending", "wait_mean_s",
+                                                          "frag_gib")}} for i in range(30)]
+    runs = [SimpleNamespace(policy=p, timeline=timeline, summary={"mem_util_pct": 50.0, "wait_p95_s": 60.0})
+            for p in ("a", "b", "c")]
+    fig = plot_results(SimpleNamespace(runs=runs), tmp_path / "p.png")
+    lines = fig.axes[0].get_lines()[::2]  # the solid (allocated) line of each policy
+    assert len({line.get_marker() for line in lines}) == 3
+    assert lines[0].get_linewidth() > lines[1].get_linewidth() > lines[2].get_linewidth()
+    assert (tmp_path / "p.png").stat().st_size > 10_000
 
 
 def gpu(name="gpu-0", mem=40.0, nvlink="nv0", whole=True, static=()):

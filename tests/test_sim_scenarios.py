@@ -121,3 +121,21 @@ def test_extended_resource_served_by_dra():
 def test_device_taint_rule_skips_the_tainted_gpu():
     [claim] = simulate_report(run("device-taint.yaml"))["claims"]
     assert [r["device"] for r in results(claim)] == ["gpu-1"]
+
+
+def test_explain_says_each_thing_once_and_names_every_node():
+    """The debugging lab (notebook 09): no error repeated, no node left out."""
+    c = connect("sim", "workshop", progress=False)
+    claim = ("apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: %s}\n"
+             "spec: {devices: {requests: [{name: gpu, exactly: %s}]}}\n---\n")
+    pod = ("apiVersion: v1\nkind: Pod\nmetadata: {name: %s}\nspec: {resourceClaims: [{name: gpu, "
+           "resourceClaimName: %s}], containers: [{name: m, image: x, resources: {claims: [{name: gpu}]}}]}\n")
+    c.apply(claim % ("too-many", "{deviceClassName: gpu.nvidia.com, count: 9}") + pod % ("too-many", "too-many"))
+    c.apply(claim % ("wrong-class", "{deviceClassName: gpu.nvidia.co}") + pod % ("wrong-class", "wrong-class"))
+    c.wait()
+    text = c.explain("too-many")
+    assert "allocator on dgx-a100-0: unsatisfiable" in text
+    assert "allocator on t4-0, t4-1: unsatisfiable" in text  # t4-1 used to be dropped
+    assert text.count("4 usable, 9 needed") == 1
+    text = c.explain("wrong-class")
+    assert text.count('"gpu.nvidia.co" not found') == 1, text

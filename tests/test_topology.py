@@ -113,13 +113,13 @@ def test_pictures_have_content(tmp_path: Path):
     fig = draw_node(node_graph("mig-a100"))
     labels = {t.get_text() for t in fig.axes[0].texts}
     assert {"1g", "3g"} <= labels, "MIG slices are drawn inside their GPUs"
-    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "NVLink" in legend and "PCIe" in legend
 
 
 def test_overlay_colours_each_claim_differently():
     fig = draw_node(node_graph("t4-inference"), overlay={"gpu-0": "ns/a", "gpu-1": "ns/b", "gpu-2": "in use"})
-    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert legend[:3] == ["ns/a", "ns/b", "in use"]
 
 
@@ -143,3 +143,37 @@ def test_node_graph_uses_only_its_own_nodes_slices():
     g = node_graph("mig-a100", static + dynamic, node_name="dynamic-0")
     assert not any(d["kind"] == "mig" for _, d in g.nodes(data=True)), "static node's MIG devices leaked in"
     assert g.nodes["GPU0"]["pool"] == "dynamic-0"
+
+
+def test_wide_nodes_are_drawn_one_socket_per_row_at_notebook_width(tmp_path: Path):
+    import matplotlib.image as mpimg
+
+    for profile in ("dgx-a100", "dgx-h100"):
+        fig = draw_node(node_graph(profile))
+        assert [a.get_title(loc="left") for a in fig.axes] == ["CPU socket 0", "CPU socket 1"]
+        width_px = fig.get_figwidth() * fig.dpi
+        assert 700 < width_px <= 1100, (profile, width_px)
+        labels = {t.get_text() for a in fig.axes for t in a.texts}
+        assert {f"gpu-{i}" for i in range(8)} <= labels
+        sizes = {t.get_fontsize() for a in fig.axes for t in a.texts if t.get_text() == "gpu-0"}
+        assert min(sizes) >= 9, "device names readable when the picture is shown ~900 px wide"
+    fig = draw_node(node_graph("t4-inference"))
+    assert len(fig.axes) == 1, "a small node stays one row"
+    path = save_png(node_graph("dgx-h100"), str(tmp_path / "h100.png"))
+    assert mpimg.imread(path).shape[1] <= 1100
+
+
+def test_draw_node_shows_inline_in_a_jupyter_kernel():
+    """A notebook cell ending in draw_node(...); displays a PNG (the kernel's inline backend is kept)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from labkit.topology import draw_node, node_graph\n"
+        "draw_node(node_graph('dgx-a100'), title='x');\n"
+        "import matplotlib; print(matplotlib.get_backend())")])
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    outputs = nb.cells[0].outputs
+    images = [o for o in outputs if o.output_type == "display_data" and "image/png" in o.data]
+    assert len(images) == 1, outputs
+    assert "inline" in "".join(o.get("text", "") for o in outputs if o.output_type == "stream")

@@ -140,6 +140,43 @@ def test_topology_view_model_and_click():
     assert by_id["GPU0"]["fill"] != by_id["GPU1"]["fill"]
     assert "held by default/train" in by_id["GPU0"]["title"]
     assert sum(e["type"] == "nvlink" for e in model["edges"]) == 8
+    # a DGX is drawn one socket per row, every box inside the drawing's extent (the view fits it on open)
+    assert model["rows"] == ["CPU socket 0", "CPU socket 1"]
+    assert all(n["x"] - n["w"] / 2 >= 0 and n["x"] + n["w"] / 2 <= model["width"] for n in model["nodes"])
+    assert all(n["y"] - n["h"] / 2 >= 0 and n["y"] + n["h"] / 2 <= model["height"] for n in model["nodes"])
+    assert model["width"] <= 1100
     view = TopologyView(g, overlay={"gpu-0": "default/train"})
+    assert "claim default/train" in view.legend.value and "NVLink" in view.legend.value
+    assert "scroll to zoom" in view.legend.value
     view.svg.selected = "GPU0"
     assert "default/train" in view.info.value and "NVIDIA A100-SXM4-80GB" in view.info.value
+
+
+def test_widgets_say_the_cluster_is_down_instead_of_doing_nothing():
+    """After the notebook stopped its cluster, a click shows what to do inside the widget."""
+    from labkit.cluster import connect
+
+    c = connect("sim", "workshop", progress=False)
+    builder = ClaimBuilder(c, name="late")
+    explorer = InventoryExplorer(c)
+    view = TopologyView(node_graph("t4-inference"))
+    c.down()
+    builder.allocate_button.click()
+    assert "the cluster is down" in builder.result.value and "first cell" in builder.result.value
+    builder.result.value = ""
+    builder.apply_button.click()
+    assert "the cluster is down" in builder.result.value
+    explorer.refresh_button.click()
+    assert "the cluster is down" in explorer.summary.value
+    # any other error raised in a callback is shown too, in one line
+    view.g = None  # a broken graph: describe() fails
+    view.svg.selected = "GPU0"
+    assert "labkit-error" in view.info.value and "TypeError" in view.info.value
+
+
+def test_claim_builder_yaml_never_wraps_a_cel_string():
+    long = "x" * 150
+    b = ClaimBuilder(classes=[], slices=[])
+    b.requests.children[0].add_filter("productName", "==", long)
+    lines = [line for line in b.yaml_view.value.splitlines() if "expression" in line]
+    assert len(lines) == 1 and long in lines[0] and lines[0].rstrip().endswith("&quot;")

@@ -40,6 +40,54 @@ def _explanation_text(outcome: Any) -> str:
     return exp.summary() if hasattr(exp, "summary") else str(exp)
 
 
+MAX_EXPLANATIONS = 3
+
+
+def _body(node: str, outcome: Any) -> tuple[str, list[str]]:
+    """(headline after "node: ", detail lines) of one node's explanation."""
+    text = _explanation_text(outcome)
+    lines = [line for line in text.splitlines() if line.strip()]
+    if lines and lines[0].startswith(f"node {node}: "):
+        return lines[0].removeprefix(f"node {node}: "), lines[1:]
+    return "", lines
+
+
+def _per_node_lines(explanations: dict[str, Any], said: str) -> list[str]:
+    """Each node's explanation once: nodes that fail the same way share one entry, nothing already in
+    the headline (`said`) is repeated, and every node is named (none dropped when the list is cut)."""
+    groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    kinds: dict[tuple[str, tuple[str, ...]], str] = {}
+    for n, outcome in sorted(explanations.items()):
+        head, detail = _body(n, outcome)
+        key = (head.replace(n, "<node>"), tuple(d.replace(n, "<node>") for d in detail))
+        if not head and not detail:
+            continue
+        groups.setdefault(key, []).append(n)
+        kinds[key] = "node" if isinstance(outcome, str) else "allocator on"
+    out: list[str] = []
+    printed: set[str] = set()
+    for i, ((head, detail), nodes) in enumerate(groups.items()):
+        if i == MAX_EXPLANATIONS:
+            rest = [n for ns in list(groups.values())[i:] for n in ns]
+            out.append(f"  (not shown: {', '.join(rest)}, which fail in other ways; cluster.placements() "
+                       "and the allocator CLI show each)")
+            break
+        status, _, error = head.partition(" — ")
+        error = error.replace("<node>", nodes[0]) if len(nodes) == 1 else error
+        if error and error in said:
+            error = ""
+        who = ", ".join(nodes)
+        out.append(f"  {kinds[(head, detail)]} {who}:" + (f" {status}" if status else "")
+                   + (f" — {error}" if error else ""))
+        for line in detail:
+            shown = line.replace("<node>", nodes[0]) if len(nodes) == 1 else line
+            if shown in said or shown in printed:
+                continue  # already said in the headline or by an earlier node
+            printed.add(shown)
+            out.append(f"    {shown}")
+    return out
+
+
 def explain_pod(pod: dict, attempt: Any, agent_problem: str | None, get_claim: Callable[[str], dict | None]) -> str:
     m = pod.get("metadata") or {}
     who = f"Pod {m.get('namespace', 'default')}/{m.get('name', '')}"
@@ -65,17 +113,6 @@ def explain_pod(pod: dict, attempt: Any, agent_problem: str | None, get_claim: C
     for reason, nodes in sorted(by_reason.items()):
         shown = ", ".join(nodes[:MAX_NODES_LISTED]) + (f", ... ({len(nodes)} nodes)" if len(nodes) > MAX_NODES_LISTED else "")
         lines.append(f"  {reason}: {shown}")
-    seen: set[str] = set()
-    for n, outcome in sorted(attempt.explanations.items()):
-        text = _explanation_text(outcome)
-        body = text.replace(n, "<node>")
-        if not text or body in seen:
-            continue
-        seen.add(body)
-        lines.append(f"  {'node' if isinstance(outcome, str) else 'allocator on'} {n}:")
-        lines += [f"    {line}" for line in text.splitlines()]
-        if len(seen) >= 3:
-            lines.append("    (other nodes fail the same way or similarly)")
-            break
+    lines += _per_node_lines(attempt.explanations, said=lines[0])
     lines += _claims_lines(pod, get_claim)
     return "\n".join(lines)

@@ -29,14 +29,40 @@ class _Fail(LabkitError):
         self.hint = hint
 
 
-def ok(message: str) -> bool:
+class Verdict:
+    """A checker's result: true for ✅, false for ❌. It already printed its line, so a notebook cell
+    ending in a check shows that line and no `Out: True` / `Out: False`."""
+
+    __slots__ = ("passed", "message")
+
+    def __init__(self, passed: bool, message: str) -> None:
+        self.passed = passed
+        self.message = message
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __eq__(self, other: object) -> bool:
+        return self.passed == (other.passed if isinstance(other, Verdict) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.passed)
+
+    def __repr__(self) -> str:
+        return f"Verdict({self.passed}, {self.message!r})"
+
+    def _ipython_display_(self) -> None:  # IPython: the line was printed already; show nothing more
+        return None
+
+
+def ok(message: str) -> Verdict:
     print(f"✅ {message}")
-    return True
+    return Verdict(True, message)
 
 
-def fail(message: str, hint: str = "") -> bool:
+def fail(message: str, hint: str = "") -> Verdict:
     print(f"❌ {message}" + (f"\n   hint: {hint}" if hint else ""))
-    return False
+    return Verdict(False, message)
 
 
 def is_placeholder(answer: Any) -> bool:
@@ -45,21 +71,53 @@ def is_placeholder(answer: Any) -> bool:
     return isinstance(answer, str) and (not answer.strip() or "???" in answer)
 
 
-def checker(what: str) -> Callable[[Callable[..., str]], Callable[..., bool]]:
+DOWN_HINT = "run the notebook's first cell (it starts the cluster), then this cell again"
+
+
+def _live_clusters(args: tuple, kw: dict) -> tuple[tuple, dict, list[Any]]:
+    """Replace a stopped cluster argument by a fresh private sim cluster of the same profile (the
+    checkers that take the notebook's cluster only read its DeviceClasses and ResourceSlices, which a
+    fresh cluster of the profile publishes alike). Returns the new args and the clusters to stop."""
+    from labkit.cluster.base import Cluster
+    from labkit.widgets.sources import cluster_is_down
+
+    started: list[Any] = []
+
+    def live(value: Any) -> Any:
+        if not isinstance(value, Cluster) or not cluster_is_down(value):
+            return value
+        profile = getattr(value, "profile", None)
+        if profile is None:
+            raise _Fail("the cluster is down", DOWN_HINT)
+        from labkit.cluster import connect
+
+        fresh = connect("sim", profile, progress=False)
+        started.append(fresh)
+        return fresh
+
+    return tuple(live(a) for a in args), {k: live(v) for k, v in kw.items()}, started
+
+
+def checker(what: str) -> Callable[[Callable[..., str]], Callable[..., Verdict]]:
     """Turn `fn(answer, ...) -> success message` (raising _Fail) into a never-raising checker."""
 
-    def wrap(fn: Callable[..., str]) -> Callable[..., bool]:
+    def wrap(fn: Callable[..., str]) -> Callable[..., Verdict]:
         @functools.wraps(fn)
-        def run(answer: Any, *args: Any, **kw: Any) -> bool:
+        def run(answer: Any, *args: Any, **kw: Any) -> Verdict:
             if is_placeholder(answer):
                 return fail(f"{what}: not answered yet", "replace the placeholder (... or ???) with your answer")
+            started: list[Any] = []
             try:
+                args, kw, started = _live_clusters(args, kw)
                 return ok(fn(answer, *args, **kw))
             except _Fail as exc:
                 return fail(exc.message, exc.hint)
             except Exception as exc:  # noqa: BLE001 - a checker reports, never raises
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 return fail(f"{what}: {first}", "read the message, fix the answer and run the cell again")
+            finally:
+                for c in started:
+                    c.down()
 
         return run
 
@@ -279,12 +337,15 @@ def check_t4_template(answer: Any, cluster: Any) -> str:
         exprs = class_expressions(classes, ex["deviceClassName"])
     except KeyError as exc:
         raise _Fail(str(exc).strip("'\""), "use the DeviceClass gpu.nvidia.com") from None
-    exprs += [s["cel"]["expression"] for s in ex.get("selectors") or [] if "cel" in s]
-    rows = match_devices(exprs, slices)
+    own = [s["cel"]["expression"] for s in ex.get("selectors") or [] if "cel" in s]
+    rows = match_devices(exprs + own, slices)
     errors = [r for r in rows if r.result == "error"]
     if errors:
         raise _Fail(f"selector error on {errors[0].pool}/{errors[0].device}: {errors[0].message}",
                     "check the attribute name: productName, in domain gpu.nvidia.com")
+    if not any("productName" in e for e in own):
+        raise _Fail("the task asks for the T4 by its product name, and no selector reads productName",
+                    "select on device.attributes['gpu.nvidia.com'].productName (e.g. == 'Tesla T4')")
     matched = {(r.pool, r.device) for r in rows if r.result == "match"}
     t4s = {(pool, name) for (drv, pool, name), d in _devices(slices).items()
            if drv == GPU_DRIVER and _attr(d, "productName") == "Tesla T4"}
@@ -478,14 +539,17 @@ def check_v1_migration(answer: Any) -> str:
 # 12 experiments
 
 @checker("best policy")
-def check_best_policy(answer: Any, results: Any, metric: str = "wait_p95_s") -> str:
-    """12: the policy with the lowest value of `metric` in an experiment's results."""
-    rows = [r.summary for r in results.runs]
-    best = min(rows, key=lambda r: r[metric])
-    names = [r["policy"] for r in rows]
-    if answer not in names:
-        raise _Fail(f"{answer!r} is not one of the policies run: {', '.join(names)}", "copy a name from the table")
-    if rows[names.index(answer)][metric] != best[metric]:
-        raise _Fail(f"{answer} has {metric} = {rows[names.index(answer)][metric]}",
-                    f"sort the summary table by {metric}")
-    return f"{best['policy']} has the lowest {metric} ({best[metric]})"
+def check_best_policy(answer: Any, results: Any, metric: str = "wait_p95_s", best: str = "lowest") -> str:
+    """12: the policy with the lowest (or `best="highest"`) value of `metric` in an experiment's results.
+    Policies whose values round to the same number tie: any of them is right, and the message says so."""
+    rows = {r.summary["policy"]: round(float(r.summary[metric]), 1) for r in results.runs}
+    pick = max if best == "highest" else min
+    top = pick(rows.values())
+    winners = sorted(p for p, v in rows.items() if v == top)
+    if answer not in rows:
+        raise _Fail(f"{answer!r} is not one of the policies run: {', '.join(rows)}", "copy a name from the table")
+    if answer not in winners:
+        raise _Fail(f"{answer} has {metric} = {rows[answer]}, not the {best} ({top})",
+                    f"compare the {metric} column of every policy")
+    tie = f"; tied with {', '.join(w for w in winners if w != answer)}" if len(winners) > 1 else ""
+    return f"{answer} has the {best} {metric} ({top}){tie}"

@@ -7,7 +7,8 @@ import shutil
 from importlib import metadata
 from pathlib import Path
 
-PACKAGES = ("dra-labkit", "kubernetes", "cel-expr-python", "networkx", "ipywidgets", "matplotlib", "nbval")
+PACKAGES = ("dra-labkit", "kubernetes", "cel-expr-python", "networkx", "jupyterlab", "ipywidgets", "anywidget",
+            "matplotlib")
 
 
 def _version(dist: str) -> str:

@@ -65,3 +65,17 @@ def device_table(slices: Iterable[dict], node: str, driver: str | None = None) -
             rows.append((d["name"], attrs.get("type", ""), attrs.get("profile") or attrs.get("productName", ""),
                          mem, attrs.get("resource.kubernetes.io/pcieRoot", "")))
     return table(rows, ("device", "type", "product/profile", "memory", "pcieRoot"))
+
+
+def show_yaml(path: Any, first: int | None = None) -> None:
+    """Print a manifest file from examples/ as it is on disk (or only its first `first` documents,
+    saying how many more the file holds), so the cell shows what the next line applies."""
+    from pathlib import Path
+
+    text = Path(path).read_text(encoding="utf-8")
+    docs = [d.strip("\n") for d in text.split("\n---\n") if d.strip()]
+    shown = docs if first is None else docs[:first]
+    print(f"# {Path(path).as_posix()}")
+    print("\n---\n".join(shown))
+    if len(shown) < len(docs):
+        print(f"# ... {len(docs) - len(shown)} more document(s) in the file")

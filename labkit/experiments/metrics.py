@@ -22,6 +22,9 @@ SUMMARY_KEYS = ("policy", "pods", "placed", "never_placed", "mem_util_pct", "com
                 "wait_p50_s", "wait_p95_s", "frag_gib_mean", "frag_pct_of_free", "sim_seconds", "wall_s",
                 "pods_per_s", "setup_s")
 
+#: measured on this machine, not simulated: left out of the notebook view of the table
+WALL_CLOCK_KEYS = ("wall_s", "pods_per_s", "setup_s")
+
 
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in [0, 100]); nan for no values."""
@@ -114,7 +117,16 @@ class SummaryTable:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(k)}</th>" for k in self.keys)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(k, '')))}</td>" for k in self.keys) + "</tr>"
+        """The notebook view: fits a ~900 px notebook (headers wrap at the underscores, small type);
+        the wall-clock columns, which change from run to run and machine to machine, are left to
+        the text table (print(results.summary()))."""
+        keys = [k for k in self.keys if k not in WALL_CLOCK_KEYS]
+        head = "".join(f"<th style='white-space:normal;max-width:6.5em;text-align:right'>"
+                       f"{html.escape(k.replace('_', ' '))}</th>" for k in keys)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(k, '')))}</td>" for k in keys) + "</tr>"
                        for r in self.rows)
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        left = [k for k in self.keys if k in WALL_CLOCK_KEYS]
+        note = (f"<div style='font-size:11px;color:#666'>not shown: {', '.join(left)} (wall clock of this "
+                "machine): print(results.summary())</div>") if left else ""
+        return (f"<table class='labkit-summary' style='font-size:12px;table-layout:auto'><thead><tr>{head}</tr>"
+                f"</thead><tbody>{body}</tbody></table>{note}")

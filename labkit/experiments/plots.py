@@ -1,4 +1,5 @@
-"""Matplotlib figures for experiment results (Agg backend when no display is set up)."""
+"""Matplotlib figures for experiment results: inline in a notebook; written to a file with no
+pyplot state (and no backend switch) when a path is given."""
 
 from __future__ import annotations
 
@@ -15,23 +16,37 @@ PANELS = (
 )
 
 
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
 def plot_results(results: Any, path: str | Path | None = None) -> Any:
     """Panels over sim time (hours), one line per policy; saved to `path` when given."""
     import matplotlib
 
-    if path is not None:
-        matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    if path is None:
+        import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(PANELS) + 1, 1, figsize=(9, 17), constrained_layout=True)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        fig, axes = plt.subplots(len(PANELS) + 1, 1, figsize=(9, 17), constrained_layout=True)
+    else:
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(9, 17), constrained_layout=True)
+        axes = fig.subplots(len(PANELS) + 1, 1)
+    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    n = len(results.runs)
     for k, run in enumerate(results.runs):
         color = colors[k % len(colors)]
         hours = [s["t"] / 3600 for s in run.timeline]
+        # policies often coincide: earlier ones are drawn wider underneath, each with its own marker,
+        # so that every line stays visible where they overlap
+        width = 1.2 + 1.1 * (n - 1 - k)
+        marker = MARKERS[k % len(MARKERS)]
+        every = max(1, len(hours) // 12)
         for ax, (title, keys) in zip(axes, PANELS, strict=False):
             for j, key in enumerate(keys):
-                ax.step(hours, [s[key] for s in run.timeline], where="post", color=color,
-                        linestyle="--" if j else "-", label=run.policy if j == 0 else None, linewidth=1.2)
+                ax.step(hours, [s[key] for s in run.timeline], where="post", color=color, alpha=0.85,
+                        linestyle="--" if j else "-", label=run.policy if j == 0 else None, linewidth=width,
+                        marker=marker, markevery=(k % every, every), markersize=5 + n - k, zorder=2 + k)
             ax.set_title(title, fontsize=10)
     for ax in axes[:-1]:
         ax.set_xlabel("sim time (h)")
@@ -48,5 +63,4 @@ def plot_results(results: Any, path: str | Path | None = None) -> Any:
     ax.set_title("summary", fontsize=10)
     if path is not None:
         fig.savefig(str(path), dpi=90)
-        plt.close(fig)
     return fig

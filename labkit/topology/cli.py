@@ -45,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
     node, node_profile = resolve_node(args.profile, args.node)  # ProfileError: labkit.cli, exit 2
     g = node_graph(node_profile, node_name=node)
     if args.png:
+        import matplotlib
+
+        matplotlib.use("Agg")  # a command line run: draw to the file, never to a window
         save_png(g, args.png)
         print(f"wrote {args.png}", file=sys.stderr)
     if args.json:

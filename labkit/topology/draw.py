@@ -91,6 +91,25 @@ def _mig_geometry(g: nx.Graph, mig: str) -> tuple[int, int, int]:
         return start, 1, 8
 
 
+#: a node with more hardware leaves than this is drawn one CPU socket per row (readable at ~900 px)
+SPLIT_ABOVE = 8
+INCH_PER_LEAF = 1.05
+
+
+def _rows(g: nx.Graph, pos: dict[str, tuple[float, float]]) -> list[tuple[str, float, float]]:
+    """(row title, x from, x to) for each row of the picture: one row, or one per CPU socket."""
+    leaves = [n for n, d in g.nodes(data=True) if d.get("kind") in ("gpu", "nic", "dpu") and n in pos]
+    xs = [pos[n][0] for n in leaves] or [0.0]
+    sockets = sorted({g.nodes[n].get("socket", 0) for n in leaves})
+    if len(leaves) <= SPLIT_ABOVE or len(sockets) < 2:
+        return [("", min(xs), max(xs))]
+    rows = []
+    for s in sockets:
+        own = [pos[n][0] for n in leaves if g.nodes[n].get("socket", 0) == s]
+        rows.append((f"CPU socket {s}", min(own), max(own)))
+    return rows
+
+
 def draw_node(
     g: nx.Graph,
     overlay: Mapping[str, str] | None = None,
@@ -105,29 +124,81 @@ def draw_node(
     ``free``, ``in use``, ``tainted``, ``unavailable`` or a claim name (each claim gets a colour).
     MIG instances are drawn when they exist as devices (static MIG) or appear in the overlay
     (dynamic MIG allocations); ``show_mig="all"`` draws every published MIG placement.
-    """
-    import matplotlib
 
-    matplotlib.use("Agg", force=False)
+    A wide node (more than SPLIT_ABOVE GPUs + NICs on two sockets) is drawn one socket per row, so
+    that the picture stays about 1,000 px wide. In a notebook the figure shows inline (the kernel's
+    backend is left alone); headless it saves with whatever backend matplotlib picked (Agg).
+    """
     import matplotlib.pyplot as plt
-    from matplotlib.patches import FancyBboxPatch, Rectangle
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Rectangle
 
     overlay = dict(overlay or {})
     pos = layout(g)
-    n_leaves = sum(1 for _, d in g.nodes(data=True) if d.get("kind") in ("gpu", "nic", "dpu"))
+    rows = _rows(g, pos) if ax is None else [("", *_span(pos))]
+    widest = max(hi - lo + 1 for _, lo, hi in rows)
     if ax is None:
-        fig, ax = plt.subplots(figsize=(max(7.0, 1.25 * n_leaves + 1.5), 5.2), dpi=100)
+        fig, axes = plt.subplots(len(rows), 1, figsize=(max(6.5, INCH_PER_LEAF * widest + 0.8), 4.3 * len(rows) + 0.5),
+                                 dpi=100, squeeze=False)
+        axes = [a[0] for a in axes]
     else:
-        fig = ax.figure
+        fig, axes = ax.figure, [ax]
     claim_colours: dict[str, str] = {}
+    for a, (label, lo, hi) in zip(axes, rows):
+        _draw_on(a, g, pos, overlay, claim_colours, show_mig, lo - 0.55, hi + 0.55)
+        if label:
+            a.set_title(label, fontsize=10, loc="left", color="#555")
+
+    handles: list[Any] = [Rectangle((0, 0), 1, 1, fc=c, ec="#333") for c in claim_colours.values()]
+    labels = list(claim_colours)
+    used_states = sorted({s for s in overlay.values() if s in STATE_COLOURS})
+    handles += [Rectangle((0, 0), 1, 1, fc=STATE_COLOURS[s], ec="#333") for s in used_states]
+    labels += used_states
+    handles += [Line2D([0], [0], color=NVLINK_COLOUR, lw=2.4), Line2D([0], [0], color=PCIE_COLOUR, lw=1.2)]
+    labels += ["NVLink", "PCIe"]
+    if any(d.get("type") == "smp" for _, _, d in g.edges(data=True)):
+        handles.append(Line2D([0], [0], color=SMP_COLOUR, lw=2.2, ls="--"))
+        labels.append("CPU-CPU link (SMP / UPI)")
+    # one legend for the figure, under the picture, so that it never hides a box
+    ncol = min(len(labels), 5)
+    fig.suptitle(title or f"{g.graph.get('name')} ({g.graph.get('profile')})", fontsize=13)
+    fig.legend(handles, labels, loc="lower center", fontsize=9, frameon=False, ncol=ncol)
+    legend_rows = -(-len(labels) // ncol)
+    fig.tight_layout(rect=(0, (0.3 + 0.22 * legend_rows) / fig.get_figheight(), 1, 1))
+    return fig
+
+
+def _span(pos: dict[str, tuple[float, float]]) -> tuple[float, float]:
+    xs = [p[0] for p in pos.values()] or [0.0]
+    return min(xs), max(xs)
+
+
+SMP_COLOUR = "#4f6bd8"
+
+
+def _model_label(model: str) -> str:
+    """A GPU / NIC model on at most two short lines (A100-SXM4-80GB -> A100 80GB)."""
+    short = model.replace("-SXM4", "").replace("-SXM5", "").replace("NVIDIA ", "")
+    if len(short) <= 12:
+        return short
+    head, _, tail = short.partition("-")
+    return f"{head}\n{tail}" if tail else short
+
+
+def _draw_on(ax: Any, g: nx.Graph, pos: dict[str, tuple[float, float]], overlay: dict[str, str],
+             claim_colours: dict[str, str], show_mig: str, x_lo: float, x_hi: float) -> None:
+    """Draw the whole node on `ax` and show the part between x_lo and x_hi (a row of the picture)."""
+    from matplotlib.patches import FancyBboxPatch, Rectangle
+
+    def visible(x: float) -> bool:
+        return x_lo <= x <= x_hi
 
     # PCIe / SMP tree
     for a, b, d in g.edges(data=True):
         if d.get("type") in ("pcie", "smp") and a in pos and b in pos:
             (x1, y1), (x2, y2) = pos[a], pos[b]
             if d.get("type") == "smp":
-                ax.plot([x1, x2], [y1 + 0.12, y2 + 0.12], color="#4f6bd8", lw=2.2, ls="--", zorder=1)
-                ax.text((x1 + x2) / 2, y1 + 0.3, "SMP / UPI", ha="center", fontsize=7, color="#4f6bd8")
+                ax.plot([x1, x2], [y1 + 0.12, y2 + 0.12], color=SMP_COLOUR, lw=2.2, ls="--", zorder=1)
             else:
                 ax.plot([x1, x2], [y1, y2], color=PCIE_COLOUR, lw=1.2, zorder=1)
     # NVLink: to a fabric bar, or direct arcs
@@ -141,7 +212,7 @@ def draw_node(
             ax.plot([gx, gx], [Y["gpu"] - 0.32, Y["nvswitchFabric"] + 0.12], color=NVLINK_COLOUR, lw=2.4, zorder=1)
         else:
             rad = 0.35 if abs(x2 - x1) > 1 else 0.2
-            ax.annotate("", xy=(x2, y2 - 0.3), xytext=(x1, y1 - 0.3), zorder=1,
+            ax.annotate("", xy=(x2, y2 - 0.3), xytext=(x1, y1 - 0.3), zorder=1, annotation_clip=True,
                         arrowprops=dict(arrowstyle="-", color=NVLINK_COLOUR, lw=1.8,
                                         connectionstyle=f"arc3,rad={rad}"))
     # boxes
@@ -153,12 +224,19 @@ def draw_node(
         if kind == "nvswitchFabric":
             members = [pos[m][0] for m in g.neighbors(n) if g.nodes[m].get("kind") == "gpu"]
             lo, hi = min(members) - 0.45, max(members) + 0.45
-            ax.add_patch(FancyBboxPatch((lo, y - 0.12), hi - lo, 0.24, boxstyle="round,pad=0.02",
+            ax.add_patch(FancyBboxPatch((lo, y - 0.14), hi - lo, 0.28, boxstyle="round,pad=0.02",
                                         fc=COLOURS[kind], ec=NVLINK_COLOUR, lw=1.5, zorder=2))
-            label = f"NVSwitch fabric · NVLink{d.get('generation', '')} · {d.get('linksPerGpu', '?')} links/GPU"
-            ax.text((lo + hi) / 2, y, label, ha="center", va="center", fontsize=8, color="#1b5e20", zorder=3)
+            shown_lo, shown_hi = max(lo, x_lo), min(hi, x_hi)
+            if shown_hi > shown_lo:
+                gpus = len(members)
+                label = (f"NVSwitch fabric · all {gpus} GPUs · NVLink{d.get('generation', '')} · "
+                         f"{d.get('linksPerGpu', '?')} links/GPU")
+                ax.text((shown_lo + shown_hi) / 2, y, label, ha="center", va="center", fontsize=9,
+                        color="#1b5e20", zorder=3, clip_on=True)
             continue
-        w, h = (0.9, 0.64) if kind in ("gpu", "nic", "dpu") else (0.8, 0.34)
+        if not visible(x):
+            continue
+        w, h = (0.9, 0.66) if kind in ("gpu", "nic", "dpu") else (0.86, 0.36)
         device = d.get("device")
         fc = COLOURS.get(kind, "#ffffff")
         if device and device in overlay:
@@ -167,16 +245,15 @@ def draw_node(
             fc = STATE_COLOURS["tainted"]
         ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02",
                                     fc=fc, ec="#333333", lw=1.0, zorder=2))
-        if kind == "gpu":
-            model = str(d.get("model", "")).replace("-SXM4", "").replace("-SXM5", "")
-            ax.text(x, y + 0.17, device or n, ha="center", va="center", fontsize=8, weight="bold", zorder=3)
-            ax.text(x, y + 0.02, model, ha="center", va="center", fontsize=6.5, zorder=3)
-        elif kind in ("nic", "dpu"):
-            ax.text(x, y + 0.1, device or n, ha="center", va="center", fontsize=8, weight="bold", zorder=3)
-            ax.text(x, y - 0.08, str(d.get("model", "NIC")), ha="center", va="center", fontsize=6.5, zorder=3)
+        if kind in ("gpu", "nic", "dpu"):
+            top = 0.18 if kind == "gpu" else 0.14
+            ax.text(x, y + top, device or n, ha="center", va="center", fontsize=10, weight="bold", zorder=3)
+            model = _model_label(str(d.get("model", "") or kind.upper()))
+            ax.text(x, y + top - 0.2 - 0.06 * model.count("\n"), model, ha="center", va="center", fontsize=7.5,
+                    linespacing=1.0, zorder=3)
         else:
             text = {"socket": f"CPU {n.removeprefix('socket')} · NUMA {d.get('numaNode')}"}.get(kind, str(n))
-            ax.text(x, y, text, ha="center", va="center", fontsize=7.5, zorder=3)
+            ax.text(x, y, text, ha="center", va="center", fontsize=8.5, zorder=3)
     # MIG instances inside their GPU, one column per memory slice
     for n, d in g.nodes(data=True):
         if d.get("kind") != "mig":
@@ -187,36 +264,23 @@ def draw_node(
             continue
         start, slices, total = _mig_geometry(g, n)
         px, py = pos[d["parent"]]
-        left, width = px - 0.42, 0.84 / total
+        if not visible(px):
+            continue
+        left, width = px - 0.43, 0.86 / total
         fc = _overlay_colour(overlay[device], claim_colours) if device in overlay else "#c6dbef"
-        ax.add_patch(Rectangle((left + start * width, py - 0.29), slices * width, 0.2,
+        ax.add_patch(Rectangle((left + start * width, py - 0.31), slices * width, 0.2,
                                fc=fc, ec="#08306b", lw=0.8, zorder=3))
-        ax.text(left + (start + slices / 2) * width, py - 0.19, str(d.get("profile", "")).split(".")[0],
-                ha="center", va="center", fontsize=5.5, zorder=4)
-
-    xs = [p[0] for p in pos.values()] or [0.0]
-    ax.set_xlim(min(xs) - 0.8, max(xs) + 0.8)
-    ax.set_ylim(-0.8, 4.7)
+        ax.text(left + (start + slices / 2) * width, py - 0.21, str(d.get("profile", "")).split(".")[0],
+                ha="center", va="center", fontsize=6.5, zorder=4)
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(-0.6, 4.35)
     ax.axis("off")
-    handles = [Rectangle((0, 0), 1, 1, fc=c, ec="#333") for c in claim_colours.values()]
-    labels = list(claim_colours)
-    used_states = sorted({s for s in overlay.values() if s in STATE_COLOURS})
-    handles += [Rectangle((0, 0), 1, 1, fc=STATE_COLOURS[s], ec="#333") for s in used_states]
-    labels += used_states
-    from matplotlib.lines import Line2D
-
-    handles += [Line2D([0], [0], color=NVLINK_COLOUR, lw=2.4), Line2D([0], [0], color=PCIE_COLOUR, lw=1.2)]
-    labels += ["NVLink", "PCIe"]
-    ax.legend(handles, labels, loc="upper right", fontsize=7, frameon=False, ncol=1)
-    ax.set_title(title or f"{g.graph.get('name')} ({g.graph.get('profile')})", fontsize=11)
-    fig.tight_layout()
-    return fig
 
 
 def save_png(g: nx.Graph, path: str, overlay: Mapping[str, str] | None = None, **kwargs: Any) -> str:
     import matplotlib.pyplot as plt
 
     fig = draw_node(g, overlay, **kwargs)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

@@ -12,8 +12,8 @@ import io
 from typing import Any
 
 import ipywidgets as W
-import yaml
 
+from labkit.api import dump
 from labkit.widgets.logic import (
     OPERATORS,
     ClaimSpec,
@@ -24,7 +24,7 @@ from labkit.widgets.logic import (
     build_claim,
     preview,
 )
-from labkit.widgets.sources import Inventory
+from labkit.widgets.sources import Inventory, guarded
 
 CONSTRAINT_CHOICES = [
     ("none", ""),
@@ -41,7 +41,7 @@ class FilterRow(W.HBox):
         self.op = W.Dropdown(options=list(OPERATORS), value=">=", layout=W.Layout(width="90px"))
         self.value = W.Text(placeholder="e.g. 40Gi", layout=W.Layout(width="160px"))
         remove = W.Button(description="✕", layout=W.Layout(width="36px"), tooltip="remove filter")
-        remove.on_click(lambda _: on_remove(self))
+        remove.on_click(lambda _: on_remove(self))  # on_remove is guarded by the builder
         for w in (self.name, self.op, self.value):
             w.observe(lambda _: on_change(), names="value")
         self.name.add_class("labkit-filter-name")
@@ -69,7 +69,7 @@ class RequestPanel(W.VBox):
         self.filters = W.VBox([])
         add = W.Button(description="+ filter", layout=W.Layout(width="90px"))
         add.add_class("labkit-add-filter")
-        add.on_click(lambda _: self.add_filter())
+        add.on_click(builder.guard(lambda _: self.add_filter()))
         self.fallback = W.Checkbox(value=False, description="else (firstAvailable):", indent=False,
                                    layout=W.Layout(width="180px"))
         self.fallback_class = W.Dropdown(options=classes, value=self.device_class.value, layout=W.Layout(width="220px"))
@@ -79,7 +79,7 @@ class RequestPanel(W.VBox):
         self.count.add_class("labkit-count")
         for w in (self.req_name, self.device_class, self.count, self.all, self.fallback, self.fallback_class,
                   self.fallback_count):
-            w.observe(lambda _: builder.refresh(), names="value")
+            w.observe(builder.guard(lambda _: builder.refresh()), names="value")
         super().__init__([
             W.HBox([self.req_name, self.device_class, self.count, self.all]),
             W.HBox([W.Label("filters (ANDed):"), add]), self.filters,
@@ -91,7 +91,8 @@ class RequestPanel(W.VBox):
         return caps + attrs
 
     def add_filter(self, name: str = "", op: str = ">=", value: str = "") -> FilterRow:
-        row = FilterRow(self.names(), self.builder.refresh, self.remove_filter)
+        row = FilterRow(self.names(), self.builder.guard(self.builder.refresh),
+                        self.builder.guard(self.remove_filter))
         row.name.value, row.op.value, row.value.value = name, op, value
         self.filters.children = (*self.filters.children, row)
         self.builder.refresh()
@@ -117,32 +118,32 @@ class ClaimBuilder(W.VBox):
     def __init__(self, cluster: Any = None, *, name: str = "my-claim", namespace: str = "default",
                  device_class: str = "gpu.nvidia.com", **lists: Any):
         self.inventory = Inventory.of(cluster, **lists)
+        self.result = W.HTML(value="")
+        self.result.add_class("labkit-result")
         self.claim_name = W.Text(value=name, description="name", layout=W.Layout(width="260px"))
         self.namespace = W.Text(value=namespace, description="namespace", layout=W.Layout(width="260px"))
         self.kind = W.ToggleButtons(options=[("shared ResourceClaim", False), ("template (one per pod)", True)],
-                                    value=False)
+                                    value=False, style={"button_width": "auto"})
         self.constraint = W.Dropdown(options=CONSTRAINT_CHOICES, value="", description="constraint",
                                      layout=W.Layout(width="520px"))
         self.requests = W.VBox([])
         add_request = W.Button(description="+ request")
-        add_request.on_click(lambda _: self.add_request())
+        add_request.on_click(self.guard(lambda _: self.add_request()))
         self.preview_label = W.HTML()
         self.preview_label.add_class("labkit-preview")
         self.yaml_view = W.HTML()
         self.allocate_button = W.Button(description="Allocate", button_style="primary", icon="play")
         self.allocate_button.add_class("labkit-allocate")
-        self.allocate_button.on_click(lambda _: self.allocate())
+        self.allocate_button.on_click(self.guard(lambda _: self.allocate()))
         self.apply_button = W.Button(description="Apply", icon="upload",
                                      disabled=getattr(self.inventory.cluster, "apply", None) is None)
         self.apply_button.add_class("labkit-apply")
-        self.apply_button.on_click(lambda _: self.apply())
-        self.result = W.HTML(value="")
-        self.result.add_class("labkit-result")
+        self.apply_button.on_click(self.guard(lambda _: self.apply()))
         # hidden until there is a placement to show (an empty <img> renders as a broken icon)
         self.picture = W.Image(format="png", layout=W.Layout(max_width="100%", display="none"))
         self.last_placement: Placement | None = None
         for w in (self.claim_name, self.namespace, self.kind, self.constraint):
-            w.observe(lambda _: self.refresh(), names="value")
+            w.observe(self.guard(lambda _: self.refresh()), names="value")
         self._ready = False
         super().__init__([
             W.HBox([self.claim_name, self.namespace]), self.kind, self.requests, add_request, self.constraint,
@@ -153,6 +154,13 @@ class ClaimBuilder(W.VBox):
         self.add_request("gpu", device_class)
         self._ready = True
         self.refresh()
+
+    def guard(self, fn: Any) -> Any:
+        """`fn` as a widget callback whose errors show under the buttons instead of being lost."""
+        def show(html: str) -> None:
+            self.result.value = html
+
+        return guarded(show, fn, lambda: self.inventory.cluster)
 
     # -- model -------------------------------------------------------------------------------
     def add_request(self, name: str | None = None, device_class: str = "gpu.nvidia.com") -> RequestPanel:
@@ -180,7 +188,7 @@ class ClaimBuilder(W.VBox):
         except ValueError as exc:
             self.preview_label.value = f"<span style='color:#b00'>{escape(str(exc))}</span>"
             return
-        self.yaml_view.value = f"<pre>{escape(yaml.safe_dump(claim, sort_keys=False))}</pre>"
+        self.yaml_view.value = f"<pre>{escape(dump(claim))}</pre>"
         try:
             counts = preview(claim, self.inventory.classes, self.inventory.slices)
             parts = [f"<b>{escape(r)}</b>: {m} of {t} devices of the class match" for r, (m, t) in counts.items()]

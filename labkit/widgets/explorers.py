@@ -10,7 +10,7 @@ from typing import Any
 import ipywidgets as W
 
 from labkit.widgets.logic import html_table, inventory_rows, match_devices
-from labkit.widgets.sources import Inventory
+from labkit.widgets.sources import Inventory, guarded
 
 EXAMPLE = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0'
 
@@ -36,15 +36,20 @@ class CelPlayground(W.VBox):
                                      continuous_update=False)
         self.expression.add_class("labkit-cel-expression")
         self.engine = W.Dropdown(options=["cel-expr-python", "cel-python"], value=engine, description="engine")
-        self.only = W.ToggleButtons(options=["all", "match", "no match", "error"], value="all")
+        self.only = W.ToggleButtons(options=["all", "match", "no match", "error"], value="all",
+                                    style={"button_width": "auto"})
+        self.only.add_class("labkit-cel-only")
         self.summary = W.HTML()
         self.summary.add_class("labkit-cel-summary")
         self.table = W.HTML()
         for w in (self.expression, self.engine, self.only):
-            w.observe(lambda _: self.run(), names="value")
+            w.observe(guarded(self._show_error, lambda _: self.run(), lambda: self.inventory.cluster), names="value")
         super().__init__([self.expression, W.HBox([self.engine, self.only]), self.summary, self.table])
         self.add_class("labkit-cel-playground")
         self.run()
+
+    def _show_error(self, html: str) -> None:
+        self.summary.value = html
 
     def run(self) -> list[Any]:
         summary, rows = evaluate(self.expression.value, self.inventory.slices, self.engine.value)
@@ -62,16 +67,22 @@ class InventoryExplorer(W.VBox):
         self.node = W.Dropdown(options=["all nodes", *nodes], value="all nodes", description="node")
         self.kind = W.Dropdown(options=["all", "gpu", "mig", "nic"], value="all", description="type")
         self.free_only = W.Checkbox(value=False, description="free only", indent=False)
-        refresh = W.Button(description="refresh", icon="refresh")
-        refresh.on_click(lambda _: self.show(refresh=True))
+        self.node.add_class("labkit-inventory-node")
+        self.kind.add_class("labkit-inventory-type")
+        self.refresh_button = refresh = W.Button(description="refresh", icon="refresh")
+        refresh.on_click(guarded(self._show_error, lambda _: self.show(refresh=True), lambda: self.inventory.cluster))
+        refresh.add_class("labkit-inventory-refresh")
         self.summary = W.HTML()
         self.summary.add_class("labkit-inventory-summary")
         self.table = W.HTML()
         for w in (self.node, self.kind, self.free_only):
-            w.observe(lambda _: self.show(), names="value")
+            w.observe(guarded(self._show_error, lambda _: self.show(), lambda: self.inventory.cluster), names="value")
         super().__init__([W.HBox([self.node, self.kind, self.free_only, refresh]), self.summary, self.table])
         self.add_class("labkit-inventory")
         self.show()
+
+    def _show_error(self, html: str) -> None:
+        self.summary.value = html
 
     def rows(self) -> list[Any]:
         rows = inventory_rows(self.inventory.slices, self.inventory.claims)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,3 +62,46 @@ class Inventory:
                 attrs.update(d.get("attributes") or {})
                 caps.update(d.get("capacity") or {})
         return sorted(attrs), sorted(caps)
+
+
+CLUSTER_DOWN = ("the cluster is down: run the notebook's first cell (it starts the cluster), "
+                "then this widget's cell again")
+
+
+def cluster_is_down(cluster: Any) -> bool:
+    """True when `cluster` was stopped (or never started): listing objects fails with ClusterError."""
+    from labkit.cluster.base import ClusterError
+
+    if cluster is None:
+        return False
+    try:
+        cluster.list("DeviceClass")
+    except ClusterError:
+        return True
+    return False
+
+
+def error_html(exc: BaseException, cluster: Any = None) -> str:
+    """One red line for a widget: what went wrong, or that the cluster is down and what to do."""
+    from html import escape
+
+    if cluster_is_down(cluster):
+        text = CLUSTER_DOWN
+    else:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return f"<pre class='labkit-error' style='color:#b00020; white-space:pre-wrap'>{escape(text)}</pre>"
+
+
+def guarded(show: Callable[[str], None], fn: Callable[..., Any], cluster: Callable[[], Any] = lambda: None
+            ) -> Callable[..., None]:
+    """A widget callback that shows its error in the widget (`show(html)`) instead of losing it in the
+    kernel log, where ipywidgets puts exceptions raised by on_click / observe handlers."""
+
+    def run(*args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as exc:  # noqa: BLE001 - shown to the learner, in the widget
+            show(error_html(exc, cluster()))
+
+    return run

@@ -11,21 +11,32 @@ import ipywidgets as W
 import networkx as nx
 import traitlets
 
-from labkit.topology.draw import COLOURS, STATE_COLOURS, _mig_geometry, _overlay_colour, layout
+from labkit.topology.draw import COLOURS, STATE_COLOURS, _mig_geometry, _overlay_colour, _rows, layout
+from labkit.widgets.sources import guarded
 
 _ESM = r"""
 function render({ model, el }) {
   const NS = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(NS, "svg");
   svg.classList.add("labkit-topology-svg");
-  svg.style.width = "100%"; svg.style.height = model.get("height") + "px";
+  // the whole node fits the box on open: the viewBox is the drawing's extent, the box keeps its
+  // aspect ratio at the notebook's width; wheel zooms, drag pans, double-click fits again
+  svg.setAttribute("preserveAspectRatio", "xMidYMid meet");
+  svg.style.width = "100%"; svg.style.maxWidth = model.get("graph").width + "px"; svg.style.height = "auto";
+  svg.style.display = "block";
   svg.style.border = "1px solid #eee"; svg.style.background = "#fff";
   el.appendChild(svg);
   let scale = 1, tx = 0, ty = 0;
   const root = document.createElementNS(NS, "g");
   svg.appendChild(root);
+  const fit = () => {
+    const d = model.get("graph");
+    svg.setAttribute("viewBox", `0 0 ${d.width} ${d.height}`);
+    svg.style.maxWidth = d.width + "px";
+  };
   const apply = () => root.setAttribute("transform", `translate(${tx},${ty}) scale(${scale})`);
   svg.addEventListener("wheel", (e) => { e.preventDefault(); scale *= e.deltaY < 0 ? 1.1 : 0.9; apply(); });
+  svg.addEventListener("dblclick", () => { scale = 1; tx = 0; ty = 0; apply(); });
   let drag = null;
   svg.addEventListener("mousedown", (e) => { drag = [e.clientX - tx, e.clientY - ty]; });
   svg.addEventListener("mousemove", (e) => { if (drag) { tx = e.clientX - drag[0]; ty = e.clientY - drag[1]; apply(); } });
@@ -38,6 +49,17 @@ function render({ model, el }) {
     for (const e of data.edges) {
       const a = pos[e.a], b = pos[e.b];
       if (!a || !b) continue;
+      if (e.type === "nvlink" && (a.kind === "nvswitchFabric" || b.kind === "nvswitchFabric")) {
+        // straight down from the GPU to the fabric bar
+        const gpu = a.kind === "nvswitchFabric" ? b : a, bar = a.kind === "nvswitchFabric" ? a : b;
+        const line = document.createElementNS(NS, "line");
+        line.setAttribute("x1", gpu.x); line.setAttribute("y1", gpu.y);
+        line.setAttribute("x2", gpu.x); line.setAttribute("y2", bar.y);
+        line.setAttribute("stroke", "#2e7d32"); line.setAttribute("stroke-width", 3);
+        line.classList.add("labkit-edge-nvlink");
+        root.appendChild(line);
+        continue;
+      }
       const line = document.createElementNS(NS, "line");
       line.setAttribute("x1", a.x); line.setAttribute("y1", a.y);
       line.setAttribute("x2", b.x); line.setAttribute("y2", b.y);
@@ -74,9 +96,9 @@ function render({ model, el }) {
       root.appendChild(g);
     }
   }
-  model.on("change:graph", draw);
+  model.on("change:graph", () => { fit(); draw(); });
   model.on("change:selected", draw);
-  draw(); apply();
+  fit(); draw(); apply();
 }
 export default { render };
 """
@@ -89,21 +111,32 @@ class _TopologySvg(anywidget.AnyWidget):
     height = traitlets.Int(420).tag(sync=True)
 
 
+ROW_HEIGHT = 420.0
+SX, SY = 110.0, 80.0
+
+
 def svg_model(g: nx.Graph, overlay: dict[str, str] | None = None, holders: dict[str, str] | None = None
               ) -> dict[str, Any]:
-    """The JSON the view draws: pixel positions from the same layout as the static picture."""
+    """The JSON the view draws: pixel positions from the same layout as the static picture, a wide
+    node one CPU socket per row (as `draw_node` does), and the drawing's width and height."""
     overlay = overlay or {}
     holders = holders or {}
     pos = layout(g)
-    xs = [p[0] for p in pos.values()] or [0.0]
-    x0 = min(xs)
-    sx, sy = 110.0, 80.0
+    rows = _rows(g, pos)
 
-    def px(x: float, y: float) -> tuple[float, float]:
-        return 60 + (x - x0) * sx, 30 + (4.6 - y) * sy
+    def row_of(x: float) -> int:
+        for i, (_, lo, hi) in enumerate(rows):
+            if lo - 0.5 <= x <= hi + 0.5:
+                return i
+        return 0
+
+    def px(x: float, y: float, row: int | None = None) -> tuple[float, float]:
+        r = row_of(x) if row is None else row
+        return 60 + (x - rows[r][1]) * SX, 30 + r * ROW_HEIGHT + (4.6 - y) * SY
 
     claim_colours: dict[str, str] = {}
     nodes = []
+    edges: list[dict[str, str]] = []
     for n, d in g.nodes(data=True):
         kind = d.get("kind")
         if n not in pos and kind != "mig":
@@ -127,15 +160,60 @@ def svg_model(g: nx.Graph, overlay: dict[str, str] | None = None, holders: dict[
                           "x": gx - 45 + (start + slices / 2) * w, "y": gy + 14, "w": slices * w - 1, "h": 14,
                           "fill": fill if state else "#c6dbef", "title": title, "clickable": True})
             continue
+        if kind == "nvswitchFabric":
+            # one bar per row, under that row's GPUs
+            members = [m for m in g.neighbors(n) if g.nodes[m].get("kind") == "gpu"]
+            for r in sorted({row_of(pos[m][0]) for m in members}):
+                mine = [m for m in members if row_of(pos[m][0]) == r]
+                xs = [px(*pos[m], r)[0] for m in mine]
+                bar = n if len(rows) == 1 else f"{n}@{r}"
+                label = f"NVSwitch fabric (all {len(members)} GPUs)"
+                nodes.append({"id": bar, "kind": kind, "device": "", "label": label, "x": (min(xs) + max(xs)) / 2,
+                              "y": px(0, pos[n][1], r)[1], "w": max(xs) - min(xs) + 100, "h": 26, "fill": fill,
+                              "title": title, "clickable": False})
+                edges += [{"a": m, "b": bar, "type": "nvlink"} for m in mine]
+            continue
         x, y = px(*pos[n])
         big = kind in ("gpu", "nic", "dpu")
         label = device or d.get("label") or n
+        if kind == "socket":
+            label = f"CPU {n.removeprefix('socket')} · NUMA {d.get('numaNode')}"
         nodes.append({"id": n, "kind": kind, "device": device, "label": label, "x": x, "y": y,
-                      "w": 96 if big else (420 if kind == "nvswitchFabric" else 90), "h": 46 if big else 26,
+                      "w": 96 if big else 120, "h": 46 if big else 26,
                       "fill": fill, "title": title, "clickable": bool(device) or big})
-    edges = [{"a": a, "b": b, "type": d.get("type", "")} for a, b, d in g.edges(data=True)
-             if d.get("type") != "mig"]
-    return {"nodes": nodes, "edges": edges}
+    fabric = {n for n, d in g.nodes(data=True) if d.get("kind") == "nvswitchFabric"}
+    for a, b, d in g.edges(data=True):
+        if d.get("type") == "mig" or a in fabric or b in fabric:
+            continue
+        if d.get("type") == "smp" and len(rows) > 1:
+            continue  # the two sockets are in different rows; the legend names the link
+        edges.append({"a": a, "b": b, "type": d.get("type", "")})
+    width = 120 + max(hi - lo for _, lo, hi in rows) * SX
+    height = len(rows) * ROW_HEIGHT + 20
+    legend = {kind: COLOURS[kind] for kind in sorted({d.get("kind") for _, d in g.nodes(data=True)}) if kind in COLOURS}
+    return {"nodes": nodes, "edges": edges, "width": width, "height": height, "rows": [r[0] for r in rows],
+            "claims": claim_colours, "kinds": legend}
+
+
+def legend_html(model: dict[str, Any]) -> str:
+    """The colours of the view, the claims shown and how to zoom: one line under the picture."""
+    def swatch(colour: str, text: str, line: bool = False) -> str:
+        box = (f"<span style='display:inline-block;width:22px;height:0;border-top:3px solid {colour};"
+               "vertical-align:middle'></span>" if line else
+               f"<span style='display:inline-block;width:12px;height:12px;background:{colour};"
+               "border:1px solid #333;vertical-align:middle'></span>")
+        return f"<span style='margin-right:12px;white-space:nowrap'>{box} {escape(text)}</span>"
+
+    names = {"socket": "CPU socket", "pcieRoot": "PCIe root", "pcieSwitch": "PCIe switch", "gpu": "GPU", "nic": "NIC",
+             "dpu": "DPU", "nvswitchFabric": "NVSwitch"}
+    parts = [swatch(c, f"claim {k}") for k, c in model.get("claims", {}).items()]
+    parts += [swatch(c, names.get(k, k)) for k, c in model.get("kinds", {}).items()]
+    parts += [swatch("#2e7d32", "NVLink", line=True), swatch("#999", "PCIe", line=True)]
+    rows = [r for r in model.get("rows", []) if r]
+    layout_note = f" Rows: {', '.join(rows)}." if rows else ""
+    hint = ("<i>scroll to zoom · drag to pan · double-click to fit · hover a box for its attributes, "
+            f"click it for details.{escape(layout_note)}</i>")
+    return f"<div class='labkit-topology-legend' style='font-size:12px;line-height:1.8'>{''.join(parts)}<br>{hint}</div>"
 
 
 def _claims_in(overlay: dict[str, str] | None) -> dict[str, str]:
@@ -150,16 +228,19 @@ class TopologyView(W.VBox):
                  height: int = 430):
         self.g = g
         self.holders = dict(holders) if holders is not None else _claims_in(overlay)
-        self.svg = _TopologySvg(graph=svg_model(g, overlay, self.holders), height=height)
+        model = svg_model(g, overlay, self.holders)
+        self.svg = _TopologySvg(graph=model, height=height)
+        self.legend = W.HTML(legend_html(model))
         self.info = W.HTML("<i>click a device to see its attributes</i>")
         self.info.add_class("labkit-topology-info")
-        self.svg.observe(self._selected, names="selected")
-        super().__init__([self.svg, self.info])
+        self.svg.observe(guarded(self._show_error, self._selected), names="selected")
+        super().__init__([self.svg, self.legend, self.info])
         self.add_class("labkit-topology")
 
     def set_overlay(self, overlay: dict[str, str], holders: dict[str, str] | None = None) -> None:
         self.holders = dict(holders) if holders is not None else _claims_in(overlay)
         self.svg.graph = svg_model(self.g, overlay, self.holders)
+        self.legend.value = legend_html(self.svg.graph)
 
     def describe(self, node_id: str) -> str:
         """HTML for one device: its DRA identity, attributes, capacity and holder."""
@@ -171,6 +252,9 @@ class TopologyView(W.VBox):
         rows += [(f"capacity {k}", v) for k, v in sorted((d.get("capacity") or {}).items())]
         body = "".join(f"<tr><td><b>{escape(str(k))}</b></td><td>{escape(str(v))}</td></tr>" for k, v in rows)
         return f"<table>{body}</table>"
+
+    def _show_error(self, html: str) -> None:
+        self.info.value = html
 
     def _selected(self, change: dict[str, Any]) -> None:
         if change["new"] in self.g:
