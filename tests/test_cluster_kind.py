@@ -15,7 +15,7 @@ from labkit.cluster.kind.driver import driver_manifests
 from labkit.cluster.kind.images import NODE_IMAGES, node_image, parse_kind_version
 from labkit.cluster.kind.preflight import HostFacts, run_preflight
 from labkit.cluster.kind.runner import CommandError, RecordingRunner
-from labkit.cluster.profiles import load_profile
+from labkit.sim.profiles import load_profile
 
 ALL_TOOLS = {"docker": "/usr/bin/docker", "podman": None, "kind": "/usr/bin/kind", "kubectl": "/usr/bin/kubectl"}
 HEALTHY = {"docker info": (0, "28.2.2\n"), "kind version": (0, "kind v0.33.0 go1.25.1 linux/amd64\n"),

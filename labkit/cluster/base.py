@@ -27,7 +27,7 @@ that ``labkit cluster down --backend B --profile P`` can stop a cluster an earli
 
 Objects are plain dicts (see docs/architecture.md). Shared helpers that need no backend:
 `labkit.cluster.placements.build_placements` (the `placements()` table from pods and claims) and
-`labkit.cluster.profiles.load_profile` (cluster profiles).
+`labkit.sim.profiles.load_profile` (cluster profiles).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class Cluster(ABC):
     def __init__(self, *, progress: bool = True, **unknown: Any) -> None:
         if unknown:
             raise ClusterError(_unknown_options(type(self), sorted(unknown)))
-        self.profile: Any = None  # labkit.cluster.profiles.ClusterProfile once up
+        self.profile: Any = None  # labkit.sim.profiles.ClusterProfile once up
         self.show_progress = progress
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -201,4 +201,9 @@ def _unknown_options(cls: type, names: list[str]) -> str:
 
 def connect(backend: str = "sim", profile: Any = "workshop", **kw: Any) -> Cluster:
     """A cluster of `profile` on `backend`, already up."""
-    return backend_class(backend)(**kw).up(profile)
+    from labkit.sim.profiles import ProfileError
+
+    try:
+        return backend_class(backend)(**kw).up(profile)
+    except ProfileError as exc:
+        raise ClusterError(str(exc)) from None

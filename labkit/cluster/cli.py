@@ -7,8 +7,8 @@ import json
 import sys
 
 from labkit.cluster.base import ClusterError, backend_class, backends, connect
-from labkit.cluster.profiles import load_profile
 from labkit.cluster.report import report_table, simulate_report
+from labkit.sim.profiles import ProfileError, load_profile
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -63,7 +63,7 @@ def run_cluster(args: argparse.Namespace) -> int:
             c.down()
             print(f"{args.backend}: cluster of profile {c.profile.name} is down")
         return EXIT_OK
-    except ClusterError as exc:
+    except (ClusterError, ProfileError) as exc:
         return _fail(str(exc))
 
 

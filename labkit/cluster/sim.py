@@ -15,10 +15,10 @@ from typing import Any
 from labkit.cluster.base import Cluster, ClusterError, NotFound, Source, register_backend
 from labkit.cluster.explain import explain_pod
 from labkit.cluster.placements import PlacementTable, build_placements
-from labkit.cluster.profiles import ClusterProfile, load_profile
 from labkit.sim.engine import Sim, SimError
 from labkit.sim.kinds import canonical_kind
 from labkit.sim.nodes import HardwareError
+from labkit.sim.profiles import ClusterProfile, load_profile
 
 
 def load_source(source: Source) -> list[dict]:

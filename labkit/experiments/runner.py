@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from labkit.cluster import connect
-from labkit.cluster.profiles import ClusterProfile
 from labkit.experiments.fleet import GPU_DRIVER, Fleet, build_fleet, fleet_variant
 from labkit.experiments.fragmentation import FragmentationMeter
 from labkit.experiments.ledger import Ledger
@@ -27,6 +26,7 @@ from labkit.experiments.metrics import PodRecord, SummaryTable, summarize_run
 from labkit.experiments.policies import Context, Policy, PolicyError, get_policy
 from labkit.experiments.traces import WorkItem, request_mix
 from labkit.sim.podutil import claim_name_for
+from labkit.sim.profiles import ClusterProfile
 
 
 class ExperimentError(ValueError):

@@ -6,7 +6,7 @@ import importlib
 import uuid
 from typing import Any
 
-from labkit.cluster.profiles import DEFAULT_ALLOCATABLE, ClusterProfile, NodeSpec
+from labkit.sim.profiles import DEFAULT_ALLOCATABLE, ClusterProfile, NodeSpec
 
 
 class HardwareError(Exception):

@@ -201,6 +201,14 @@ class Scheduler:
             self.dra.allocated.remove(held[0], owner=held[1])
         self.bump()
 
+    def adopt_allocation(self, claim: dict) -> None:
+        """Count an allocation made elsewhere (a claim restored from a real cluster's dump) as in use."""
+        alloc = (claim.get("status") or {}).get("allocation")
+        if alloc:
+            owner = f"{meta(claim)['namespace']}/{meta(claim)['name']}"
+            self.dra.allocated.add(alloc, owner=owner)
+            self._claim_allocs[meta(claim)["uid"]] = (alloc, owner)
+
     def nodes(self) -> list[dict]:
         if self._nodes is None:
             self._nodes = self.store.list("Node")  # sorted by name

@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def resolve_node(profile: str, node: str | None) -> tuple[str, str]:
     """(node name, fake_gpus node profile) for a cluster profile + node, or a node profile."""
     from fake_gpus.catalog import node_profiles
-    from labkit.cluster.profiles import ProfileError, load_profile, profile_names
+    from labkit.sim.profiles import ProfileError, load_profile, profile_names
 
     if profile in profile_names() or profile.endswith((".yaml", ".yml")):
         cluster = load_profile(profile)
@@ -40,12 +40,12 @@ def resolve_node(profile: str, node: str | None) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from labkit.cluster.base import ClusterError
+    from labkit.sim.profiles import ProfileError
     from labkit.topology import node_graph, save_png, stats, topo_matrix
 
     try:
         node, node_profile = resolve_node(args.profile, args.node)
-    except ClusterError as exc:
+    except ProfileError as exc:
         print(f"labkit topology: {exc}", file=sys.stderr)
         return 2
     g = node_graph(node_profile, node_name=node)

@@ -24,7 +24,7 @@ from labkit.cluster.kind.image import DEFAULT_IMAGE, DOCKERFILE, REPO_ROOT
 from labkit.cluster.kind.preflight import HostFacts, cdi_check, container_engine, run_preflight
 from labkit.cluster.kind.runner import Runner, SubprocessRunner
 from labkit.cluster.placements import PlacementTable, build_placements
-from labkit.cluster.profiles import ClusterProfile, load_profile
+from labkit.sim.profiles import ClusterProfile, load_profile
 
 #: kind runs one container per node; beyond this a profile belongs on `sim`
 MAX_KIND_NODES = 8

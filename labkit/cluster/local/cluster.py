@@ -80,7 +80,7 @@ class LocalCluster(Cluster):
 
     def up(self, profile: Any = "workshop") -> LocalCluster:
         from labkit.api.features import FeatureGateError, resolve_gates
-        from labkit.cluster.profiles import load_profile
+        from labkit.sim.profiles import load_profile
 
         if self.sup is not None:
             raise ClusterError("local cluster: already up; call down() before up() again")
@@ -162,7 +162,7 @@ class LocalCluster(Cluster):
                 raise
 
     def _create_nodes(self) -> None:
-        from labkit.cluster.profiles import DEFAULT_ALLOCATABLE
+        from labkit.sim.profiles import DEFAULT_ALLOCATABLE
 
         assert self.kube and self.profile
         objs = [nodes.node_object(n, self.kubernetes_version, DEFAULT_ALLOCATABLE) for n in self.profile.nodes]
