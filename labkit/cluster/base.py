@@ -150,6 +150,7 @@ LAZY_BACKENDS: dict[str, str] = {
     "sim": "labkit.cluster.sim",
     "local": "labkit.cluster.local",
     "kind": "labkit.cluster.kind",
+    "kubeconfig": "labkit.cluster.attach",
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from labkit.cluster.base import ClusterError, backend_class, backends, connect
 from labkit.cluster.report import report_table, simulate_report
@@ -23,7 +24,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sim = subparsers.add_parser("simulate", help="apply manifests to a fresh cluster and print where pods landed")
     sim.add_argument("-f", "--filename", dest="files", action="extend", nargs="+", required=True,
                      help="YAML/JSON manifests (repeatable; '-' reads stdin)")
-    sim.add_argument("--profile", default="workshop", help="cluster profile name or YAML path (default: workshop)")
+    sim.add_argument("--profile", default=None, help="cluster profile name or YAML path (default: workshop)")
+    sim.add_argument("--state", metavar="DUMP",
+                     help="what-if: start the sim from a real cluster's dump (`labkit snapshot -o DUMP` or "
+                          "`kubectl get ... -A -o yaml`) instead of a profile; existing pods and allocations stay")
     sim.add_argument("--backend", default="sim", choices=backends())
     sim.add_argument("-o", "--output", default="json", choices=["json", "table"])
     sim.add_argument("--seed", type=int, default=0, help="sim only: seed for names and uids (default 0)")
@@ -73,8 +77,14 @@ def _print_status(status: object) -> None:
 
 def run_simulate(args: argparse.Namespace) -> int:
     kw = {"seed": args.seed, "progress": sys.stderr.isatty()} if args.backend == "sim" else {}
+    if args.state is not None:
+        if args.backend != "sim":
+            return _fail(f"--state: a dump is replayed on the sim backend only; drop --backend {args.backend}")
+        if args.profile is not None:
+            return _fail("--state and --profile: the dump already says which nodes there are; drop --profile")
+        kw["state"] = Path(args.state)
     try:
-        cluster = connect(args.backend, args.profile, **kw)
+        cluster = connect(args.backend, args.profile or "workshop", **kw)
     except ClusterError as exc:
         return _fail(str(exc))
     try:

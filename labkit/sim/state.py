@@ -13,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from labkit.sim.profiles import ClusterProfile, NodeSpec
+
 #: the kinds a state dump holds, with the apiVersion labkit reads them in (restore order)
 STATE_KINDS: dict[str, str] = {
     "Namespace": "v1",
@@ -32,7 +34,7 @@ class StateError(ValueError):
     """A dump that cannot be used; one line naming the object and the fix."""
 
 
-def _origin(source: Any) -> str:
+def origin_of(source: Any) -> str:
     if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and len(source) < 4096):
         return str(source)
     return "<state>"
@@ -47,8 +49,9 @@ def load_state(source: str | Path | list[dict] | dict) -> list[dict]:
     """The objects of a dump, checked; raises StateError with one line naming what is wrong."""
     from labkit.api import LoadError, load
 
-    origin = _origin(source)
-    if isinstance(source, str) and "\n" not in source and not Path(source).exists():
+    origin = origin_of(source)
+    if (isinstance(source, Path) and not source.is_file()) or (
+            isinstance(source, str) and "\n" not in source and not Path(source).exists()):
         raise StateError(f"{source}: no such file; give the path of a dump made by `labkit snapshot -o FILE` "
                          "or `kubectl get ... -A -o yaml`")
     try:
@@ -112,3 +115,15 @@ def order_for_restore(objs: list[dict]) -> list[dict]:
         return rank[o["kind"]], ts, m.get("namespace", ""), m.get("name", "")
 
     return sorted(objs, key=key)
+
+
+def profile_for_state(objs: list[dict], name: str = "state", kubernetes_version: str | None = None,
+                      feature_gates: dict[str, bool] | None = None) -> ClusterProfile:
+    """A ClusterProfile describing the dump's nodes (for summaries; the sim restores the Nodes as they are)."""
+    nodes = [NodeSpec(name=o["metadata"]["name"],
+                      node_profile=((o["metadata"].get("labels") or {}).get("fake-gpus.dev/node-profile") or "(from dump)"),
+                      labels=dict(o["metadata"].get("labels") or {}))
+             for o in objs if o["kind"] == "Node"]
+    return ClusterProfile(name=name, nodes=nodes, kubernetes_version=kubernetes_version or state_version(objs),
+                          feature_gates=dict(feature_gates or {}), description=f"restored from {name}",
+                          source=name)

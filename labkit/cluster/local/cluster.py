@@ -403,9 +403,11 @@ class LocalCluster(Cluster):
         return json.loads(raw) if raw else {}
 
     def explain(self, pod: str, namespace: str = "default") -> str:
-        from labkit.cluster.local.explain import explain_pod
+        from labkit.cluster.explain_live import explain_pod
 
-        return explain_pod(self, self.get("pods", pod, namespace))
+        uid = self.get("pods", pod, namespace)["metadata"]["uid"]
+        extra = [f"  node agent {a.node}: {a.errors[uid]}" for a in self.agents.values() if a.errors.get(uid)]
+        return explain_pod(self, pod, namespace, kubernetes_version=self.profile.kubernetes_version, extra=extra)
 
     def status(self) -> str:
         """A short human summary (the `Cluster.status()` contract); `status_info()` has the data."""
