@@ -50,7 +50,7 @@ notebooks: $(STAMP)
 	$(VENV)/bin/pytest -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
 
 # the notebooks that must also pass on the real control plane (needs `make controlplane`)
-LOCAL_NOTEBOOKS := $(wildcard notebooks/03_*.ipynb notebooks/04_*.ipynb notebooks/05_*.ipynb notebooks/06_*.ipynb notebooks/07_*.ipynb)
+LOCAL_NOTEBOOKS := $(wildcard notebooks/03_*.ipynb notebooks/04_*.ipynb notebooks/05_*.ipynb notebooks/06_*.ipynb notebooks/07_*.ipynb notebooks/13_*.ipynb)
 notebooks-local: $(STAMP)
 	LABKIT_BACKEND=local $(VENV)/bin/pytest -p no:cacheprovider --nbval-lax --nbval-current-env $(LOCAL_NOTEBOOKS)
 

@@ -21,11 +21,21 @@ def _build():
 
 BUILD = _build()
 NAMES = list(BUILD.NOTEBOOKS)
+#: notebooks written as plain .ipynb outside build.py, on purpose (to be folded into the course format)
+STANDALONE = {"13_platform_engineer"}
 
 
 def test_thirteen_notebooks_numbered_in_order():
     assert [n[:2] for n in NAMES] == [f"{i:02d}" for i in range(13)]
-    assert sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")) == NAMES
+    assert sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb") if p.stem not in STANDALONE) == NAMES
+
+
+@pytest.mark.parametrize("name", sorted(STANDALONE))
+def test_standalone_notebooks_are_stored_without_outputs(name: str):
+    nb = json.loads((NOTEBOOKS / f"{name}.ipynb").read_text(encoding="utf-8"))
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert code and all(c["outputs"] == [] and c["execution_count"] is None for c in code)
+    assert 'BACKEND = os.environ.get("LABKIT_BACKEND", "sim")' in "".join(code[0]["source"])
 
 
 @pytest.mark.parametrize("name", NAMES)
