@@ -186,3 +186,32 @@ def test_unreachable_server_is_one_line(tmp_path, capsys):
 def test_missing_kubeconfig_is_one_line(tmp_path, capsys):
     assert main(["explain", "pod", "x", "--kubeconfig", str(tmp_path / "none")]) == 2
     assert "none: no such file; pass kubeconfig=PATH (--kubeconfig) or set $KUBECONFIG" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("server, minor", [("v1.34.0", "1.34"), ("v1.36.4-gke.100", "1.36"), ("v1.37.0", "1.37")])
+def test_server_version_picks_the_allocator_profile(busy, server, minor):
+    from labkit.cluster.explain_live import allocator_version, restored_sim
+
+    class Attached:  # what the kubeconfig backend exposes: the server's /version
+        backend, server_version, profile = "kubeconfig", server, None
+
+        def list(self, kind):
+            return busy.list(kind)
+
+    assert allocator_version(Attached()) == minor
+    assert restored_sim(Attached()).dra.kubernetes_version == minor
+
+
+def test_server_outside_the_modelled_versions_is_one_line(busy):
+    from labkit.cluster.explain_live import explain_pod
+
+    class Old:
+        backend, server_version, profile = "kubeconfig", "v1.33.5", None
+
+        def get(self, kind, name, namespace):
+            return busy.get(kind, name, namespace)
+
+    name = busy.list("Pod")[0]["metadata"]["name"]
+    with pytest.raises(ClusterError) as e:
+        explain_pod(Old(), name)
+    assert str(e.value).startswith("the cluster runs Kubernetes v1.33.5; labkit's allocator models 1.34-1.37 only")

@@ -50,6 +50,12 @@ _DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDis
                      "application/json")
 
 
+def _bearer(cfg: k8s.Configuration) -> str | None:
+    """The Authorization header value a Configuration carries (a token; None with client certificates)."""
+    setting = cfg.auth_settings().get("BearerToken") or {}
+    return setting.get("value") or None
+
+
 class Kube:
     """Talks to `server` with a bearer `token`, trusting `ca_cert`; or, with `configuration` (a
     kubernetes-client Configuration, e.g. from a kubeconfig), with whatever credentials it holds
@@ -66,7 +72,7 @@ class Kube:
             cfg.api_key_prefix = {"authorization": "Bearer"}
         self._cfg = cfg
         self.server = cfg.host.rstrip("/")
-        self._auth = cfg.get_api_key_with_prefix("authorization")
+        self._auth = _bearer(cfg)
         self._api = k8s.ApiClient(cfg)
         self._pool = self._api.rest_client.pool_manager
         self._by_kind: dict[str, list[Resource]] = {}
@@ -79,7 +85,7 @@ class Kube:
         url = self.server + path + (("?" + urlencode(params)) if params else "")
         if self._cfg.refresh_api_key_hook is not None:  # exec/OIDC credentials from a kubeconfig
             self._cfg.refresh_api_key_hook(self._cfg)
-            self._auth = self._cfg.get_api_key_with_prefix("authorization")
+            self._auth = _bearer(self._cfg)
         headers = {"Accept": accept}
         if self._auth:
             headers["Authorization"] = self._auth
