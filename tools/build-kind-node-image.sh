@@ -65,9 +65,6 @@ labkit_go_part() { # our own Go programs: labkit-cni
 
 build_parts() {
   stage kind go_install_part kind "$KIND_VERSION" "" 0 "sigs.k8s.io/kind@$KIND_VERSION"
-  mkdir -p "$KN_BIN"
-  cmp -s "$KN_PARTS/kind-$KIND_VERSION/bin/kind" "$KN_BIN/kind" \
-    || cp "$KN_PARTS/kind-$KIND_VERSION/bin/kind" "$KN_BIN/kind"
   stage cni-plugins go_install_part cni-plugins "$CNI_PLUGINS_VERSION" "" 0 \
     github.com/containernetworking/plugins/plugins/main/{ptp,bridge,loopback}@"$CNI_PLUGINS_VERSION" \
     github.com/containernetworking/plugins/plugins/ipam/host-local@"$CNI_PLUGINS_VERSION" \
@@ -209,6 +206,8 @@ assemble() {
   # the component images now live inside the node image only
   docker rmi "${IMAGES[@]}" >/dev/null 2>&1 || true
 
+  mkdir -p "$OUT/bin"
+  cp "$KN_PARTS/kind-$KIND_VERSION/bin/kind" "$KUBE_BIN/kubectl" "$OUT/bin/"
   save_tarball() { docker save "$IMAGE" | gzip -1 > "$TARBALL.tmp" && mv "$TARBALL.tmp" "$TARBALL"; }
   stage save save_tarball
   echo "$IMAGE" > "$KN_DIR/current-image"
@@ -233,8 +232,11 @@ else
   assemble
   say "built $IMAGE ($(du -h "$TARBALL" | cut -f1) tarball; timings in $KN_TIMINGS)"
 fi
-# the kind CLI of the pinned version is always there after a run
-[[ -x "$KN_BIN/kind" ]] || stage kind go_install_part kind "$KIND_VERSION" "" 0 "sigs.k8s.io/kind@$KIND_VERSION"
-[[ -x "$KN_BIN/kind" ]] || { mkdir -p "$KN_BIN"; cp "$KN_PARTS/kind-$KIND_VERSION/bin/kind" "$KN_BIN/kind"; }
+# the pinned kind CLI and a kubectl of the pinned Kubernetes version, for make test (PATH may
+# have neither, or a kubectl outside the version skew)
+mkdir -p "$KN_BIN"
+for b in "$OUT/bin/"*; do
+  if [[ -x "$b" ]] && ! cmp -s "$b" "$KN_BIN/${b##*/}"; then cp "$b" "$KN_BIN/"; fi
+done
 echo "$IMAGE" > "$KN_DIR/current-image"
 echo "$IMAGE"
