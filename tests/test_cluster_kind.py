@@ -264,6 +264,7 @@ def _healthy_cluster(tmp_path: Path, deploy_dir: Path, monkeypatch, **kw) -> tup
     monkeypatch.setattr(backend, "WORKLOAD_DOCKERFILE", dockerfile)
     runner = RecordingRunner(responses={**HEALTHY, "kind get clusters": (0, "No kind clusters found.\n"),
                                         "docker image inspect": (1, "Error: No such image"),
+                                        "docker network inspect kind": (1, "Error: No such network: kind"),
                                         "kubectl --kubeconfig": (0, _slices_json("workshop"))})
     cluster = KindCluster(runner=runner, facts=HostFacts(dict(ALL_TOOLS)), state_dir=tmp_path, progress=False, **kw)
     return cluster, runner
@@ -277,6 +278,7 @@ def test_up_runs_exactly_the_planned_commands(tmp_path, deploy_dir, monkeypatch)
     assert lines[:4] == ["docker info --format '{{.ServerVersion}}'", "kind version",
                          "kubectl version --client -o json", "kind get clusters"]
     expected = [
+        "docker network inspect kind",
         f"kind create cluster --name labkit-workshop --config {tmp_path}/kind-config.yaml {kc} --wait 180s",
         "docker exec labkit-workshop-worker containerd config dump",
         "docker image inspect labkit/fake-gpus:dev",
@@ -307,8 +309,12 @@ def test_up_runs_exactly_the_planned_commands(tmp_path, deploy_dir, monkeypatch)
     state = runstate.read_state("kind", "workshop")
     assert state["cluster"] == "labkit-workshop" and state["kubeconfig"] == f"{tmp_path}/kubeconfig"
     assert set(cluster.timings) >= {"create kind cluster", "driver DaemonSets ready", "total"}
+    runner.responses["docker network inspect kind --format"] = (0, "0\n")
     cluster.down()
-    assert runner.lines()[-1] == "kind delete cluster --name labkit-workshop"
+    # the network was not there before (inspect failed): it goes too, once no container uses it
+    assert runner.lines()[-3:] == ["kind delete cluster --name labkit-workshop",
+                                   "docker network inspect kind --format '{{len .Containers}}'",
+                                   "docker network rm kind"]
     assert runstate.read_state("kind", "workshop") is None
 
 

@@ -39,6 +39,7 @@ from labkit.cluster.base import Cluster, ClusterError, NotFound, Source
 from labkit.cluster.kind.config import kind_config_yaml
 from labkit.cluster.kind.driver import driver_manifests
 from labkit.cluster.kind.image import DEFAULT_IMAGE, DOCKERFILE, REPO_ROOT
+from labkit.cluster.kind.images import WORKLOAD_DOCKERFILE, WORKLOAD_IMAGE
 from labkit.cluster.kind.preflight import HostFacts, cdi_check, container_engine, find_tool, run_preflight
 from labkit.cluster.kind.runner import CommandError, Runner, SubprocessRunner
 from labkit.cluster.placements import PlacementTable, build_placements
@@ -50,10 +51,9 @@ MAX_KIND_NODES = 8
 DRIVER_IMAGE_ENV = "LABKIT_FAKE_GPUS_IMAGE"
 WORKLOAD_IMAGE_ENV = "LABKIT_KIND_WORKLOAD_IMAGE"
 SWAP_ENV = "LABKIT_KIND_SWAP_IMAGES"
-DEFAULT_WORKLOAD_IMAGE = "labkit/workload:dev"
-#: Dockerfile of the workload image, built when the image is missing
-WORKLOAD_DOCKERFILE = REPO_ROOT / "tools" / "kind-workload" / "Dockerfile"
 SWAP_ANNOTATION = "labkit.dev/image-swapped"
+#: the engine network kind puts every cluster on
+KIND_NETWORK = "kind"
 #: environment variables a CDI spec of the fake driver sets (what `pod_env` returns)
 DEVICE_ENV_PREFIXES = ("FAKE_", "NVIDIA_")
 
@@ -97,7 +97,7 @@ class KindCluster(Cluster):
         self._name_arg = cluster_name
         self.cluster_name = cluster_name or "labkit"
         self.image = image or os.environ.get(DRIVER_IMAGE_ENV) or DEFAULT_IMAGE
-        self.workload_image = workload_image or os.environ.get(WORKLOAD_IMAGE_ENV) or DEFAULT_WORKLOAD_IMAGE
+        self.workload_image = workload_image or os.environ.get(WORKLOAD_IMAGE_ENV) or WORKLOAD_IMAGE
         if swap_images is None:
             swap_images = os.environ.get(SWAP_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
         self.swap_images = swap_images
@@ -110,6 +110,7 @@ class KindCluster(Cluster):
         self._state_arg = Path(state_dir) if state_dir else None
         self.state_dir = self._state_arg or Path(".")
         self._created = False
+        self._made_network = False
         self.attached = False
         self._applied: list[tuple[str, str, str | None]] = []
         self._node_images: set[str] | None = None
@@ -234,6 +235,8 @@ class KindCluster(Cluster):
         self._record()
 
     def _run_create(self) -> None:
+        net = self.runner.run([self.engine(), "network", "inspect", KIND_NETWORK], check=False)
+        self._made_network = net.returncode != 0
         self._kind("create", "cluster", "--name", self.cluster_name, "--config", str(self.config_path),
                    "--kubeconfig", str(self.kubeconfig), "--wait", "180s")
         self._created = True
@@ -242,13 +245,18 @@ class KindCluster(Cluster):
         if not check.ok:
             raise ClusterError(str(check))
 
+    def _build(self, *args: str) -> None:
+        # the classic builder: works with every Docker daemon (no buildx needed)
+        env = {**os.environ, "DOCKER_BUILDKIT": "0"} if self.engine() == "docker" else None
+        self.runner.run([self.engine(), "build", *args], env=env)
+
     def _image_exists(self, image: str) -> bool:
         return self.runner.run([self.engine(), "image", "inspect", image], check=False).returncode == 0
 
     def _ensure_images(self) -> None:
         engine = self.engine()
         if not self._image_exists(self.image):
-            self.runner.run([engine, "build", "-t", self.image, "-f", str(DOCKERFILE), str(REPO_ROOT)])
+            self._build("-t", self.image, "-f", str(DOCKERFILE), str(REPO_ROOT))
         images = [self.image]
         if self.swap_images:
             if not self._image_exists(self.workload_image):
@@ -257,8 +265,7 @@ class KindCluster(Cluster):
                         f"kind: the workload image {self.workload_image} is not in {engine} and there is no "
                         f"{WORKLOAD_DOCKERFILE} to build it; set {WORKLOAD_IMAGE_ENV} to a local image, or "
                         f"swap_images=False ({SWAP_ENV}=0) if your cluster can pull the real images")
-                self.runner.run([engine, "build", "-t", self.workload_image, "-f", str(WORKLOAD_DOCKERFILE),
-                                 str(WORKLOAD_DOCKERFILE.parent)])
+                self._build("-t", self.workload_image, "-f", str(WORKLOAD_DOCKERFILE), str(WORKLOAD_DOCKERFILE.parent))
             images.append(self.workload_image)
         self._kind("load", "docker-image", *images, "--name", self.cluster_name)
 
@@ -307,6 +314,7 @@ class KindCluster(Cluster):
             "backend": "kind", "profile": self.profile.name, "fingerprint": runstate.fingerprint(self.profile),
             "cluster": self.cluster_name, "kubeconfig": str(self.kubeconfig), "stateDir": str(self.state_dir),
             "engine": self.engine(), "image": self.image, "workloadImage": self.workload_image,
+            "madeNetwork": self._made_network,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "timings": self.timings})
 
     def _attach(self, prof: ClusterProfile) -> KindCluster:
@@ -345,7 +353,15 @@ class KindCluster(Cluster):
                 runstate.clear("kind", self.profile.name)
 
     def _delete(self) -> None:
+        """Delete the cluster; also kind's network when this cluster made it and nothing else uses it
+        (kind itself keeps the network)."""
+        state = runstate.read_state("kind", self.profile.name) if self.profile is not None else None
         self._kind("delete", "cluster", "--name", self.cluster_name, check=False)
+        if self._made_network or (state or {}).get("madeNetwork"):
+            users = self.runner.run([self.engine(), "network", "inspect", KIND_NETWORK, "--format",
+                                     "{{len .Containers}}"], check=False)
+            if users.returncode == 0 and users.stdout.strip() == "0":
+                self.runner.run([self.engine(), "network", "rm", KIND_NETWORK], check=False)
         if self.profile is not None:
             runstate.clear("kind", self.profile.name)
 
