@@ -120,8 +120,19 @@ class Cluster(ABC):
         """Why a pod is where it is, or why it is Pending (from the allocator's explanations)."""
 
     @abstractmethod
-    def pod_env(self, pod: str, namespace: str = "default") -> dict[str, str]:
-        """Environment the pod's containers get from their prepared devices (CDI env)."""
+    def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
+        """Environment a container gets from its prepared devices (CDI env). `container` names it
+        (default: the first); kind reads that container's real environment, sim and local model
+        the pod as a whole (every container gets the union)."""
+
+    @staticmethod
+    def _check_container(pod: dict, container: str | None) -> None:
+        """One line when `container` is not a container of `pod` (for pod_env)."""
+        names = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+        if container is not None and container not in names:
+            m = pod.get("metadata") or {}
+            raise ClusterError(f"pod {m.get('namespace', 'default')}/{m.get('name')}: no container {container!r}; "
+                               f"it has: {', '.join(names)}")
 
     def status(self) -> str:
         """A short human summary of the cluster (used by `labkit cluster up|status`)."""

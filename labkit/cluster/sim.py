@@ -167,8 +167,9 @@ class SimCluster(Cluster):
         return explain_pod(obj, s.scheduler.attempts.get(uid), s.agent.problems.get(uid),
                            lambda name: s.store.get("ResourceClaim", name, namespace))
 
-    def pod_env(self, pod: str, namespace: str = "default") -> dict[str, str]:
+    def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
         obj = self.get("Pod", pod, namespace)
+        self._check_container(obj, container)
         return dict(self._sim.agent.env.get(obj["metadata"]["uid"], {}))
 
     def status(self) -> str:

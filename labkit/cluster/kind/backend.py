@@ -52,6 +52,8 @@ DRIVER_IMAGE_ENV = "LABKIT_FAKE_GPUS_IMAGE"
 WORKLOAD_IMAGE_ENV = "LABKIT_KIND_WORKLOAD_IMAGE"
 SWAP_ENV = "LABKIT_KIND_SWAP_IMAGES"
 SWAP_ANNOTATION = "labkit.dev/image-swapped"
+#: wait() gives up on undecided pods after this many seconds without any change
+UNDECIDED_GRACE = 10.0
 #: the engine network kind puts every cluster on
 KIND_NETWORK = "kind"
 #: environment variables a CDI spec of the fake driver sets (what `pod_env` returns)
@@ -484,10 +486,12 @@ class KindCluster(Cluster):
 
     # -- running ---------------------------------------------------------------------------
     def wait(self, until: Callable[[Cluster], bool] | None = None, timeout: float = 60.0) -> bool:
-        """Poll until `until` holds, or until every pod is settled (running/done, or unschedulable)
-        and pods and claims have not changed for two polls."""
+        """Poll until `until` holds, or (None) until every pod is settled (running/done, or
+        unschedulable) and pods and claims did not change between two polls; a state that has not
+        changed for `UNDECIDED_GRACE` seconds also counts (a pod whose claim does not exist never
+        gets a scheduling decision)."""
         deadline = time.monotonic() + timeout
-        previous = None
+        previous, since = None, time.monotonic()
         while time.monotonic() < deadline:
             if until is not None:
                 if until(self):
@@ -499,9 +503,10 @@ class KindCluster(Cluster):
                                          p.get("status", {}).get("phase")) for p in pods],
                                        [(c["metadata"]["name"], bool(c.get("status", {}).get("allocation")),
                                          len(c.get("status", {}).get("reservedFor") or [])) for c in claims]])
-                if all(_settled(p) for p in pods) and snapshot == previous:
+                if snapshot != previous:
+                    previous, since = snapshot, time.monotonic()
+                elif all(_settled(p) for p in pods) or time.monotonic() - since >= UNDECIDED_GRACE:
                     return True
-                previous = snapshot
             time.sleep(1.0)
         return False
 
@@ -533,11 +538,8 @@ class KindCluster(Cluster):
     def container_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
         """The container's whole environment (`kubectl exec <pod> -c <container> -- env`)."""
         obj = self.get("Pod", pod, namespace)
-        names = [c["name"] for c in obj["spec"].get("containers") or []]
-        if container is None:
-            container = names[0]
-        elif container not in names:
-            raise ClusterError(f"pod {namespace}/{pod}: no container {container!r}; it has: {', '.join(names)}")
+        self._check_container(obj, container)
+        container = container or obj["spec"]["containers"][0]["name"]
         result = self._kubectl("exec", "-n", namespace, pod, "-c", container, "--", "env", check=False)
         if result.returncode != 0:
             raise ClusterError(f"pod {namespace}/{pod} container {container}: cannot read env: "

@@ -454,8 +454,9 @@ class LocalCluster(Cluster):
     def placements(self) -> PlacementTable:
         return build_placements(self.list("pods"), self.list("resourceclaims"), self.list("resourceslices"))
 
-    def pod_env(self, pod: str, namespace: str = "default") -> dict[str, str]:
+    def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
         obj = self.get("pods", pod, namespace)
+        self._check_container(obj, container)
         raw = (obj["metadata"].get("annotations") or {}).get(ENV_ANNOTATION)
         return json.loads(raw) if raw else {}
 
