@@ -123,11 +123,8 @@ def test_whatif_agrees_with_the_real_scheduler(local, live, tmp_path):
             live_text = live.explain(name)
             cond = next(c for c in real_pod["status"]["conditions"] if c["type"] == "PodScheduled")
             assert live_text.splitlines()[0] == sim_text.splitlines()[0], (live_text, sim_text)
-            # the cause: the per-node filter reasons ("0/3 nodes are available: ..."); the preemption
-            # part after it is kube-scheduler's PostFilter, which the sim words differently (see the report)
-            cause = cond["message"].split(" preemption:")[0]
-            assert sim_text.splitlines()[0].startswith(f"Pod default/{name} is Pending: {cause} preemption:"), (
-                sim_text, cond)
+            # the same cause, word for word: kube-scheduler's FitError message
+            assert sim_text.splitlines()[0] == f"Pod default/{name} is Pending: {cond['message']}", (sim_text, cond)
             assert f"  kube-scheduler says: Unschedulable: {cond['message']}" in live_text
             pending_checked += 1
         _cleanup(local)
