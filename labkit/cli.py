@@ -22,6 +22,7 @@ SUBCOMMAND_MODULES = [
     "labkit.cel.cli",          # cel
     "labkit.allocator.cli",    # allocate
     "labkit.cluster.cli",      # cluster, simulate
+    "labkit.cluster.platform_cli",  # explain, snapshot (a real cluster, through a kubeconfig)
     "labkit.topology.cli",     # topology
     "labkit.experiments.cli",  # experiment
 ]

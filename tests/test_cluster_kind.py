@@ -2,24 +2,39 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import yaml
 
+from labkit.cluster import runstate
 from labkit.cluster.base import ClusterError, backend_class
-from labkit.cluster.kind.backend import KindCluster
-from labkit.cluster.kind.config import CDI_PATCH, MIG_LABEL, PROFILE_LABEL, kind_config
+from labkit.cluster.kind.backend import KindCluster, normalize_image
+from labkit.cluster.kind.config import CDI_PATCH, MIG_LABEL, OOM_PATCH, PROFILE_LABEL, kind_config
 from labkit.cluster.kind.driver import driver_manifests
 from labkit.cluster.kind.images import NODE_IMAGES, node_image, parse_kind_version
-from labkit.cluster.kind.preflight import HostFacts, run_preflight
+from labkit.cluster.kind.preflight import HostFacts, readiness, run_preflight
 from labkit.cluster.kind.runner import CommandError, RecordingRunner
-from labkit.cluster.profiles import load_profile
+from labkit.sim.profiles import load_profile
 
-ALL_TOOLS = {"docker": "/usr/bin/docker", "podman": None, "kind": "/usr/bin/kind", "kubectl": "/usr/bin/kubectl"}
+ALL_TOOLS = {"docker": "docker", "podman": None, "kind": "kind", "kubectl": "kubectl"}
+KUBECTL_137 = json.dumps({"clientVersion": {"major": "1", "minor": "37", "gitVersion": "v1.37.1"}})
 HEALTHY = {"docker info": (0, "28.2.2\n"), "kind version": (0, "kind v0.33.0 go1.25.1 linux/amd64\n"),
+           "kubectl version --client": (0, KUBECTL_137),
            "docker exec": (0, "[plugins]\n  enable_cdi = true\n")}
+
+
+@pytest.fixture(autouse=True)
+def _run_dir(tmp_path_factory, monkeypatch):
+    """Run state of these tests never touches the user's ~/.cache/dra-labkit/run."""
+    monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path_factory.mktemp("run")))
+    for var in ("LABKIT_KIND_NODE_IMAGE", "LABKIT_KIND_SWAP_IMAGES", "LABKIT_FAKE_GPUS_IMAGE",
+                "LABKIT_KIND_WORKLOAD_IMAGE", "KIND_EXPERIMENTAL_PROVIDER"):
+        monkeypatch.delenv(var, raising=False)
 
 
 def test_node_images_are_pinned_by_digest():
@@ -39,11 +54,28 @@ def test_workshop_config_has_one_labelled_worker_per_profile_node():
     workers = cfg["nodes"][1:]
     assert [w["labels"][PROFILE_LABEL] for w in workers] == ["dgx-a100", "t4-inference", "t4-inference"]
     assert [w["labels"]["labkit.dev/profile-node"] for w in workers] == ["dgx-a100-0", "t4-0", "t4-1"]
+    # each worker registers under its profile node's name, so kubernetes.io/hostname pins work as on sim
+    joins = [yaml.safe_load(w["kubeadmConfigPatches"][0]) for w in workers]
+    assert [j["nodeRegistration"] for j in joins] == [{"name": "dgx-a100-0"}, {"name": "t4-0"}, {"name": "t4-1"}]
+    assert all(j["kind"] == "JoinConfiguration" for j in joins)
+    # ... and the API server reaches those kubelets by IP, not by a node name no DNS knows
+    (api,) = [yaml.safe_load(p) for p in cfg["kubeadmConfigPatches"]]
+    assert api["kind"] == "ClusterConfiguration"
+    assert {"name": "kubelet-preferred-address-types", "value": "InternalIP,Hostname"} in api["apiServer"]["extraArgs"]
+    assert {"name": "runtime-config", "value": ""} in api["apiServer"]["extraArgs"]
     assert all(n["image"] == NODE_IMAGES["1.37"] for n in cfg["nodes"])
     assert cfg["containerdConfigPatches"] == [CDI_PATCH]
     assert "enable_cdi = true" in CDI_PATCH
     # 1.37 needs no gates or alpha APIs for core DRA
     assert "featureGates" not in cfg and "runtimeConfig" not in cfg
+
+
+def test_node_image_override_and_oom_patch(monkeypatch):
+    monkeypatch.setenv("LABKIT_KIND_NODE_IMAGE", "labkit/kind-node:v1.37.1-abc")
+    cfg = kind_config("tiny", restrict_oom_score_adj=True)
+    assert {n["image"] for n in cfg["nodes"]} == {"labkit/kind-node:v1.37.1-abc"}
+    assert cfg["containerdConfigPatches"] == [CDI_PATCH, OOM_PATCH]
+    assert "restrict_oom_score_adj = true" in OOM_PATCH
 
 
 def test_gates_runtime_config_taints_and_cgroup_v1_patch():
@@ -60,9 +92,14 @@ def test_gates_runtime_config_taints_and_cgroup_v1_patch():
     assert worker["image"] == NODE_IMAGES["1.35"]
     assert worker["labels"][MIG_LABEL] == "static"
     patches = [yaml.safe_load(p) for p in worker["kubeadmConfigPatches"]]
-    assert patches[0] == {"kind": "JoinConfiguration",
-                          "nodeRegistration": {"taints": [{"key": "gpu", "value": "t4", "effect": "NoSchedule"}]}}
+    assert patches[0] == {"kind": "JoinConfiguration", "nodeRegistration": {
+        "name": "n0", "taints": [{"key": "gpu", "value": "t4", "effect": "NoSchedule"}]}}
     assert {"kind": "KubeletConfiguration", "failCgroupV1": False} in patches
+    (api,) = [yaml.safe_load(p) for p in cfg["kubeadmConfigPatches"]]
+    args = {a["name"]: a["value"] for a in api["apiServer"]["extraArgs"]}
+    # the merge patch replaces kind's list: the gates and runtime config must be repeated in it
+    assert args["runtime-config"] == "resource.k8s.io/v1alpha3=true"
+    assert args["feature-gates"] == "DRAConsumableCapacity=true,DRADeviceTaintRules=true"
 
 
 def test_parse_kind_version():
@@ -78,33 +115,88 @@ def _failures(checks):
 def test_preflight_all_good():
     checks = run_preflight(RecordingRunner(responses=HEALTHY), HostFacts(dict(ALL_TOOLS), cgroup_v2=True))
     assert _failures(checks) == {}
+    ok, why = readiness(checks)
+    assert ok and why == "container engine docker 28.2.2"
 
 
 def test_preflight_no_engine_no_kind_no_kubectl():
     facts = HostFacts({"docker": None, "podman": None, "kind": None, "kubectl": None})
     fails = _failures(run_preflight(RecordingRunner(), facts))
     assert set(fails) == {"container engine", "kind", "kubectl"}
+    assert "sudo apt-get install -y docker.io" in fails["container engine"].fix
     assert "backend='local'" in fails["container engine"].fix
-    assert "go install sigs.k8s.io/kind@v0.33.0" in fails["kind"].fix
+    assert "sigs.k8s.io/kind@v0.33.0" in fails["kind"].fix or "kind.sigs.k8s.io/dl/v0.33.0" in fails["kind"].fix
+    assert "stable-1.37.txt" in fails["kubectl"].fix and "linux/amd64/kubectl" in fails["kubectl"].fix
+    ok, why = readiness(run_preflight(RecordingRunner(), facts))
+    assert not ok and "neither docker nor podman is installed — fix: sudo apt-get install" in why
 
 
-def test_preflight_daemon_down_old_kind_cgroup_v1():
-    runner = RecordingRunner(responses={"docker info": (1, "Cannot connect to the Docker daemon"),
-                                        "kind version": (0, "kind v0.29.0 go1.24 linux/amd64")})
-    fails = _failures(run_preflight(runner, HostFacts(dict(ALL_TOOLS), cgroup_v2=False), "1.37"))
+def test_preflight_mac_fixes():
+    facts = HostFacts({"docker": "docker", "podman": None, "kind": None, "kubectl": None}, system="Darwin",
+                      machine="arm64")
+    runner = RecordingRunner(responses={"docker info": (1, "Cannot connect to the Docker daemon")})
+    fails = _failures(run_preflight(runner, facts))
+    assert fails["container engine"].fix == "open -a Docker"
+    assert "darwin/arm64/kubectl" in fails["kubectl"].fix
+
+
+def test_preflight_daemon_down_old_kind_old_kubectl_cgroup_v1():
+    old_kubectl = json.dumps({"clientVersion": {"major": "1", "minor": "32", "gitVersion": "v1.32.4"}})
+    runner = RecordingRunner(responses={"docker info": (1, "Cannot connect to the Docker daemon at unix:///x. "
+                                                           "Is the docker daemon running?"),
+                                        "kind version": (0, "kind v0.29.0 go1.24 linux/amd64"),
+                                        "kubectl version": (0, old_kubectl)})
+    checks = run_preflight(runner, HostFacts(dict(ALL_TOOLS), cgroup_v2=False), "1.37")
+    fails = _failures(checks)
     assert "does not answer" in fails["container engine"].detail
+    assert fails["container engine"].fix.startswith("sudo systemctl start docker")
     assert "older than v0.33.0" in fails["kind"].detail
-    assert "failCgroupV1" in fails["cgroup v2"].detail
-    # cgroup v1 is fine for 1.34
-    fails_134 = _failures(run_preflight(runner, HostFacts(dict(ALL_TOOLS), cgroup_v2=False), "1.34"))
-    assert "cgroup v2" not in fails_134
+    assert "kubectl 1.32 (kubectl) is too far from Kubernetes 1.37" in fails["kubectl"].detail
+    # cgroup v1 runs (labkit sets failCgroupV1: false), with a warning and the permanent fix
+    (cg,) = [c for c in checks if c.name == "cgroups"]
+    assert cg.ok and cg.warning and "failCgroupV1: false" in cg.detail
+    assert "systemd.unified_cgroup_hierarchy=1" in cg.fix
+    assert str(cg).startswith("[warn] cgroups:")
+
+
+def test_preflight_permission_denied_says_docker_group():
+    runner = RecordingRunner(responses={
+        "docker info": (1, "permission denied while trying to connect to the Docker daemon socket"),
+        **{k: v for k, v in HEALTHY.items() if k != "docker info"}})
+    fails = _failures(run_preflight(runner, HostFacts(dict(ALL_TOOLS))))
+    assert fails["container engine"].fix.startswith("sudo usermod -aG docker $USER")
+
+
+def test_preflight_missing_cap_sys_resource_is_a_warning():
+    checks = run_preflight(RecordingRunner(responses=HEALTHY), HostFacts(dict(ALL_TOOLS), cap_sys_resource=False))
+    assert _failures(checks) == {}
+    (cap,) = [c for c in checks if c.name == "capabilities"]
+    assert cap.warning and "CAP_SYS_RESOURCE" in cap.detail
+    ok, why = readiness(checks)
+    assert ok and "CAP_SYS_RESOURCE" in why
 
 
 def test_podman_is_used_when_docker_is_absent():
-    runner = RecordingRunner(responses={"podman info": (0, "5.0\n"), "kind version": (0, "kind v0.33.0")})
-    facts = HostFacts({"docker": None, "podman": "/usr/bin/podman", "kind": "k", "kubectl": "k"})
+    runner = RecordingRunner(responses={"podman info": (0, "5.0\n"), "kind version": (0, "kind v0.33.0"),
+                                        "kubectl version": (0, KUBECTL_137)})
+    facts = HostFacts({"docker": None, "podman": "/usr/bin/podman", "kind": "kind", "kubectl": "kubectl"})
     assert _failures(run_preflight(runner, facts)) == {}
     assert ["podman", "info", "--format", "{{.ServerVersion}}"] in runner.commands
+
+
+def test_cluster_up_cli_names_what_is_missing_and_the_fix(tmp_path):
+    """`labkit cluster up --backend kind` as typed, on a machine with no engine, kind or kubectl."""
+    env = {"PATH": str(tmp_path), "HOME": str(tmp_path), "LABKIT_KIND_BIN_DIR": str(tmp_path / "none"),
+           "LABKIT_RUN_DIR": str(tmp_path / "run")}
+    out = subprocess.run([sys.executable, "-m", "labkit", "cluster", "up", "--backend", "kind", "--profile", "tiny"],
+                         capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 2, out.stderr
+    assert "[FAIL] container engine: neither docker nor podman is installed" in out.stderr
+    assert "fix: sudo apt-get install -y docker.io" in out.stderr
+    assert "[FAIL] kind: kind is not installed" in out.stderr
+    assert "[FAIL] kubectl: kubectl is not installed" in out.stderr
+    assert out.stderr.strip().endswith("error: kind cannot run on this machine yet: 3 check(s) failed (fixes above)")
+    assert "Traceback" not in out.stderr
 
 
 @pytest.fixture
@@ -148,13 +240,33 @@ def test_driver_manifests_one_daemonset_per_hardware(deploy_dir: Path):
     assert t4["selector"]["matchLabels"].items() <= t4["template"]["metadata"]["labels"].items()
 
 
-def _healthy_cluster(tmp_path: Path, deploy_dir: Path, monkeypatch) -> tuple[KindCluster, RecordingRunner]:
+def _slices_json(profile: str) -> str:
+    """What `kubectl get resourceslices -o json` prints once every driver pod has published."""
+    from fake_gpus.catalog import load_node_profile
+    from fake_gpus.slices import build_slices
+
+    prof = load_profile(profile)
+    items = []
+    for n in prof.nodes:
+        kw = {"mig_mode": n.mig_mode} if n.mig_mode else {}
+        items += build_slices(load_node_profile(n.node_profile), n.name, kubernetes_version="1.37", **kw)
+    return json.dumps({"kind": "List", "items": items})
+
+
+def _healthy_cluster(tmp_path: Path, deploy_dir: Path, monkeypatch, **kw) -> tuple[KindCluster, RecordingRunner]:
     import labkit.cluster.kind.backend as backend
 
     monkeypatch.setattr(backend, "driver_manifests",
                         lambda profile, image: driver_manifests(profile, image, deploy_dir=deploy_dir))
-    runner = RecordingRunner(responses=dict(HEALTHY))
-    cluster = KindCluster(runner=runner, facts=HostFacts(dict(ALL_TOOLS)), state_dir=tmp_path, progress=False)
+    dockerfile = deploy_dir / "workload" / "Dockerfile"
+    dockerfile.parent.mkdir(exist_ok=True)
+    dockerfile.write_text("FROM scratch\n")
+    monkeypatch.setattr(backend, "WORKLOAD_DOCKERFILE", dockerfile)
+    runner = RecordingRunner(responses={**HEALTHY, "kind get clusters": (0, "No kind clusters found.\n"),
+                                        "docker image inspect": (1, "Error: No such image"),
+                                        "docker network inspect kind": (1, "Error: No such network: kind"),
+                                        "kubectl --kubeconfig": (0, _slices_json("workshop"))})
+    cluster = KindCluster(runner=runner, facts=HostFacts(dict(ALL_TOOLS)), state_dir=tmp_path, progress=False, **kw)
     return cluster, runner
 
 
@@ -163,26 +275,58 @@ def test_up_runs_exactly_the_planned_commands(tmp_path, deploy_dir, monkeypatch)
     cluster.up("workshop")
     lines = runner.lines()
     kc = f"--kubeconfig {tmp_path}/kubeconfig"
-    assert lines[:2] == ["docker info --format '{{.ServerVersion}}'", "kind version"]
+    assert lines[:4] == ["docker info --format '{{.ServerVersion}}'", "kind version",
+                         "kubectl version --client -o json", "kind get clusters"]
     expected = [
-        f"kind create cluster --name labkit --config {tmp_path}/kind-config.yaml {kc} --wait 180s",
-        "docker exec labkit-worker containerd config dump",
+        "docker network inspect kind",
+        f"kind create cluster --name labkit-workshop --config {tmp_path}/kind-config.yaml {kc} --wait 180s",
+        "docker exec labkit-workshop-worker containerd config dump",
+        "docker image inspect labkit/fake-gpus:dev",
         "docker build -t labkit/fake-gpus:dev -f",
-        "kind load docker-image labkit/fake-gpus:dev --name labkit",
+        "docker image inspect labkit/workload:dev",
+        "docker build -t labkit/workload:dev -f",
+        "kind load docker-image labkit/fake-gpus:dev labkit/workload:dev --name labkit-workshop",
         f"kubectl {kc} apply -f {tmp_path}/fake-gpus.yaml",
-        f"kubectl {kc} -n fake-gpus rollout status daemonset --timeout 180s",
-        f"kubectl {kc} wait --for=create resourceslices --all --timeout 120s",
+        f"kubectl {kc} -n fake-gpus rollout status daemonset/fake-gpus-kubelet-plugin-dgx-a100 --timeout 300s",
+        f"kubectl {kc} -n fake-gpus rollout status daemonset/fake-gpus-kubelet-plugin-t4-inference --timeout 300s",
+        f"kubectl {kc} get resourceslices.resource.k8s.io -o json",
     ]
-    rest = lines[2:]
-    assert len(rest) == len(expected)
+    rest = lines[4:]
+    assert len(rest) == len(expected), "\n".join(rest)
     for line, want in zip(rest, expected, strict=True):
         assert line.startswith(want), (line, want)
-    # the files it used are the ones generated from the profile
-    assert yaml.safe_load((tmp_path / "kind-config.yaml").read_text()) == kind_config("workshop")
+    # plan() lists the same commands, minus the probes that decide whether a step is needed
+    planned = [" ".join(c) for c in cluster.plan("workshop")]
+    assert [p.split(" -f ")[0] for p in planned] == [
+        e.split(" -f")[0] for e in expected if "inspect" not in e and "config dump" not in e
+        and "get resourceslices" not in e]
+    # the files it used are the ones generated from the profile (this host: cgroup v2, all caps)
+    assert yaml.safe_load((tmp_path / "kind-config.yaml").read_text()) == kind_config(
+        "workshop", cluster_name="labkit-workshop")
     applied = list(yaml.safe_load_all((tmp_path / "fake-gpus.yaml").read_text()))
     assert [o["kind"] for o in applied] == ["Namespace", "DaemonSet", "DaemonSet"]
+    # recorded for `labkit cluster status` and other processes
+    state = runstate.read_state("kind", "workshop")
+    assert state["cluster"] == "labkit-workshop" and state["kubeconfig"] == f"{tmp_path}/kubeconfig"
+    assert set(cluster.timings) >= {"create kind cluster", "driver DaemonSets ready", "total"}
+    runner.responses["docker network inspect kind --format"] = (0, "0\n")
     cluster.down()
-    assert runner.lines()[-1] == "kind delete cluster --name labkit"
+    # the network was not there before (inspect failed): it goes too, once no container uses it
+    assert runner.lines()[-3:] == ["kind delete cluster --name labkit-workshop",
+                                   "docker network inspect kind --format '{{len .Containers}}'",
+                                   "docker network rm kind"]
+    assert runstate.read_state("kind", "workshop") is None
+
+
+def test_existing_images_are_not_rebuilt_and_cgroup_v1_host_gets_the_kubelet_patch(tmp_path, deploy_dir, monkeypatch):
+    cluster, runner = _healthy_cluster(tmp_path, deploy_dir, monkeypatch)
+    cluster.facts = HostFacts(dict(ALL_TOOLS), cgroup_v2=False, cap_sys_resource=False)
+    runner.responses["docker image inspect"] = (0, "[{}]")
+    cluster.up("workshop")
+    assert not [ln for ln in runner.lines() if " build " in ln]
+    cfg = yaml.safe_load((tmp_path / "kind-config.yaml").read_text())
+    assert cfg == kind_config("workshop", cluster_name="labkit-workshop", allow_cgroup_v1=True,
+                              restrict_oom_score_adj=True)
 
 
 def test_up_stops_when_cdi_is_off(tmp_path, deploy_dir, monkeypatch):
@@ -190,6 +334,132 @@ def test_up_stops_when_cdi_is_off(tmp_path, deploy_dir, monkeypatch):
     runner.responses["docker exec"] = (0, "[plugins]\n  enable_cdi = false\n")
     with pytest.raises(ClusterError, match="CDI"):
         cluster.up("workshop")
+
+
+def test_a_running_cluster_is_reused_and_down_only_removes_what_the_session_applied(tmp_path, deploy_dir,
+                                                                                   monkeypatch):
+    first, runner = _healthy_cluster(tmp_path, deploy_dir, monkeypatch, keep=True)
+    first.up("workshop")
+    first.down()  # keep=True: `labkit cluster up` leaves it running
+    assert not any(ln.startswith("kind delete") for ln in runner.lines())
+    runner.responses["kind get clusters"] = (0, "k1-dev\nlabkit-workshop\n")
+    runner.responses["kind get kubeconfig"] = (0, "apiVersion: v1\nkind: Config\n")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+           "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    second = KindCluster(runner=runner, facts=HostFacts(dict(ALL_TOOLS)), state_dir=tmp_path, progress=False)
+    runner.commands.clear()
+    second.up("workshop")
+    assert second.attached
+    assert not any("create cluster" in ln for ln in runner.lines())
+    assert runner.lines()[-1] == "kind get kubeconfig --name labkit-workshop"
+    runner.responses["kubectl --kubeconfig"] = (0, json.dumps(pod))
+    runner.responses[f"kubectl --kubeconfig {tmp_path}/kubeconfig get"] = (0, json.dumps({"items": []}))
+    second.apply(pod)
+    runner.commands.clear()
+    second.down()
+    lines = runner.lines()
+    assert f"kubectl --kubeconfig {tmp_path}/kubeconfig delete pods p --wait=false -n default" in lines
+    assert not any(ln.startswith("kind delete") for ln in lines)
+
+
+def test_another_version_of_the_profile_is_not_reused(tmp_path, deploy_dir, monkeypatch):
+    first, runner = _healthy_cluster(tmp_path, deploy_dir, monkeypatch, keep=True)
+    first.up("workshop")
+    state = runstate.read_state("kind", "workshop")
+    runstate.write_state("kind", "workshop", {**state, "fingerprint": "0000"})
+    runner.responses["kind get clusters"] = (0, "labkit-workshop\n")
+    with pytest.raises(ClusterError, match="another version of profile workshop.*labkit cluster down --backend kind"):
+        KindCluster(runner=runner, facts=HostFacts(dict(ALL_TOOLS)), state_dir=tmp_path, progress=False).up("workshop")
+
+
+def _attached(tmp_path: Path, runner: RecordingRunner, **kw) -> KindCluster:
+    runner.responses.update({**HEALTHY, "kind get clusters": (0, "labkit-workshop\n"),
+                             "kind get kubeconfig": (0, "apiVersion: v1\n"),
+                             "docker exec labkit-workshop-worker ctr": (0, "docker.io/labkit/workload:dev\n"
+                                                                        "registry.k8s.io/pause:3.10.2\nsha256:abc\n"
+                                                                        "docker.io/library/busybox:1.36\n")})
+    c = KindCluster(runner=runner, facts=HostFacts(dict(ALL_TOOLS)), state_dir=tmp_path, progress=False, **kw)
+    return c.up("workshop")
+
+
+VLLM_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: infer}
+spec:
+  containers:
+  - {name: server, image: vllm/vllm-openai:v0.9.0, command: [python3, -m, vllm.entrypoints.openai.api_server]}
+  - {name: side, image: busybox:1.36}
+  initContainers:
+  - {name: warm, image: nvidia/cuda:12.4.0-base-ubuntu22.04, args: [nvidia-smi]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: train}
+spec:
+  selector: {matchLabels: {app: t}}
+  template:
+    metadata: {labels: {app: t}}
+    spec:
+      containers: [{name: main, image: pytorch/pytorch}]
+"""
+
+
+def test_images_missing_on_the_nodes_run_as_the_workload_image(tmp_path, capsys):
+    runner = RecordingRunner()
+    c = _attached(tmp_path, runner)
+    c.apply(VLLM_POD)
+    pod, deploy = yaml.safe_load_all(runner.inputs[-1])
+    server, side = pod["spec"]["containers"]
+    assert server == {"name": "server", "image": "labkit/workload:dev", "imagePullPolicy": "IfNotPresent",
+                      "args": ["python3", "-m", "vllm.entrypoints.openai.api_server"]}
+    assert side == {"name": "side", "image": "busybox:1.36"}  # on the nodes: runs as written
+    assert pod["spec"]["initContainers"][0] == {"name": "warm", "image": "labkit/workload:dev",
+                                                "imagePullPolicy": "IfNotPresent", "args": ["nvidia-smi"]}
+    assert pod["metadata"]["annotations"]["labkit.dev/image-swapped"] == (
+        "warm=nvidia/cuda:12.4.0-base-ubuntu22.04,server=vllm/vllm-openai:v0.9.0")
+    template = deploy["spec"]["template"]
+    assert template["spec"]["containers"][0]["image"] == "labkit/workload:dev"
+    assert template["metadata"]["annotations"]["labkit.dev/image-swapped"] == "main=pytorch/pytorch"
+    err = capsys.readouterr().err
+    assert err.count("is not on the kind nodes") == 3
+    assert "image vllm/vllm-openai:v0.9.0 is not on the kind nodes" in err and "LABKIT_KIND_SWAP_IMAGES=0" in err
+
+
+@pytest.mark.parametrize("how", ["option", "env"])
+def test_image_swap_can_be_switched_off(tmp_path, monkeypatch, how):
+    if how == "env":
+        monkeypatch.setenv("LABKIT_KIND_SWAP_IMAGES", "0")
+    runner = RecordingRunner()
+    c = _attached(tmp_path, runner, **({"swap_images": False} if how == "option" else {}))
+    c.apply(VLLM_POD)
+    pod, _ = yaml.safe_load_all(runner.inputs[-1])
+    assert pod["spec"]["containers"][0]["image"] == "vllm/vllm-openai:v0.9.0"
+    assert "annotations" not in pod["metadata"]
+
+
+def test_normalize_image():
+    assert normalize_image("busybox") == "docker.io/library/busybox:latest"
+    assert normalize_image("vllm/vllm-openai:v0.9.0") == "docker.io/vllm/vllm-openai:v0.9.0"
+    assert normalize_image("registry.k8s.io/pause:3.10.2") == "registry.k8s.io/pause:3.10.2"
+    assert normalize_image("localhost:5000/x") == "localhost:5000/x:latest"
+    assert normalize_image("nvcr.io/nvidia/cuda@sha256:ab") == "nvcr.io/nvidia/cuda@sha256:ab"
+
+
+def test_pod_env_reads_the_named_container(tmp_path):
+    runner = RecordingRunner()
+    c = _attached(tmp_path, runner)
+    kc = f"kubectl --kubeconfig {tmp_path}/kubeconfig"
+    pod = {"kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+           "spec": {"containers": [{"name": "a"}, {"name": "b"}]}}
+    runner.responses[f"{kc} get pods p"] = (0, json.dumps(pod))
+    runner.responses[f"{kc} exec -n default p -c b"] = (0, "PATH=/bin\nFAKE_GPU_0_NAME=gpu-1\n"
+                                                          "NVIDIA_VISIBLE_DEVICES=GPU-1\nHOSTNAME=p\n")
+    assert c.pod_env("p", container="b") == {"FAKE_GPU_0_NAME": "gpu-1", "NVIDIA_VISIBLE_DEVICES": "GPU-1"}
+    assert c.container_env("p", container="b")["PATH"] == "/bin"
+    assert runner.lines()[-1] == f"{kc} exec -n default p -c b -- env"
+    with pytest.raises(ClusterError, match="pod default/p: no container 'c'; it has: a, b"):
+        c.pod_env("p", container="c")
 
 
 def test_up_refuses_fleets_and_failed_preflight(tmp_path):

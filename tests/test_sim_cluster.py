@@ -293,7 +293,7 @@ def test_dra_backed_extended_resource(tiny):
     assert phase(tiny, "legacy-2") == (None, "Pending")
     assert tiny.get("Pod", "legacy-2")["status"]["conditions"][0]["message"] == \
         ("0/1 nodes are available: 1 cannot allocate all claims. preemption: 0/1 nodes are available: "
-         "1 No preemption victims found for incoming pod.")
+         "1 Preemption is not helpful for scheduling.")
     tiny.delete("Pod", "legacy-0")
     tiny.wait()
     with pytest.raises(NotFound):

@@ -28,7 +28,7 @@ def test_fleet_fills_nodes_in_name_order_and_reports_the_rest():
     assert pods["p-07999"]["spec"]["nodeName"] == "h100-399"
     assert pods["p-08000"]["status"]["conditions"][0]["message"] == \
         ("0/1000 nodes are available: 1000 cannot allocate all claims. preemption: 0/1000 nodes are "
-         "available: 1000 No preemption victims found for incoming pod.")
+         "available: 1000 Preemption is not helpful for scheduling.")
     c.delete("Pod", "p-00003")
     c.wait()
     assert c.get("Pod", "p-08000")["spec"]["nodeName"] == "a100-000"

@@ -87,7 +87,7 @@ def test_unplaceable_pending_with_explanation():
     assert (p["node"], p["phase"], p["reason"]) == (None, "Pending", "Unschedulable")
     cond = c.get("Pod", "too-big")["status"]["conditions"][0]
     assert cond["message"] == ("0/3 nodes are available: 3 cannot allocate all claims. preemption: "
-                               "0/3 nodes are available: 3 No preemption victims found for incoming pod.")
+                               "0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
     text = c.explain("too-big")
     assert "cannot allocate all claims: dgx-a100-0, t4-0, t4-1" in text
     assert "needs 16" in text  # the allocator's explanation names the failing request

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from labkit.cluster import connect
-from labkit.cluster.profiles import load_profile
+from labkit.sim.profiles import load_profile
 from labkit.sim.scoring import balanced_allocation, least_allocated, nonzero_requests, prioritized_list
 from tests import scoring_scenarios as sc
 

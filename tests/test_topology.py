@@ -10,7 +10,7 @@ import pytest
 from fake_gpus.catalog import load_node_profile, node_profiles
 from fake_gpus.topology import topology_matrix
 from labkit.cli import main
-from labkit.cluster.profiles import load_profile
+from labkit.sim.profiles import load_profile
 from labkit.topology import (
     cluster_graph,
     devices_under,

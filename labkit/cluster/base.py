@@ -27,7 +27,7 @@ that ``labkit cluster down --backend B --profile P`` can stop a cluster an earli
 
 Objects are plain dicts (see docs/architecture.md). Shared helpers that need no backend:
 `labkit.cluster.placements.build_placements` (the `placements()` table from pods and claims) and
-`labkit.cluster.profiles.load_profile` (cluster profiles).
+`labkit.sim.profiles.load_profile` (cluster profiles).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class Cluster(ABC):
     def __init__(self, *, progress: bool = True, **unknown: Any) -> None:
         if unknown:
             raise ClusterError(_unknown_options(type(self), sorted(unknown)))
-        self.profile: Any = None  # labkit.cluster.profiles.ClusterProfile once up
+        self.profile: Any = None  # labkit.sim.profiles.ClusterProfile once up
         self.show_progress = progress
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -121,8 +121,19 @@ class Cluster(ABC):
         """Why a pod is where it is, or why it is Pending (from the allocator's explanations)."""
 
     @abstractmethod
-    def pod_env(self, pod: str, namespace: str = "default") -> dict[str, str]:
-        """Environment the pod's containers get from their prepared devices (CDI env)."""
+    def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
+        """Environment a container gets from its prepared devices (CDI env). `container` names it
+        (default: the first); kind reads that container's real environment, sim and local model
+        the pod as a whole (every container gets the union)."""
+
+    @staticmethod
+    def _check_container(pod: dict, container: str | None) -> None:
+        """One line when `container` is not a container of `pod` (for pod_env)."""
+        names = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+        if container is not None and container not in names:
+            m = pod.get("metadata") or {}
+            raise ClusterError(f"pod {m.get('namespace', 'default')}/{m.get('name')}: no container {container!r}; "
+                               f"it has: {', '.join(names)}")
 
     def status(self) -> str:
         """A short human summary of the cluster (used by `labkit cluster up|status`)."""
@@ -151,6 +162,7 @@ LAZY_BACKENDS: dict[str, str] = {
     "sim": "labkit.cluster.sim",
     "local": "labkit.cluster.local",
     "kind": "labkit.cluster.kind",
+    "kubeconfig": "labkit.cluster.attach",
 }
 
 
@@ -202,4 +214,9 @@ def _unknown_options(cls: type, names: list[str]) -> str:
 
 def connect(backend: str = "sim", profile: Any = "workshop", **kw: Any) -> Cluster:
     """A cluster of `profile` on `backend`, already up."""
-    return backend_class(backend)(**kw).up(profile)
+    from labkit.sim.profiles import ProfileError
+
+    try:
+        return backend_class(backend)(**kw).up(profile)
+    except ProfileError as exc:
+        raise ClusterError(str(exc)) from None

@@ -5,25 +5,40 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from labkit.cluster.base import ClusterError, backend_class, backends, connect
-from labkit.cluster.profiles import load_profile
 from labkit.cluster.report import report_table, simulate_report
+from labkit.sim.profiles import ProfileError, load_profile
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
+#: `labkit cluster status`: no such cluster is running
+EXIT_NOT_RUNNING = 3
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    cl = subparsers.add_parser("cluster", help="start, stop or show a cluster of a profile")
+    cl = subparsers.add_parser(
+        "cluster", help="start, stop or show a cluster of a profile",
+        description="`up` leaves a local or kind cluster running after the command returns and prints how to "
+                    "use it; `status` finds it from any process; `down` removes it. Notebooks and "
+                    "connect(backend, profile) reuse a running cluster of the same profile.")
     cl.add_argument("action", choices=["up", "down", "status"])
-    cl.add_argument("--backend", default="sim", choices=backends())
-    cl.add_argument("--profile", default="workshop", help="cluster profile name or YAML path (default: workshop)")
+    cl.add_argument("--backend", default=None, choices=backends(), help="sim, local or kind (default: sim; "
+                    "status without --backend lists every running cluster)")
+    cl.add_argument("--profile", default=None, help="cluster profile name or YAML path (default: workshop)")
+    cl.add_argument("--name", default=None, help="kind only: cluster name (default: labkit-<profile>)")
+    cl.add_argument("--no-swap-images", dest="swap_images", action="store_false", default=None,
+                    help="kind only: run workload images as written (your cluster can pull and run them); by "
+                         "default images missing on the nodes run as a small local image that prints its env")
     cl.set_defaults(func=run_cluster)
 
     sim = subparsers.add_parser("simulate", help="apply manifests to a fresh cluster and print where pods landed")
     sim.add_argument("-f", "--filename", dest="files", action="extend", nargs="+", required=True,
                      help="YAML/JSON manifests (repeatable; '-' reads stdin)")
-    sim.add_argument("--profile", default="workshop", help="cluster profile name or YAML path (default: workshop)")
+    sim.add_argument("--profile", default=None, help="cluster profile name or YAML path (default: workshop)")
+    sim.add_argument("--state", metavar="DUMP",
+                     help="what-if: start the sim from a real cluster's dump (`labkit snapshot -o DUMP` or "
+                          "`kubectl get ... -A -o yaml`) instead of a profile; existing pods and allocations stay")
     sim.add_argument("--backend", default="sim", choices=backends())
     sim.add_argument("-o", "--output", default="json", choices=["json", "table"])
     sim.add_argument("--seed", type=int, default=0, help="sim only: seed for names and uids (default 0)")
@@ -39,8 +54,12 @@ def _fail(msg: str) -> int:
 
 def run_cluster(args: argparse.Namespace) -> int:
     try:
-        if args.backend == "sim":
-            profile = load_profile(args.profile)
+        if args.action == "status" and args.backend is None and args.profile is None:
+            return _status_all()
+        backend = args.backend or "sim"
+        profile_arg = args.profile or "workshop"
+        if backend == "sim":
+            profile = load_profile(profile_arg)
             if args.action == "down":
                 print("sim: nothing to stop - a sim cluster lives inside the Python process that created it.")
                 return EXIT_OK
@@ -49,22 +68,124 @@ def run_cluster(args: argparse.Namespace) -> int:
             print("note: the sim backend runs in-process; this cluster ends with this command. Notebooks and "
                   "`labkit simulate` each create their own (identical, deterministic) sim cluster.")
             return EXIT_OK
-        cls = backend_class(args.backend)
+        if backend == "local":
+            return _local(args.action, profile_arg)
+        if backend == "kind":
+            return _kind(args, profile_arg)
+        cls = backend_class(backend)
+        c = cls()
+        c.profile = load_profile(profile_arg)
         if args.action == "up":
-            c = connect(args.backend, args.profile)
-            _print_status(c.status())
-        elif args.action == "status":
-            c = cls()
-            c.profile = load_profile(args.profile)
-            _print_status(c.status())
-        else:
-            c = cls()
-            c.profile = load_profile(args.profile)
+            c = connect(backend, profile_arg)
+        elif args.action == "down":
             c.down()
-            print(f"{args.backend}: cluster of profile {c.profile.name} is down")
+        _print_status(c.status())
         return EXIT_OK
-    except ClusterError as exc:
+    except (ClusterError, ProfileError) as exc:
         return _fail(str(exc))
+
+
+def _usage(backend: str, profile: str, kubeconfig: str) -> None:
+    from labkit.cluster.runstate import usage_lines
+
+    print("\n".join(usage_lines(backend, profile, kubeconfig)))
+
+
+def _local(action: str, profile_arg: str) -> int:
+    from labkit.cluster.local import serve
+
+    name = load_profile(profile_arg).name
+    if action == "up":
+        already = serve.running_state(name) is not None
+        state = serve.start(profile_arg)
+        if already:
+            print(f"local cluster of profile {name} was already running (server pid {state['pid']})")
+        else:
+            total = (state.get("timings") or {}).get("total")
+            print(f"local cluster of profile {name} is up" + (f" in {total:.1f}s" if total else "")
+                  + f" (server pid {state['pid']}, log {state['log']})")
+        _usage("local", name, state["kubeconfig"])
+    elif action == "down":
+        stopped = serve.stop(name)
+        print(f"local cluster of profile {name} " + ("is down" if stopped else "was not running"))
+    else:
+        from labkit.cluster.local import LocalCluster
+
+        c = LocalCluster()
+        c.profile = load_profile(profile_arg)
+        print(c.status())
+        return EXIT_OK if serve.running_state(name) else EXIT_NOT_RUNNING
+    return EXIT_OK
+
+
+def _kind(args: argparse.Namespace, profile_arg: str) -> int:
+    from labkit.cluster.kind import KindCluster
+    from labkit.cluster.kind.preflight import check_host
+
+    profile = load_profile(profile_arg)
+    c = KindCluster(cluster_name=args.name, swap_images=args.swap_images, keep=True,
+                    progress=sys.stderr.isatty(), log=_stderr if args.action == "up" else None)
+    if args.action == "up":
+        checks = check_host(profile.kubernetes_version)
+        for check in checks:
+            print(check, file=sys.stderr)
+        failed = [ch for ch in checks if not ch.ok]
+        if failed:
+            return _fail(f"kind cannot run on this machine yet: {len(failed)} check(s) failed (fixes above)")
+        c.up(profile)
+        if c.attached:
+            print(f"kind cluster {c.cluster_name} (profile {profile.name}) was already running")
+        else:
+            t = c.timings
+            print(f"kind cluster {c.cluster_name} (profile {profile.name}) is up in {t.get('total', 0):.0f}s "
+                  f"(create {t.get('create kind cluster', 0):.0f}s, driver DaemonSets ready "
+                  f"{t.get('driver DaemonSets ready', 0):.0f}s, slices {t.get('ResourceSlices published', 0):.0f}s)")
+        _usage("kind", profile.name, str(c.kubeconfig))
+        return EXIT_OK
+    c.profile = profile
+    if args.action == "down":
+        c.select_profile(profile)
+        running = c.cluster_name in c.running_clusters()
+        c.down()
+        print(f"kind cluster {c.cluster_name} (profile {profile.name}) " + ("is down" if running else "was not running"))
+        return EXIT_OK
+    text = c.status()
+    print(text)
+    return EXIT_NOT_RUNNING if "not running" in text else EXIT_OK
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _status_all() -> int:
+    from labkit.cluster import runstate
+
+    states = runstate.all_states()
+    live = []
+    kind_running: list[str] | None = None
+    for st in states:
+        if st.get("backend") == "local":
+            from labkit.cluster.local import serve
+
+            if serve.running_state(st["profile"]) is None:
+                continue
+        elif st.get("backend") == "kind":
+            if kind_running is None:
+                from labkit.cluster.kind import KindCluster
+
+                kind_running = KindCluster().running_clusters()
+            if st.get("cluster") not in kind_running:
+                continue
+        live.append(st)
+    if not live:
+        print("no local or kind cluster is running (start one with `labkit cluster up --backend kind|local "
+              "--profile P`)")
+        return EXIT_NOT_RUNNING
+    for st in live:
+        where = f"kind cluster {st['cluster']}" if st["backend"] == "kind" else f"server pid {st['pid']}"
+        print(f"{st['backend']:<6} {st['profile']:<14} {where}  KUBECONFIG={st['kubeconfig']}")
+    return EXIT_OK
 
 
 def _print_status(status: object) -> None:
@@ -73,8 +194,14 @@ def _print_status(status: object) -> None:
 
 def run_simulate(args: argparse.Namespace) -> int:
     kw = {"seed": args.seed, "progress": sys.stderr.isatty()} if args.backend == "sim" else {}
+    if args.state is not None:
+        if args.backend != "sim":
+            return _fail(f"--state: a dump is replayed on the sim backend only; drop --backend {args.backend}")
+        if args.profile is not None:
+            return _fail("--state and --profile: the dump already says which nodes there are; drop --profile")
+        kw["state"] = Path(args.state)
     try:
-        cluster = connect(args.backend, args.profile, **kw)
+        cluster = connect(args.backend, args.profile or "workshop", **kw)
     except ClusterError as exc:
         return _fail(str(exc))
     try:

@@ -15,10 +15,10 @@ from typing import Any
 from labkit.cluster.base import Cluster, ClusterError, NotFound, Source, register_backend
 from labkit.cluster.explain import explain_pod
 from labkit.cluster.placements import PlacementTable, build_placements
-from labkit.cluster.profiles import ClusterProfile, load_profile
 from labkit.sim.engine import Sim, SimError
 from labkit.sim.kinds import canonical_kind
 from labkit.sim.nodes import HardwareError
+from labkit.sim.profiles import ClusterProfile, load_profile
 
 
 def load_source(source: Source) -> list[dict]:
@@ -37,8 +37,12 @@ class SimCluster(Cluster):
     backend = "sim"
 
     def __init__(self, *, seed: int = 0, validate: bool = True, progress: bool = True,
-                 cel_engine: str | None = None, **kw: Any) -> None:
+                 cel_engine: str | None = None, state: Any = None, **kw: Any) -> None:
+        """`state`: start from a real cluster's dump (a path, YAML text or objects: `labkit snapshot`,
+        `kubectl get ... -A -o yaml`) instead of a profile; the profile argument of up() is then
+        ignored and the Kubernetes version comes from the dump's nodes."""
         super().__init__(progress=progress, **kw)
+        self.state = state
         self.seed = seed
         self.validate = validate
         self.cel_engine = cel_engine
@@ -46,11 +50,21 @@ class SimCluster(Cluster):
 
     # -- lifecycle -------------------------------------------------------------------------
     def up(self, profile: str | Path | dict | ClusterProfile = "workshop") -> SimCluster:
-        self.profile = load_profile(profile)
+        objs = None
+        if self.state is not None:
+            from labkit.sim.state import StateError, load_state, origin_of, profile_for_state
+
+            try:
+                objs = load_state(self.state)
+                self.profile = profile_for_state(objs, name=origin_of(self.state))
+            except StateError as exc:
+                raise ClusterError(str(exc)) from None
+        else:
+            self.profile = load_profile(profile)
         try:
             self.sim = Sim(self.profile, seed=self.seed, cel_engine=self.cel_engine,
-                           progress=self._progress if self.show_progress else None)
-        except HardwareError as exc:
+                           progress=self._progress if self.show_progress else None, state=objs)
+        except (HardwareError, SimError) as exc:
             raise ClusterError(str(exc)) from None
         self.sim.run()
         return self
@@ -153,8 +167,9 @@ class SimCluster(Cluster):
         return explain_pod(obj, s.scheduler.attempts.get(uid), s.agent.problems.get(uid),
                            lambda name: s.store.get("ResourceClaim", name, namespace))
 
-    def pod_env(self, pod: str, namespace: str = "default") -> dict[str, str]:
+    def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
         obj = self.get("Pod", pod, namespace)
+        self._check_container(obj, container)
         return dict(self._sim.agent.env.get(obj["metadata"]["uid"], {}))
 
     def status(self) -> str:

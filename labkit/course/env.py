@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import platform
-import shutil
 from importlib import metadata
-from pathlib import Path
 
 PACKAGES = ("dra-labkit", "kubernetes", "cel-expr-python", "networkx", "jupyterlab", "ipywidgets", "anywidget",
             "matplotlib")
@@ -33,21 +31,16 @@ def _local_status(minor: str) -> tuple[bool, str]:
     return False, f"no control-plane binaries for {minor} in {binaries.version_dir(minor)} ({hint})"
 
 
-def _kind_status() -> tuple[bool, str]:
-    engine = shutil.which("docker") or shutil.which("podman")
-    missing = [n for n in ("kind", "kubectl") if shutil.which(n) is None]
-    if engine is None:
-        missing.insert(0, "docker or podman")
-    if missing:
-        return False, "missing: " + ", ".join(missing)
-    if not Path("/sys/fs/cgroup/cgroup.controllers").exists():
-        return False, "cgroup v1 host: kind node images 1.35+ need cgroup v2"
-    return True, f"container engine {engine}"
+def _kind_status(minor: str = "1.37") -> tuple[bool, str]:
+    """The kind preflight (labkit.cluster.kind.preflight): what is missing and the command that fixes it."""
+    from labkit.cluster.kind.preflight import check_host, readiness
+
+    return readiness(check_host(minor))
 
 
 def backend_table(minor: str = "1.37") -> list[tuple[str, str, str]]:
     """(backend, can run here, why) for sim, local and kind."""
     rows = [("sim", "yes", "embedded in Python: nothing to install")]
-    for name, (ok, why) in (("local", _local_status(minor)), ("kind", _kind_status())):
+    for name, (ok, why) in (("local", _local_status(minor)), ("kind", _kind_status(minor))):
         rows.append((name, "yes" if ok else "no", why))
     return rows

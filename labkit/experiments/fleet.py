@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.api.quantity import parse_quantity
-from labkit.cluster.profiles import ClusterProfile, load_profile
+from labkit.sim.profiles import ClusterProfile, load_profile
 
 GPU_DRIVER = "gpu.nvidia.com"
 NVLINK_ATTR = "topology.fake-gpus.dev/nvlinkDomain"

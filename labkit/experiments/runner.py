@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from labkit.cluster import connect
-from labkit.cluster.profiles import ClusterProfile
 from labkit.errors import InputError
 from labkit.experiments.fleet import GPU_DRIVER, Fleet, build_fleet, fleet_variant
 from labkit.experiments.fragmentation import FragmentationMeter
@@ -28,6 +27,7 @@ from labkit.experiments.metrics import PodRecord, SummaryTable, summarize_run
 from labkit.experiments.policies import Context, Policy, PolicyError, get_policy
 from labkit.experiments.traces import WorkItem, request_mix
 from labkit.sim.podutil import claim_name_for
+from labkit.sim.profiles import ClusterProfile
 
 
 class ExperimentError(InputError, ValueError):

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from labkit.cluster.profiles import ClusterProfile
 from labkit.errors import InputError
 from labkit.sim.agent import NodeAgent
 from labkit.sim.claimctl import ClaimController
@@ -22,6 +21,7 @@ from labkit.sim.events import EventRecorder
 from labkit.sim.kinds import canonical_kind, is_namespaced
 from labkit.sim.nodes import build_node, build_slices_for, default_device_classes
 from labkit.sim.podutil import meta
+from labkit.sim.profiles import ClusterProfile
 from labkit.sim.scheduler import Scheduler
 from labkit.sim.store import Store, StoreError, copy_of
 from labkit.sim.taintctl import DeviceTaintController
@@ -38,7 +38,9 @@ class SimError(InputError):
 
 class Sim:
     def __init__(self, profile: ClusterProfile, seed: int = 0, progress: Callable[..., Iterable] | None = None,
-                 cel_engine: str | None = None) -> None:
+                 cel_engine: str | None = None, state: list[dict] | None = None) -> None:
+        """`state`: objects of a real cluster (labkit.sim.state.load_state) to start from instead of the
+        profile's nodes; `profile` then only gives the Kubernetes version and feature gates."""
         self.profile = profile
         self.clock = Clock()
         self.store = Store(seed=seed, clock=self.clock)
@@ -51,7 +53,27 @@ class Sim:
         self.agent = NodeAgent(self.store, self.events, self.dra)
         self.taints = DeviceTaintController(self.store, self.events)
         self.scheduler.progress = progress
-        self._bootstrap(progress or (lambda it, **_: it))
+        if state is not None:
+            self._restore(state)
+        else:
+            self._bootstrap(progress or (lambda it, **_: it))
+
+    def _restore(self, state: list[dict]) -> None:
+        """Store the dump's objects as they are (uids, bindings, allocations, reservations kept)."""
+        from labkit.sim.state import order_for_restore
+
+        have = {(o["kind"], o["metadata"]["name"]) for o in state if o["kind"] == "Namespace"}
+        for ns in SYSTEM_NAMESPACES:
+            if ("Namespace", ns) not in have:
+                self.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
+                                   "status": {"phase": "Active"}})
+        for obj in order_for_restore(state):
+            try:
+                stored = self.store.create(obj, restore=True)
+            except StoreError as exc:
+                raise SimError(f"{obj['kind']}/{obj['metadata'].get('name')}: {exc}") from None
+            if obj["kind"] == "ResourceClaim":
+                self.scheduler.adopt_allocation(stored)
 
     def _bootstrap(self, progress: Callable[..., Iterable]) -> None:
         for ns in SYSTEM_NAMESPACES:

@@ -6,8 +6,8 @@ import importlib
 import uuid
 from typing import Any
 
-from labkit.cluster.profiles import DEFAULT_ALLOCATABLE, ClusterProfile, NodeSpec
 from labkit.errors import EngineError
+from labkit.sim.profiles import DEFAULT_ALLOCATABLE, ClusterProfile, NodeSpec
 
 
 class HardwareError(EngineError):

@@ -94,8 +94,10 @@ class _Cursor:
 
 
 #: filter reasons kube-scheduler returns as Unschedulable (preemption could help); all others are
-#: UnschedulableAndUnresolvable ("Preemption is not helpful for scheduling")
-PREEMPTABLE_PREFIXES = ("Insufficient ", "Too many pods", "cannot allocate all claims")
+#: UnschedulableAndUnresolvable ("Preemption is not helpful for scheduling"). DynamicResources'
+#: "cannot allocate all claims" is unresolvable (statusUnschedulable) unless DRA preemption is on,
+#: which no supported version enables by default: kube-scheduler 1.37.1 on `local` says so.
+PREEMPTABLE_PREFIXES = ("Insufficient ", "Too many pods")
 
 
 def _histogram(reasons: list[str]) -> str:
@@ -200,6 +202,14 @@ class Scheduler:
         if held is not None:
             self.dra.allocated.remove(held[0], owner=held[1])
         self.bump()
+
+    def adopt_allocation(self, claim: dict) -> None:
+        """Count an allocation made elsewhere (a claim restored from a real cluster's dump) as in use."""
+        alloc = (claim.get("status") or {}).get("allocation")
+        if alloc:
+            owner = f"{meta(claim)['namespace']}/{meta(claim)['name']}"
+            self.dra.allocated.add(alloc, owner=owner)
+            self._claim_allocs[meta(claim)["uid"]] = (alloc, owner)
 
     def nodes(self) -> list[dict]:
         if self._nodes is None:

@@ -133,8 +133,11 @@ class Store:
                 cb(ev)
 
     # -- writes ----------------------------------------------------------------------------
-    def create(self, obj: dict, copy: bool = True) -> dict:
-        """Store a new object. `copy=False` hands over a freshly built dict the caller won't touch."""
+    def create(self, obj: dict, copy: bool = True, restore: bool = False) -> dict:
+        """Store a new object. `copy=False` hands over a freshly built dict the caller won't touch.
+
+        `restore=True` loads an object from a dump of a real cluster: its uid, creationTimestamp and
+        status stay as they were (other objects refer to it by uid: reservedFor, ownerReferences)."""
         if copy:
             obj = copy_of(obj)
         kind = obj.get("kind") or ""
@@ -153,7 +156,7 @@ class Store:
                 meta["name"] = names.generated_name(self.rng, meta["generateName"])
                 if key_of(obj)[1:] not in self._objs.get(kind, {}):
                     break
-        if not (obj.get("status") or {}).get("phase"):
+        if not (obj.get("status") or {}).get("phase") and not (restore and obj.get("status")):
             status_on_create(obj)
         k = key_of(obj)
         bucket = self._objs.setdefault(kind, {})
@@ -161,9 +164,11 @@ class Store:
             where = f" in namespace {k[1]}" if k[1] else ""
             raise StoreError(f'{kind} "{k[2]}" already exists{where}')
         self.rv += 1
-        meta["uid"] = names.new_uid(self.rng)
+        if not (restore and meta.get("uid")):
+            meta["uid"] = names.new_uid(self.rng)
         meta["resourceVersion"] = str(self.rv)
-        meta["creationTimestamp"] = self.clock.timestamp()
+        if not (restore and meta.get("creationTimestamp")):
+            meta["creationTimestamp"] = self.clock.timestamp()
         meta.setdefault("generation", 1)
         bucket[k[1:]] = obj
         for ref in meta.get("ownerReferences") or []:

@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def resolve_node(profile: str, node: str | None) -> tuple[str, str]:
     """(node name, fake_gpus node profile) for a cluster profile + node, or a node profile."""
     from fake_gpus.catalog import node_profiles
-    from labkit.cluster.profiles import ProfileError, load_profile, profile_names
+    from labkit.sim.profiles import ProfileError, load_profile, profile_names
 
     if profile in profile_names() or profile.endswith((".yaml", ".yml")):
         cluster = load_profile(profile)

@@ -1,15 +1,32 @@
 """`KindCluster`: a real kind cluster (Docker or Podman) running the fake_gpus driver.
 
-Everything goes through a `Runner`, and `plan()` lists the exact commands `up()` runs, so the
-whole flow is testable without a container engine (see tests/test_cluster_kind*.py).
+Everything goes through a `Runner`, and `plan()` lists the commands `up()` runs on a machine where
+nothing exists yet, so the whole flow is testable without a container engine
+(tests/test_cluster_kind.py); tests/test_cluster_kind_e2e.py runs it for real.
+
+A cluster stays up until `labkit cluster down` (or `down()` of the connection that created it):
+its kubeconfig and state live in the run dir (`labkit.cluster.runstate`), and `up()` of another
+process attaches to a running cluster of the same profile instead of creating a second one.
+
+Workload images
+---------------
+Nodes of a kind cluster have no GPU and, here, often no registry. A container whose image is not
+on the nodes (``vllm/vllm-openai``, ``pytorch/pytorch``, ``nvidia/cuda``, ``busybox``...) is run
+with the small local workload image instead (``LABKIT_KIND_WORKLOAD_IMAGE``, built from
+tools/kind-workload): it prints its environment and sleeps, which is all a DRA lesson needs
+(`pod_env`, `kubectl exec ... env`); the original command line is passed to it as arguments. The
+swap is logged, and the pod carries the annotation ``labkit.dev/image-swapped`` naming each
+swapped container and its original image. ``swap_images=False`` (or ``LABKIT_KIND_SWAP_IMAGES=0``)
+turns it off for clusters that can pull and run the real images.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
-import tempfile
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,17 +34,30 @@ from typing import Any
 
 import yaml
 
+from labkit.cluster import runstate
 from labkit.cluster.base import Cluster, ClusterError, NotFound, Source
 from labkit.cluster.kind.config import kind_config_yaml
 from labkit.cluster.kind.driver import driver_manifests
 from labkit.cluster.kind.image import DEFAULT_IMAGE, DOCKERFILE, REPO_ROOT
-from labkit.cluster.kind.preflight import HostFacts, cdi_check, container_engine, run_preflight
-from labkit.cluster.kind.runner import Runner, SubprocessRunner
+from labkit.cluster.kind.images import WORKLOAD_DOCKERFILE, WORKLOAD_IMAGE
+from labkit.cluster.kind.preflight import HostFacts, cdi_check, container_engine, find_tool, run_preflight
+from labkit.cluster.kind.runner import CommandError, Runner, SubprocessRunner
 from labkit.cluster.placements import PlacementTable, build_placements
-from labkit.cluster.profiles import ClusterProfile, load_profile
+from labkit.sim.profiles import ClusterProfile, load_profile
 
 #: kind runs one container per node; beyond this a profile belongs on `sim`
 MAX_KIND_NODES = 8
+
+DRIVER_IMAGE_ENV = "LABKIT_FAKE_GPUS_IMAGE"
+WORKLOAD_IMAGE_ENV = "LABKIT_KIND_WORKLOAD_IMAGE"
+SWAP_ENV = "LABKIT_KIND_SWAP_IMAGES"
+SWAP_ANNOTATION = "labkit.dev/image-swapped"
+#: wait() gives up on undecided pods after this many seconds without any change
+UNDECIDED_GRACE = 10.0
+#: the engine network kind puts every cluster on
+KIND_NETWORK = "kind"
+#: environment variables a CDI spec of the fake driver sets (what `pod_env` returns)
+DEVICE_ENV_PREFIXES = ("FAKE_", "NVIDIA_")
 
 #: kubectl resource names for the kinds LabKit handles
 RESOURCE_NAMES = {
@@ -36,103 +66,353 @@ RESOURCE_NAMES = {
     "ResourceClaimTemplate": "resourceclaimtemplates.resource.k8s.io",
     "ResourceSlice": "resourceslices.resource.k8s.io", "DeviceTaintRule": "devicetaintrules.resource.k8s.io",
     "Deployment": "deployments.apps", "Job": "jobs.batch", "DaemonSet": "daemonsets.apps",
+    "StatefulSet": "statefulsets.apps", "ReplicaSet": "replicasets.apps", "CronJob": "cronjobs.batch",
+    "PriorityClass": "priorityclasses.scheduling.k8s.io",
 }
-CLUSTER_SCOPED = {"Node", "Namespace", "DeviceClass", "ResourceSlice", "DeviceTaintRule"}
+CLUSTER_SCOPED = {"Node", "Namespace", "DeviceClass", "ResourceSlice", "DeviceTaintRule", "PriorityClass"}
+#: lower-case / plural spellings users type, to the Kind
+_KIND_ALIASES = {alias: kind for kind, res in RESOURCE_NAMES.items()
+                 for alias in (kind.lower(), res, res.split(".")[0])}
+
+
+def default_cluster_name(profile_name: str) -> str:
+    """kind cluster name for a profile: ``labkit-<profile>`` (DNS-label safe)."""
+    return ("labkit-" + re.sub(r"[^a-z0-9-]+", "-", profile_name.lower())).strip("-")[:40]
 
 
 class KindCluster(Cluster):
+    """Options: `cluster_name` (default ``labkit-<profile>``), `image` (the fake driver image),
+    `workload_image` and `swap_images` (see the module docstring), `keep` (down() leaves the
+    cluster running), `reuse` (attach to a running cluster of the profile; default True),
+    `allow_cgroup_v1` (default: when the host is on cgroup v1), `state_dir` (kubeconfig and
+    generated files; default: the run dir), `log` (a callable for progress lines)."""
+
     backend = "kind"
 
-    def __init__(self, *, cluster_name: str = "labkit", image: str = DEFAULT_IMAGE,
+    def __init__(self, *, cluster_name: str | None = None, image: str | None = None,
+                 workload_image: str | None = None, swap_images: bool | None = None,
                  runner: Runner | None = None, facts: HostFacts | None = None,
-                 state_dir: str | Path | None = None, allow_cgroup_v1: bool = False,
-                 keep: bool = False, log: Callable[[str], None] | None = None, **kw: Any) -> None:
+                 state_dir: str | Path | None = None, allow_cgroup_v1: bool | None = None,
+                 keep: bool = False, reuse: bool = True, log: Callable[[str], None] | None = None,
+                 **kw: Any) -> None:
         super().__init__(**kw)
-        self.cluster_name = cluster_name
-        self.image = image
+        self._name_arg = cluster_name
+        self.cluster_name = cluster_name or "labkit"
+        self.image = image or os.environ.get(DRIVER_IMAGE_ENV) or DEFAULT_IMAGE
+        self.workload_image = workload_image or os.environ.get(WORKLOAD_IMAGE_ENV) or WORKLOAD_IMAGE
+        if swap_images is None:
+            swap_images = os.environ.get(SWAP_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+        self.swap_images = swap_images
         self.log = log or (lambda line: None)
         self.runner = runner or SubprocessRunner(log=self.log)
         self.facts = facts
         self.allow_cgroup_v1 = allow_cgroup_v1
         self.keep = keep
-        self.state_dir = Path(state_dir or tempfile.mkdtemp(prefix="labkit-kind-"))
-        self.kubeconfig = self.state_dir / "kubeconfig"
-        self.config_path = self.state_dir / "kind-config.yaml"
-        self.manifest_path = self.state_dir / "fake-gpus.yaml"
+        self.reuse = reuse
+        self._state_arg = Path(state_dir) if state_dir else None
+        self.state_dir = self._state_arg or Path(".")
         self._created = False
+        self._made_network = False
+        self.attached = False
+        self._applied: list[tuple[str, str, str | None]] = []
+        self._node_images: set[str] | None = None
+        self._swapped_seen: set[str] = set()
+        self.timings: dict[str, float] = {}
+
+    # -- paths and tools -------------------------------------------------------------------
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def config_path(self) -> Path:
+        return self.state_dir / "kind-config.yaml"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.state_dir / "fake-gpus.yaml"
+
+    def _facts(self) -> HostFacts:
+        if self.facts is None:
+            self.facts = HostFacts.probe()
+        return self.facts
+
+    def engine(self) -> str:
+        return container_engine(self._facts()) or "docker"
+
+    def _tool(self, name: str) -> str:
+        return self._facts().executables.get(name) or find_tool(name) or name
+
+    def _kind(self, *args: str, check: bool = True):
+        env = {**os.environ, "KIND_EXPERIMENTAL_PROVIDER": "podman"} if self.engine() == "podman" else None
+        return self.runner.run([self._tool("kind"), *args], env=env, check=check)
+
+    def select_profile(self, profile: ClusterProfile) -> None:
+        """Set the profile, and the cluster name and state dir that go with it: the `cluster_name`
+        option, else the name recorded in the run dir, else ``labkit-<profile>``."""
+        self.profile = profile
+        if self._name_arg is None:
+            state = runstate.read_state("kind", profile.name) or {}
+            self.cluster_name = state.get("cluster") or default_cluster_name(profile.name)
+        self.state_dir = self._state_arg or runstate.run_dir("kind", profile.name)
 
     # -- plan ------------------------------------------------------------------------------
-    def engine(self) -> str:
-        facts = self.facts or HostFacts.probe()
-        return container_engine(facts) or "docker"
-
     def plan(self, profile: Any = "workshop") -> list[list[str]]:
-        """The exact commands `up(profile)` runs, in order (after the preflight probes)."""
+        """The commands `up(profile)` runs after the preflight on a machine where neither the
+        cluster nor the images exist yet (when they exist, their step is skipped)."""
         engine = self.engine()
-        kc = ["--kubeconfig", str(self.kubeconfig)]
-        return [
-            ["kind", "create", "cluster", "--name", self.cluster_name,
-                        "--config", str(self.config_path), "--kubeconfig", str(self.kubeconfig),
-                        "--wait", "180s"],
+        kubectl = [self._tool("kubectl"), "--kubeconfig", str(self.kubeconfig)]
+        kind = self._tool("kind")
+        images = [self.image] + ([self.workload_image] if self.swap_images else [])
+        cmds = [
+            [kind, "create", "cluster", "--name", self.cluster_name, "--config", str(self.config_path),
+             "--kubeconfig", str(self.kubeconfig), "--wait", "180s"],
             [engine, "build", "-t", self.image, "-f", str(DOCKERFILE), str(REPO_ROOT)],
-            ["kind", "load", "docker-image", self.image, "--name", self.cluster_name],
-            ["kubectl", *kc, "apply", "-f", str(self.manifest_path)],
-            ["kubectl", *kc, "-n", "fake-gpus", "rollout", "status", "daemonset", "--timeout", "180s"],
-            ["kubectl", *kc, "wait", "--for=create", "resourceslices", "--all", "--timeout", "120s"],
         ]
+        if self.swap_images:
+            cmds.append([engine, "build", "-t", self.workload_image, "-f", str(WORKLOAD_DOCKERFILE),
+                         str(WORKLOAD_DOCKERFILE.parent)])
+        cmds += [
+            [kind, "load", "docker-image", *images, "--name", self.cluster_name],
+            [*kubectl, "apply", "-f", str(self.manifest_path)],
+        ]
+        cmds += [[*kubectl, "-n", "fake-gpus", "rollout", "status", f"daemonset/{name}", "--timeout", "300s"]
+                 for name in self._daemonsets()]
+        return cmds
+
+    def _daemonsets(self) -> list[str]:
+        assert self.profile is not None
+        return [o["metadata"]["name"] for o in driver_manifests(self.profile, self.image) if o["kind"] == "DaemonSet"]
 
     def write_files(self, profile: ClusterProfile) -> None:
+        facts = self._facts()
+        allow_v1 = (not facts.cgroup_v2) if self.allow_cgroup_v1 is None else self.allow_cgroup_v1
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(kind_config_yaml(
-            profile, cluster_name=self.cluster_name, allow_cgroup_v1=self.allow_cgroup_v1))
+            profile, cluster_name=self.cluster_name, allow_cgroup_v1=allow_v1,
+            restrict_oom_score_adj=not facts.cap_sys_resource))
         self.manifest_path.write_text(yaml.safe_dump_all(driver_manifests(profile, self.image), sort_keys=False))
 
     # -- lifecycle -------------------------------------------------------------------------
     def up(self, profile: Any = "workshop") -> KindCluster:
-        self.profile = load_profile(profile)
-        if len(self.profile.nodes) > MAX_KIND_NODES:
+        prof = load_profile(profile)
+        if len(prof.nodes) > MAX_KIND_NODES:
             raise ClusterError(
-                f"kind: profile {self.profile.name} has {len(self.profile.nodes)} nodes; kind runs one "
+                f"kind: profile {prof.name} has {len(prof.nodes)} nodes; kind runs one "
                 f"container per node (at most {MAX_KIND_NODES} here) — use backend='sim' for fleets")
-        facts = self.facts or HostFacts.probe()
-        failed = [c for c in run_preflight(self.runner, facts, self.profile.kubernetes_version) if not c.ok]
+        self.select_profile(prof)
+        facts = self._facts()
+        failed = [c for c in run_preflight(self.runner, facts, prof.kubernetes_version) if not c.ok]
         if failed:
             raise ClusterError("kind preflight failed:\n" + "\n".join(str(c) for c in failed))
-        self.write_files(self.profile)
-        steps = self.plan(self.profile)
-        labels = ["create kind cluster", "build driver image", "load image into kind",
-                  "deploy fake_gpus", "wait for driver pods", "wait for ResourceSlices"]
-        for label, cmd in self.progress(list(zip(labels, steps, strict=True)), desc="kind up"):
+        if self.reuse and self.cluster_name in self.running_clusters():
+            return self._attach(prof)
+        try:
+            self._create(prof)
+        except CommandError as exc:
+            raise ClusterError(f"kind cluster {self.cluster_name}: {exc}") from None
+        return self
+
+    def running_clusters(self) -> list[str]:
+        out = self._kind("get", "clusters", check=False)
+        return [ln.strip() for ln in out.stdout.splitlines() if ln.strip() and " " not in ln.strip()]
+
+    def _create(self, prof: ClusterProfile) -> None:
+        t0 = time.monotonic()
+        self.write_files(prof)
+        kubectl = [self._tool("kubectl"), "--kubeconfig", str(self.kubeconfig)]
+        steps: list[tuple[str, Callable[[], None]]] = [
+            ("create kind cluster", lambda: self._run_create()),
+            ("driver images", lambda: self._ensure_images()),
+            ("deploy fake_gpus", lambda: self.runner.run([*kubectl, "apply", "-f", str(self.manifest_path)])),
+            ("driver DaemonSets ready", lambda: self._rollout()),
+            ("ResourceSlices published", lambda: self._wait_slices()),
+        ]
+        for label, step in self.progress(steps, desc=f"kind {prof.name}", total=len(steps)):
             self.log(label)
-            env = None
-            if cmd[0] == "kind" and self.engine() == "podman":
-                env = {**os.environ, "KIND_EXPERIMENTAL_PROVIDER": "podman"}
-            self.runner.run(cmd, env=env)
-            if cmd[:3] == ["kind", "create", "cluster"]:
-                self._created = True
-                check = cdi_check(self.runner, self.engine(), f"{self.cluster_name}-worker")
-                if not check.ok:
-                    raise ClusterError(str(check))
+            t = time.monotonic()
+            step()
+            self.timings[label] = round(time.monotonic() - t, 1)
+        self.timings["total"] = round(time.monotonic() - t0, 1)
+        self._record()
+
+    def _run_create(self) -> None:
+        net = self.runner.run([self.engine(), "network", "inspect", KIND_NETWORK], check=False)
+        self._made_network = net.returncode != 0
+        self._kind("create", "cluster", "--name", self.cluster_name, "--config", str(self.config_path),
+                   "--kubeconfig", str(self.kubeconfig), "--wait", "180s")
+        self._created = True
+        worker = f"{self.cluster_name}-worker"
+        check = cdi_check(self.runner, self.engine(), worker)
+        if not check.ok:
+            raise ClusterError(str(check))
+
+    def _build(self, *args: str) -> None:
+        # the classic builder: works with every Docker daemon (no buildx needed)
+        env = {**os.environ, "DOCKER_BUILDKIT": "0"} if self.engine() == "docker" else None
+        self.runner.run([self.engine(), "build", *args], env=env)
+
+    def _image_exists(self, image: str) -> bool:
+        return self.runner.run([self.engine(), "image", "inspect", image], check=False).returncode == 0
+
+    def _ensure_images(self) -> None:
+        engine = self.engine()
+        if not self._image_exists(self.image):
+            self._build("-t", self.image, "-f", str(DOCKERFILE), str(REPO_ROOT))
+        images = [self.image]
+        if self.swap_images:
+            if not self._image_exists(self.workload_image):
+                if not WORKLOAD_DOCKERFILE.exists():
+                    raise ClusterError(
+                        f"kind: the workload image {self.workload_image} is not in {engine} and there is no "
+                        f"{WORKLOAD_DOCKERFILE} to build it; set {WORKLOAD_IMAGE_ENV} to a local image, or "
+                        f"swap_images=False ({SWAP_ENV}=0) if your cluster can pull the real images")
+                self._build("-t", self.workload_image, "-f", str(WORKLOAD_DOCKERFILE), str(WORKLOAD_DOCKERFILE.parent))
+            images.append(self.workload_image)
+        self._kind("load", "docker-image", *images, "--name", self.cluster_name)
+
+    def _rollout(self) -> None:
+        kubectl = [self._tool("kubectl"), "--kubeconfig", str(self.kubeconfig)]
+        for name in self._daemonsets():
+            self.runner.run([*kubectl, "-n", "fake-gpus", "rollout", "status", f"daemonset/{name}",
+                             "--timeout", "300s"])
+
+    def _expected_slices(self) -> dict[str, int]:
+        """node -> number of ResourceSlices its driver pod publishes (as `python -m fake_gpus slices`)."""
+        from fake_gpus.catalog import load_node_profile
+        from fake_gpus.slices import build_slices
+
+        assert self.profile is not None
+        out = {}
+        for n in self.profile.nodes:
+            kw: dict[str, Any] = {"kubernetes_version": self.profile.kubernetes_version}
+            if n.mig_mode:
+                kw["mig_mode"] = n.mig_mode
+            out[n.name] = len(build_slices(load_node_profile(n.node_profile), n.name, **kw))
+        return out
+
+    def _wait_slices(self, timeout: float = 180.0) -> None:
+        want = self._expected_slices()
+
+        def have() -> dict[str, int]:
+            counts: dict[str, int] = {}
+            for s in self.list("ResourceSlice"):
+                node = s["spec"].get("nodeName", "")
+                counts[node] = counts.get(node, 0) + 1
+            return counts
+
+        def done() -> bool:
+            counts = have()
+            return all(counts.get(n, 0) >= k for n, k in want.items())
+
+        if not runstate._poll(done, timeout, 1.0):
+            raise ClusterError(f"kind cluster {self.cluster_name}: ResourceSlices after {timeout:.0f}s: {have()}, "
+                               f"expected {want}; see `kubectl --kubeconfig {self.kubeconfig} -n fake-gpus logs "
+                               "-l app.kubernetes.io/name=fake-gpus-kubelet-plugin`")
+
+    def _record(self) -> None:
+        assert self.profile is not None
+        runstate.write_state("kind", self.profile.name, {
+            "backend": "kind", "profile": self.profile.name, "fingerprint": runstate.fingerprint(self.profile),
+            "cluster": self.cluster_name, "kubeconfig": str(self.kubeconfig), "stateDir": str(self.state_dir),
+            "engine": self.engine(), "image": self.image, "workloadImage": self.workload_image,
+            "madeNetwork": self._made_network,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "timings": self.timings})
+
+    def _attach(self, prof: ClusterProfile) -> KindCluster:
+        state = runstate.read_state("kind", prof.name)
+        if state and state.get("cluster") == self.cluster_name and state.get("fingerprint") != runstate.fingerprint(prof):
+            raise ClusterError(
+                f"kind: cluster {self.cluster_name} runs another version of profile {prof.name}; stop it with "
+                f"`labkit cluster down --backend kind --profile {prof.name}` first")
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        out = self._kind("get", "kubeconfig", "--name", self.cluster_name)
+        self.kubeconfig.write_text(out.stdout)
+        self.attached = True
+        self.log(f"attached to the running kind cluster {self.cluster_name}")
+        if state is None:  # created by hand or by an older labkit: make it findable
+            self._record()
         return self
 
     def down(self) -> None:
-        if self._created and not self.keep:
-            self.runner.run(["kind", "delete", "cluster", "--name", self.cluster_name], check=False)
+        """Created here: delete the cluster (unless `keep`). Attached: delete what this session
+        applied and leave the cluster running. A fresh instance whose `profile` is set (as
+        `labkit cluster down` makes it): delete that profile's cluster."""
+        if self.attached:
+            runstate.remove_applied(self, self._applied)
+            self.attached = False
+            return
+        if self._created:
+            if not self.keep:
+                self._delete()
             self._created = False
+            return
+        if self.profile is not None and not isinstance(self.profile, str | dict):
+            self.select_profile(self.profile)
+            if self.cluster_name in self.running_clusters():
+                self._delete()
+            else:
+                runstate.clear("kind", self.profile.name)
+
+    def _delete(self) -> None:
+        """Delete the cluster; also kind's network when this cluster made it and nothing else uses it
+        (kind itself keeps the network)."""
+        state = runstate.read_state("kind", self.profile.name) if self.profile is not None else None
+        self._kind("delete", "cluster", "--name", self.cluster_name, check=False)
+        if self._made_network or (state or {}).get("madeNetwork"):
+            users = self.runner.run([self.engine(), "network", "inspect", KIND_NETWORK, "--format",
+                                     "{{len .Containers}}"], check=False)
+            if users.returncode == 0 and users.stdout.strip() == "0":
+                self.runner.run([self.engine(), "network", "rm", KIND_NETWORK], check=False)
+        if self.profile is not None:
+            runstate.clear("kind", self.profile.name)
+
+    def status(self) -> str:
+        name = getattr(self.profile, "name", self.profile)
+        if self.profile is not None and not isinstance(self.profile, str | dict):
+            self.select_profile(self.profile)
+        running = self.cluster_name in self.running_clusters()
+        if not running:
+            return (f"kind cluster of profile {name}: not running (start it with "
+                    f"`labkit cluster up --backend kind --profile {name}`)")
+        if not self.kubeconfig.exists():
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            self.kubeconfig.write_text(self._kind("get", "kubeconfig", "--name", self.cluster_name).stdout)
+        lines = [f"kind cluster {self.cluster_name}, profile {name}", f"  kubeconfig {self.kubeconfig}"]
+        for n in self.list("Node"):
+            ready = next((c["status"] for c in n.get("status", {}).get("conditions", []) if c["type"] == "Ready"), "?")
+            lines.append(f"  node {n['metadata']['name']:<24} Ready={ready}")
+        slices = self.list("ResourceSlice")
+        devices = sum(len(s["spec"].get("devices") or []) for s in slices)
+        lines.append(f"  {len(slices)} ResourceSlices, {devices} devices")
+        return "\n".join(lines)
 
     # -- objects ---------------------------------------------------------------------------
     def _kubectl(self, *args: str, input: str | None = None, check: bool = True):
-        return self.runner.run(["kubectl", "--kubeconfig", str(self.kubeconfig), *args],
+        return self.runner.run([self._tool("kubectl"), "--kubeconfig", str(self.kubeconfig), *args],
                                input=input, check=check)
 
     def apply(self, source: Source) -> list[dict]:
-        from labkit.api import load
+        from labkit.api import LoadError, load
 
-        objs = load(source)
-        out = self._kubectl("apply", "-o", "json", "-f", "-", input=yaml.safe_dump_all(objs, sort_keys=False))
-        return _items(out.stdout)
+        try:
+            objs = load(source)
+        except LoadError as exc:
+            raise ClusterError(str(exc)) from None
+        if self.swap_images:
+            for obj in objs:
+                self._swap(obj)
+        result = self._kubectl("apply", "-o", "json", "-f", "-", input=yaml.safe_dump_all(objs, sort_keys=False),
+                               check=False)
+        if result.returncode != 0:
+            raise ClusterError(_one_line(result.stderr or result.stdout))
+        out = _items(result.stdout)
+        if self.attached:
+            runstate.remember(self._applied, out)
+        return out
 
     def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
+        kind = _kind_of(kind)
         args = ["delete", _resource(kind), name, "--wait=false"]
         if kind not in CLUSTER_SCOPED and namespace:
             args += ["-n", namespace]
@@ -140,46 +420,106 @@ class KindCluster(Cluster):
         if result.returncode != 0:
             if "NotFound" in (result.stderr or result.stdout):
                 raise NotFound(f"{kind} {namespace}/{name} not found")
-            raise ClusterError((result.stderr or result.stdout).strip())
+            raise ClusterError(_one_line(result.stderr or result.stdout))
 
     def get(self, kind: str, name: str, namespace: str | None = "default") -> dict:
+        kind = _kind_of(kind)
         args = ["get", _resource(kind), name, "-o", "json"]
         if kind not in CLUSTER_SCOPED and namespace:
             args += ["-n", namespace]
         result = self._kubectl(*args, check=False)
         if result.returncode != 0:
-            raise NotFound(f"{kind} {namespace}/{name} not found")
+            if "NotFound" in (result.stderr or result.stdout):
+                raise NotFound(f"{kind} {namespace}/{name} not found")
+            raise ClusterError(_one_line(result.stderr or result.stdout))
         return json.loads(result.stdout)
 
     def list(self, kind: str, namespace: str | None = None) -> list[dict]:
+        kind = _kind_of(kind)
         args = ["get", _resource(kind), "-o", "json"]
         if kind not in CLUSTER_SCOPED:
             args += ["-n", namespace] if namespace else ["-A"]
-        items = _items(self._kubectl(*args).stdout)
+        result = self._kubectl(*args, check=False)
+        if result.returncode != 0:
+            if "doesn't have a resource type" in (result.stderr or ""):
+                return []  # an API this cluster does not serve (e.g. an alpha DRA kind): nothing of it exists
+            raise ClusterError(_one_line(result.stderr or result.stdout))
+        items = _items(result.stdout)
+        for o in items:
+            o.setdefault("kind", kind)
         return sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+
+    # -- workload images -------------------------------------------------------------------
+    def node_images(self) -> set[str]:
+        """Images present on the nodes (containerd's k8s.io namespace of the first worker), normalized."""
+        if self._node_images is None:
+            node = f"{self.cluster_name}-worker"
+            out = self.runner.run([self.engine(), "exec", node, "ctr", "-n", "k8s.io", "images", "ls", "-q"],
+                                  check=False)
+            self._node_images = {normalize_image(x) for x in out.stdout.split() if not x.startswith("sha256:")}
+            self._node_images |= {normalize_image(self.image), normalize_image(self.workload_image)}
+        return self._node_images
+
+    def _swap(self, obj: dict) -> None:
+        spec, meta = _pod_spec(obj)
+        if spec is None:
+            return
+        swapped = []
+        present = self.node_images()
+        for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+            image = c.get("image") or ""
+            if normalize_image(image) in present:
+                continue
+            swapped.append(f"{c.get('name')}={image}")
+            c["image"] = self.workload_image
+            c["imagePullPolicy"] = "IfNotPresent"
+            # the stand-in's own entrypoint runs; the original command line becomes its arguments
+            original = [*(c.pop("command", None) or []), *(c.pop("args", None) or [])]
+            if original:
+                c["args"] = [str(a) for a in original]
+            if image not in self._swapped_seen:
+                self._swapped_seen.add(image)
+                print(f"kind: image {image} is not on the kind nodes (no registry / no GPU here): running "
+                      f"{self.workload_image} instead, which prints its environment and sleeps "
+                      f"(annotation {SWAP_ANNOTATION}; swap_images=False or {SWAP_ENV}=0 keeps real images)",
+                      file=sys.stderr)
+        if swapped:
+            meta.setdefault("annotations", {})[SWAP_ANNOTATION] = ",".join(swapped)
 
     # -- running ---------------------------------------------------------------------------
     def wait(self, until: Callable[[Cluster], bool] | None = None, timeout: float = 60.0) -> bool:
-        """Poll until `until` holds, or until every pod is settled (running/done, or unschedulable)."""
+        """Poll until `until` holds, or (None) until every pod is settled (running/done, or
+        unschedulable) and pods and claims did not change between two polls; a state that has not
+        changed for `UNDECIDED_GRACE` seconds also counts (a pod whose claim does not exist never
+        gets a scheduling decision)."""
         deadline = time.monotonic() + timeout
-        previous = None
+        previous, since = None, time.monotonic()
         while time.monotonic() < deadline:
             if until is not None:
                 if until(self):
                     return True
             else:
                 pods = self.list("Pod")
-                snapshot = [(p["metadata"]["name"], p.get("status", {}).get("phase")) for p in pods]
-                settled = all(p.get("status", {}).get("phase") != "Pending" or _unschedulable(p) for p in pods)
-                if settled and snapshot == previous:
+                claims = self.list("ResourceClaim")
+                snapshot = json.dumps([[(p["metadata"]["namespace"], p["metadata"]["name"], p["spec"].get("nodeName"),
+                                         p.get("status", {}).get("phase")) for p in pods],
+                                       [(c["metadata"]["name"], bool(c.get("status", {}).get("allocation")),
+                                         len(c.get("status", {}).get("reservedFor") or [])) for c in claims]])
+                if snapshot != previous:
+                    previous, since = snapshot, time.monotonic()
+                elif all(_settled(p) for p in pods) or time.monotonic() - since >= UNDECIDED_GRACE:
                     return True
-                previous = snapshot
             time.sleep(1.0)
         return False
 
     def events(self) -> list[dict]:
-        items = _items(self._kubectl("get", "events", "-A", "-o", "json").stdout)
-        return sorted(items, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+        items = self.list("Event")
+
+        def when(e: dict) -> str:
+            return (e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp")
+                    or e["metadata"].get("creationTimestamp") or "")
+
+        return sorted(items, key=when)
 
     # -- looking ---------------------------------------------------------------------------
     def placements(self) -> PlacementTable:
@@ -190,22 +530,74 @@ class KindCluster(Cluster):
 
         return explain_pod(self, pod, namespace)
 
-    def pod_env(self, pod: str, namespace: str = "default") -> dict[str, str]:
-        """The container's real environment (`kubectl exec ... env`), as the CDI spec shaped it."""
-        result = self._kubectl("exec", "-n", namespace, pod, "--", "env", check=False)
+    def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
+        """The device environment (``FAKE_*``, ``NVIDIA_*``) the container really has, read with
+        `kubectl exec ... env`: what the CDI specs of the requests it references gave it.
+        `container` defaults to the pod's first container; `container_env` returns everything."""
+        env = self.container_env(pod, namespace, container)
+        return {k: v for k, v in env.items() if k.startswith(DEVICE_ENV_PREFIXES)}
+
+    def container_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
+        """The container's whole environment (`kubectl exec <pod> -c <container> -- env`)."""
+        obj = self.get("Pod", pod, namespace)
+        self._check_container(obj, container)
+        container = container or obj["spec"]["containers"][0]["name"]
+        result = self._kubectl("exec", "-n", namespace, pod, "-c", container, "--", "env", check=False)
         if result.returncode != 0:
-            raise ClusterError(f"pod {namespace}/{pod}: cannot read env: {result.stderr.strip()}")
+            raise ClusterError(f"pod {namespace}/{pod} container {container}: cannot read env: "
+                               f"{_one_line(result.stderr or result.stdout)}")
         return dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
 
     def describe_plan(self, profile: Any = "workshop") -> str:
         """A shell transcript of what `up(profile)` would run (for people without Docker)."""
-        self.profile = load_profile(profile)
+        self.select_profile(load_profile(profile))
         self.write_files(self.profile)
         return "\n".join(shlex.join(c) for c in self.plan(self.profile))
 
 
+def normalize_image(ref: str) -> str:
+    """``busybox`` -> ``docker.io/library/busybox:latest`` (containerd's names)."""
+    ref = ref.strip()
+    if not ref:
+        return ref
+    name, _, digest = ref.partition("@")
+    last = name.rsplit("/", 1)[-1]
+    if ":" not in last and not digest:
+        name += ":latest"
+    first = name.split("/", 1)[0]
+    if "/" not in name:
+        name = "docker.io/library/" + name
+    elif "." not in first and ":" not in first and first != "localhost":
+        name = "docker.io/" + name
+    return name + (f"@{digest}" if digest else "")
+
+
+def _pod_spec(obj: dict) -> tuple[dict | None, dict]:
+    """(pod spec, the metadata that annotates the pods) of a Pod or a workload's template."""
+    kind = obj.get("kind")
+    if kind == "Pod":
+        return obj.setdefault("spec", {}), obj.setdefault("metadata", {})
+    spec = obj.get("spec") or {}
+    if kind == "CronJob":
+        spec = ((spec.get("jobTemplate") or {}).get("spec")) or {}
+    template = spec.get("template") if kind in ("Deployment", "Job", "DaemonSet", "StatefulSet", "ReplicaSet",
+                                                "CronJob") else None
+    if not isinstance(template, dict):
+        return None, {}
+    return template.setdefault("spec", {}), template.setdefault("metadata", {})
+
+
+def _kind_of(kind: str) -> str:
+    return kind if kind in RESOURCE_NAMES else _KIND_ALIASES.get(kind.lower(), kind)
+
+
 def _resource(kind: str) -> str:
     return RESOURCE_NAMES.get(kind, kind.lower() + "s")
+
+
+def _one_line(text: str) -> str:
+    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "kubectl failed without a message"
 
 
 def _items(text: str) -> list[dict]:
@@ -215,7 +607,11 @@ def _items(text: str) -> list[dict]:
     return doc.get("items", [doc]) if doc.get("kind", "").endswith("List") or "items" in doc else [doc]
 
 
-def _unschedulable(pod: dict) -> bool:
+def _settled(pod: dict) -> bool:
+    status = pod.get("status", {})
+    if pod["metadata"].get("deletionTimestamp"):
+        return False
+    if status.get("phase") != "Pending":
+        return True
     return any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
-               for c in pod.get("status", {}).get("conditions", []))
-
+               for c in status.get("conditions", []))

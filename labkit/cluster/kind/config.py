@@ -1,18 +1,25 @@
 """kind cluster configuration for a LabKit cluster profile.
 
-One kind worker per fake node of the profile. Worker names are kind's (``<cluster>-worker``,
-``<cluster>-worker2``, ...), so each worker carries labels naming the profile node it plays and
-the fake_gpus node profile its driver pod must publish.
+One kind worker per fake node of the profile. Each worker registers as the profile's node name
+(``t4-0``, not kind's ``<cluster>-worker2``: a kubeadm JoinConfiguration patch), so manifests that
+pin pods with ``kubernetes.io/hostname`` and placements read the same on every backend. The API
+server then reaches kubelets by InternalIP (the node names are not DNS names on kind's network).
+Each worker also carries labels naming its profile node and the fake_gpus node profile its driver
+pod publishes.
+
+``LABKIT_KIND_NODE_IMAGE`` replaces the pinned ``kindest/node`` image (for example an image built
+offline by ``tools/build-kind-node-image.sh``).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import yaml
 
 from labkit.cluster.kind.images import node_image
-from labkit.cluster.profiles import ClusterProfile, load_profile
+from labkit.sim.profiles import ClusterProfile, load_profile
 
 #: label keys the fake_gpus DaemonSet reads (through the Node object) to pick its hardware
 PROFILE_LABEL = "fake-gpus.dev/node-profile"
@@ -22,6 +29,10 @@ NODE_NAME_LABEL = "labkit.dev/profile-node"
 #: containerd 1.7 silently drops CDI devices unless CDI is on; containerd 2 has it on by default,
 #: and this patch is harmless there (kind migrates version-2 config sections).
 CDI_PATCH = '[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = true\n'
+#: where the host's capability bounding set lacks CAP_SYS_RESOURCE, containerd must not try to
+#: lower oom_score_adj (as kind does for rootless); otherwise every pod sandbox fails
+OOM_PATCH = '[plugins."io.containerd.grpc.v1.cri"]\n  restrict_oom_score_adj = true\n'
+NODE_IMAGE_ENV = "LABKIT_KIND_NODE_IMAGE"
 
 #: API groups/versions an enabled gate needs served, per Kubernetes minor (alpha/beta APIs are
 #: off by default). GA APIs need nothing.
@@ -37,10 +48,22 @@ def minor_of(version: str) -> str:
     return ".".join(str(version).lstrip("v").split(".")[:2])
 
 
-def _taint_patch(taints: list[dict[str, Any]]) -> str:
-    doc = {"kind": "JoinConfiguration", "nodeRegistration": {"taints": [
-        {k: t[k] for k in ("key", "value", "effect") if k in t} for t in taints
-    ]}}
+def _join_patch(name: str, taints: list[dict[str, Any]]) -> str:
+    registration: dict[str, Any] = {"name": name}
+    if taints:
+        registration["taints"] = [{k: t[k] for k in ("key", "value", "effect") if k in t} for t in taints]
+    return yaml.safe_dump({"kind": "JoinConfiguration", "nodeRegistration": registration}, sort_keys=False)
+
+
+def _apiserver_patch(runtime_config: dict[str, str], gates: dict[str, bool]) -> str:
+    """kubelet-preferred-address-types for the API server; kind's own extraArgs (runtime-config,
+    feature-gates) are repeated because a merge patch replaces the whole list."""
+    args = [{"name": "runtime-config", "value": ",".join(f"{k}={v}" for k, v in sorted(runtime_config.items()))}]
+    if gates:
+        args.append({"name": "feature-gates",
+                     "value": ",".join(f"{k}={str(v).lower()}" for k, v in sorted(gates.items()))})
+    args.append({"name": "kubelet-preferred-address-types", "value": "InternalIP,Hostname"})
+    doc = {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "ClusterConfiguration", "apiServer": {"extraArgs": args}}
     return yaml.safe_dump(doc, sort_keys=False)
 
 
@@ -49,12 +72,18 @@ def kind_config(
     *,
     cluster_name: str = "labkit",
     allow_cgroup_v1: bool = False,
+    restrict_oom_score_adj: bool = False,
+    node_image_override: str | None = None,
 ) -> dict[str, Any]:
-    """The ``kind.x-k8s.io/v1alpha4`` Cluster document for a cluster profile."""
+    """The ``kind.x-k8s.io/v1alpha4`` Cluster document for a cluster profile.
+
+    `allow_cgroup_v1` adds ``failCgroupV1: false`` to every kubelet (hosts on cgroup v1);
+    `restrict_oom_score_adj` is for hosts whose bounding set lacks CAP_SYS_RESOURCE.
+    """
     profile = load_profile(profile)
     version = profile.kubernetes_version
     minor = minor_of(version)
-    image = node_image(version)
+    image = node_image_override or os.environ.get(NODE_IMAGE_ENV) or node_image(version)
     gates = dict(profile.feature_gates)
 
     runtime_config: dict[str, str] = {}
@@ -73,21 +102,20 @@ def kind_config(
             labels[MIG_LABEL] = node.mig_mode
         labels.update(node.labels)
         worker: dict[str, Any] = {"role": "worker", "image": image, "labels": labels}
-        patches = []
-        if node.taints:
-            patches.append(_taint_patch(node.taints))
+        patches = [_join_patch(node.name, node.taints)]
         if allow_cgroup_v1:
             patches.append(_cgroup_v1_patch())
-        if patches:
-            worker["kubeadmConfigPatches"] = patches
+        worker["kubeadmConfigPatches"] = patches
         nodes.append(worker)
 
+    containerd = [CDI_PATCH] + ([OOM_PATCH] if restrict_oom_score_adj else [])
     config: dict[str, Any] = {
         "kind": "Cluster",
         "apiVersion": "kind.x-k8s.io/v1alpha4",
         "name": cluster_name,
         "nodes": nodes,
-        "containerdConfigPatches": [CDI_PATCH],
+        "containerdConfigPatches": containerd,
+        "kubeadmConfigPatches": [_apiserver_patch(runtime_config, gates)],
     }
     if gates:
         config["featureGates"] = dict(sorted(gates.items()))

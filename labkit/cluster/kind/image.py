@@ -67,6 +67,13 @@ def _logical_lines(text: str) -> list[str]:
     return lines
 
 
+def _expand(word: str, args: dict[str, str]) -> str:
+    """``${NAME}`` / ``$NAME`` of a FROM line, replaced by the build args' defaults."""
+    for name, value in args.items():
+        word = word.replace("${" + name + "}", value).replace("$" + name, value)
+    return word
+
+
 def _json_or_shell(arg: str) -> list[str]:
     import json
 
@@ -88,11 +95,15 @@ def build_image_tree(
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     tree = ImageTree(root=dest)
+    build_args: dict[str, str] = {}
     for line in _logical_lines(Path(dockerfile).read_text()):
         instr, _, arg = line.partition(" ")
         instr = instr.upper()
-        if instr == "FROM":
-            tree.base = arg.split()[0]
+        if instr == "ARG" and not tree.base:  # an ARG before FROM: its default names the base
+            name, _, default = arg.strip().partition("=")
+            build_args[name] = default
+        elif instr == "FROM":
+            tree.base = _expand(arg.split()[0], build_args)
         elif instr == "WORKDIR":
             tree.workdir = arg if arg.startswith("/") else os.path.join(tree.workdir, arg)
             tree.path(tree.workdir).mkdir(parents=True, exist_ok=True)

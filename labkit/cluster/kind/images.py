@@ -1,6 +1,24 @@
-"""kind releases and node images, pinned by digest (kind requires digests for images built per release)."""
+"""kind releases and node images, pinned by digest (kind requires digests for images built per release),
+and the small local images the kind backend runs.
+
+``LABKIT_KIND_NODE_IMAGE`` (read in labkit.cluster.kind.config) replaces the pinned node image;
+labkit's own tests set it to the offline image ``tools/build-kind-node-image.sh`` builds.
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
+
+_REPO_ROOT = Path(__file__).resolve().parents[3]
+
+#: the stand-in for workload images a kind cluster cannot pull or run (``vllm/vllm-openai``,
+#: ``pytorch/pytorch``...): prints its environment (where CDI puts a claim's devices) and sleeps;
+#: ``env`` inside it prints the environment and exits. Its command line gets the original
+#: command and arguments, which it prints first.
+WORKLOAD_IMAGE = "labkit/workload:dev"
+#: an ordinary Dockerfile for it (``docker build -t WORKLOAD_IMAGE tools/kind-workload``);
+#: labkit's tests build the same image without a registry (tools/build-test-images.sh)
+WORKLOAD_DOCKERFILE = _REPO_ROOT / "tools" / "kind-workload" / "Dockerfile"
 
 #: the kind release the images below were published with
 KIND_VERSION = "v0.33.0"

@@ -32,16 +32,23 @@ class Runner(ABC):
 
 
 class SubprocessRunner(Runner):
-    def __init__(self, log: Callable[[str], None] | None = None):
+    """`timeout`: seconds per command (None: no limit); a command that overruns is reported as
+    failed (exit code 124, like timeout(1)) instead of hanging the caller."""
+
+    def __init__(self, log: Callable[[str], None] | None = None, timeout: float | None = None):
         self.log = log
+        self.timeout = timeout
 
     def run(self, cmd, *, input=None, check=True, env=None):
         if self.log:
             self.log("$ " + shlex.join(cmd))
         try:
-            result = subprocess.run(list(cmd), input=input, capture_output=True, text=True, env=env)
+            result = subprocess.run(list(cmd), input=input, capture_output=True, text=True, env=env,
+                                    timeout=self.timeout)
         except FileNotFoundError:
             result = subprocess.CompletedProcess(list(cmd), 127, "", f"{cmd[0]}: command not found")
+        except subprocess.TimeoutExpired:
+            result = subprocess.CompletedProcess(list(cmd), 124, "", f"{cmd[0]}: no answer after {self.timeout:.0f}s")
         if check and result.returncode != 0:
             raise CommandError(cmd, result)
         return result

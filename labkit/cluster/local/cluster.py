@@ -44,14 +44,20 @@ class LocalCluster(Cluster):
     Options: `state_dir` (default: a fresh temp dir, short enough for unix sockets), `keep`
     (leave the state dir after `down()`), `build` (build missing binaries with Go; slow),
     `exact` (never emulate: a 1.36 profile needs 1.36 binaries), `start_timeout` seconds per
-    component. Without exact binaries for the profile's minor, the 1.37 binaries run with
-    ``--emulated-version`` (see `emulated_version`).
+    component, `reuse` (default True: attach to a cluster of the same profile that
+    `labkit cluster up --backend local` left running; see `labkit.cluster.local.serve`). Without
+    exact binaries for the profile's minor, the 1.37 binaries run with ``--emulated-version``
+    (see `emulated_version`).
+
+    An attached cluster's `down()` deletes what this connection applied and leaves the cluster
+    running; `labkit cluster down --backend local --profile P` stops it.
     """
 
     backend = "local"
 
     def __init__(self, *, progress: bool = True, state_dir: str | Path | None = None, keep: bool = False,
-                 build: bool = True, exact: bool = False, start_timeout: float = 120.0, **kw: Any) -> None:
+                 build: bool = True, exact: bool = False, start_timeout: float = 120.0, reuse: bool = True,
+                 **kw: Any) -> None:
         super().__init__(progress=progress, **kw)
         self._state_arg = Path(state_dir) if state_dir else None
         self.keep = keep
@@ -70,6 +76,10 @@ class LocalCluster(Cluster):
         self.server = ""
         self.timings: dict[str, float] = {}
         self._gates: dict[str, bool] = {}
+        self.reuse = reuse
+        #: the run state of the server process this connection attached to (None: we own the cluster)
+        self.attached: dict[str, Any] | None = None
+        self._applied: list[tuple[str, str, str | None]] = []
 
     # -- lifecycle -----------------------------------------------------------------------------
     @property
@@ -80,11 +90,17 @@ class LocalCluster(Cluster):
 
     def up(self, profile: Any = "workshop") -> LocalCluster:
         from labkit.api.features import FeatureGateError, resolve_gates
-        from labkit.cluster.profiles import load_profile
+        from labkit.sim.profiles import load_profile
 
-        if self.sup is not None:
+        if self.sup is not None or self.attached is not None:
             raise ClusterError("local cluster: already up; call down() before up() again")
         prof = load_profile(profile)
+        if self.reuse:
+            from labkit.cluster.local import serve
+
+            state = serve.running_state(prof.name)
+            if state is not None:
+                return self._attach(prof, state)
         limit = int(os.environ.get("LABKIT_LOCAL_MAX_NODES", "32"))
         if len(prof.nodes) > limit:
             raise ClusterError(
@@ -130,6 +146,27 @@ class LocalCluster(Cluster):
         self.timings["total"] = round(time.monotonic() - t0, 2)
         return self
 
+    def _attach(self, prof: Any, state: dict[str, Any]) -> LocalCluster:
+        """Use the cluster a `labkit.cluster.local.serve` process keeps running."""
+        import yaml
+
+        from labkit.cluster import runstate
+
+        if state.get("fingerprint") != runstate.fingerprint(prof):
+            raise ClusterError(f"local: the running cluster of profile {prof.name} was made from another version of "
+                               f"the profile; `labkit cluster down --backend local --profile {prof.name}` first")
+        kc = yaml.safe_load(Path(state["kubeconfig"]).read_text())
+        cluster, user = kc["clusters"][0]["cluster"], kc["users"][0]["user"]
+        self.kube = Kube(cluster["server"], user["token"], cluster["certificate-authority"])
+        self.kube.discover()
+        self.profile, self._gates = prof, dict(state.get("gates") or {})
+        self.server = state["server"]
+        self.state_dir = Path(state["stateDir"])
+        self.kubernetes_version = state.get("kubernetesVersion", "")
+        self.emulated_version = state.get("emulatedVersion")
+        self.attached = state
+        return self
+
     def _start_control_plane(self) -> None:
         assert self.sup and self.state_dir and self.binaries and self.profile
         keys = pki.generate(self.state_dir / "pki")
@@ -162,7 +199,7 @@ class LocalCluster(Cluster):
                 raise
 
     def _create_nodes(self) -> None:
-        from labkit.cluster.profiles import DEFAULT_ALLOCATABLE
+        from labkit.sim.profiles import DEFAULT_ALLOCATABLE
 
         assert self.kube and self.profile
         objs = [nodes.node_object(n, self.kubernetes_version, DEFAULT_ALLOCATABLE) for n in self.profile.nodes]
@@ -250,8 +287,20 @@ class LocalCluster(Cluster):
 
     def down(self) -> None:
         """Stop everything (agents, plugins, scheduler, controller-manager, apiserver, etcd, in that
-        order), kill what does not stop in time, remove the state dir unless `keep`."""
+        order), kill what does not stop in time, remove the state dir unless `keep`. Attached to a
+        cluster that `labkit cluster up` left running: delete what this connection applied, detach."""
         atexit.unregister(self.down)
+        if self.attached is not None:
+            from labkit.cluster import runstate
+
+            try:
+                if self.kube is not None and pid_alive(int(self.attached.get("pid", 0))):
+                    runstate.remove_applied(self, self._applied)
+            finally:
+                if self.kube is not None:
+                    self.kube.close()
+                self.kube, self.attached, self.state_dir = None, None, None
+            return
         try:
             if self.heartbeats is not None:
                 self.heartbeats.stop()
@@ -295,6 +344,10 @@ class LocalCluster(Cluster):
             meta = obj.get("metadata") or {}
             try:
                 out.append(self._api().apply(obj))
+                if self.attached is not None:
+                    from labkit.cluster import runstate
+
+                    runstate.remember(self._applied, out[-1:])
                 if obj.get("kind") == "Namespace" and meta.get("name"):
                     self._default_service_account(meta["name"])  # pods may follow right away
             except ApiError as exc:
@@ -378,6 +431,10 @@ class LocalCluster(Cluster):
         return False
 
     def _check_alive(self) -> None:
+        if self.attached is not None and not pid_alive(int(self.attached.get("pid", 0))):
+            raise ClusterError(f"local cluster: its server (pid {self.attached.get('pid')}) is gone; see "
+                               f"{self.attached.get('log')}; start it again with "
+                               f"`labkit cluster up --backend local --profile {self.profile.name}`")
         dead = [c for c in (self.sup.dead() if self.sup else [])]
         if dead:
             c = dead[0]
@@ -397,23 +454,35 @@ class LocalCluster(Cluster):
     def placements(self) -> PlacementTable:
         return build_placements(self.list("pods"), self.list("resourceclaims"), self.list("resourceslices"))
 
-    def pod_env(self, pod: str, namespace: str = "default") -> dict[str, str]:
+    def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
         obj = self.get("pods", pod, namespace)
+        self._check_container(obj, container)
         raw = (obj["metadata"].get("annotations") or {}).get(ENV_ANNOTATION)
         return json.loads(raw) if raw else {}
 
     def explain(self, pod: str, namespace: str = "default") -> str:
-        from labkit.cluster.local.explain import explain_pod
+        from labkit.cluster.explain_live import explain_pod
 
-        return explain_pod(self, self.get("pods", pod, namespace))
+        uid = self.get("pods", pod, namespace)["metadata"]["uid"]
+        extra = [f"  node agent {a.node}: {a.errors[uid]}" for a in self.agents.values() if a.errors.get(uid)]
+        return explain_pod(self, pod, namespace, kubernetes_version=self.profile.kubernetes_version, extra=extra)
 
     def status(self) -> str:
         """A short human summary (the `Cluster.status()` contract); `status_info()` has the data."""
         info = self.status_info()
         name = getattr(self.profile, "name", self.profile)
         if not info["server"]:
-            return (f"local cluster, profile {name}: not running in this process "
-                    f"(start one with `labkit cluster up --backend local --profile {name}`)")
+            from labkit.cluster.local import serve
+
+            state = serve.running_state(str(name))
+            if state is None:
+                return (f"local cluster, profile {name}: not running "
+                        f"(start one with `labkit cluster up --backend local --profile {name}`)")
+            version = state["kubernetesVersion"] + (f" (emulating {state['emulatedVersion']})"
+                                                    if state.get("emulatedVersion") else "")
+            return "\n".join([f"local cluster, profile {name}, Kubernetes {version}", f"  server {state['server']}",
+                              f"  kubeconfig {state['kubeconfig']}",
+                              f"  server process pid {state['pid']} (log {state['log']})"])
         version = info["kubernetesVersion"] + (f" (emulating {info['emulatedVersion']})"
                                                 if info.get("emulatedVersion") else "")
         lines = [f"local cluster, profile {name}, Kubernetes {version}", f"  server {info['server']}",

@@ -52,17 +52,29 @@ _DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDis
                      "application/json")
 
 
-class Kube:
-    """Talks to `server` with a bearer `token`, trusting `ca_cert`."""
+def _bearer(cfg: k8s.Configuration) -> str | None:
+    """The Authorization header value a Configuration carries (a token; None with client certificates)."""
+    setting = cfg.auth_settings().get("BearerToken") or {}
+    return setting.get("value") or None
 
-    def __init__(self, server: str, token: str, ca_cert: str) -> None:
-        cfg = k8s.Configuration()
-        cfg.host = server
-        cfg.ssl_ca_cert = ca_cert
-        cfg.api_key = {"authorization": token}
-        cfg.api_key_prefix = {"authorization": "Bearer"}
-        self.server = server
-        self._auth = f"Bearer {token}"
+
+class Kube:
+    """Talks to `server` with a bearer `token`, trusting `ca_cert`; or, with `configuration` (a
+    kubernetes-client Configuration, e.g. from a kubeconfig), with whatever credentials it holds
+    (token, client certificate, exec plugin)."""
+
+    def __init__(self, server: str = "", token: str = "", ca_cert: str | None = None, *,
+                 configuration: k8s.Configuration | None = None) -> None:
+        cfg = configuration
+        if cfg is None:
+            cfg = k8s.Configuration()
+            cfg.host = server
+            cfg.ssl_ca_cert = ca_cert
+            cfg.api_key = {"authorization": token}
+            cfg.api_key_prefix = {"authorization": "Bearer"}
+        self._cfg = cfg
+        self.server = cfg.host.rstrip("/")
+        self._auth = _bearer(cfg)
         self._api = k8s.ApiClient(cfg)
         self._pool = self._api.rest_client.pool_manager
         self._by_kind: dict[str, list[Resource]] = {}
@@ -73,7 +85,12 @@ class Kube:
                 content_type: str = "application/json", accept: str = "application/json",
                 timeout: float = 30.0) -> Any:
         url = self.server + path + (("?" + urlencode(params)) if params else "")
-        headers = {"Authorization": self._auth, "Accept": accept}
+        if self._cfg.refresh_api_key_hook is not None:  # exec/OIDC credentials from a kubeconfig
+            self._cfg.refresh_api_key_hook(self._cfg)
+            self._auth = _bearer(self._cfg)
+        headers = {"Accept": accept}
+        if self._auth:
+            headers["Authorization"] = self._auth
         data = None
         if body is not None:
             headers["Content-Type"] = content_type

@@ -1,6 +1,6 @@
 """Cluster profiles: which nodes a cluster has and what hardware each one carries.
 
-A profile is YAML in `clusters/<name>.yaml`::
+A profile is YAML, `<name>.yaml` in a profile directory::
 
     name: workshop
     description: one DGX A100 and two T4 inference nodes
@@ -18,8 +18,9 @@ A profile is YAML in `clusters/<name>.yaml`::
         nodeProfile: t4-inference
 
 `load_profile` accepts a profile name, a path, a dict, or a ClusterProfile. Names are looked up
-in $LABKIT_CLUSTERS_DIR, then `clusters/` at the repository root (next to the labkit package,
-which is where an editable install from a clone finds it), then `./clusters`.
+in the directories of $LABKIT_CLUSTERS_PATH (a list like PATH, first wins), then `./clusters`,
+then the profiles shipped in the package (labkit/sim/clusters/): put your own profiles in one of
+the first two to add to or override the shipped ones.
 """
 
 from __future__ import annotations
@@ -30,17 +31,19 @@ from pathlib import Path
 from typing import Any
 
 from labkit.api.load import LoadError, read_documents
-from labkit.cluster.base import ClusterError
 from labkit.errors import InputError
 
-REPO_CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
+#: the profiles shipped with labkit (package data)
+PACKAGE_CLUSTERS = Path(__file__).resolve().parent / "clusters"
+#: environment variable: more profile directories, separated like PATH (os.pathsep)
+PATH_ENV = "LABKIT_CLUSTERS_PATH"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 #: a profile entry's `count` above this is refused (the sim builds every node in memory)
 MAX_NODES = 20_000
 DEFAULT_ALLOCATABLE = {"cpu": "64", "memory": "512Gi", "pods": "110"}
 
 
-class ProfileError(InputError, ClusterError):
+class ProfileError(InputError, ValueError):
     """A cluster profile that cannot be used; the message names file, field path and fix."""
 
 
@@ -81,11 +84,9 @@ class ClusterProfile:
 
 
 def search_dirs() -> list[Path]:
-    dirs = []
-    if os.environ.get("LABKIT_CLUSTERS_DIR"):
-        dirs.append(Path(os.environ["LABKIT_CLUSTERS_DIR"]))
-    dirs += [REPO_CLUSTERS, Path.cwd() / "clusters"]
-    return dirs
+    """Where profile names are looked up, first wins: $LABKIT_CLUSTERS_PATH, ./clusters, the package's."""
+    dirs = [Path(d) for d in os.environ.get(PATH_ENV, "").split(os.pathsep) if d]
+    return [*dirs, Path.cwd() / "clusters", PACKAGE_CLUSTERS]
 
 
 def profile_names() -> list[str]:
@@ -108,7 +109,8 @@ def find_profile(name: str) -> Path:
         if cand.is_file():
             return cand
     known = ", ".join(profile_names()) or "(none found)"
-    raise ProfileError(f"cluster profile {name!r} not found; known profiles: {known} (or pass a path to a YAML file)")
+    raise ProfileError(f"cluster profile {name!r} not found; known profiles: {known} (or pass a path to a YAML file, "
+                       f"or put {name}.yaml in ./clusters or a directory listed in ${PATH_ENV})")
 
 
 def load_profile(source: str | Path | dict | ClusterProfile) -> ClusterProfile:

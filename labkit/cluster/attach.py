@@ -1,0 +1,259 @@
+"""The `kubeconfig` backend: attach to an existing cluster (any conformant one serving
+resource.k8s.io/v1) through a kubeconfig, read-only unless asked.
+
+    c = connect("kubeconfig", context="prod", kubeconfig="~/.kube/config")
+    print(c.explain("trainer-0", "ml"))          # why is it Pending?
+    c.placements(); c.events(); c.list("ResourceSlice")
+
+Credentials are whatever the kubeconfig holds (token, client certificate, exec plugin), read by
+the kubernetes client. The server's /version picks the allocator profile used by `explain`.
+Writes (`apply`, `delete`) are refused unless `read_only=False`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from labkit.cluster.base import Cluster, ClusterError, NotFound, Source, register_backend
+from labkit.cluster.placements import PlacementTable, build_placements
+from labkit.sim.kinds import canonical_kind, is_namespaced
+
+
+def _resource_name(kind: str) -> str:
+    from labkit.sim.kinds import API_VERSIONS
+
+    kind = canonical_kind(kind)
+    group = API_VERSIONS.get(kind, "v1").rpartition("/")[0]
+    plural = kind.lower() + ("es" if kind.endswith("s") else "s")
+    return f"{plural}.{group}" if group else plural
+
+
+class KubeconfigCluster(Cluster):
+    """An existing cluster reached through a kubeconfig (see the module doc)."""
+
+    backend = "kubeconfig"
+
+    def __init__(self, *, kubeconfig: str | Path | None = None, context: str | None = None,
+                 read_only: bool = True, progress: bool = True, request_timeout: float = 15.0, **kw: Any) -> None:
+        super().__init__(progress=progress, **kw)
+        self.kubeconfig_path = Path(os.path.expanduser(str(kubeconfig))) if kubeconfig else None
+        self.context = context
+        self.read_only = read_only
+        self.request_timeout = request_timeout
+        self.kube: Any = None
+        self.server = ""
+        self.server_version = ""  # gitVersion from /version, e.g. "v1.37.0"
+        self._gates: dict[str, bool] | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def up(self, profile: Any = None) -> KubeconfigCluster:
+        """Attach (the profile argument is ignored: the cluster is what it is)."""
+        from kubernetes import client as k8s
+        from kubernetes.config.config_exception import ConfigException
+        from kubernetes.config.kube_config import list_kube_config_contexts, load_kube_config
+
+        from labkit.cluster.local.kube import Kube
+
+        path = self.kubeconfig_path or Path(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]
+                                            ).expanduser()
+        if not path.is_file():
+            raise ClusterError(f"kubeconfig {path}: no such file; pass kubeconfig=PATH (--kubeconfig) or set $KUBECONFIG")
+        try:
+            contexts, current = list_kube_config_contexts(str(path))
+        except (ConfigException, ValueError, OSError) as exc:
+            raise ClusterError(f"kubeconfig {path}: cannot read it ({exc}); check the file is a kubeconfig") from None
+        names = [c.get("name") for c in contexts or []]
+        if self.context is None:
+            if not current:
+                raise ClusterError(f"kubeconfig {path}: no current-context; pass context=NAME (--context), one of: "
+                                   f"{', '.join(names) or '(none)'}")
+            self.context = current["name"]
+        elif self.context not in names:
+            raise ClusterError(f"kubeconfig {path}: no context {self.context!r}; use one of: "
+                               f"{', '.join(names) or '(none)'}")
+        cfg = k8s.Configuration()
+        try:
+            load_kube_config(config_file=str(path), context=self.context, client_configuration=cfg,
+                             persist_config=False)
+        except (ConfigException, ValueError, OSError) as exc:
+            raise ClusterError(f"kubeconfig {path}, context {self.context}: {exc}; fix the context's cluster/user "
+                               "entries") from None
+        self.kube = Kube(configuration=cfg)
+        self.server = self.kube.server
+        self.where = f"context {self.context} ({self.server})"
+        version = self._call(lambda: self.kube.request("GET", "/version", timeout=self.request_timeout), "/version")
+        self.server_version = str(version.get("gitVersion", "")) if isinstance(version, dict) else ""
+        self._call(self.kube.discover, "API discovery")
+        try:
+            self.kube.resource("ResourceSlice", "resource.k8s.io/v1")
+        except Exception:  # noqa: BLE001 - ApiError: not served
+            raise ClusterError(f"{self.where} does not serve resource.k8s.io/v1 (Kubernetes {self.server_version}); "
+                               "DRA's v1 API needs Kubernetes 1.34 or newer") from None
+        self.profile = self._describe()
+        return self
+
+    def _describe(self) -> Any:
+        from labkit.api.features import DEFAULT_VERSION, SUPPORTED_VERSIONS
+        from labkit.sim.profiles import ClusterProfile, NodeSpec
+
+        parts = self.server_version.lstrip("v").split(".")
+        minor = ".".join(parts[:2])
+        nodes = [NodeSpec(name=n["metadata"]["name"],
+                          node_profile=(n["metadata"].get("labels") or {}).get("fake-gpus.dev/node-profile", "(live)"))
+                 for n in self.list("Node")]
+        return ClusterProfile(name=self.context or "kubeconfig", nodes=nodes,
+                              kubernetes_version=minor if minor in SUPPORTED_VERSIONS else DEFAULT_VERSION,
+                              description=f"attached through kubeconfig {self.where}", source=str(self.kubeconfig_path))
+
+    def down(self) -> None:
+        """Detach (the cluster itself is not touched)."""
+        if self.kube is not None:
+            self.kube.close()
+            self.kube = None
+
+    def _call(self, fn: Callable[[], Any], what: str) -> Any:
+        """Run one API call; every failure becomes one line naming the server, the call and the fix."""
+        import urllib3
+
+        from labkit.cluster.local.kube import ApiError
+
+        if self.kube is None:
+            raise ClusterError("kubeconfig cluster: not attached; use connect('kubeconfig', context=...)")
+        try:
+            return fn()
+        except ApiError as exc:
+            if exc.status == 401:
+                raise ClusterError(f"{self.where}: {what}: Unauthorized: the context's credentials were not accepted "
+                                   "(expired token or certificate?); refresh them in the kubeconfig") from None
+            if exc.status == 403:
+                raise ClusterError(f"{self.where}: {what}: forbidden by RBAC ({exc.message}); ask for a (Cluster)Role "
+                                   "granting get/list on it, or use a context with more rights") from None
+            if exc.status == 404:
+                raise NotFound(exc.message) from None
+            raise ClusterError(f"{self.where}: {what}: {exc.message}") from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            raise ClusterError(f"cannot reach the API server of {self.where}: {what}: {reason}; check the server "
+                               "address in the kubeconfig and that the cluster is running") from None
+
+    # -- objects ---------------------------------------------------------------------------
+    def _refuse(self, verb: str) -> None:
+        if self.read_only:
+            raise ClusterError(f"{verb} refused: the kubeconfig cluster {self.context} is attached read-only; "
+                               "connect('kubeconfig', ..., read_only=False) to write to it")
+
+    def apply(self, source: Source) -> list[dict]:
+        from labkit.cluster.sim import load_source
+
+        self._refuse("apply")
+        out = []
+        for obj in load_source(source):
+            m = obj.get("metadata") or {}
+            out.append(self._call(lambda o=obj: self.kube.apply(o), f"apply {obj.get('kind')} {m.get('name')}"))
+        return out
+
+    def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
+        self._refuse("delete")
+        self._call(lambda: self.kube.delete(canonical_kind(kind), name, namespace), f"delete {kind} {name}")
+
+    def get(self, kind: str, name: str, namespace: str | None = "default") -> dict:
+        kind = canonical_kind(kind)
+        ns = namespace if is_namespaced(kind) else None
+        try:
+            obj = self._call(lambda: self.kube.get(kind, name, ns), f"get {_resource_name(kind)} {name}")
+        except NotFound:
+            where = f" in namespace {namespace}" if ns else ""
+            raise NotFound(f'{kind} "{name}" not found{where}') from None
+        obj.setdefault("kind", kind)
+        return obj
+
+    def list(self, kind: str, namespace: str | None = None) -> list[dict]:
+        kind = canonical_kind(kind)
+        items = self._call(lambda: self.kube.list(kind, namespace if is_namespaced(kind) else None),
+                           f"list {_resource_name(kind)}")
+        return sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+
+    # -- running ---------------------------------------------------------------------------
+    def wait(self, until: Callable[[Cluster], bool] | None = None, timeout: float = 60.0) -> bool:
+        """Poll until `until(self)` holds, or until no pod's phase/node changed for a few seconds."""
+        deadline = time.monotonic() + timeout
+        previous, quiet_since = None, time.monotonic()
+        while time.monotonic() < deadline:
+            if until is not None:
+                if until(self):
+                    return True
+            else:
+                now = [(p["metadata"]["name"], (p.get("status") or {}).get("phase"), (p.get("spec") or {}).get("nodeName"))
+                       for p in self.list("Pod")]
+                if now != previous:
+                    previous, quiet_since = now, time.monotonic()
+                elif time.monotonic() - quiet_since > 3.0:
+                    return True
+            time.sleep(0.5)
+        return False
+
+    def events(self) -> list[dict]:
+        def when(e: dict) -> str:
+            return (e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp")
+                    or e["metadata"].get("creationTimestamp") or "")
+
+        return sorted(self.list("Event"), key=when)
+
+    # -- looking ---------------------------------------------------------------------------
+    def placements(self) -> PlacementTable:
+        return build_placements(self.list("Pod"), self.list("ResourceClaim"), self.list("ResourceSlice"))
+
+    def explain(self, pod: str, namespace: str = "default") -> str:
+        from labkit.cluster.explain_live import explain_pod
+
+        return explain_pod(self, pod, namespace)
+
+    def pod_env(self, pod: str, namespace: str = "default") -> dict[str, str]:
+        """The CDI environment when labkit's local node agent recorded it, else a pointer to kubectl exec."""
+        from labkit.cluster.local.agent import ENV_ANNOTATION
+
+        obj = self.get("Pod", pod, namespace)
+        raw = (obj["metadata"].get("annotations") or {}).get(ENV_ANNOTATION)
+        if raw is None:
+            raise ClusterError(f"pod {namespace}/{pod}: its environment is inside the container; read it with "
+                               f"`kubectl --context {self.context} exec -n {namespace} {pod} -- env`")
+        return json.loads(raw)
+
+    def feature_gates(self) -> dict[str, bool]:
+        """DRA feature gates as the API server reports them (its /metrics), {} when it may not be read."""
+        if self._gates is None:
+            from labkit.api.features import FEATURE_DEFAULTS
+
+            known = set().union(*FEATURE_DEFAULTS.values())
+            gates: dict[str, bool] = {}
+            try:
+                text = self._call(lambda: self.kube.request("GET", "/metrics", accept="text/plain"), "/metrics")
+            except ClusterError:
+                text = ""
+            for line in str(text).splitlines():
+                if line.startswith("kubernetes_feature_enabled{"):
+                    labels, _, value = line.rpartition(" ")
+                    name = labels.split('name="', 1)[-1].split('"', 1)[0]
+                    if name in known:
+                        gates[name] = value.strip() in ("1", "1.0")
+            self._gates = gates
+        return dict(self._gates)
+
+    def status(self) -> str:
+        if self.kube is None:
+            return "kubeconfig cluster (not attached)"
+        nodes = self.profile.nodes if self.profile else []
+        mode = "read-only" if self.read_only else "read-write"
+        return (f"kubeconfig cluster: {self.where}, Kubernetes {self.server_version}, {len(nodes)} node(s), "
+                f"{len(self.list('ResourceSlice'))} ResourceSlices, {mode}")
+
+    def __repr__(self) -> str:
+        return f"<KubeconfigCluster context={self.context!r} server={self.server!r} read_only={self.read_only}>"
+
+
+register_backend("kubeconfig", KubeconfigCluster)

@@ -1,0 +1,106 @@
+"""`explain(pod)` for every backend that talks to a real API server (local, kind, kubeconfig).
+
+The live cluster's Nodes, DeviceClasses, ResourceSlices, claims, templates, pods and taint rules are
+read once and restored into a throwaway sim (`labkit.sim`, bound pods and allocations kept as they
+are); the sim scheduler then tries the pod on every node with labkit's allocator, and the answer is
+printed in the sim's own format (`labkit.cluster.explain`). Below it: what the real scheduler said
+(the PodScheduled condition and the pod's latest events).
+
+    from labkit.cluster.explain_live import explain_pod
+    print(explain_pod(cluster, "trainer", "default"))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from labkit.cluster.base import ClusterError
+from labkit.cluster.explain import explain_pod as format_explanation
+from labkit.cluster.snapshot import cluster_state
+
+#: events shown under the explanation
+MAX_EVENTS = 5
+
+
+def allocator_version(cluster: Any, kubernetes_version: str | None = None) -> str:
+    """The minor ("1.36") whose allocator profile applies: the argument, the server's version
+    (`cluster.server_version`), else the cluster profile's. One line for versions labkit does not model."""
+    from labkit.api.features import SUPPORTED_VERSIONS
+
+    raw = kubernetes_version or getattr(cluster, "server_version", None) or getattr(
+        getattr(cluster, "profile", None), "kubernetes_version", None) or "1.37"
+    parts = str(raw).strip().lstrip("v").split(".")
+    minor = ".".join(p.split("-")[0].rstrip("+") for p in parts[:2])
+    if minor not in SUPPORTED_VERSIONS:
+        raise ClusterError(f"the cluster runs Kubernetes {raw}; labkit's allocator models {SUPPORTED_VERSIONS[0]}-"
+                           f"{SUPPORTED_VERSIONS[-1]} only, so it cannot explain or simulate this cluster "
+                           "(list/get/placements/events still work)")
+    return minor
+
+
+def cluster_gates(cluster: Any) -> dict[str, bool]:
+    """Feature gates the cluster runs with, as far as the backend knows them (else the version's defaults)."""
+    gates = getattr(cluster, "feature_gates", None)
+    if callable(gates):
+        gates = gates()
+    if gates is None:
+        gates = getattr(cluster, "_gates", None) or dict(getattr(getattr(cluster, "profile", None), "feature_gates", None)
+                                                         or {})
+    return dict(gates or {})
+
+
+def restored_sim(cluster: Any, objs: list[dict] | None = None, kubernetes_version: str | None = None) -> Any:
+    """A `labkit.sim.engine.Sim` holding the live cluster's state (not run: nothing moved yet)."""
+    from labkit.sim.engine import Sim
+    from labkit.sim.state import StateError, load_state, profile_for_state
+
+    version = allocator_version(cluster, kubernetes_version)
+    try:
+        objs = load_state(objs if objs is not None else cluster_state(cluster))
+        profile = profile_for_state(objs, name=f"live {cluster.backend} cluster", kubernetes_version=version,
+                                    feature_gates=cluster_gates(cluster))
+    except StateError as exc:
+        raise ClusterError(str(exc)) from None
+    return Sim(profile, state=objs)
+
+
+def _scheduler_lines(pod: dict, events: list[dict]) -> list[str]:
+    lines = []
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            lines.append(f"  kube-scheduler says: {c.get('reason', '')}: {c.get('message', '')}".rstrip(": "))
+    uid = pod["metadata"].get("uid")
+    mine = [e for e in events if (e.get("involvedObject") or e.get("regarding") or {}).get("uid") == uid]
+    for e in mine[-MAX_EVENTS:]:
+        src = (e.get("source") or {}).get("component") or e.get("reportingComponent") or e.get("reportingController") or ""
+        lines.append(f"  event {e.get('type', '')} {e.get('reason', '')} ({src}): {e.get('message') or e.get('note', '')}")
+    return lines
+
+
+def explain_pod(cluster: Any, pod: str, namespace: str = "default", *, kubernetes_version: str | None = None,
+                extra: Iterable[str] = ()) -> str:
+    """Why `namespace/pod` is where it is, or why it is Pending, on a live cluster (see the module doc)."""
+    live = cluster.get("Pod", pod, namespace)
+    sim = restored_sim(cluster, kubernetes_version=kubernetes_version)
+    spod = sim.store.get("Pod", pod, namespace)
+    if spod is None:  # the pod went away between get and list
+        raise ClusterError(f'Pod "{pod}" not found in namespace {namespace} (it was just deleted)')
+    spec = spod.get("spec") or {}
+    attempt = None
+    if not spec.get("nodeName") and not spec.get("schedulingGates"):
+        attempt = sim.scheduler.attempt(spod)
+    if attempt is not None and attempt.node:
+        devs = []
+        for key, result in sorted(attempt.allocations.items()):
+            for r in (result.get("devices") or {}).get("results") or []:
+                devs.append(f"{key.split('/', 1)[1]}/{r.get('request')} -> {r.get('pool')}/{r.get('device')}")
+        text = (f"Pod {namespace}/{pod} is Pending, but it fits now: labkit's scheduler would place it on node "
+                f"{attempt.node}" + (f" ({', '.join(devs)})" if devs else "") + ". The real scheduler has not "
+                "retried it yet (it retries after a backoff of up to 5 minutes, or at once when a node, slice or "
+                "claim changes).")
+    else:
+        text = format_explanation(spod, attempt, None,
+                                  lambda name: sim.store.get("ResourceClaim", name, namespace))
+    lines = [text, *_scheduler_lines(live, cluster.events()), *extra]
+    return "\n".join(lines)

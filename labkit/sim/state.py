@@ -1,0 +1,129 @@
+"""A cluster's state from a dump (``labkit snapshot`` or ``kubectl get ... -A -o yaml``), for a sim
+that starts where a real cluster is.
+
+    objs = load_state("dump.yaml")          # checked: kinds, apiVersions, names
+    sim = Sim(profile_for_state(objs), state=objs)
+
+The dump keeps uids, allocations, reservations and bindings; `Sim` restores them as they are (no
+re-scheduling of bound pods, no re-allocation of allocated claims).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from labkit.sim.profiles import ClusterProfile, NodeSpec
+
+#: the kinds a state dump holds, with the apiVersion labkit reads them in (restore order)
+STATE_KINDS: dict[str, str] = {
+    "Namespace": "v1",
+    "DeviceClass": "resource.k8s.io/v1",
+    "Node": "v1",
+    "ResourceSlice": "resource.k8s.io/v1",
+    "DeviceTaintRule": "resource.k8s.io/v1",
+    "ResourceClaimTemplate": "resource.k8s.io/v1",
+    "ResourceClaim": "resource.k8s.io/v1",
+    "Pod": "v1",
+}
+#: kinds `kubectl get -A -o yaml` often adds that say nothing about placements; skipped silently
+IGNORED_KINDS = frozenset({"Event"})
+
+
+class StateError(ValueError):
+    """A dump that cannot be used; one line naming the object and the fix."""
+
+
+def origin_of(source: Any) -> str:
+    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and len(source) < 4096):
+        return str(source)
+    return "<state>"
+
+
+def _fix_for_version(kind: str, want: str) -> str:
+    plural = {"Namespace": "namespaces", "Node": "nodes", "Pod": "pods"}.get(kind) or f"{kind.lower()}s.v1.resource.k8s.io"
+    return f"take it as {want} (`kubectl get {plural} -A -o yaml`, or `labkit snapshot`; needs Kubernetes 1.34+)"
+
+
+def load_state(source: str | Path | list[dict] | dict) -> list[dict]:
+    """The objects of a dump, checked; raises StateError with one line naming what is wrong."""
+    from labkit.api import LoadError, load
+
+    origin = origin_of(source)
+    if (isinstance(source, Path) and not source.is_file()) or (
+            isinstance(source, str) and "\n" not in source and not Path(source).exists()):
+        raise StateError(f"{source}: no such file; give the path of a dump made by `labkit snapshot -o FILE` "
+                         "or `kubectl get ... -A -o yaml`")
+    try:
+        objs = load(str(source) if isinstance(source, Path) else source, default_namespace=None)
+    except LoadError as exc:
+        raise StateError(f"{origin}: {exc.problems[0]}") from None
+    out = []
+    for i, obj in enumerate(objs):
+        kind, version = obj.get("kind") or "", obj.get("apiVersion") or ""
+        m = obj.get("metadata") or {}
+        what = f"{origin}: object {i + 1} ({kind or '<no kind>'} {m.get('namespace', '') + '/' if m.get('namespace') else ''}{m.get('name', '<no name>')})"
+        if kind in IGNORED_KINDS:
+            continue
+        if kind not in STATE_KINDS:
+            raise StateError(f"{what}: kind {kind or '<none>'!r} ({version or 'no apiVersion'}) is not part of the "
+                             f"state labkit reads ({', '.join(STATE_KINDS)}); drop it from the dump, or take the dump "
+                             "with `labkit snapshot`")
+        if version != STATE_KINDS[kind]:
+            raise StateError(f"{what}: apiVersion {version or '<none>'!r} is not read; {_fix_for_version(kind, STATE_KINDS[kind])}")
+        if not m.get("name"):
+            raise StateError(f"{what}: metadata.name: required; a dump holds stored objects, which all have names")
+        if kind in ("Pod", "ResourceClaim", "ResourceClaimTemplate") and not m.get("namespace"):
+            raise StateError(f"{what}: metadata.namespace: required; dump with `-A` (all namespaces) so objects keep "
+                             "their namespace")
+        out.append(obj)
+    if not any(o["kind"] == "Node" for o in out):
+        raise StateError(f"{origin}: the dump has no Node; a state needs the cluster's Nodes "
+                         "(`labkit snapshot` writes them)")
+    return out
+
+
+def state_version(objs: list[dict]) -> str:
+    """The Kubernetes minor the dump's cluster runs: the oldest kubelet (nodes' nodeInfo), else the default."""
+    from labkit.api.features import DEFAULT_VERSION, SUPPORTED_VERSIONS
+
+    minors = []
+    for o in objs:
+        if o.get("kind") != "Node":
+            continue
+        kv = (((o.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion") or "").lstrip("v")
+        parts = kv.split(".")
+        if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+            minors.append((int(parts[0]), int(parts[1])))
+    if not minors:
+        return DEFAULT_VERSION
+    lo = min(minors)
+    minor = f"{lo[0]}.{lo[1]}"
+    if minor not in SUPPORTED_VERSIONS:
+        raise StateError(f"the dump's nodes run Kubernetes {minor}; labkit models {', '.join(SUPPORTED_VERSIONS)}: "
+                         "take the dump from a cluster of one of those")
+    return minor
+
+
+def order_for_restore(objs: list[dict]) -> list[dict]:
+    """STATE_KINDS order; pods oldest first (the scheduler queues them in creation order)."""
+    rank = {k: i for i, k in enumerate(STATE_KINDS)}
+
+    def key(o: dict) -> tuple:
+        m = o.get("metadata") or {}
+        ts = m.get("creationTimestamp") or "" if o["kind"] == "Pod" else ""
+        return rank[o["kind"]], ts, m.get("namespace", ""), m.get("name", "")
+
+    return sorted(objs, key=key)
+
+
+def profile_for_state(objs: list[dict], name: str = "state", kubernetes_version: str | None = None,
+                      feature_gates: dict[str, bool] | None = None) -> ClusterProfile:
+    """A ClusterProfile describing the dump's nodes (for summaries; the sim restores the Nodes as they are)."""
+    nodes = [NodeSpec(name=o["metadata"]["name"],
+                      node_profile=((o["metadata"].get("labels") or {}).get("fake-gpus.dev/node-profile") or "(from dump)"),
+                      labels=dict(o["metadata"].get("labels") or {}))
+             for o in objs if o["kind"] == "Node"]
+    return ClusterProfile(name=name, nodes=nodes, kubernetes_version=kubernetes_version or state_version(objs),
+                          feature_gates=dict(feature_gates or {}), description=f"restored from {name}",
+                          source=name)

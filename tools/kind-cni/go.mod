@@ -1,0 +1,10 @@
+module labkit.dev/kind-cni
+
+go 1.26.0
+
+require github.com/vishvananda/netlink v1.3.1
+
+require (
+	github.com/vishvananda/netns v0.0.5 // indirect
+	golang.org/x/sys v0.10.0 // indirect
+)

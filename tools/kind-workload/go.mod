@@ -1,0 +1,3 @@
+module labkit.dev/kind-workload
+
+go 1.26.0
