@@ -47,7 +47,7 @@ def test_time_slicing_and_mps_per_request():
     assert env["FAKE_GPU_1_SHARING_STRATEGY"] == "MPS"
     assert env["FAKE_GPU_1_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
     assert env["FAKE_GPU_1_MPS_PINNED_DEVICE_MEMORY_LIMIT"] == "10Gi"
-    assert env["FAKE_GPU_2_CONFIG_KIND"] == "MigDeviceConfig" and env["FAKE_GPU_2_SHARING_STRATEGY"] == "MPS"
+    assert env["FAKE_GPU_2_MIG_1G5GB_19_0_CONFIG_KIND"] == "MigDeviceConfig" and env["FAKE_GPU_2_MIG_1G5GB_19_0_SHARING_STRATEGY"] == "MPS"
 
 
 def test_last_matching_config_wins_and_other_drivers_are_ignored():

@@ -153,9 +153,12 @@ class SimCluster(Cluster):
         return explain_pod(obj, s.scheduler.attempts.get(uid), s.agent.problems.get(uid),
                            lambda name: s.store.get("ResourceClaim", name, namespace))
 
-    def pod_env(self, pod: str, namespace: str = "default") -> dict[str, str]:
+    def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
         obj = self.get("Pod", pod, namespace)
-        return dict(self._sim.agent.env.get(obj["metadata"]["uid"], {}))
+        try:
+            return self._sim.agent.pod_env(obj["metadata"]["uid"], container)
+        except KeyError as exc:
+            raise ClusterError(f"pod {namespace}/{pod}: {exc.args[0]}") from None
 
     def status(self) -> str:
         return self.inventory() if self.sim is not None else "sim cluster (not up)"

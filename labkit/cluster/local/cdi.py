@@ -56,7 +56,9 @@ def resolve_env(device_ids: Iterable[str], dirs: Iterable[Path]) -> dict[str, st
             seen_specs.add(id(spec_edits))
             _apply(env, spec_edits)
         _apply(env, dev_edits)
-    return env
+    from fake_gpus.plugin.cdi import visible_devices  # the fake runtime hook (lists of injected devices)
+
+    return visible_devices(env)
 
 
 def _apply(env: dict[str, str], edits: dict) -> None:
