@@ -120,8 +120,9 @@ class Cluster(ABC):
         """Why a pod is where it is, or why it is Pending (from the allocator's explanations)."""
 
     @abstractmethod
-    def pod_env(self, pod: str, namespace: str = "default") -> dict[str, str]:
-        """Environment the pod's containers get from their prepared devices (CDI env)."""
+    def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
+        """Environment a container gets from its prepared devices (CDI env): exactly the devices
+        of the claims/requests it references. No container: the union over the pod's containers."""
 
     def status(self) -> str:
         """A short human summary of the cluster (used by `labkit cluster up|status`)."""

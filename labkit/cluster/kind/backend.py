@@ -190,9 +190,10 @@ class KindCluster(Cluster):
 
         return explain_pod(self, pod, namespace)
 
-    def pod_env(self, pod: str, namespace: str = "default") -> dict[str, str]:
+    def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
         """The container's real environment (`kubectl exec ... env`), as the CDI spec shaped it."""
-        result = self._kubectl("exec", "-n", namespace, pod, "--", "env", check=False)
+        where = ["-c", container] if container else []
+        result = self._kubectl("exec", "-n", namespace, pod, *where, "--", "env", check=False)
         if result.returncode != 0:
             raise ClusterError(f"pod {namespace}/{pod}: cannot read env: {result.stderr.strip()}")
         return dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
