@@ -52,6 +52,7 @@ class ExampleDriverSpec:
     nics: int = 0
     cpu_numa_nodes: int = 0
     cpus_per_numa_node: int = 4
+    extended_resource_name: str = ""  # the chart's deviceClass.extendedResourceName
 
 
 def is_example_driver(driver: str) -> bool:
@@ -166,18 +167,19 @@ def build_example_slices(spec: ExampleDriverSpec, node: str) -> list[dict[str, A
     return gpu_slices(spec, node) + net_slices(spec, node) + cpu_slices(spec, node)
 
 
-def example_device_classes(spec: ExampleDriverSpec | None = None, *,
-                           extended_resource_name: str | None = None) -> list[dict[str, Any]]:
-    """One DeviceClass per driver, named after it, selecting ``device.driver == '<name>'`` (the
-    chart's deviceclass.yaml). ``extended_resource_name`` = the chart's
-    ``deviceClass.extendedResourceName`` (unset by default)."""
-    spec = spec or ExampleDriverSpec()
-    drivers = [GPU_DRIVER] + ([NET_DRIVER] if spec.nics else []) + ([CPU_DRIVER] if spec.cpu_numa_nodes else [])
+def example_device_classes(specs: list[ExampleDriverSpec]) -> list[dict[str, Any]]:
+    """One DeviceClass per driver the nodes run, named after it, selecting
+    ``device.driver == '<name>'`` (the chart's deviceclass.yaml); the GPU class carries the
+    chart's ``deviceClass.extendedResourceName`` when a node profile sets it."""
+    drivers = [GPU_DRIVER] if any(s.gpus for s in specs) else []
+    drivers += [NET_DRIVER] if any(s.nics for s in specs) else []
+    drivers += [CPU_DRIVER] if any(s.cpu_numa_nodes for s in specs) else []
+    extended = next((s.extended_resource_name for s in specs if s.extended_resource_name), "")
     out = []
     for d in drivers:
         body: dict[str, Any] = {"selectors": [{"cel": {"expression": f"device.driver == '{d}'"}}]}
-        if d == GPU_DRIVER and extended_resource_name:
-            body["extendedResourceName"] = extended_resource_name
+        if d == GPU_DRIVER and extended:
+            body["extendedResourceName"] = extended
         out.append({"apiVersion": API_VERSION, "kind": "DeviceClass", "metadata": {"name": d}, "spec": body})
     return out
 

@@ -56,12 +56,14 @@ class Sim:
         for ns in SYSTEM_NAMESPACES:
             self.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
                                "status": {"phase": "Active"}})
-        for cls in default_device_classes():
-            self.store.create(cls)
         cache: dict[str, Any] = {}
-        for spec in progress(self.profile.nodes, desc="nodes", total=len(self.profile.nodes)):
+        nodes = [(spec, build_slices_for(spec, self.profile, cache))
+                 for spec in progress(self.profile.nodes, desc="nodes", total=len(self.profile.nodes))]
+        for cls in default_device_classes(self.profile, cache):  # after the nodes: needs their profiles
+            self.store.create(cls)
+        for spec, slices in nodes:
             self.store.create(build_node(spec))
-            for s in build_slices_for(spec, self.profile, cache):
+            for s in slices:
                 self.store.create(s)
 
     # -- API -------------------------------------------------------------------------------

@@ -171,10 +171,12 @@ class LocalCluster(Cluster):
         self.heartbeats.start()
 
     def _apply_device_classes(self) -> None:
-        from fake_gpus.slices import device_classes
+        from fake_gpus.catalog import load_node_profile
+        from fake_gpus.slices import device_classes_for
 
         assert self.kube
-        for dc in device_classes():
+        names = dict.fromkeys(n.node_profile for n in self.profile.nodes)
+        for dc in device_classes_for([load_node_profile(n) for n in names]):
             self.kube.apply(dc)
 
     def _plugin_cmd(self) -> list[str]:
