@@ -11,7 +11,6 @@ from typing import Any
 
 import yaml
 
-from fake_gpus.example_driver import ExampleDriverSpec
 from fake_gpus.catalog.models import (
     GpuModel,
     GpuSlot,
@@ -21,6 +20,7 @@ from fake_gpus.catalog.models import (
     NicSlot,
     NodeProfile,
 )
+from fake_gpus.example_driver import ExampleDriverSpec
 
 CATALOG_DIR = Path(__file__).resolve().parent
 PROFILES_DIR = CATALOG_DIR / "profiles"
