@@ -37,9 +37,12 @@ class SimCluster(Cluster):
     backend = "sim"
 
     def __init__(self, *, seed: int = 0, validate: bool = True, progress: bool = True,
-                 cel_engine: str | None = None, **kw: Any) -> None:
+                 cel_engine: str | None = None, default_duration: float | None = None, **kw: Any) -> None:
+        """`default_duration`: seconds a run-to-completion pod (a Job's) runs before it succeeds
+        when it has no `labkit.dev/duration` annotation (None: 60)."""
         super().__init__(progress=progress, **kw)
         self.seed = seed
+        self.default_duration = default_duration
         self.validate = validate
         self.cel_engine = cel_engine
         self.sim: Sim | None = None
@@ -48,7 +51,7 @@ class SimCluster(Cluster):
     def up(self, profile: str | Path | dict | ClusterProfile = "workshop") -> SimCluster:
         self.profile = load_profile(profile)
         try:
-            self.sim = Sim(self.profile, seed=self.seed, cel_engine=self.cel_engine,
+            self.sim = Sim(self.profile, seed=self.seed, cel_engine=self.cel_engine, default_duration=self.default_duration,
                            progress=self._progress if self.show_progress else None)
         except HardwareError as exc:
             raise ClusterError(str(exc)) from None

@@ -3,7 +3,11 @@
 A pod bound to a node whose claims are all allocated and reserved for it gets its devices
 "prepared" through fake_gpus' CDI logic (`container_env`), so `pod_env()` shows what a container
 would see (NVIDIA_VISIBLE_DEVICES, ...). The pod then turns Running. Pods with a
-`labkit.dev/duration` annotation turn Succeeded once sim time passes startTime + duration.
+`labkit.dev/duration` annotation turn Succeeded once sim time passes startTime + duration;
+run-to-completion pods (restartPolicy Never or OnFailure, as every Job's pods are) without it run
+for DEFAULT_DURATION (60 s, `Sim(default_duration=...)`) and then succeed, so upstream Jobs
+complete under `labkit simulate --advance`. Pods with restartPolicy Always (Deployments, bare pods
+by default) keep running, as their containers would be restarted.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from labkit.sim.podutil import (
 from labkit.sim.store import Store, evolve
 
 COMPONENT = "kubelet"
+DEFAULT_DURATION = 60.0  # seconds a run-to-completion container (restartPolicy Never/OnFailure) runs
 EXTENDED = "extended-resources"  # the pod-claim name of the scheduler's extended-resource claim
 
 
@@ -40,8 +45,10 @@ def reserved_for_pod(claim: dict, pod: dict) -> bool:
 
 
 class NodeAgent:
-    def __init__(self, store: Store, events: EventRecorder, dra: DraState) -> None:
+    def __init__(self, store: Store, events: EventRecorder, dra: DraState,
+                 default_duration: float = DEFAULT_DURATION) -> None:
         self.store = store
+        self.default_duration = default_duration
         self.events = events
         self.dra = dra
         self.env: dict[str, dict[str, dict[str, str]]] = {}  # pod uid -> container -> env
@@ -136,12 +143,16 @@ class NodeAgent:
         for c in (pod.get("spec") or {}).get("containers") or []:
             self.events.record(pod, "Normal", "Started", f"Started container {c.get('name', '')}", COMPONENT)
         ann = (meta(pod).get("annotations") or {}).get(DURATION_ANNOTATION)
+        seconds: float | None = None
         if ann is not None:
             try:
                 seconds = parse_duration(ann)
             except ValueError as exc:
                 self.events.record(pod, "Warning", "InvalidDuration", str(exc), "labkit")
                 return
+        elif (pod.get("spec") or {}).get("restartPolicy") in ("Never", "OnFailure"):
+            seconds = self.default_duration  # run-to-completion pods (every Job's) finish on their own
+        if seconds is not None:
             self.deadlines[uid] = (parse_timestamp(now) + seconds, meta(pod)["namespace"], meta(pod)["name"])
 
     def _container_envs(self, pod: dict, specs: list[dict],

@@ -37,7 +37,7 @@ class SimError(Exception):
 
 class Sim:
     def __init__(self, profile: ClusterProfile, seed: int = 0, progress: Callable[..., Iterable] | None = None,
-                 cel_engine: str | None = None) -> None:
+                 cel_engine: str | None = None, default_duration: float | None = None) -> None:
         self.profile = profile
         self.clock = Clock()
         self.store = Store(seed=seed, clock=self.clock)
@@ -47,7 +47,8 @@ class Sim:
         self.workloads = WorkloadController(self.store)
         self.scheduler = Scheduler(self.store, self.events, self.dra)
         self.claims = ClaimController(self.store, self.events, on_deallocate=self.scheduler.release_claim)
-        self.agent = NodeAgent(self.store, self.events, self.dra)
+        self.agent = NodeAgent(self.store, self.events, self.dra,
+                               **({} if default_duration is None else {"default_duration": default_duration}))
         self.taints = DeviceTaintController(self.store, self.events)
         self.scheduler.progress = progress
         self._bootstrap(progress or (lambda it, **_: it))
