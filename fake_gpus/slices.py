@@ -17,7 +17,7 @@ import re
 from functools import cache
 from typing import Any
 
-from fake_gpus import naming
+from fake_gpus import example_driver, naming
 from fake_gpus.catalog import MIG_MODES, GpuSlot, MigProfile, NicSlot, NodeProfile, load_node_profile
 from fake_gpus.errors import InputError
 from fake_gpus.quantity import binary_si
@@ -326,6 +326,9 @@ def build_slices(profile: NodeProfile | str, node_name: str, *, mig_mode: str | 
         raise SliceError(f"node name {node_name!r}: must be a DNS subdomain (lower-case, e.g. node-1)")
     if driver == nic_driver:
         raise SliceError(f"nic_driver {nic_driver!r}: must differ from the GPU driver name")
+    prof = _resolve_profile(profile)
+    if prof.example is not None:  # the node runs dra-example-driver, not NVIDIA's driver
+        return example_driver.build_example_slices(prof.example, node_name)
     gpu = build_gpu_slices(profile, node_name, mig_mode=mig_mode, driver=driver,
                            kubernetes_version=kubernetes_version, generation=generation)
     return gpu + build_nic_slices(profile, node_name, nic_driver=nic_driver, generation=generation)
@@ -339,6 +342,13 @@ def _class(name: str, expression: str, extended: str | None = None) -> dict[str,
     if extended:
         spec["extendedResourceName"] = extended
     return {"apiVersion": API_VERSION, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+
+
+def device_classes_for(profiles: list[NodeProfile]) -> list[dict[str, Any]]:
+    """The DeviceClasses a cluster of these node profiles installs: NVIDIA's (always) plus the
+    dra-example-driver's when some node runs it."""
+    examples = [p.example for p in profiles if p.example is not None]
+    return device_classes() + (example_driver.example_device_classes(examples) if examples else [])
 
 
 def device_classes(driver: str = GPU_DRIVER, nic_driver: str = NIC_DRIVER, *,

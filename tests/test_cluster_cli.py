@@ -18,12 +18,19 @@ def test_simulate_json_contract(capsys):
     rep = json.loads(out)
     assert list(rep) == ["pods", "claims"]
     for p in rep["pods"]:
-        assert list(p) == ["namespace", "name", "node", "phase", "reason"]
+        assert list(p) == ["namespace", "name", "node", "phase", "reason", "containers", "events"]
     for c in rep["claims"]:
         assert list(c) == ["namespace", "name", "allocation", "reservedFor"]
     assert [p["name"] for p in rep["pods"]] == ["infer-1", "infer-2", "too-big"]
     assert [c["name"] for c in rep["claims"]][0] == "shared-t4"
     assert rep["pods"][2]["reason"] == "Unschedulable" and rep["pods"][2]["node"] is None
+    # per container env and the pod's events (DESIGN.md contract)
+    envs = [c["env"] for p in rep["pods"][:2] for c in p["containers"]]
+    assert envs[0]["NVIDIA_VISIBLE_DEVICES"].startswith("GPU-") and envs[0]["NVIDIA_VISIBLE_DEVICES"] == envs[-1][
+        "NVIDIA_VISIBLE_DEVICES"]  # one shared claim: the same GPU
+    assert rep["pods"][2]["containers"][0]["env"] == {}
+    assert any(e["reason"] == "FailedScheduling" for e in rep["pods"][2]["events"])
+    assert [e["reason"] for e in rep["pods"][0]["events"]][0] == "Scheduled"
 
 
 def test_simulate_is_deterministic(capsys):

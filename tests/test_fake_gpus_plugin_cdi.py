@@ -38,7 +38,7 @@ def test_container_env_equals_spec_env():
     slices = node_slices()
     devices = allocated_devices(claim, DRIVER, DeviceIndex(slices))
     spec = cdi.build_spec(claim, DRIVER, devices)
-    assert cdi.container_env(claim, DRIVER, slices) == spec_env(spec)
+    assert cdi.container_env(claim, DRIVER, slices) == cdi.visible_devices(spec_env(spec))
 
 
 def test_container_env_content():
@@ -46,9 +46,9 @@ def test_container_env_content():
     env = cdi.container_env(claim, DRIVER, node_slices())
     assert env["NVIDIA_VISIBLE_DEVICES"] == f"{GPU0_UUID},{MIG_UUID}"
     assert env["FAKE_GPU_DEVICES"] == "gpu-0,gpu-2-mig-1g5gb-19-0"
-    assert env["FAKE_GPU_0_NAME"] == "gpu-0" and env["FAKE_GPU_1_NAME"] == "gpu-2-mig-1g5gb-19-0"
-    assert env["FAKE_GPU_1_MIG_PROFILE"] == "1g.5gb"
-    assert env["FAKE_GPU_1_MEMORY"] == "4864Mi"
+    assert env["FAKE_GPU_0_NAME"] == "gpu-0" and env["FAKE_GPU_2_MIG_1G5GB_19_0_NAME"] == "gpu-2-mig-1g5gb-19-0"
+    assert env["FAKE_GPU_2_MIG_1G5GB_19_0_MIG_PROFILE"] == "1g.5gb"
+    assert env["FAKE_GPU_2_MIG_1G5GB_19_0_MEMORY"] == "4864Mi"
     assert env["FAKE_GPU_0_PCIE_ROOT"] == "pci0000:00"
     assert env["FAKE_GPU_0_REQUEST"] == "a"
     assert env["FAKE_DRA_CLAIM"] == "ns1/c" and env["FAKE_DRA_CLAIM_UID"] == UID
@@ -75,7 +75,7 @@ def test_device_without_uuid_gets_stable_fake_uuid():
     claim = make_claim("c", UID, [("a", "gpu-0-mig-1g5gb-19-3")])
     e1 = cdi.container_env(claim, DRIVER, sl)
     e2 = cdi.container_env(claim, DRIVER, sl)
-    assert e1["FAKE_GPU_0_UUID"].startswith("MIG-") and e1 == e2
+    assert e1["FAKE_GPU_0_MIG_1G5GB_19_3_UUID"].startswith("MIG-") and e1 == e2
 
 
 def test_spec_kind_names_and_version():
@@ -143,10 +143,15 @@ def test_property_specs_are_valid_and_ids_unique(uid, picks):
     assert cdi.validate_spec(spec) == []
     assert all(NAME_RE.match(d["name"]) and d["name"].startswith(uid) for d in spec["devices"])
     env = cdi.container_env(claim, DRIVER, slices)
-    assert env == spec_env(spec)
-    n_gpu = sum(1 for r in results if r[1] != "nic-0")
-    assert env.get("FAKE_GPU_COUNT", "0") == str(n_gpu)
-    assert all(f"FAKE_GPU_{i}_NAME" in env for i in range(n_gpu))
+    assert env == cdi.visible_devices(spec_env(spec))
+    gpus = list(dict.fromkeys(r[1] for r in results if r[1] != "nic-0"))
+    assert env.get("FAKE_GPU_COUNT", "0") == str(len(gpus))
+    assert env.get("FAKE_GPU_DEVICES", "") == ",".join(gpus)
+    assert all(env[f"FAKE_GPU_{key(g)}_NAME"] == g for g in gpus)
+
+
+def key(device: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]", "_", device.split("-", 1)[1]).upper()
 
 
 def test_every_catalog_device_prepares_with_valid_spec(tmp_path):
@@ -173,11 +178,14 @@ def test_every_catalog_device_prepares_with_valid_spec(tmp_path):
                     prepared = state.prepare(m["namespace"], m["name"], m["uid"], save=False)
                     assert cdi.validate_spec(prepared.cdi_spec) == []
                     env = cdi.container_env(c, driver, slices)
+                    name = c["status"]["allocation"]["devices"]["results"][0]["device"]
                     if driver == DRIVER:
-                        assert env["FAKE_GPU_0_PRODUCT"] and env["NVIDIA_VISIBLE_DEVICES"] == env["FAKE_GPU_0_UUID"]
-                        uuids.add(env["FAKE_GPU_0_UUID"])
+                        p = f"FAKE_GPU_{key(name)}_"
+                        assert env[p + "PRODUCT"] and env["NVIDIA_VISIBLE_DEVICES"] == env[p + "UUID"]
+                        uuids.add(env[p + "UUID"])
                     else:
-                        assert env["FAKE_NIC_0_PCIE_ROOT"].startswith("pci") and env["FAKE_NIC_0_PRODUCT"]
+                        p = f"FAKE_NIC_{key(name)}_"
+                        assert env[p + "PCIE_ROOT"].startswith("pci") and env[p + "PRODUCT"]
                     state.unprepare(m["namespace"], m["name"], m["uid"], save=False)
                     n += 1
                 if driver == DRIVER:

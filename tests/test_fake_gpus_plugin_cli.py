@@ -104,7 +104,7 @@ def test_subprocess_with_profile_serves_gpu_and_nic_drivers():
         dirs.root.joinpath("claims.yaml").write_text(yaml.safe_dump_all([gpu_claim, nic_claim]))
         proc = start(dirs, "--profile", "mig-a100", "--mig", "static", "--claims", str(dirs.root / "claims.yaml"))
         try:
-            for driver, claim, uid, dev, var in ((DRIVER, gpu_claim, UID, mig_dev, "FAKE_GPU_0_MIG_PROFILE"),
+            for driver, claim, uid, dev, var in ((DRIVER, gpu_claim, UID, mig_dev, "FAKE_GPU_0_MIG_1G5GB_19_0_MIG_PROFILE"),
                                                  (NIC_DRIVER, nic_claim, nic_uid, nic_dev, "FAKE_NIC_0_LINK_TYPE")):
                 reg = dirs.registry / f"{driver}-reg.sock"
                 wait_for_socket(proc, reg)

@@ -47,7 +47,7 @@ def test_time_slicing_and_mps_per_request():
     assert env["FAKE_GPU_1_SHARING_STRATEGY"] == "MPS"
     assert env["FAKE_GPU_1_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
     assert env["FAKE_GPU_1_MPS_PINNED_DEVICE_MEMORY_LIMIT"] == "10Gi"
-    assert env["FAKE_GPU_2_CONFIG_KIND"] == "MigDeviceConfig" and env["FAKE_GPU_2_SHARING_STRATEGY"] == "MPS"
+    assert env["FAKE_GPU_2_MIG_1G5GB_19_0_CONFIG_KIND"] == "MigDeviceConfig" and env["FAKE_GPU_2_MIG_1G5GB_19_0_SHARING_STRATEGY"] == "MPS"
 
 
 def test_last_matching_config_wins_and_other_drivers_are_ignored():
@@ -71,9 +71,14 @@ def test_subrequest_names_match_configs():
     ({"apiVersion": "v1", "kind": "GpuConfig"}, "apiVersion: 'v1' is not supported"),
     ({"apiVersion": API, "kind": "Bogus"}, "kind: 'Bogus' is not supported"),
     ({"apiVersion": API, "kind": "MigDeviceConfig"}, "cannot configure device gpu-0 of type gpu; use GpuConfig"),
-    (gpu_cfg("Magic"), "sharing.strategy: 'Magic' is not supported"),
-    (gpu_cfg("TimeSlicing", timeSlicingConfig={"interval": "Forever"}), "interval: 'Forever'"),
-    (gpu_cfg("MPS", mpsConfig={"defaultActiveThreadPercentage": 150}), "from 1 to 100"),
+    (gpu_cfg("Magic"), "unknown GPU sharing strategy: Magic, supported GPU sharing strategies: TimeSlicing, MPS"),
+    (gpu_cfg("TimeSlicing", timeSlicingConfig={"interval": "Forever"}), "unknown time-slice interval: Forever"),
+    (gpu_cfg("MPS", mpsConfig={"defaultActiveThreadPercentage": 150}), "must not be greater than 100"),
+    (gpu_cfg("MPS", mpsConfig={"defaultActiveThreadPercentage": -1}), "must not be negative"),
+    (gpu_cfg("MPS", mpsConfig={"defaultPinnedDeviceMemoryLimit": "512Ki"}), "default value set too low"),
+    (gpu_cfg("TimeSlicing", mpsConfig={}), "cannot use MpsConfig with the 'TimeSlicing' strategy"),
+    (gpu_cfg("MPS", timeSlicingConfig={}), "cannot use TimeSlicingConfig with the 'MPS' strategy"),
+    (gpu_cfg("TimeSlicing", unexpectedField="foo"), 'strict decoding error: unknown field "sharing.unexpectedField"'),
     ("not-an-object", "must be an object"),
 ])
 def test_bad_configs_name_the_field(params, needle):
@@ -92,8 +97,28 @@ def test_bad_config_is_a_per_claim_error_over_grpc():
             kubelet = Kubelet(server.registration_socket)
             stub, pb2 = kubelet.dra()
             r = prepare(stub, pb2, claim).claims[UID]
-            assert "sharing.strategy: 'Magic' is not supported" in r.error and len(r.devices) == 0
+            assert "unknown GPU sharing strategy: Magic" in r.error and len(r.devices) == 0
             assert server.state.prepared() == {} and not list(dirs.cdi.glob("*"))
             kubelet.close()
         finally:
             server.stop()
+
+
+def test_mig_time_slicing_is_accepted_as_nvidia_does():
+    """NVIDIA's tests/bats gpu-simple-mig-ts: MigDeviceConfig + TimeSlicing runs (no interval: the
+    MIG kind has no timeSlicingConfig, which strict decoding refuses)."""
+    mig_ts = {"apiVersion": API, "kind": "MigDeviceConfig", "sharing": {"strategy": "TimeSlicing"}}
+    claim = with_config(make_claim("c", UID, [("mig", "gpu-2-mig-1g5gb-19-0")]), ([], "FromClaim", mig_ts))
+    env = cdi.container_env(claim, DRIVER, node_slices())
+    assert env["FAKE_GPU_2_MIG_1G5GB_19_0_SHARING_STRATEGY"] == "TimeSlicing"
+    assert "FAKE_GPU_2_MIG_1G5GB_19_0_TIMESLICE_INTERVAL" not in env
+    bad = {**mig_ts, "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Long"}}}
+    claim = with_config(make_claim("c", UID, [("mig", "gpu-2-mig-1g5gb-19-0")]), ([], "FromClaim", bad))
+    with pytest.raises(ClaimError, match='unknown field "sharing.timeSlicingConfig"'):
+        cdi.container_env(claim, DRIVER, node_slices())
+
+
+def test_mps_zero_percent_and_vfio_policy():
+    claim = with_config(make_claim("c", UID, [("gpu", "gpu-0")]),
+                        ([], "FromClaim", gpu_cfg("MPS", mpsConfig={"defaultActiveThreadPercentage": 0})))
+    assert cdi.container_env(claim, DRIVER, node_slices())["FAKE_GPU_0_MPS_ACTIVE_THREAD_PERCENTAGE"] == "0"

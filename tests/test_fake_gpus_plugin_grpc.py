@@ -140,21 +140,27 @@ def test_prepare_mig_and_nic_env(env):
     spec = yaml.safe_load(spec_file(dirs, UID_A).read_text())
     by_name = {d["name"]: dict(e.split("=", 1) for e in d["containerEdits"]["env"]) for d in spec["devices"]}
     m = by_name[f"{UID_A}-gpu-2-mig-1g5gb-19-0"]
-    assert m["FAKE_GPU_0_TYPE"] == "mig"
-    assert m["FAKE_GPU_0_MIG_PROFILE"] == "1g.5gb"
-    assert m["FAKE_GPU_0_PARENT_UUID"] == GPU2_UUID
-    assert m["FAKE_GPU_0_UUID"] == MIG_UUID
+    assert m["FAKE_GPU_2_MIG_1G5GB_19_0_TYPE"] == "mig"
+    assert m["FAKE_GPU_2_MIG_1G5GB_19_0_MIG_PROFILE"] == "1g.5gb"
+    assert m["FAKE_GPU_2_MIG_1G5GB_19_0_PARENT_UUID"] == GPU2_UUID
+    assert m["FAKE_GPU_2_MIG_1G5GB_19_0_UUID"] == MIG_UUID
     n = by_name[f"{UID_A}-nic-0"]
     assert n["FAKE_NIC_0_NAME"] == "nic-0"
     assert n["FAKE_NIC_0_PCIE_ROOT"] == "pci0000:00"
     assert n["FAKE_NIC_0_INTERFACE"] == "ib0"
     g = by_name[f"{UID_A}-gpu-1"]
     assert g["FAKE_GPU_1_PCIE_ROOT"] == "pci0000:80"
-    common = dict(e.split("=", 1) for e in spec["containerEdits"]["env"])
-    assert common["NVIDIA_VISIBLE_DEVICES"] == f"{MIG_UUID},{GPU1_UUID}"
-    assert common["FAKE_GPU_DEVICES"] == "gpu-2-mig-1g5gb-19-0,gpu-1"
-    assert common["FAKE_NIC_DEVICES"] == "nic-0"
-    assert common["FAKE_GPU_COUNT"] == "2" and common["FAKE_NIC_COUNT"] == "1"
+    # the lists are the runtime hook's: one container that gets every device of the claim
+    ids = [i for d in resp.claims[UID_A].devices for i in d.cdi_device_ids]
+    whole = cdi.resolve_env([spec], ids)
+    assert whole["NVIDIA_VISIBLE_DEVICES"] == f"{MIG_UUID},{GPU1_UUID}"
+    assert whole["FAKE_GPU_DEVICES"] == "gpu-2-mig-1g5gb-19-0,gpu-1"
+    assert whole["FAKE_NIC_DEVICES"] == "nic-0"
+    assert whole["FAKE_GPU_COUNT"] == "2" and whole["FAKE_NIC_COUNT"] == "1"
+    # a container that references only the "gpu" request sees gpu-1 alone
+    only = cdi.resolve_env([spec], [i for d in resp.claims[UID_A].devices if "gpu" in d.request_names
+                                    for i in d.cdi_device_ids])
+    assert only["NVIDIA_VISIBLE_DEVICES"] == GPU1_UUID and "FAKE_GPU_2_MIG_1G5GB_19_0_NAME" not in only
 
 
 def test_request_names_strip_subrequest_and_merge(env):
@@ -183,12 +189,10 @@ def test_shared_device_share_id(env):
     assert len(ids) == len(set(ids)) == 3
     spec = yaml.safe_load(spec_file(dirs, UID_A).read_text())
     assert cdi.validate_spec(spec) == []
-    env_all = {}
-    for d in spec["devices"]:
-        env_all.update(e.split("=", 1) for e in d["containerEdits"]["env"])
-    assert env_all["FAKE_GPU_0_SHARE_ID"] == s1 and env_all["FAKE_GPU_1_SHARE_ID"] == s2
-    common = dict(e.split("=", 1) for e in spec["containerEdits"]["env"])
-    assert common["NVIDIA_VISIBLE_DEVICES"] == "GPU-00000000-1111-2222-3333-000000000003"
+    per_dev = [dict(e.split("=", 1) for e in d["containerEdits"]["env"]) for d in spec["devices"]]
+    assert [e["FAKE_GPU_3_SHARE_ID"] for e in per_dev] == [s1, s2]
+    whole = cdi.resolve_env([spec], [i for d in devs for i in d.cdi_device_ids])
+    assert whole["NVIDIA_VISIBLE_DEVICES"] == "GPU-00000000-1111-2222-3333-000000000003"
 
 
 def test_v1beta1_has_no_share_id_but_same_devices(env):

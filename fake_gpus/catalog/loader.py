@@ -21,6 +21,7 @@ from fake_gpus.catalog.models import (
     NodeProfile,
 )
 from fake_gpus.errors import InputError
+from fake_gpus.example_driver import ExampleDriverSpec
 
 CATALOG_DIR = Path(__file__).resolve().parent
 PROFILES_DIR = CATALOG_DIR / "profiles"
@@ -334,8 +335,38 @@ def _load_profile_cached(path: str, _mtime_ns: int, _size: int) -> NodeProfile:
     return parse_node_profile(_read_yaml(Path(path), "node profile"), path)
 
 
+_EXAMPLE_FIELDS = {"gpus", "gpuPartitions", "gpuAllowMultipleAllocations", "nics", "cpuNumaNodes", "cpusPerNumaNode",
+                   "extendedResourceName"}
+
+
+def _parse_example_profile(c: _Ctx, source: str) -> NodeProfile:
+    """A node running kubernetes-sigs/dra-example-driver (fields = its Helm values)."""
+    c.only({"name", "description", "exampleDriver"})
+    name = c.get("name", str)
+    if not _DNS_LABEL.match(name):
+        c.fail(f"{name!r} must be a DNS label (lower-case letters, digits, '-')", "name")
+    e = _Ctx(c.obj, c.data["exampleDriver"], "exampleDriver")
+    e.only(_EXAMPLE_FIELDS)
+    spec = ExampleDriverSpec(
+        gpus=e.get("gpus", int, 8, nonneg=True),
+        gpu_partitions=e.get("gpuPartitions", int, 0, nonneg=True),
+        gpu_allow_multiple_allocations=e.get("gpuAllowMultipleAllocations", bool, False),
+        nics=e.get("nics", int, 0, nonneg=True),
+        cpu_numa_nodes=e.get("cpuNumaNodes", int, 0, nonneg=True),
+        cpus_per_numa_node=e.get("cpusPerNumaNode", int, 4, nonneg=True),
+        extended_resource_name=e.get("extendedResourceName", str, ""),
+    )
+    defaults = catalog_defaults()
+    return NodeProfile(name=name, description=c.get("description", str, ""), mig_mode="none",
+                       driver_version=str(defaults["driverVersion"]),
+                       cuda_driver_version=str(defaults["cudaDriverVersion"]), sockets=(), pcie_roots=(),
+                       pcie_switches=(), nvlink_domains=(), gpus=(), nics=(), source=source, example=spec)
+
+
 def _parse_profile(c: _Ctx, source: str) -> NodeProfile:
-    c.only(_PROFILE_FIELDS)
+    if "exampleDriver" in c.data:
+        return _parse_example_profile(c, source)
+    c.only(_PROFILE_FIELDS | {"exampleDriver"})
     name = c.get("name", str)
     if not _DNS_LABEL.match(name):
         c.fail(f"{name!r} must be a DNS label (lower-case letters, digits, '-')", "name")

@@ -171,6 +171,7 @@ class NodeProfile:
     gpus: tuple[GpuSlot, ...]
     nics: tuple[NicSlot, ...] = ()
     source: str = field(default="", compare=False)
+    example: Any = None  # an example_driver.ExampleDriverSpec: the node runs dra-example-driver instead
 
     def gpu(self, minor: int) -> GpuSlot:
         for g in self.gpus:

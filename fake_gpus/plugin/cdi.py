@@ -1,13 +1,16 @@
 """CDI specs for prepared claims, and the environment a container gets from them.
 
-One transient spec per claim, ``<vendor>-<class>_<claimUID>.yaml`` in the CDI dir, with
-kind ``k8s.<driver>/claim`` (NVIDIA's naming). Every allocated device becomes a CDI device
-``<claimUID>-<device>`` (``-<shareID>`` appended for shared allocations, which keeps names
-unique when one device is allocated twice). Per-device env (``FAKE_GPU_<i>_*``,
-``FAKE_NIC_<i>_*``) sits on the device; claim-wide lists (``NVIDIA_VISIBLE_DEVICES``,
-``FAKE_GPU_DEVICES``, ...) sit in the spec-level containerEdits, which the runtime applies
-whenever any device of the spec is injected. ``container_env`` is the union of both: what
-a container that references the whole claim sees. The embedded simulator uses it directly.
+One transient spec per claim, ``<vendor>-<class>_<claimUID>.yaml`` in the CDI dir. NVIDIA
+personality: kind ``k8s.<driver>/claim`` (NVIDIA's naming); every allocated device becomes a CDI
+device ``<claimUID>-<device>`` (``-<shareID>`` appended for shared allocations). All env sits
+on the devices, keyed by device (``FAKE_GPU_<id>_*``, ``FAKE_NIC_<id>_*``, see `env_id`), so a
+container gets exactly the variables of the devices of the requests it references and several
+claims never overwrite each other; the spec-level edits carry only ``FAKE_DRA_*``. The list
+variables (``NVIDIA_VISIBLE_DEVICES`` ...) are finished by `visible_devices`, the runtime hook.
+dra-example-driver personality (drivers ``*.example.com``): kind ``k8s.<driver>/<profile>``,
+the driver's own env (``GPU_DEVICE_<id>`` ...) and a per-node ``common`` device.
+`prepare` + `resolve_env` are the whole kubelet/runtime path without files; the simulator
+uses them per container.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from typing import Any
 
 import yaml
 
+from fake_gpus import example_driver
+
 from .config import config_env
-from .devices import AllocatedDevice, DeviceIndex, allocated_devices
+from .devices import AllocatedDevice, ClaimError, DeviceIndex, allocated_devices
 
 CDI_CLASS = "claim"
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -85,8 +90,21 @@ def _first(dev: AllocatedDevice, *names: str) -> Any:
 _NUMA = ("resource.kubernetes.io/numaNode", "numaNode", "topology.fake-gpus.dev/numaNode", "numa")
 
 
-def _gpu_env(i: int, dev: AllocatedDevice) -> dict[str, str]:
-    p = f"FAKE_GPU_{i}_"
+def env_id(dev: AllocatedDevice) -> str:
+    """The device's key in env names: its name without the ``gpu-``/``nic-`` prefix, upper-case,
+    non-alphanumerics as ``_`` (``gpu-2-mig-1g5gb-19-0`` -> ``2_MIG_1G5GB_19_0``), as the
+    dra-example-driver keys GPU_DEVICE_<id>. Keyed by device, not by position, so a container
+    that gets devices from several claims or requests never sees one overwrite another."""
+    name = dev.name
+    for prefix in ("gpu-", "nic-"):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+            break
+    return re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def _gpu_env(dev: AllocatedDevice) -> dict[str, str]:
+    p = f"FAKE_GPU_{env_id(dev)}_"
     env: dict[str, str] = {}
     _put(env, p + "NAME", dev.name)
     _put(env, p + "POOL", dev.pool)
@@ -106,8 +124,8 @@ def _gpu_env(i: int, dev: AllocatedDevice) -> dict[str, str]:
     return env
 
 
-def _nic_env(i: int, dev: AllocatedDevice) -> dict[str, str]:
-    p = f"FAKE_NIC_{i}_"
+def _nic_env(dev: AllocatedDevice) -> dict[str, str]:
+    p = f"FAKE_NIC_{env_id(dev)}_"
     env: dict[str, str] = {}
     _put(env, p + "NAME", dev.name)
     _put(env, p + "POOL", dev.pool)
@@ -131,33 +149,50 @@ def _dedup(values: Iterable[str]) -> list[str]:
 
 
 def device_envs(devices: Sequence[AllocatedDevice], claim: dict[str, Any] | None = None,
-                driver: str = "") -> tuple[list[dict[str, str]], dict[str, str]]:
-    """Per-device env (same order as ``devices``) and the claim-wide env. With ``claim``, the
-    opaque configs of its allocation are validated and added (raises ClaimError)."""
+                driver: str = "") -> list[dict[str, str]]:
+    """Per-device env (same order as ``devices``). With ``claim``, the opaque configs of its
+    allocation are validated and added (raises ClaimError). Each device also carries the list
+    variables (NVIDIA_VISIBLE_DEVICES ...) for itself alone; `visible_devices` turns them into
+    the lists of everything a container got."""
     per_device: list[dict[str, str]] = []
-    gpus: list[AllocatedDevice] = []
-    nics: list[AllocatedDevice] = []
     for dev in devices:
         if dev.kind == "nic":
-            env = _nic_env(len(nics), dev)
+            env = _nic_env(dev)
             if claim is not None:
-                env.update(config_env(claim, driver, dev, f"FAKE_NIC_{len(nics)}_"))
-            nics.append(dev)
+                env.update(config_env(claim, driver, dev, f"FAKE_NIC_{env_id(dev)}_"))
+            env.update({"FAKE_NIC_DEVICES": dev.name, "FAKE_NIC_COUNT": "1"})
         else:
-            env = _gpu_env(len(gpus), dev)
+            env = _gpu_env(dev)
             if claim is not None:
-                env.update(config_env(claim, driver, dev, f"FAKE_GPU_{len(gpus)}_"))
-            gpus.append(dev)
+                env.update(config_env(claim, driver, dev, f"FAKE_GPU_{env_id(dev)}_"))
+            env.update({"NVIDIA_VISIBLE_DEVICES": device_uuid(dev), "FAKE_GPU_DEVICES": dev.name,
+                        "FAKE_GPU_COUNT": "1"})
         per_device.append(env)
-    common: dict[str, str] = {}
-    if gpus:
-        common["NVIDIA_VISIBLE_DEVICES"] = ",".join(_dedup(device_uuid(d) for d in gpus))
-        common["FAKE_GPU_DEVICES"] = ",".join(_dedup(d.name for d in gpus))
-        common["FAKE_GPU_COUNT"] = str(len(gpus))
-    if nics:
-        common["FAKE_NIC_DEVICES"] = ",".join(_dedup(d.name for d in nics))
-        common["FAKE_NIC_COUNT"] = str(len(nics))
-    return per_device, common
+    return per_device
+
+
+_NAME_KEY = re.compile(r"^FAKE_(GPU|NIC)_(.+)_NAME$")
+
+
+def visible_devices(env: dict[str, str]) -> dict[str, str]:
+    """The runtime hook: what NVIDIA's container runtime derives from the devices it injected.
+    NVIDIA_VISIBLE_DEVICES, FAKE_GPU_DEVICES/COUNT (and FAKE_NIC_DEVICES/COUNT) list every
+    device of the container in injection order. CDI env edits cannot build such a list (a later
+    edit replaces a variable), so the sim and local backends apply this after resolving."""
+    out = dict(env)
+    found: dict[str, list[str]] = {"GPU": [], "NIC": []}
+    for key in env:
+        m = _NAME_KEY.match(key)
+        if m and f"FAKE_{m.group(1)}_{m.group(2)}_POOL" in env:
+            found[m.group(1)].append(m.group(2))
+    if found["GPU"]:
+        out["NVIDIA_VISIBLE_DEVICES"] = ",".join(_dedup(env.get(f"FAKE_GPU_{i}_UUID", "") for i in found["GPU"]))
+        out["FAKE_GPU_DEVICES"] = ",".join(_dedup(env[f"FAKE_GPU_{i}_NAME"] for i in found["GPU"]))
+        out["FAKE_GPU_COUNT"] = str(len(found["GPU"]))
+    if found["NIC"]:
+        out["FAKE_NIC_DEVICES"] = ",".join(_dedup(env[f"FAKE_NIC_{i}_NAME"] for i in found["NIC"]))
+        out["FAKE_NIC_COUNT"] = str(len(found["NIC"]))
+    return out
 
 
 def _claim_env(claim: dict[str, Any], driver: str) -> dict[str, str]:
@@ -169,31 +204,16 @@ def _claim_env(claim: dict[str, Any], driver: str) -> dict[str, str]:
     }
 
 
-def container_env(claim: dict[str, Any], driver: str, slices: list[dict[str, Any]]) -> dict[str, str]:
-    """The env a container gets for all of ``claim``'s devices of ``driver``.
-
-    Raises ``devices.ClaimError`` (a ValueError) for an unallocated claim or a device the
-    slices do not contain. Returns ``{}`` when the claim has no device of this driver.
-    """
-    devices = allocated_devices(claim, driver, DeviceIndex(slices))
-    if not devices:
-        return {}
-    per_device, common = device_envs(devices, claim, driver)
-    env = _claim_env(claim, driver)
-    env.update(common)
-    for d in per_device:
-        env.update(d)
-    return env
-
-
 def _env_list(env: dict[str, str]) -> list[str]:
     return [f"{k}={v}" for k, v in env.items()]
 
 
 def build_spec(claim: dict[str, Any], driver: str, devices: Sequence[AllocatedDevice]) -> dict[str, Any]:
     """The CDI spec (a dict) for a claim's prepared devices; see the module docstring."""
+    if example_driver.is_example_driver(driver):
+        return _example_spec(claim, driver, devices)
     claim_uid = str((claim.get("metadata") or {}).get("uid", ""))
-    per_device, common = device_envs(devices, claim, driver)
+    per_device = device_envs(devices, claim, driver)
     spec_devices: list[dict[str, Any]] = []
     seen: set[str] = set()
     for dev, env in zip(devices, per_device):
@@ -205,14 +225,124 @@ def build_spec(claim: dict[str, Any], driver: str, devices: Sequence[AllocatedDe
             continue
         seen.add(name)
         spec_devices.append({"name": name, "containerEdits": {"env": _env_list(env)}})
-    env = _claim_env(claim, driver)
-    env.update(common)
     return {
         "cdiVersion": minimum_cdi_version(spec_devices),
         "kind": cdi_kind(driver),
         "devices": spec_devices,
-        "containerEdits": {"env": _env_list(env)},
+        "containerEdits": {"env": _env_list(_claim_env(claim, driver))},
     }
+
+
+# ------------------------------------------------------------------ the dra-example-driver personality
+# Its CDI kind is k8s.<driver>/<profile> (class = the profile: gpu, net, cpu); every container
+# also gets the `common` device of a spec written once per node.
+
+
+def example_kind(driver: str) -> str:
+    return f"{cdi_vendor(driver)}/{driver.split('.', 1)[0]}"
+
+
+def common_spec(driver: str, node: str) -> dict[str, Any] | None:
+    """The per-node spec of the example driver's `common` device (None for NVIDIA's driver)."""
+    if not example_driver.is_example_driver(driver):
+        return None
+    return {"cdiVersion": "0.3.0", "kind": example_kind(driver),
+            "devices": [{"name": "common", "containerEdits": {"env": example_driver.common_env(driver, node)}}]}
+
+
+def common_spec_path(cdi_dir: str | os.PathLike[str], driver: str) -> Path:
+    return Path(cdi_dir) / f"{cdi_vendor(driver)}-{driver.split('.', 1)[0]}_common.yaml"
+
+
+def _example_spec(claim: dict[str, Any], driver: str, devices: Sequence[AllocatedDevice]) -> dict[str, Any]:
+    meta = claim.get("metadata") or {}
+    claim_uid = str(meta.get("uid", ""))
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    results = [r for r in (allocation.get("devices") or {}).get("results") or [] if r.get("driver") == driver]
+    admin = any(r.get("adminAccess") for r in (allocation.get("devices") or {}).get("results") or [])
+    try:
+        configs = example_driver.claim_configs(claim, driver)
+        spec_devices = []
+        for res in results:
+            params = example_driver.config_for(configs, str(res.get("request", "")))
+            name = cdi_device_name(claim_uid, str(res.get("device", "")), res.get("shareID") or None)
+            env = example_driver.device_env(driver, claim_uid, res, params, admin)
+            spec_devices.append({"name": name, "containerEdits": {"env": env}})
+    except example_driver.ExampleConfigError as exc:
+        raise ClaimError(f"claim {meta.get('namespace', '')}/{meta.get('name', '')}: {exc}") from None
+    return {"cdiVersion": minimum_cdi_version(spec_devices), "kind": example_kind(driver), "devices": spec_devices}
+
+
+def claim_cdi_ids(driver: str, claim_uid: str, dev: AllocatedDevice) -> list[str]:
+    """The CDI device IDs the driver returns for one prepared device (the example driver adds
+    its `common` device first)."""
+    if example_driver.is_example_driver(driver):
+        kind = example_kind(driver)
+        return [f"{kind}=common", f"{kind}={cdi_device_name(claim_uid, dev.name, dev.share_id)}"]
+    return [cdi_device_id(driver, cdi_device_name(claim_uid, dev.name, dev.share_id))]
+
+
+def prepare(claim: dict[str, Any], driver: str, slices: list[dict[str, Any]]) -> tuple[
+        dict[str, Any] | None, list[tuple[list[str], list[str]]]]:
+    """What NodePrepareResources does for one claim, without files: the claim's CDI spec and,
+    per prepared device, (request names, CDI device IDs). Raises ClaimError."""
+    devices = allocated_devices(claim, driver, DeviceIndex(slices))
+    if not devices:
+        return None, []
+    spec = build_spec(claim, driver, devices)
+    uid = str((claim.get("metadata") or {}).get("uid", ""))
+    out: dict[tuple[str, str, str | None], tuple[list[str], list[str]]] = {}
+    for dev in devices:
+        entry = out.setdefault((dev.pool, dev.name, dev.share_id), ([], claim_cdi_ids(driver, uid, dev)))
+        if dev.request_name not in entry[0]:
+            entry[0].append(dev.request_name)
+    return spec, list(out.values())
+
+
+def resolve_env(specs: Iterable[dict[str, Any]], device_ids: Iterable[str]) -> dict[str, str]:
+    """The env a container gets when the runtime injects ``device_ids`` from ``specs``: per
+    spec its own edits once, then each device's, in ID order (a later value wins), then the
+    `visible_devices` hook. KeyError names an ID no spec defines."""
+    index: dict[str, tuple[int, dict[str, Any], dict[str, Any]]] = {}
+    for n, spec in enumerate(specs):
+        for dev in spec.get("devices") or []:
+            index[f"{spec.get('kind')}={dev.get('name')}"] = (n, spec.get("containerEdits") or {},
+                                                              dev.get("containerEdits") or {})
+    env: dict[str, str] = {}
+    applied: set[int] = set()
+    for cdi_id in device_ids:
+        if cdi_id not in index:
+            raise KeyError(f"CDI device {cdi_id} is not defined by any spec")
+        n, spec_edits, dev_edits = index[cdi_id]
+        if n not in applied:
+            applied.add(n)
+            _apply(env, spec_edits)
+        _apply(env, dev_edits)
+    return visible_devices(env)
+
+
+def _apply(env: dict[str, str], edits: dict[str, Any]) -> None:
+    for item in edits.get("env") or []:
+        k, _, v = str(item).partition("=")
+        env[k] = v
+
+
+def container_env(claim: dict[str, Any], driver: str, slices: list[dict[str, Any]]) -> dict[str, str]:
+    """The env a container that references the whole claim gets for ``driver``'s devices.
+
+    Raises ``devices.ClaimError`` (a ValueError) for an unallocated claim or a device the
+    slices do not contain. Returns ``{}`` when the claim has no device of this driver.
+    """
+    spec, prepared = prepare(claim, driver, slices)
+    if spec is None:
+        return {}
+    specs = [spec]
+    node = next((d.get("pool", "") for d in (claim.get("status") or {}).get("allocation", {}).get("devices", {})
+                 .get("results", []) if d.get("driver") == driver), "")
+    common = common_spec(driver, node)
+    if common is not None:
+        specs.append(common)
+    return resolve_env(specs, [i for _, ids in prepared for i in ids])
 
 
 def minimum_cdi_version(spec_devices: Iterable[dict[str, Any]]) -> str:
@@ -224,7 +354,10 @@ def minimum_cdi_version(spec_devices: Iterable[dict[str, Any]]) -> str:
 
 def write_spec(cdi_dir: str | os.PathLike[str], driver: str, claim_uid: str, spec: dict[str, Any]) -> Path:
     """Write the spec atomically (temp file + rename) so the runtime never reads half a file."""
-    path = spec_path(cdi_dir, driver, claim_uid)
+    return write_spec_file(spec_path(cdi_dir, driver, claim_uid), spec)
+
+
+def write_spec_file(path: Path, spec: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".yaml")
     try:

@@ -27,9 +27,8 @@ def _prepared_devices(driver: str, claim_uid: str, devices: list[AllocatedDevice
         key = (dev.pool, dev.name, dev.share_id)
         entry = out.get(key)
         if entry is None:
-            name = cdi.cdi_device_name(claim_uid, dev.name, dev.share_id)
             entry = out[key] = PreparedDevice(request_names=[], pool_name=dev.pool, device_name=dev.name,
-                                              cdi_device_ids=[cdi.cdi_device_id(driver, name)],
+                                              cdi_device_ids=cdi.claim_cdi_ids(driver, claim_uid, dev),
                                               share_id=dev.share_id)
         if dev.request_name not in entry.request_names:
             entry.request_names.append(dev.request_name)
@@ -99,12 +98,20 @@ class DriverState:
             spec = cdi.build_spec(claim, self.driver, devices) if devices else None
             if spec is not None:
                 cdi.write_spec(self.cdi_dir, self.driver, uid, spec)
+                self._write_common_spec(devices[0].pool)
             prepared = PreparedClaim(namespace=namespace, name=name, uid=uid,
                                      devices=_prepared_devices(self.driver, uid, devices), cdi_spec=spec)
             self.checkpoint.put(prepared, save=save)
             log.info("prepared claim %s (uid %s): %s", ref, uid,
                      ", ".join(f"{d.pool_name}/{d.device_name}" for d in prepared.devices) or "no devices")
             return prepared
+
+    def _write_common_spec(self, node: str) -> None:
+        """The example driver's per-node `common` CDI device (written once)."""
+        common = cdi.common_spec(self.driver, node)
+        path = cdi.common_spec_path(self.cdi_dir, self.driver)
+        if common is not None and not path.exists():
+            cdi.write_spec_file(path, common)
 
     def unprepare(self, namespace: str, name: str, uid: str, *, save: bool = True) -> None:
         """Remove the claim's CDI spec and checkpoint entry; unknown claims are fine."""

@@ -122,9 +122,8 @@ class Cluster(ABC):
 
     @abstractmethod
     def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
-        """Environment a container gets from its prepared devices (CDI env). `container` names it
-        (default: the first); kind reads that container's real environment, sim and local model
-        the pod as a whole (every container gets the union)."""
+        """Environment a container gets from its prepared devices (CDI env): exactly the devices
+        of the claims/requests it references. No container: the union over the pod's containers."""
 
     @staticmethod
     def _check_container(pod: dict, container: str | None) -> None:

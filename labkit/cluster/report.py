@@ -1,10 +1,13 @@
 """The `labkit simulate` report, computed from any Cluster (so every backend prints the same).
 
-    {"pods":   [{"namespace", "name", "node", "phase", "reason"}],
+    {"pods":   [{"namespace", "name", "node", "phase", "reason",
+                 "containers": [{"name", "env"}], "events": [{"type", "reason", "message"}]}],
      "claims": [{"namespace", "name", "allocation", "reservedFor"}]}
 
 `reason` is the pod's `status.reason` when set (e.g. Evicted), else the reason of a False
-PodScheduled condition (Unschedulable, SchedulingGated, ...), else "". Lists are sorted by
+PodScheduled condition (Unschedulable, SchedulingGated, ...), else the waiting reason of a
+container (ContainerCreating while its devices cannot be prepared), else "". `containers`
+lists init containers first; `env` is what `pod_env(pod, container=...)` returns. Lists are sorted by
 namespace, then name. `normalize_report` removes what legitimately differs between backends
 (random claim-name suffixes, uids, shareIDs, the order in which consumers were added to
 reservedFor) for sim-vs-local comparisons.
@@ -26,16 +29,36 @@ def pod_reason(pod: dict) -> str:
     for c in st.get("conditions") or []:
         if c.get("type") == "PodScheduled" and c.get("status") == "False":
             return str(c.get("reason", ""))
+    for cs in st.get("containerStatuses") or []:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason"):
+            return str(waiting["reason"])
     return ""
+
+
+def _pod_events(events: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    out: dict[tuple[str, str], list[dict]] = {}
+    for e in events:
+        obj = e.get("involvedObject") or e.get("regarding") or {}
+        if obj.get("kind", "Pod") != "Pod":
+            continue
+        out.setdefault((obj.get("namespace", "default"), obj.get("name", "")), []).append(
+            {"type": e.get("type", ""), "reason": e.get("reason", ""), "message": e.get("message") or e.get("note", "")})
+    return out
 
 
 def simulate_report(cluster: Any) -> dict[str, list[dict]]:
     pods = []
+    events = _pod_events(cluster.events())
     for p in cluster.list("Pod"):
         m = p.get("metadata") or {}
-        pods.append({"namespace": m.get("namespace", "default"), "name": m.get("name", ""),
-                     "node": (p.get("spec") or {}).get("nodeName") or None,
-                     "phase": (p.get("status") or {}).get("phase", "Pending"), "reason": pod_reason(p)})
+        ns, name = m.get("namespace", "default"), m.get("name", "")
+        spec = p.get("spec") or {}
+        containers = [{"name": c.get("name", ""), "env": cluster.pod_env(name, ns, container=c.get("name", ""))}
+                      for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])]
+        pods.append({"namespace": ns, "name": name, "node": spec.get("nodeName") or None,
+                     "phase": (p.get("status") or {}).get("phase", "Pending"), "reason": pod_reason(p),
+                     "containers": containers, "events": events.get((ns, name), [])})
     claims = []
     for c in cluster.list("ResourceClaim"):
         m = c.get("metadata") or {}
@@ -48,6 +71,8 @@ def simulate_report(cluster: Any) -> dict[str, list[dict]]:
 
 
 _SUFFIX = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{5}$")
+_SUFFIX_IN = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{5}\b")
+_UID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 
 
 def normalize_report(report: dict[str, list[dict]]) -> dict[str, list[dict]]:
@@ -60,6 +85,9 @@ def normalize_report(report: dict[str, list[dict]]) -> dict[str, list[dict]]:
 
     for p in out["pods"]:
         p["name"] = norm_name(p["name"])
+        p.pop("events", None)  # who reports what (scheduler, kubelet) differs between backends
+        for c in p.get("containers") or []:
+            c["env"] = {k: _UID.sub("<uid>", _SUFFIX_IN.sub("-xxxxx", v)) for k, v in c["env"].items()}
     for c in out["claims"]:
         c["name"] = norm_name(c["name"])
         c["reservedFor"] = sorted(({"resource": r.get("resource", "pods"), "name": norm_name(r.get("name", ""))}

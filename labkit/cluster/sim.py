@@ -37,13 +37,17 @@ class SimCluster(Cluster):
     backend = "sim"
 
     def __init__(self, *, seed: int = 0, validate: bool = True, progress: bool = True,
-                 cel_engine: str | None = None, state: Any = None, **kw: Any) -> None:
+                 cel_engine: str | None = None, state: Any = None, default_duration: float | None = None,
+                 **kw: Any) -> None:
         """`state`: start from a real cluster's dump (a path, YAML text or objects: `labkit snapshot`,
         `kubectl get ... -A -o yaml`) instead of a profile; the profile argument of up() is then
-        ignored and the Kubernetes version comes from the dump's nodes."""
+        ignored and the Kubernetes version comes from the dump's nodes. `default_duration`: seconds a
+        run-to-completion pod (a Job's) runs before it succeeds when it has no `labkit.dev/duration`
+        annotation (None: 60)."""
         super().__init__(progress=progress, **kw)
         self.state = state
         self.seed = seed
+        self.default_duration = default_duration
         self.validate = validate
         self.cel_engine = cel_engine
         self.sim: Sim | None = None
@@ -63,6 +67,7 @@ class SimCluster(Cluster):
             self.profile = load_profile(profile)
         try:
             self.sim = Sim(self.profile, seed=self.seed, cel_engine=self.cel_engine,
+                           default_duration=self.default_duration,
                            progress=self._progress if self.show_progress else None, state=objs)
         except (HardwareError, SimError) as exc:
             raise ClusterError(str(exc)) from None
@@ -169,8 +174,10 @@ class SimCluster(Cluster):
 
     def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
         obj = self.get("Pod", pod, namespace)
-        self._check_container(obj, container)
-        return dict(self._sim.agent.env.get(obj["metadata"]["uid"], {}))
+        try:
+            return self._sim.agent.pod_env(obj["metadata"]["uid"], container)
+        except KeyError as exc:
+            raise ClusterError(f"pod {namespace}/{pod}: {exc.args[0]}") from None
 
     def status(self) -> str:
         return self.inventory() if self.sim is not None else "sim cluster (not up)"

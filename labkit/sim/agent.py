@@ -3,7 +3,11 @@
 A pod bound to a node whose claims are all allocated and reserved for it gets its devices
 "prepared" through fake_gpus' CDI logic (`container_env`), so `pod_env()` shows what a container
 would see (NVIDIA_VISIBLE_DEVICES, ...). The pod then turns Running. Pods with a
-`labkit.dev/duration` annotation turn Succeeded once sim time passes startTime + duration.
+`labkit.dev/duration` annotation turn Succeeded once sim time passes startTime + duration;
+run-to-completion pods (restartPolicy Never or OnFailure, as every Job's pods are) without it run
+for DEFAULT_DURATION (60 s, `Sim(default_duration=...)`) and then succeed, so upstream Jobs
+complete under `labkit simulate --advance`. Pods with restartPolicy Always (Deployments, bare pods
+by default) keep running, as their containers would be restarted.
 """
 
 from __future__ import annotations
@@ -25,14 +29,29 @@ from labkit.sim.podutil import (
 from labkit.sim.store import Store, evolve
 
 COMPONENT = "kubelet"
+DEFAULT_DURATION = 60.0  # seconds a run-to-completion container (restartPolicy Never/OnFailure) runs
+EXTENDED = "extended-resources"  # the pod-claim name of the scheduler's extended-resource claim
+
+
+def reserved_for_pod(claim: dict, pod: dict) -> bool:
+    """The claim is reserved for the pod itself, or for the PodGroup the pod belongs to."""
+    group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+    for ref in (claim.get("status") or {}).get("reservedFor") or []:
+        if ref.get("uid") == meta(pod).get("uid"):
+            return True
+        if group and ref.get("resource") == "podgroups" and ref.get("name") == group:
+            return True
+    return False
 
 
 class NodeAgent:
-    def __init__(self, store: Store, events: EventRecorder, dra: DraState) -> None:
+    def __init__(self, store: Store, events: EventRecorder, dra: DraState,
+                 default_duration: float = DEFAULT_DURATION) -> None:
         self.store = store
+        self.default_duration = default_duration
         self.events = events
         self.dra = dra
-        self.env: dict[str, dict[str, str]] = {}  # pod uid -> env
+        self.env: dict[str, dict[str, dict[str, str]]] = {}  # pod uid -> container -> env
         self.problems: dict[str, str] = {}  # pod uid -> why it is not running yet
         self.deadlines: dict[str, tuple[float, str, str]] = {}  # pod uid -> (time, ns, name)
         self._todo: set[tuple[str, str]] = set()
@@ -65,8 +84,8 @@ class NodeAgent:
                 continue
             self._start(pod)
 
-    def _container_env(self) -> Any:
-        return importlib.import_module("fake_gpus.plugin.cdi").container_env
+    def _cdi(self) -> Any:
+        return importlib.import_module("fake_gpus.plugin.cdi")
 
     def _start(self, pod: dict) -> None:
         uid = meta(pod)["uid"]
@@ -74,29 +93,36 @@ class NodeAgent:
         if node is None:
             self.problems[uid] = f"node {pod['spec']['nodeName']} does not exist"
             return
-        env: dict[str, str] = {}
         slices = self.dra.slices_for(node)
         entries = list((pod.get("spec") or {}).get("resourceClaims") or [])
         ext = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
         if ext:
-            entries.append({"name": "extended-resources", "resourceClaimName": ext})
+            entries.append({"name": EXTENDED, "resourceClaimName": ext})
+        specs: list[dict] = []
+        prepared: dict[str, list[tuple[list[str], list[str]]]] = {}  # pod claim name -> (requests, CDI ids)
         for entry in entries:
             name, _ = claim_name_for(pod, entry)
             claim = self.store.get("ResourceClaim", name, meta(pod)["namespace"]) if name else None
             st = (claim or {}).get("status") or {}
-            if claim is None or not st.get("allocation") or not any(
-                    r.get("uid") == uid for r in st.get("reservedFor") or []):
+            if claim is None or not st.get("allocation") or not reserved_for_pod(claim, pod):
                 self.problems[uid] = (f'claim {entry.get("name")} ({name or "not created yet"}) is not allocated '
                                       f"and reserved for the pod; kubelet waits")
                 return
             drivers = sorted({r.get("driver", "") for r in ((st["allocation"].get("devices") or {}).get("results") or [])})
             for driver in drivers:
                 try:
-                    env.update(self._container_env()(claim, driver, slices))
+                    cdi = self._cdi()
+                    spec, devs = cdi.prepare(claim, driver, slices)
                 except (ValueError, ImportError) as exc:
-                    self.problems[uid] = f"NodePrepareResources for claim {name} failed: {exc}"
-                    self.events.record(pod, "Warning", "FailedPrepareDynamicResources", self.problems[uid], COMPONENT)
+                    self._prepare_failed(pod, f"NodePrepareResources for claim {name} failed: {exc}")
                     return
+                if spec is not None:
+                    specs.append(spec)
+                    common = cdi.common_spec(driver, node["metadata"]["name"])
+                    if common is not None and common not in specs:
+                        specs.append(common)
+                prepared.setdefault(entry["name"], []).extend(devs)
+        env = self._container_envs(pod, specs, prepared)
         self.problems.pop(uid, None)
         self.env[uid] = env
         now = self.store.clock.timestamp()
@@ -117,13 +143,66 @@ class NodeAgent:
         for c in (pod.get("spec") or {}).get("containers") or []:
             self.events.record(pod, "Normal", "Started", f"Started container {c.get('name', '')}", COMPONENT)
         ann = (meta(pod).get("annotations") or {}).get(DURATION_ANNOTATION)
+        seconds: float | None = None
         if ann is not None:
             try:
                 seconds = parse_duration(ann)
             except ValueError as exc:
                 self.events.record(pod, "Warning", "InvalidDuration", str(exc), "labkit")
                 return
+        elif (pod.get("spec") or {}).get("restartPolicy") in ("Never", "OnFailure"):
+            seconds = self.default_duration  # run-to-completion pods (every Job's) finish on their own
+        if seconds is not None:
             self.deadlines[uid] = (parse_timestamp(now) + seconds, meta(pod)["namespace"], meta(pod)["name"])
+
+    def _container_envs(self, pod: dict, specs: list[dict],
+                        prepared: dict[str, list[tuple[list[str], list[str]]]]) -> dict[str, dict[str, str]]:
+        """Per container (init containers first): the env of exactly the CDI devices of the
+        claims and requests it references (the whole claim when no request is named)."""
+        spec = pod.get("spec") or {}
+        mappings = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("requestMappings") or []
+        out: dict[str, dict[str, str]] = {}
+        for ctr in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+            refs = list((ctr.get("resources") or {}).get("claims") or [])
+            refs += [{"name": EXTENDED, "request": m["requestName"]} for m in mappings
+                     if m.get("containerName") == ctr.get("name") and m.get("requestName")]
+            ids: list[str] = []
+            for ref in refs:
+                for requests, cdi_ids in prepared.get(ref.get("name", ""), []):
+                    req = ref.get("request")
+                    if not req or req in requests:
+                        ids += [i for i in cdi_ids if i not in ids]
+            out[ctr.get("name", "")] = self._cdi().resolve_env(specs, ids) if ids else {}
+        return out
+
+    def _prepare_failed(self, pod: dict, why: str) -> None:
+        """Like the kubelet: the pod stays Pending in ContainerCreating, with a Warning event."""
+        uid = meta(pod)["uid"]
+        first = self.problems.get(uid) != why
+        self.problems[uid] = why
+        if not first:
+            return
+        self.events.record(pod, "Warning", "FailedPrepareDynamicResources", why, COMPONENT)
+        new = evolve(pod, "status")
+        st = new["status"]
+        containers = (pod.get("spec") or {}).get("containers") or []
+        st["containerStatuses"] = [{"name": c.get("name", ""), "image": c.get("image", ""), "ready": False,
+                                    "started": False, "restartCount": 0,
+                                    "state": {"waiting": {"reason": "ContainerCreating"}}} for c in containers]
+        self.store.update(new)
+
+    def pod_env(self, uid: str, container: str | None = None) -> dict[str, str]:
+        """One container's env, or with no name the union over the pod's containers (the list
+        variables then cover every device of the pod)."""
+        per = self.env.get(uid, {})
+        if container is not None:
+            if per and container not in per:
+                raise KeyError(f"no container {container!r} (containers: {', '.join(per)})")
+            return dict(per.get(container, {}))
+        merged: dict[str, str] = {}
+        for env in per.values():
+            merged.update({k: v for k, v in env.items() if k not in merged})
+        return self._cdi().visible_devices(merged) if merged else merged
 
     def next_deadline(self) -> float | None:
         return min((d[0] for d in self.deadlines.values()), default=None)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from labkit.sim import names
+from labkit.sim import names, podgroups
 from labkit.sim.events import EventRecorder
 from labkit.sim.podutil import (
     DELETE_PROTECTION,
@@ -89,6 +89,13 @@ class ClaimController:
             existing, _ = claim_name_for(pod, entry)
             if existing:
                 continue
+            group = podgroups.pod_group(self.store, pod)
+            if podgroups.group_entry(group, entry) is not None:
+                shared = self._group_claim(group, entry, template_name) if group is not None else None
+                if shared is not None:
+                    statuses.append({"name": entry["name"], "resourceClaimName": meta(shared)["name"]})
+                    changed = True
+                continue
             template = self.store.get("ResourceClaimTemplate", template_name, pm["namespace"])
             if template is None:
                 self.events.record(pod, "Warning", "FailedResourceClaimCreation",
@@ -118,6 +125,33 @@ class ClaimController:
             new = evolve(pod, "status")
             new["status"]["resourceClaimStatuses"] = statuses
             self.store.update(new)
+
+    def _group_claim(self, group: dict, entry: dict, template_name: str) -> dict | None:
+        """The PodGroup's claim for a template entry: found, or created once for the whole group."""
+        gm = meta(group)
+        for c in self.store.list("ResourceClaim", gm["namespace"]):
+            if podgroups.owned_by(c, group) and (meta(c).get("annotations") or {}).get(POD_CLAIM_ANNOTATION) == entry["name"]:
+                return c
+        template = self.store.get("ResourceClaimTemplate", template_name, gm["namespace"])
+        if template is None:
+            self.events.record(group, "Warning", "FailedResourceClaimCreation",
+                               f'PodGroup resource claim {entry.get("name")}: resource claim template '
+                               f'"{template_name}" not found', COMPONENT)
+            return None
+        tspec = template.get("spec") or {}
+        tmeta = tspec.get("metadata") or {}
+        claim_meta = {
+            "generateName": names.claim_generate_name(gm["name"], entry["name"]),
+            "namespace": gm["namespace"],
+            "annotations": {**(tmeta.get("annotations") or {}), POD_CLAIM_ANNOTATION: entry["name"]},
+            "ownerReferences": [{"apiVersion": group.get("apiVersion", "scheduling.k8s.io/v1alpha2"),
+                                 "kind": "PodGroup", "name": gm["name"], "uid": gm.get("uid", ""),
+                                 "controller": True, "blockOwnerDeletion": True}],
+        }
+        if tmeta.get("labels"):
+            claim_meta["labels"] = dict(tmeta["labels"])
+        return self.store.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                  "metadata": claim_meta, "spec": copy_of(tspec.get("spec") or {})}, copy=False)
 
     # -- claims ----------------------------------------------------------------------------
     def _pod_gone_or_done(self, ns: str, ref: dict) -> bool:

@@ -107,10 +107,13 @@ class DraState:
         return alloc
 
     def extended_resource_classes(self) -> dict[str, str]:
-        """extendedResourceName -> DeviceClass name (DRAExtendedResource)."""
+        """extendedResourceName -> DeviceClass name (DRAExtendedResource). Every class also backs
+        its implicit name `deviceclass.resource.kubernetes.io/<class>` (KEP-5004)."""
         out: dict[str, str] = {}
         for c in self.store.list("DeviceClass"):
             ern = (c.get("spec") or {}).get("extendedResourceName")
             if ern:
                 out.setdefault(ern, c["metadata"]["name"])
+        for c in self.store.list("DeviceClass"):
+            out.setdefault(f"deviceclass.resource.kubernetes.io/{c['metadata']['name']}", c["metadata"]["name"])
         return out

@@ -38,7 +38,8 @@ class SimError(InputError):
 
 class Sim:
     def __init__(self, profile: ClusterProfile, seed: int = 0, progress: Callable[..., Iterable] | None = None,
-                 cel_engine: str | None = None, state: list[dict] | None = None) -> None:
+                 cel_engine: str | None = None, state: list[dict] | None = None,
+                 default_duration: float | None = None) -> None:
         """`state`: objects of a real cluster (labkit.sim.state.load_state) to start from instead of the
         profile's nodes; `profile` then only gives the Kubernetes version and feature gates."""
         self.profile = profile
@@ -50,7 +51,8 @@ class Sim:
         self.workloads = WorkloadController(self.store)
         self.scheduler = Scheduler(self.store, self.events, self.dra)
         self.claims = ClaimController(self.store, self.events, on_deallocate=self.scheduler.release_claim)
-        self.agent = NodeAgent(self.store, self.events, self.dra)
+        self.agent = NodeAgent(self.store, self.events, self.dra,
+                               **({} if default_duration is None else {"default_duration": default_duration}))
         self.taints = DeviceTaintController(self.store, self.events)
         self.scheduler.progress = progress
         if state is not None:
@@ -79,12 +81,14 @@ class Sim:
         for ns in SYSTEM_NAMESPACES:
             self.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
                                "status": {"phase": "Active"}})
-        for cls in default_device_classes():
-            self.store.create(cls)
         cache: dict[str, Any] = {}
-        for spec in progress(self.profile.nodes, desc="nodes", total=len(self.profile.nodes)):
+        nodes = [(spec, build_slices_for(spec, self.profile, cache))
+                 for spec in progress(self.profile.nodes, desc="nodes", total=len(self.profile.nodes))]
+        for cls in default_device_classes(self.profile, cache):  # after the nodes: needs their profiles
+            self.store.create(cls)
+        for spec, slices in nodes:
             self.store.create(build_node(spec))
-            for s in build_slices_for(spec, self.profile, cache):
+            for s in slices:
                 self.store.create(s)
 
     # -- API -------------------------------------------------------------------------------

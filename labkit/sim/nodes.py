@@ -78,6 +78,14 @@ def build_slices_for(spec: NodeSpec, profile: ClusterProfile, cache: dict[str, A
         ) from None
 
 
-def default_device_classes() -> list[dict]:
-    _, _, device_classes = _fake_gpus()
-    return list(device_classes())
+def default_device_classes(profile: ClusterProfile | None = None, cache: dict[str, Any] | None = None) -> list[dict]:
+    """NVIDIA's DeviceClasses, plus the dra-example-driver's when a node of `profile` runs it."""
+    load_node_profile, _, device_classes = _fake_gpus()
+    if profile is None:
+        return list(device_classes())
+    cache = {} if cache is None else cache
+    for n in profile.nodes:
+        if n.node_profile not in cache:
+            cache[n.node_profile] = load_node_profile(n.node_profile)
+    return list(importlib.import_module("fake_gpus.slices").device_classes_for(
+        [cache[n] for n in dict.fromkeys(x.node_profile for x in profile.nodes)]))

@@ -40,9 +40,12 @@ def node_allocatable(node: dict) -> Requests:
 
 
 def is_extended(name: str) -> bool:
-    """Extended resources: domain-qualified names outside kubernetes.io (nvidia.com/gpu, ...)."""
+    """Extended resources: domain-qualified names outside kubernetes.io (nvidia.com/gpu, ...), and
+    a DeviceClass's implicit name `deviceclass.resource.kubernetes.io/<class>` (KEP-5004)."""
     if "/" not in name:
         return False
+    if name.startswith("deviceclass.resource.kubernetes.io/"):
+        return True
     domain = name.split("/", 1)[0]
     return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
 

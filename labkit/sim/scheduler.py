@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from labkit.sim import podgroups
 from labkit.sim.dra import DraState
 from labkit.sim.events import EventRecorder
 from labkit.sim.names import new_uid
@@ -265,9 +266,16 @@ class Scheduler:
                 return claims, f'resourceclaim "{name}" not found'
             if is_deleting(claim):
                 return claims, f'resourceclaim "{name}" is being deleted'
-            if templated and not any(o.get("uid") == meta(pod)["uid"] for o in meta(claim).get("ownerReferences") or []):
+            if templated and not any(o.get("uid") == meta(pod)["uid"] for o in meta(claim).get("ownerReferences") or []) \
+                    and podgroups.group_claim_ref(self.store, pod, claim) is None:
                 return claims, f"ResourceClaim {ns}/{name} was not created for pod {ns}/{meta(pod)['name']} (pod is not owner)"
             st = claim.get("status") or {}
+            tentative = self._claim_allocs.get(meta(claim)["uid"])
+            if not st.get("allocation") and tentative is not None:
+                # reserved a moment ago for another member of the same gang (a shared claim, e.g. the
+                # PodGroup's): this pod gets that allocation, not a second one
+                claim = {**claim, "status": {**st, "allocation": tentative[0]}}
+                st = claim["status"]
             reserved = st.get("reservedFor") or []
             if st.get("allocation") and len(reserved) >= MAX_RESERVED_FOR and not any(
                     r.get("uid") == meta(pod)["uid"] for r in reserved):
@@ -523,8 +531,9 @@ class Scheduler:
                     fins.append(DELETE_PROTECTION)
                 new["metadata"]["finalizers"] = fins
             reserved = list(st.get("reservedFor") or [])
-            if not any(r.get("uid") == ref["uid"] for r in reserved):
-                reserved.append(ref)
+            mine = podgroups.group_claim_ref(self.store, pod, claim) or ref  # a PodGroup's claim: reserved for the group
+            if not any(r.get("uid") == mine["uid"] for r in reserved):
+                reserved.append(mine)
             st["reservedFor"] = reserved
             self.store.update(new)
         new_pod = evolve(pod, "spec", "status")

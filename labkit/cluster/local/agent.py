@@ -20,6 +20,7 @@ from typing import Any
 
 import grpc
 
+from fake_gpus.plugin.cdi import visible_devices
 from labkit.cluster.local.cdi import CDIError, resolve_env
 from labkit.cluster.local.kube import ApiError, Kube
 
@@ -27,6 +28,7 @@ log = logging.getLogger("labkit.cluster.local.agent")
 
 ENV_ANNOTATION = "labkit.dev/cdi-env"
 DEVICES_ANNOTATION = "labkit.dev/cdi-devices"
+CONTAINER_ENV_ANNOTATION = "labkit.dev/cdi-container-env"  # {container: env}
 #: what a 1.37 kubelet speaks, in its order of preference
 KUBELET_DRA_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
 RPC_TIMEOUT = 45.0
@@ -228,8 +230,10 @@ class NodeAgent(threading.Thread):
         merged: dict[str, str] = {}
         for e in env.values():
             merged.update({k: v for k, v in e.items() if k not in merged})
+        merged = visible_devices(merged) if merged else merged
         self.kube.patch("pods", name, ns, {"metadata": {"annotations": {
             ENV_ANNOTATION: json.dumps(merged, sort_keys=True),
+            CONTAINER_ENV_ANNOTATION: json.dumps(env, sort_keys=True),
             DEVICES_ANNOTATION: json.dumps(devices, sort_keys=True)}}})
         now = _now()
         conds = [{"type": t, "status": "True", "lastTransitionTime": now}

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from fake_gpus.plugin.cdi import visible_devices
 from labkit.errors import EngineError
 
 
@@ -58,7 +59,7 @@ def resolve_env(device_ids: Iterable[str], dirs: Iterable[Path]) -> dict[str, st
             seen_specs.add(id(spec_edits))
             _apply(env, spec_edits)
         _apply(env, dev_edits)
-    return env
+    return visible_devices(env)  # the fake runtime hook: lists of the injected devices
 
 
 def _apply(env: dict[str, str], edits: dict) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from labkit.cluster.base import Cluster, ClusterError, NotFound, Source
 from labkit.cluster.local import binaries, controlplane, nodes, pki
-from labkit.cluster.local.agent import ENV_ANNOTATION, NodeAgent
+from labkit.cluster.local.agent import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION, NodeAgent
 from labkit.cluster.local.binaries import Binaries, BinariesMissing
 from labkit.cluster.local.kube import ApiError, Kube
 from labkit.cluster.local.procs import Component, ProcessError, Supervisor, pid_alive, port_open
@@ -208,10 +208,12 @@ class LocalCluster(Cluster):
         self.heartbeats.start()
 
     def _apply_device_classes(self) -> None:
-        from fake_gpus.slices import device_classes
+        from fake_gpus.catalog import load_node_profile
+        from fake_gpus.slices import device_classes_for
 
         assert self.kube
-        for dc in device_classes():
+        names = dict.fromkeys(n.node_profile for n in self.profile.nodes)
+        for dc in device_classes_for([load_node_profile(n) for n in names]):
             self.kube.apply(dc)
 
     def _plugin_cmd(self) -> list[str]:
@@ -455,10 +457,18 @@ class LocalCluster(Cluster):
         return build_placements(self.list("pods"), self.list("resourceclaims"), self.list("resourceslices"))
 
     def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
+        """One container's env (CDI devices of the requests it references), or with no name the
+        union over the pod's containers."""
         obj = self.get("pods", pod, namespace)
-        self._check_container(obj, container)
-        raw = (obj["metadata"].get("annotations") or {}).get(ENV_ANNOTATION)
-        return json.loads(raw) if raw else {}
+        ann = obj["metadata"].get("annotations") or {}
+        if container is None:
+            raw = ann.get(ENV_ANNOTATION)
+            return json.loads(raw) if raw else {}
+        per = json.loads(ann.get(CONTAINER_ENV_ANNOTATION) or "{}")
+        names = [c["name"] for c in (obj.get("spec") or {}).get("initContainers", []) + obj["spec"]["containers"]]
+        if container not in names:
+            raise ClusterError(f"pod {namespace}/{pod}: no container {container!r} (containers: {', '.join(names)})")
+        return dict(per.get(container, {}))
 
     def explain(self, pod: str, namespace: str = "default") -> str:
         from labkit.cluster.explain_live import explain_pod
