@@ -202,6 +202,17 @@ def test_server_version_picks_the_allocator_profile(busy, server, minor):
     assert restored_sim(Attached()).dra.kubernetes_version == minor
 
 
+def test_an_emulated_minor_picks_its_profile(busy):
+    """kube-apiserver --emulated-version=kube=1.36 answers /version with gitVersion v1.37.1 and
+    emulationMinor 36 (measured on local): the 1.36 rules apply."""
+    from labkit.cluster.explain_live import allocator_version
+
+    class Emulating:
+        backend, server_version, emulated_version, profile = "kubeconfig", "v1.37.1", "1.36", None
+
+    assert allocator_version(Emulating()) == "1.36"
+
+
 def test_server_outside_the_modelled_versions_is_one_line(busy):
     from labkit.cluster.explain_live import explain_pod
 
