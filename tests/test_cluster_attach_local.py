@@ -200,3 +200,24 @@ def test_rbac_that_forbids_listing_slices_is_one_line(local, tmp_path, capsys):
     assert not (tmp_path / "d.yaml").exists()
     restricted.down()
     _cleanup(local)
+
+
+def test_an_emulating_server_picks_the_older_allocator_profile():
+    """kube-apiserver --emulated-version=kube=1.36 (a 1.36 profile on the 1.37 binaries): attach sees
+    emulationMinor in /version and explains with the 1.36 rules."""
+    import dataclasses
+
+    from labkit.cluster.explain_live import restored_sim
+    from labkit.sim.profiles import load_profile
+
+    old = connect("local", dataclasses.replace(load_profile("tiny"), kubernetes_version="1.36"), progress=False,
+                  build=False)
+    try:
+        live = connect("kubeconfig", kubeconfig=old.kubeconfig)
+        assert live.server_version.startswith("v1.37") and live.emulated_version == "1.36"
+        assert live.profile.kubernetes_version == "1.36"
+        assert "(emulating 1.36)" in live.status()
+        assert restored_sim(live).dra.kubernetes_version == "1.36"
+        live.down()
+    finally:
+        old.down()

@@ -202,6 +202,17 @@ def test_server_version_picks_the_allocator_profile(busy, server, minor):
     assert restored_sim(Attached()).dra.kubernetes_version == minor
 
 
+def test_an_emulated_minor_picks_its_profile(busy):
+    """kube-apiserver --emulated-version=kube=1.36 answers /version with gitVersion v1.37.1 and
+    emulationMinor 36 (measured on local): the 1.36 rules apply."""
+    from labkit.cluster.explain_live import allocator_version
+
+    class Emulating:
+        backend, server_version, emulated_version, profile = "kubeconfig", "v1.37.1", "1.36", None
+
+    assert allocator_version(Emulating()) == "1.36"
+
+
 def test_server_outside_the_modelled_versions_is_one_line(busy):
     from labkit.cluster.explain_live import explain_pod
 
@@ -215,3 +226,37 @@ def test_server_outside_the_modelled_versions_is_one_line(busy):
     with pytest.raises(ClusterError) as e:
         explain_pod(Old(), name)
     assert str(e.value).startswith("the cluster runs Kubernetes v1.33.5; labkit's allocator models 1.34-1.37 only")
+
+
+def test_a_pod_that_fits_now_says_the_scheduler_has_not_retried():
+    """A dump where the pod blocking a Pending pod is gone (the real scheduler has not retried yet)."""
+    c = connect("sim", "workshop", progress=False)
+    four = {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 4}}]}}
+    c.apply({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "four"},
+             "spec": {"spec": four}})
+    for name in ("a", "b"):
+        c.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                 "spec": {"nodeSelector": {"kubernetes.io/hostname": "t4-0"},
+                          "containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "g"}]}}],
+                          "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "four"}]}})
+        c.wait()
+    assert c.get("Pod", "b")["spec"].get("nodeName") is None
+    objs = [o for o in cluster_state(c) if not (o["kind"] in ("Pod", "ResourceClaim")
+                                                 and o["metadata"]["name"].startswith("a"))]
+
+    class Live:  # a real cluster right after pod a and its claim went away
+        backend, server_version, profile = "kubeconfig", "v1.37.0", None
+
+        def get(self, kind, name, namespace):
+            return c.get(kind, name, namespace)
+
+        def list(self, kind):
+            return [o for o in objs if o["kind"] == kind]
+
+        def events(self):
+            return c.events()
+
+    text = explain_pod(Live(), "b")
+    assert text.startswith("Pod default/b is Pending, but it fits now: labkit's scheduler would place it on node "
+                           "t4-0 (b-g-")
+    assert "g -> t4-0/gpu-0" in text and "The real scheduler has not retried it yet" in text

@@ -171,7 +171,8 @@ assemble() {
   sed "s|\${CNI_IMAGE}|$CNI_IMAGE|" "$KN_ROOT/tools/kind-node/manifests/default-cni.yaml" > "$tree/kind/manifests/default-cni.yaml"
   cp "$KN_ROOT/tools/kind-node/setup-node.sh" "$tree/kind/bin/labkit-setup-node.sh"
 
-  local cid; cid="$(docker run -d --privileged --entrypoint=sleep "$base_img" infinity)"
+  # (`docker commit --change` cannot set a stop signal; the container's own is kept: systemd's)
+  local cid; cid="$(docker run -d --privileged --stop-signal=SIGRTMIN+3 --entrypoint=sleep "$base_img" infinity)"
   # shellcheck disable=SC2064
   trap "docker rm -f $cid >/dev/null 2>&1 || true; rm -rf '$tree'" EXIT
   tar -C "$tree" --numeric-owner --owner=0 --group=0 -c . | docker cp - "$cid:/"
@@ -189,15 +190,17 @@ assemble() {
     have="$(docker exec "$cid" ctr --namespace=k8s.io images list -q)"
     for img in "${IMAGES[@]}"; do grep -qxF "$img" <<<"$have" || missing+=("$img"); done
     [[ ${#missing[@]} -eq 0 ]] || die "not imported into the node: ${missing[*]}"
-    docker exec "$cid" bash -c 'pkill containerd; for i in $(seq 1 40); do pgrep -x containerd >/dev/null || exit 0; sleep 0.5; done; exit 1'
-    docker exec "$cid" rm -rf /tmp/containerd.log /var/log/*.log
+    # stop it cleanly (its metadata database must be flushed before the commit); PID 1 here
+    # is `sleep`, which never reaps, so a stopped containerd stays a zombie: wait for that state
+    docker exec "$cid" bash -c 'pkill -x containerd
+      for i in $(seq 1 60); do ps -C containerd -o stat= | grep -qv Z || exit 0; sleep 0.5; done; exit 1'
+    docker exec "$cid" bash -c 'rm -rf /tmp/containerd.log /var/log/*.log' 
   }
   stage import-images import_images
 
   stage commit docker commit \
     --change 'ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]' \
     --change 'ENV container=docker' \
-    --change 'STOPSIGNAL SIGRTMIN+3' \
     --change 'CMD []' \
     "$cid" "$IMAGE" >/dev/null
   docker rm -f "$cid" >/dev/null

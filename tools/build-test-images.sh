@@ -43,9 +43,10 @@ workload_image() {
 
 # ---------------------------------------------------------------- the driver image
 local_python_base() { # a Debian python3 + pip image, named after its root filesystem
-  local tar name
+  local tar name ca=/etc/ssl/certs/ca-certificates.crt
   tar="$(rootfs_part python-rootfs "$PYTHON_BASE_PACKAGES")"
-  name="labkit.local/python-base:$(basename "$tar" .tar)"
+  # it trusts what this machine trusts (pip must reach PyPI through the same TLS proxies, if any)
+  name="labkit.local/python-base:$(basename "$tar" .tar)-$(cat "$ca" 2>/dev/null | sha256sum | cut -c1-8)"
   if ! have "$name"; then
     docker import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
       "$tar" "$name.tmp" >/dev/null
@@ -53,6 +54,7 @@ local_python_base() { # a Debian python3 + pip image, named after its root files
     # install into the system interpreter (Debian marks it externally managed)
     local cid
     cid="$(docker create "$name.tmp" sh -c 'ln -sf python3 /usr/bin/python && rm -f /usr/lib/python3*/EXTERNALLY-MANAGED')"
+    [[ ! -s "$ca" ]] || docker cp "$ca" "$cid:/etc/ssl/certs/ca-certificates.crt"
     docker start -a "$cid" >/dev/null
     docker commit --change 'CMD ["python3"]' "$cid" "$name" >/dev/null
     docker rm "$cid" >/dev/null

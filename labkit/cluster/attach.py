@@ -48,6 +48,7 @@ class KubeconfigCluster(Cluster):
         self.kube: Any = None
         self.server = ""
         self.server_version = ""  # gitVersion from /version, e.g. "v1.37.0"
+        self.emulated_version: str | None = None  # "1.36" when the server emulates an older minor
         self._gates: dict[str, bool] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -87,7 +88,11 @@ class KubeconfigCluster(Cluster):
         self.server = self.kube.server
         self.where = f"context {self.context} ({self.server})"
         version = self._call(lambda: self.kube.request("GET", "/version", timeout=self.request_timeout), "/version")
-        self.server_version = str(version.get("gitVersion", "")) if isinstance(version, dict) else ""
+        version = version if isinstance(version, dict) else {}
+        self.server_version = str(version.get("gitVersion", ""))
+        if version.get("emulationMinor") and version.get("emulationMinor") != version.get("minor"):
+            # newer binaries behaving as an older minor (--emulated-version): that minor's rules apply
+            self.emulated_version = f"{version.get('emulationMajor', '1')}.{version['emulationMinor']}"
         self._call(self.kube.discover, "API discovery")
         try:
             self.kube.resource("ResourceSlice", "resource.k8s.io/v1")
@@ -101,8 +106,7 @@ class KubeconfigCluster(Cluster):
         from labkit.api.features import DEFAULT_VERSION, SUPPORTED_VERSIONS
         from labkit.sim.profiles import ClusterProfile, NodeSpec
 
-        parts = self.server_version.lstrip("v").split(".")
-        minor = ".".join(parts[:2])
+        minor = self.emulated_version or ".".join(self.server_version.lstrip("v").split(".")[:2])
         nodes = [NodeSpec(name=n["metadata"]["name"],
                           node_profile=(n["metadata"].get("labels") or {}).get("fake-gpus.dev/node-profile", "(live)"))
                  for n in self.list("Node")]
@@ -249,7 +253,8 @@ class KubeconfigCluster(Cluster):
             return "kubeconfig cluster (not attached)"
         nodes = self.profile.nodes if self.profile else []
         mode = "read-only" if self.read_only else "read-write"
-        return (f"kubeconfig cluster: {self.where}, Kubernetes {self.server_version}, {len(nodes)} node(s), "
+        version = self.server_version + (f" (emulating {self.emulated_version})" if self.emulated_version else "")
+        return (f"kubeconfig cluster: {self.where}, Kubernetes {version}, {len(nodes)} node(s), "
                 f"{len(self.list('ResourceSlice'))} ResourceSlices, {mode}")
 
     def __repr__(self) -> str:

@@ -24,11 +24,12 @@ MAX_EVENTS = 5
 
 
 def allocator_version(cluster: Any, kubernetes_version: str | None = None) -> str:
-    """The minor ("1.36") whose allocator profile applies: the argument, the server's version
+    """The minor ("1.36") whose allocator profile applies: the argument, the minor the server emulates
+    (`cluster.emulated_version`, from /version's emulationMinor), the server's version
     (`cluster.server_version`), else the cluster profile's. One line for versions labkit does not model."""
     from labkit.api.features import SUPPORTED_VERSIONS
 
-    raw = kubernetes_version or getattr(cluster, "server_version", None) or getattr(
+    raw = kubernetes_version or getattr(cluster, "emulated_version", None) or getattr(cluster, "server_version", None) or getattr(
         getattr(cluster, "profile", None), "kubernetes_version", None) or "1.37"
     parts = str(raw).strip().lstrip("v").split(".")
     minor = ".".join(p.split("-")[0].rstrip("+") for p in parts[:2])

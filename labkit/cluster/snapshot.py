@@ -9,14 +9,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from labkit.cluster.base import NotFound
 from labkit.sim.state import STATE_KINDS
+
+#: kinds a cluster may not serve at all (DeviceTaintRule is alpha before 1.37): none of them, then
+OPTIONAL_KINDS = frozenset({"DeviceTaintRule"})
 
 
 def cluster_state(cluster: Any) -> list[dict]:
     """The objects of labkit.sim.state.STATE_KINDS on `cluster`, each with apiVersion and kind."""
     out = []
     for kind, api_version in STATE_KINDS.items():
-        for obj in cluster.list(kind):
+        try:
+            objs = cluster.list(kind)
+        except NotFound:
+            if kind not in OPTIONAL_KINDS:
+                raise
+            continue
+        for obj in objs:
             obj = {"apiVersion": obj.get("apiVersion") or api_version, "kind": obj.get("kind") or kind,
                    **{k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}}
             if "managedFields" in (obj.get("metadata") or {}):

@@ -33,5 +33,5 @@ ctr oci spec \
   | jq 'del(.process.rlimits)' > /etc/containerd/cri-base.json
 
 containerd --version
-runc --version | head -1
+runc --version | sed -n 1p
 kubelet --version
