@@ -65,13 +65,14 @@ class RequestPanel(W.VBox):
         self.device_class = W.Dropdown(options=classes, value=device_class if device_class in classes else classes[0],
                                        description="class", layout=W.Layout(width="330px"))
         self.count = W.BoundedIntText(value=1, min=1, max=32, description="count", layout=W.Layout(width="160px"))
-        self.all = W.Checkbox(value=False, description="all matching devices (allocationMode: All)", indent=False)
+        self.all = W.Checkbox(value=False, description="all matching devices (allocationMode: All)", indent=False,
+                              layout=W.Layout(width="auto"))
         self.filters = W.VBox([])
         add = W.Button(description="+ filter", layout=W.Layout(width="90px"))
         add.add_class("labkit-add-filter")
         add.on_click(builder.guard(lambda _: self.add_filter()))
         self.fallback = W.Checkbox(value=False, description="else (firstAvailable):", indent=False,
-                                   layout=W.Layout(width="180px"))
+                                   layout=W.Layout(width="auto"))
         self.fallback_class = W.Dropdown(options=classes, value=self.device_class.value, layout=W.Layout(width="220px"))
         self.fallback_count = W.BoundedIntText(value=2, min=1, max=32, description="count",
                                                layout=W.Layout(width="150px"))
