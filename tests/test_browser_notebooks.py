@@ -126,6 +126,10 @@ def _click_widget(cls: str, widget, page) -> str | None:
         if cls == "labkit-claim-builder":
             widget.locator(".labkit-allocate").click()
             expect(widget.locator(".labkit-result")).to_contain_text("allocated on", timeout=HANG)
+            picture = widget.locator("img").first
+            expect(picture).to_be_visible(timeout=HANG)
+            if not picture.evaluate("i => i.complete && i.naturalWidth > 100"):
+                return "Allocate shows no placement picture"
         elif cls == "labkit-inventory":
             before = widget.locator(".labkit-inventory-summary").inner_text()
             widget.locator(".labkit-inventory-type select").select_option("nic")
@@ -148,11 +152,14 @@ def _click_widget(cls: str, widget, page) -> str | None:
 
 
 def _truncated(widget) -> list[str]:
-    """Labels and buttons of a widget whose text is cut (an ellipsis instead of the words)."""
-    return widget.evaluate("""w => [...w.querySelectorAll(
+    """Labels and buttons of a widget whose text is cut (an ellipsis, or past the widget's right edge)."""
+    return widget.evaluate("""w => {
+        const right = w.getBoundingClientRect().right;
+        return [...w.querySelectorAll(
             '.widget-label, .widget-label-basic, .widget-toggle-button, .widget-checkbox label, button')]
-        .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
-        .map(e => e.textContent.trim())""")
+        .filter(e => e.offsetParent !== null &&
+                     (e.scrollWidth > e.clientWidth + 1 || e.getBoundingClientRect().right > right + 1))
+        .map(e => e.textContent.trim()); }""")
 
 
 def _fits(widget) -> str | None:
