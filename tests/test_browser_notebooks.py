@@ -253,8 +253,12 @@ def test_notebook_as_a_learner_sees_it(lab, name: str):
         target = shown_widgets[0]
     else:
         target = dom_cells.nth(solution[-1] if solution else code[-1])
+    # a tall picture (12's plot) is taken whole: the window grows to hold it, then shrinks back
+    height = int(target.evaluate("e => e.getBoundingClientRect().height"))
+    page.set_viewport_size({"width": 1280, "height": max(1000, height + 300)})
     target.scroll_into_view_if_needed()
     target.screenshot(path=str(shot))
+    page.set_viewport_size({"width": 1280, "height": 1000})
 
     # errors, from the notebook as saved
     numbered = sum(1 for p in dom_cells.locator(".jp-InputPrompt").all_inner_texts() if re.search(r"\[\d+\]", p))
