@@ -76,6 +76,20 @@ def _saved(path: Path, code_cells: int) -> dict:
     return nb
 
 
+def _wait_run_all(page, base: str, path: str) -> None:
+    """Until Run All is over: no cell queued or running ([*]) and the kernel idle, twice in a row (Run
+    All also ends early, at the first cell that raises)."""
+    quiet = 0
+    for _ in range(int(HANG / 250)):  # a hang guard, not a performance limit
+        prompts = page.locator(".jp-NotebookPanel:visible .jp-InputPrompt").all_inner_texts()
+        busy = any("*" in p for p in prompts) or not any(re.search(r"\[\d+\]", p) for p in prompts)
+        quiet = 0 if busy else quiet + 1
+        if quiet >= 2:
+            wait_kernel_idle(base, path, timeout=HANG / 1000)
+            return
+        time.sleep(0.5)
+
+
 def _shutdown_kernels(base: str) -> None:
     for s in json.loads(urllib.request.urlopen(base + "/api/sessions", timeout=5).read()):
         req = urllib.request.Request(f"{base}/api/sessions/{s['id']}", method="DELETE")
@@ -87,6 +101,11 @@ def lab(tmp_path_factory):
     from playwright.sync_api import sync_playwright
 
     root = tmp_path_factory.mktemp("course")
+    (root / "notebooks").mkdir()
+    # the repository's layout around the notebooks: they read ../examples/<scenario>/*.yaml
+    for shared in ("examples", "clusters"):
+        if (NOTEBOOKS.parent / shared).is_dir():
+            (root / shared).symlink_to(NOTEBOOKS.parent / shared)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with jupyter_lab(root) as base, sync_playwright() as p:
         browser = launch(p)
@@ -107,6 +126,10 @@ def _click_widget(cls: str, widget, page) -> str | None:
         if cls == "labkit-claim-builder":
             widget.locator(".labkit-allocate").click()
             expect(widget.locator(".labkit-result")).to_contain_text("allocated on", timeout=HANG)
+            picture = widget.locator("img").first
+            expect(picture).to_be_visible(timeout=HANG)
+            if not picture.evaluate("i => i.complete && i.naturalWidth > 100"):
+                return "Allocate shows no placement picture"
         elif cls == "labkit-inventory":
             before = widget.locator(".labkit-inventory-summary").inner_text()
             widget.locator(".labkit-inventory-type select").select_option("nic")
@@ -126,6 +149,17 @@ def _click_widget(cls: str, widget, page) -> str | None:
     except AssertionError as exc:
         return str(exc).splitlines()[0]
     return None
+
+
+def _truncated(widget) -> list[str]:
+    """Labels and buttons of a widget whose text is cut (an ellipsis, or past the widget's right edge)."""
+    return widget.evaluate("""w => {
+        const right = w.getBoundingClientRect().right;
+        return [...w.querySelectorAll(
+            '.widget-label, .widget-label-basic, .widget-toggle-button, .widget-checkbox label, button')]
+        .filter(e => e.offsetParent !== null &&
+                     (e.scrollWidth > e.clientWidth + 1 || e.getBoundingClientRect().right > right + 1))
+        .map(e => e.textContent.trim()); }""")
 
 
 def _fits(widget) -> str | None:
@@ -148,24 +182,27 @@ def test_notebook_as_a_learner_sees_it(lab, name: str):
 
     root, base, page = lab
     nb = solved_copy(name)
-    (root / f"{name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    path = f"notebooks/{name}.ipynb"
+    (root / path).write_text(json.dumps(nb), encoding="utf-8")
     cells = nb["cells"]
     code = [i for i, c in enumerate(cells) if c["cell_type"] == "code"]
     sources = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in cells]
     drawing = [i for i in code if DRAWS.search(sources[i])]
     solution = [i for i in code if "solution" in cells[i].get("metadata", {}).get("tags", [])]
 
-    page.goto(f"{base}/lab/workspaces/course/tree/{name}.ipynb?reset")
+    page.goto(f"{base}/lab/workspaces/course/tree/{path}?reset")
     page.wait_for_selector(".jp-NotebookPanel .jp-CodeCell", timeout=HANG)
-    wait_kernel_idle(base, f"{name}.ipynb", timeout=HANG / 1000)
+    wait_kernel_idle(base, path, timeout=HANG / 1000)
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
     dom_cells = page.locator(".jp-NotebookPanel:visible .jp-Notebook .jp-Cell")
-    expect(dom_cells.nth(code[-1]).locator(".jp-InputPrompt")).to_have_text(f"[{len(code)}]:", timeout=HANG)
-    wait_kernel_idle(base, f"{name}.ipynb", timeout=HANG / 1000)
+    _wait_run_all(page, base, path)
     assert dom_cells.count() == len(cells)
+    prompts = dom_cells.locator(".jp-InputPrompt").all_inner_texts()
 
     problems: list[str] = []
+    if prompts[-1].strip() != f"[{len(code)}]:":
+        problems.append(f"Run All stopped: the prompts read {' '.join(p.strip() for p in prompts)}")
     # every drawing cell shows a picture with pixels
     for i in drawing:
         img = dom_cells.nth(i).locator(".jp-OutputArea img")
@@ -188,15 +225,19 @@ def test_notebook_as_a_learner_sees_it(lab, name: str):
             continue
         widget = cell.locator(f".{found[0]}").first
         shown_widgets.append(widget)
+        if cut := _truncated(widget):
+            problems.append(f"cell {i}: {found[0]} labels cut off: {cut}")
         if found[0] == "labkit-topology" and (why := _fits(widget)):
             problems.append(f"cell {i}: TopologyView {why}")
         if why := _click_widget(found[0], widget, page):
             problems.append(f"cell {i}: {found[0]} did not answer a click: {why}")
+        widget.scroll_into_view_if_needed()
+        widget.screenshot(path=str(ARTIFACTS / f"{name}.{found[0].removeprefix('labkit-')}.png"))
     # the solution shows ✅ after Run All, and again when run once more
     for i in solution:
         if "✅" not in _text(dom_cells.nth(i)):
             problems.append(f"solution cell {i} after Run All: {_text(dom_cells.nth(i))[:200]!r}")
-    if solution:
+    if solution and not problems:
         last = solution[-1]
         dom_cells.nth(last).locator(".jp-InputArea-prompt").click()
         page.keyboard.press("Control+Enter")
@@ -212,12 +253,17 @@ def test_notebook_as_a_learner_sees_it(lab, name: str):
         target = shown_widgets[0]
     else:
         target = dom_cells.nth(solution[-1] if solution else code[-1])
+    # a tall picture (12's plot) is taken whole: the window grows to hold it, then shrinks back
+    height = int(target.evaluate("e => e.getBoundingClientRect().height"))
+    page.set_viewport_size({"width": 1280, "height": max(1000, height + 300)})
     target.scroll_into_view_if_needed()
     target.screenshot(path=str(shot))
+    page.set_viewport_size({"width": 1280, "height": 1000})
 
     # errors, from the notebook as saved
+    numbered = sum(1 for p in dom_cells.locator(".jp-InputPrompt").all_inner_texts() if re.search(r"\[\d+\]", p))
     page.keyboard.press("Control+s")
-    saved = _saved(root / f"{name}.ipynb", len(code))
+    saved = _saved(root / path, numbered)
     for i, c in enumerate(saved["cells"]):
         for o in c.get("outputs", []):
             if o.get("output_type") == "error":

@@ -41,12 +41,11 @@ def plot_results(results: Any, path: str | Path | None = None) -> Any:
         # so that every line stays visible where they overlap
         width = 1.2 + 1.1 * (n - 1 - k)
         marker = MARKERS[k % len(MARKERS)]
-        every = max(1, len(hours) // 12)
         for ax, (title, keys) in zip(axes, PANELS, strict=False):
             for j, key in enumerate(keys):
                 ax.step(hours, [s[key] for s in run.timeline], where="post", color=color, alpha=0.85,
                         linestyle="--" if j else "-", label=run.policy if j == 0 else None, linewidth=width,
-                        marker=marker, markevery=(k % every, every), markersize=5 + n - k, zorder=2 + k)
+                        marker=marker, markevery=(0.02 * k, 0.09), markersize=5 + n - k, zorder=2 + k)
             ax.set_title(title, fontsize=10)
     for ax in axes[:-1]:
         ax.set_xlabel("sim time (h)")

@@ -65,13 +65,14 @@ class RequestPanel(W.VBox):
         self.device_class = W.Dropdown(options=classes, value=device_class if device_class in classes else classes[0],
                                        description="class", layout=W.Layout(width="330px"))
         self.count = W.BoundedIntText(value=1, min=1, max=32, description="count", layout=W.Layout(width="160px"))
-        self.all = W.Checkbox(value=False, description="all matching devices (allocationMode: All)", indent=False)
+        self.all = W.Checkbox(value=False, description="all matching devices (allocationMode: All)", indent=False,
+                              layout=W.Layout(width="auto"))
         self.filters = W.VBox([])
         add = W.Button(description="+ filter", layout=W.Layout(width="90px"))
         add.add_class("labkit-add-filter")
         add.on_click(builder.guard(lambda _: self.add_filter()))
         self.fallback = W.Checkbox(value=False, description="else (firstAvailable):", indent=False,
-                                   layout=W.Layout(width="180px"))
+                                   layout=W.Layout(width="auto"))
         self.fallback_class = W.Dropdown(options=classes, value=self.device_class.value, layout=W.Layout(width="220px"))
         self.fallback_count = W.BoundedIntText(value=2, min=1, max=32, description="count",
                                                layout=W.Layout(width="150px"))
@@ -80,10 +81,11 @@ class RequestPanel(W.VBox):
         for w in (self.req_name, self.device_class, self.count, self.all, self.fallback, self.fallback_class,
                   self.fallback_count):
             w.observe(builder.guard(lambda _: builder.refresh()), names="value")
+        wrap = W.Layout(flex_flow="row wrap")  # narrow notebooks: the row wraps instead of cutting labels
         super().__init__([
-            W.HBox([self.req_name, self.device_class, self.count, self.all]),
+            W.HBox([self.req_name, self.device_class, self.count, self.all], layout=wrap),
             W.HBox([W.Label("filters (ANDed):"), add]), self.filters,
-            W.HBox([self.fallback, self.fallback_class, self.fallback_count]),
+            W.HBox([self.fallback, self.fallback_class, self.fallback_count], layout=wrap),
         ], layout=W.Layout(border="1px solid #ddd", padding="4px", margin="2px 0"))
 
     def names(self) -> list[str]:
@@ -206,11 +208,11 @@ class ClaimBuilder(W.VBox):
                                         kubernetes_version=self.inventory.kubernetes_version)
         self.last_placement = placement
         colour = {"allocated": "#1b5e20", "unsatisfiable": "#8a5300", "error": "#b00020"}[placement.status]
-        self.result.value = (f"<pre style='color:{colour}; white-space:pre-wrap' class='labkit-result-text'>"
-                             f"{escape(placement.summary)}</pre>")
-        png = self._picture(placement)
+        png = self._picture(placement)  # first: the picture is there when the result line appears
         self.picture.value = png
         self.picture.layout.display = "" if png else "none"
+        self.result.value = (f"<pre style='color:{colour}; white-space:pre-wrap' class='labkit-result-text'>"
+                             f"{escape(placement.summary)}</pre>")
         return placement
 
     def _picture(self, placement: Placement) -> bytes:

@@ -66,7 +66,7 @@ class InventoryExplorer(W.VBox):
         nodes = sorted({r.node for r in inventory_rows(self.inventory.slices)})
         self.node = W.Dropdown(options=["all nodes", *nodes], value="all nodes", description="node")
         self.kind = W.Dropdown(options=["all", "gpu", "mig", "nic"], value="all", description="type")
-        self.free_only = W.Checkbox(value=False, description="free only", indent=False)
+        self.free_only = W.Checkbox(value=False, description="free only", indent=False, layout=W.Layout(width="auto"))
         self.node.add_class("labkit-inventory-node")
         self.kind.add_class("labkit-inventory-type")
         self.refresh_button = refresh = W.Button(description="refresh", icon="refresh")

@@ -325,12 +325,12 @@ def html_table(rows: list[Any], columns: list[str] | None = None, max_rows: int 
         return "<i>nothing to show</i>"
     dicts = [asdict(r) if hasattr(r, "__dataclass_fields__") else dict(r) for r in rows]
     columns = columns or list(dicts[0])
-    head = "".join(f"<th style='text-align:left'>{escape(c)}</th>" for c in columns)
+    head = "".join(f"<th style='text-align:left;padding:2px 10px 2px 0'>{escape(c)}</th>" for c in columns)
     def cell(v: Any) -> str:
         return f"{v:.4g}" if isinstance(v, float) else str(v)  # 0.30000000000000004 -> 0.3
 
     body = "".join(
-        "<tr>" + "".join(f"<td style='text-align:left'>{escape(cell(d.get(c, '')))}</td>" for c in columns) + "</tr>"
+        "<tr>" + "".join(f"<td style='text-align:left;padding:2px 10px 2px 0'>{escape(cell(d.get(c, '')))}</td>" for c in columns) + "</tr>"
         for d in dicts[:max_rows]
     )
     more = f"<tr><td colspan={len(columns)}>… {len(dicts) - max_rows} more</td></tr>" if len(dicts) > max_rows else ""

@@ -83,7 +83,7 @@ function render({ model, el }) {
       g.appendChild(r);
       const t = document.createElementNS(NS, "text");
       t.setAttribute("x", n.x); t.setAttribute("y", n.y + 4); t.setAttribute("text-anchor", "middle");
-      t.setAttribute("font-size", n.kind === "mig" ? 9 : 11); t.setAttribute("font-family", "sans-serif");
+      t.setAttribute("font-size", n.kind === "mig" ? 10 : 14); t.setAttribute("font-family", "sans-serif");
       t.textContent = n.label;
       g.appendChild(t);
       const title = document.createElementNS(NS, "title");
