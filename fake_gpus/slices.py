@@ -123,7 +123,9 @@ class _GpuView:
 
     def _common_attrs(self) -> dict[str, dict[str, Any]]:
         """What NVIDIA's driver publishes on GPUs and their MIG devices alike (GpuInfo.Attributes,
-        CommonAttributesMig): no numaNode; addressingMode only where NVML reports one."""
+        CommonAttributesMig): addressingMode only where NVML reports one; the standard
+        resource.kubernetes.io/numaNode of the GPU (MIG devices: the parent's), which the driver
+        publishes since mid-2026 (driver PR #1165; see tests/test_fake_gpus_nvidia_schema.py)."""
         m, p = self.gpu.model, self.profile
         attrs = {
             "productName": _s(m.product_name),
@@ -134,6 +136,7 @@ class _GpuView:
             "cudaDriverVersion": {"version": semver_from_nvml(p.cuda_driver_version)},
             f"{STD_DOMAIN}/pciBusID": _s(self.gpu.pci_bus_id),
             f"{STD_DOMAIN}/pcieRoot": _s(self.gpu.pcie_root),
+            f"{STD_DOMAIN}/numaNode": {"int": self.gpu.numa_node},
         }
         if p.addressing_mode:
             attrs["addressingMode"] = _s(p.addressing_mode)

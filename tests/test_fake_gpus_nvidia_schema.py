@@ -1,9 +1,12 @@
 """Per device type, the generated attribute and capacity key sets equal what NVIDIA's DRA driver
 publishes for the same hardware.
 
-Reference attribute sets: NVIDIA/k8s-dra-driver-gpu tests/bats (commit 22407113), the tests
-"GPUs: inspect device attributes in resource slice (gpu)" (test_gpu_basic.bats), "StaticMIG: ...
-(mig)" (test_gpu_mig.bats), "DynMIG: ... (gpu)" and "DynMIG: ... (mig)" (test_gpu_dynmig.bats).
+Reference attribute sets: NVIDIA/k8s-dra-driver-gpu tests/bats (commit 22407113, 2026-05-15), the
+tests "GPUs: inspect device attributes in resource slice (gpu)" (test_gpu_basic.bats), "StaticMIG:
+... (mig)" (test_gpu_mig.bats), "DynMIG: ... (gpu)" and "DynMIG: ... (mig)" (test_gpu_dynmig.bats),
+plus `resource.kubernetes.io/numaNode`, which the driver added after that commit (PR #1165,
+2026-06) on GPUs and, copied from the parent, on MIG devices (source checked at commit 9593204,
+docs/dra-reference.md "Corrections").
 Capacities: cmd/gpu-kubelet-plugin (GpuInfo.fullGpuCapacity: memory; CommonCapacitiesMig: six
 engine counts + memory; static MIG devices add memorySlice<i>; the DynamicMIG full GPU publishes
 the per-dimension maximum over its MIG profiles).
@@ -17,7 +20,8 @@ from fake_gpus.catalog import node_profiles
 from fake_gpus.slices import build_slices
 
 COMMON = {"architecture", "brand", "cudaComputeCapability", "cudaDriverVersion", "driverVersion", "productName",
-          "resource.kubernetes.io/pciBusID", "resource.kubernetes.io/pcieRoot", "type", "addressingMode"}
+          "resource.kubernetes.io/pciBusID", "resource.kubernetes.io/pcieRoot", "type", "addressingMode",
+          "resource.kubernetes.io/numaNode"}
 NVIDIA_ATTRS = {
     ("gpu", "none"): COMMON | {"uuid"},
     ("gpu", "dynamic"): COMMON | {"uuid"},
@@ -50,11 +54,16 @@ def test_attribute_and_capacity_keys_are_nvidias(profile, mode):
             assert caps == {"memory"}
 
 
-def test_no_numa_node_on_gpus_and_topology_is_an_explicit_option():
-    """NVIDIA's GPU and MIG devices carry no numaNode (only its VFIO devices carry `numa`); LabKit's
+def test_mig_devices_carry_the_parents_numa_node_and_topology_is_an_explicit_option():
+    """MIG devices repeat the parent GPU's resource.kubernetes.io/numaNode; LabKit's
     topology.fake-gpus.dev/* attributes appear only when the profile asks for them."""
     plain = devices("dgx-h100", "dynamic")
-    assert not any(k.endswith("numaNode") or k.startswith("topology.") for d in plain for k in d["attributes"])
+    numa = {d["name"]: d["attributes"]["resource.kubernetes.io/numaNode"]["int"] for d in plain}
+    for d in plain:
+        if "-mig-" in d["name"]:
+            assert numa[d["name"]] == numa[d["name"].split("-mig-", 1)[0]]
+    assert len(set(numa.values())) == 2  # a two-socket DGX
+    assert not any(k.startswith("topology.") for d in plain for k in d["attributes"])
     topo = devices("dgx-h100", "dynamic", topology_attributes=True)
     extra = {k for d in topo for k in d["attributes"]} - {k for d in plain for k in d["attributes"]}
     assert extra == {"topology.fake-gpus.dev/numaNode", "topology.fake-gpus.dev/pcieSwitch",

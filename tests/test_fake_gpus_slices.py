@@ -129,7 +129,7 @@ def test_full_gpu_device_schema():
     assert a["resource.kubernetes.io/pciBusID"] == {"string": "0000:07:00.0"}
     assert a["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:00"}
     assert a["addressingMode"] == {"string": "HMM"}
-    assert "resource.kubernetes.io/numaNode" not in a  # NVIDIA's GPU devices carry none
+    assert a["resource.kubernetes.io/numaNode"] == {"int": 0}
     assert not any(k.startswith("topology.fake-gpus.dev/") for k in a)  # LabKit's own: opt-in
     assert d["capacity"] == {"memory": {"value": "80Gi"}}
     assert "consumesCounters" not in d
