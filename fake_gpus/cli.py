@@ -52,7 +52,8 @@ def dump(objs: list[dict[str, Any]], fmt: str) -> str:
 
 def _cmd_slices(args: argparse.Namespace) -> int:
     slices = build_slices(args.profile, args.node, mig_mode=args.mig, driver=args.driver,
-                          nic_driver=args.nic_driver, kubernetes_version=args.kubernetes_version)
+                          nic_driver=args.nic_driver, kubernetes_version=args.kubernetes_version,
+                          topology_attributes=args.topology_attributes)
     sys.stdout.write(dump(slices, args.output))
     return 0
 
@@ -91,6 +92,8 @@ def _register_builtin(sub: Any) -> None:
     p.add_argument("--profile", required=True, help="node profile name or YAML file (see `profiles`)")
     p.add_argument("--node", required=True, help="node name (also the pool name)")
     p.add_argument("--mig", choices=MIG_MODES, default=None, help="MIG mode (default: the profile's)")
+    p.add_argument("--topology-attributes", action="store_true",
+                   help="also publish LabKit's own topology.fake-gpus.dev/* attributes (not NVIDIA's)")
     p.add_argument("--driver", default=GPU_DRIVER, help=f"GPU driver name (default {GPU_DRIVER})")
     p.add_argument("--nic-driver", default=NIC_DRIVER, help=f"NIC driver name (default {NIC_DRIVER})")
     p.add_argument("--kubernetes-version", default="1.37", help="slice layout for this version (default 1.37)")

@@ -113,8 +113,8 @@ def _topology_attrs(profile: NodeProfile, dev: GpuSlot | NicSlot) -> dict[str, d
 class _GpuView:
     """Everything needed to publish one GPU of one node."""
 
-    def __init__(self, profile: NodeProfile, gpu: GpuSlot, node_name: str):
-        self.profile, self.gpu, self.node = profile, gpu, node_name
+    def __init__(self, profile: NodeProfile, gpu: GpuSlot, node_name: str, topology: bool = False):
+        self.profile, self.gpu, self.node, self.topology = profile, gpu, node_name, topology
         self.uuid = naming.gpu_uuid(node_name, gpu.minor)
         self._common = self._common_attrs()
 
@@ -123,8 +123,12 @@ class _GpuView:
         return {k: dict(v) for k, v in self._common.items()}
 
     def _common_attrs(self) -> dict[str, dict[str, Any]]:
+        """What NVIDIA's driver publishes on GPUs and their MIG devices alike (GpuInfo.Attributes,
+        CommonAttributesMig): addressingMode only where NVML reports one; the standard
+        resource.kubernetes.io/numaNode of the GPU (MIG devices: the parent's), which the driver
+        publishes since mid-2026 (driver PR #1165; see tests/test_fake_gpus_nvidia_schema.py)."""
         m, p = self.gpu.model, self.profile
-        return {
+        attrs = {
             "productName": _s(m.product_name),
             "brand": _s(m.brand),
             "architecture": _s(m.architecture),
@@ -133,12 +137,16 @@ class _GpuView:
             "cudaDriverVersion": {"version": semver_from_nvml(p.cuda_driver_version)},
             f"{STD_DOMAIN}/pciBusID": _s(self.gpu.pci_bus_id),
             f"{STD_DOMAIN}/pcieRoot": _s(self.gpu.pcie_root),
-            **_topology_attrs(p, self.gpu),
+            f"{STD_DOMAIN}/numaNode": {"int": self.gpu.numa_node},
         }
+        if p.addressing_mode:
+            attrs["addressingMode"] = _s(p.addressing_mode)
+        if self.topology:
+            attrs.update(_topology_attrs(p, self.gpu))
+        return attrs
 
     def gpu_attrs(self) -> dict[str, dict[str, Any]]:
         attrs = {"type": _s("gpu"), "uuid": _s(self.uuid), **self.common_attrs()}
-        attrs[f"{STD_DOMAIN}/numaNode"] = {"int": self.gpu.numa_node}
         return dict(sorted(attrs.items()))
 
     def mig_attrs(self, prof: MigProfile, uuid: str | None) -> dict[str, dict[str, Any]]:
@@ -199,7 +207,7 @@ class _GpuView:
         return out
 
 
-def _nic_device(profile: NodeProfile, nic: NicSlot) -> dict[str, Any]:
+def _nic_device(profile: NodeProfile, nic: NicSlot, topology: bool = False) -> dict[str, Any]:
     m = nic.model
     attrs: dict[str, dict[str, Any]] = {
         "type": _s(m.type),
@@ -214,7 +222,7 @@ def _nic_device(profile: NodeProfile, nic: NicSlot) -> dict[str, Any]:
         f"{STD_DOMAIN}/pciBusID": _s(nic.pci_bus_id),
         f"{STD_DOMAIN}/pcieRoot": _s(nic.pcie_root),
         f"{STD_DOMAIN}/numaNode": {"int": nic.numa_node},
-        **_topology_attrs(profile, nic),
+        **(_topology_attrs(profile, nic) if topology else {}),
     }
     return {
         "name": naming.nic_device_name(nic.index),
@@ -257,7 +265,7 @@ def _resolve_profile(profile: NodeProfile | str | os.PathLike[str]) -> NodeProfi
 
 def build_gpu_slices(profile: NodeProfile | str, node_name: str, *, mig_mode: str | None = None,
                      driver: str = GPU_DRIVER, kubernetes_version: str = "1.37",
-                     generation: int = 1) -> list[dict[str, Any]]:
+                     generation: int = 1, topology_attributes: bool = False) -> list[dict[str, Any]]:
     """The GPU driver's slices only (see build_slices)."""
     prof = _resolve_profile(profile)
     mode = mig_mode or prof.mig_mode  # None or "" (e.g. an empty MIG_MODE env) = the profile's
@@ -268,7 +276,7 @@ def build_gpu_slices(profile: NodeProfile | str, node_name: str, *, mig_mode: st
 
     per_gpu: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []  # (counter sets, devices)
     for gpu in sorted(prof.gpus, key=lambda g: g.pci_bus_id):
-        view = _GpuView(prof, gpu, node_name)
+        view = _GpuView(prof, gpu, node_name, topology_attributes)
         if mode == "dynamic" and gpu.model.mig_capable:
             per_gpu.append(([view.counter_set()], sorted(view.dynamic_devices(), key=lambda d: d["name"])))
         elif mode == "static" and gpu.mig_layout:
@@ -304,23 +312,26 @@ def build_gpu_slices(profile: NodeProfile | str, node_name: str, *, mig_mode: st
 
 
 def build_nic_slices(profile: NodeProfile | str, node_name: str, *, nic_driver: str = NIC_DRIVER,
-                     generation: int = 1) -> list[dict[str, Any]]:
+                     generation: int = 1, topology_attributes: bool = False) -> list[dict[str, Any]]:
     """The NIC driver's slices: one pool named after the node; empty list without NICs."""
     prof = _resolve_profile(profile)
     if not prof.nics:
         return []
     _check_driver(nic_driver, "nic_driver")
-    devices = [_nic_device(prof, n) for n in sorted(prof.nics, key=lambda n: n.pci_bus_id)]
+    devices = [_nic_device(prof, n, topology_attributes) for n in sorted(prof.nics, key=lambda n: n.pci_bus_id)]
     slices = [_slice(node_name, nic_driver, i, {"devices": c}) for i, c in enumerate(_chunks(devices, MAX_DEVICES))]
     return _finish_pool(slices, generation)
 
 
 def build_slices(profile: NodeProfile | str, node_name: str, *, mig_mode: str | None = None,
                  driver: str = GPU_DRIVER, nic_driver: str = NIC_DRIVER, kubernetes_version: str = "1.37",
-                 generation: int = 1) -> list[dict[str, Any]]:
+                 generation: int = 1, topology_attributes: bool = False) -> list[dict[str, Any]]:
     """All ResourceSlices the node publishes: the GPU driver's pool, then the NIC driver's pool.
 
     `profile` is a NodeProfile or a profile name/path; `mig_mode` None or "" = the profile's default.
+    GPU and MIG devices carry exactly the attributes NVIDIA's driver publishes;
+    `topology_attributes` adds LabKit's own `topology.fake-gpus.dev/*` (numaNode, pcieSwitch,
+    nvlinkDomain) to GPUs, MIG devices and NICs, for topology lessons.
     """
     if not isinstance(node_name, str) or not _DNS_SUBDOMAIN.match(node_name) or len(node_name) > 253:
         raise SliceError(f"node name {node_name!r}: must be a DNS subdomain (lower-case, e.g. node-1)")
@@ -329,9 +340,10 @@ def build_slices(profile: NodeProfile | str, node_name: str, *, mig_mode: str | 
     prof = _resolve_profile(profile)
     if prof.example is not None:  # the node runs dra-example-driver, not NVIDIA's driver
         return example_driver.build_example_slices(prof.example, node_name)
-    gpu = build_gpu_slices(profile, node_name, mig_mode=mig_mode, driver=driver,
-                           kubernetes_version=kubernetes_version, generation=generation)
-    return gpu + build_nic_slices(profile, node_name, nic_driver=nic_driver, generation=generation)
+    gpu = build_gpu_slices(prof, node_name, mig_mode=mig_mode, driver=driver, kubernetes_version=kubernetes_version,
+                           generation=generation, topology_attributes=topology_attributes)
+    return gpu + build_nic_slices(prof, node_name, nic_driver=nic_driver, generation=generation,
+                                  topology_attributes=topology_attributes)
 
 
 # ------------------------------------------------------------------ device classes

@@ -13,7 +13,7 @@ from labkit.experiments.traces import WorkItem, generate, request_mix
 
 ONE_A40 = {"name": "one-a40", "kubernetesVersion": "1.37",
            "nodes": [{"name": "node-0", "nodeProfile": "mig-a100", "migMode": "none"}]}
-TWO_MIXED = {"name": "two-mixed", "kubernetesVersion": "1.37",
+TWO_MIXED = {"name": "two-mixed", "kubernetesVersion": "1.37", "topologyAttributes": True,
              "nodes": [{"namePrefix": "mx-", "count": 2, "nodeProfile": "mixed-a100-t4"}]}
 
 

@@ -85,9 +85,14 @@ def test_real_kubelet_api_and_cdi_library(interop_bin):
     for claim in (c1, c2):
         uid = claim["metadata"]["uid"]
         assert v1[uid]["error"] == "" and "cdiError" not in v1[uid]
-        # the env the CDI library injects is exactly what container_env promises the simulator
-        expected = sorted(f"{k}={v}" for k, v in cdi.container_env(claim, DRIVER, node_slices()).items())
-        assert v1[uid]["env"] == expected
+        # the env the CDI library injects, finished by the runtime hook (visible_devices: the list
+        # variables of every injected device), is exactly what container_env promises the simulator
+        injected = dict(e.split("=", 1) for e in v1[uid]["env"])
+        expected = cdi.container_env(claim, DRIVER, node_slices())
+        assert cdi.visible_devices(injected) == expected
+        # without the hook every per-device variable is there already; only the lists are the last device's
+        assert {k: v for k, v in injected.items() if not k.endswith(("_DEVICES", "_COUNT"))} == {
+            k: v for k, v in expected.items() if not k.endswith(("_DEVICES", "_COUNT"))}
         strip = [{k: v for k, v in d.items() if k != "shareID"} for d in v1[uid]["devices"]]
         assert strip == v1beta1[uid]["devices"]
     assert [d["requestNames"] for d in v1[c1["metadata"]["uid"]]["devices"]] == [["gpu"], ["mig"], ["n"]]

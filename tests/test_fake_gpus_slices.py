@@ -128,19 +128,22 @@ def test_full_gpu_device_schema():
     assert a["cudaDriverVersion"] == {"version": "13.0.0"}
     assert a["resource.kubernetes.io/pciBusID"] == {"string": "0000:07:00.0"}
     assert a["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:00"}
+    assert a["addressingMode"] == {"string": "HMM"}
     assert a["resource.kubernetes.io/numaNode"] == {"int": 0}
-    assert a["topology.fake-gpus.dev/numaNode"] == {"int": 0}
-    assert a["topology.fake-gpus.dev/pcieSwitch"] == {"string": "plx0"}
-    assert a["topology.fake-gpus.dev/nvlinkDomain"] == {"string": "nvswitch-0"}
+    assert not any(k.startswith("topology.fake-gpus.dev/") for k in a)  # LabKit's own: opt-in
     assert d["capacity"] == {"memory": {"value": "80Gi"}}
     assert "consumesCounters" not in d
+    t = devices(build_slices("dgx-a100", "node-a", topology_attributes=True))[0]["attributes"]
+    assert t["topology.fake-gpus.dev/numaNode"] == {"int": 0}
+    assert t["topology.fake-gpus.dev/pcieSwitch"] == {"string": "plx0"}
+    assert t["topology.fake-gpus.dev/nvlinkDomain"] == {"string": "nvswitch-0"}
 
 
 @pytest.mark.parametrize(("profile", "gpu", "nic", "switch"), [("dgx-a100", "gpu-1", "nic-0", "plx0"),
                                                              ("hgx-h200", "gpu-1", "nic-0", "sw0"),
                                                              ("dgx-h100", "gpu-3", "nic-3", "sw3")])
 def test_pcie_switch_attribute_names_the_switch_complex(profile, gpu, nic, switch):
-    slices = build_slices(profile, "n")
+    slices = build_slices(profile, "n", topology_attributes=True)
     g = {d["name"]: d for d in devices(slices)}[gpu]
     n = {d["name"]: d for d in devices(slices, NIC_DRIVER)}[nic]
     key = "topology.fake-gpus.dev/pcieSwitch"

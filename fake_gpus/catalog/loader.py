@@ -224,7 +224,8 @@ def _gpu_catalog() -> tuple[dict[str, GpuModel], dict[str, str]]:
     models = _Ctx(c.obj, c.get("models", dict), "models")
     out = {name: _gpu_model(name, _Ctx(c.obj, spec, f"models.{name}")) for name, spec in models.data.items()}
     d = _Ctx(c.obj, c.get("defaults", dict), "defaults")
-    defaults = {"driverVersion": d.get("driverVersion", str), "cudaDriverVersion": d.get("cudaDriverVersion", str)}
+    defaults = {"driverVersion": d.get("driverVersion", str), "cudaDriverVersion": d.get("cudaDriverVersion", str),
+                "addressingMode": d.get("addressingMode", str, "")}
     return out, defaults
 
 
@@ -266,7 +267,7 @@ def catalog_defaults() -> dict[str, str]:
 
 _PROFILE_FIELDS = {
     "name", "description", "migMode", "driverVersion", "cudaDriverVersion", "sockets", "pcieRoots",
-    "pcieSwitches", "nvlinkDomains", "gpus", "nics",
+    "pcieSwitches", "nvlinkDomains", "gpus", "nics", "addressingMode",
 }
 
 
@@ -501,7 +502,15 @@ def _parse_profile(c: _Ctx, source: str) -> NodeProfile:
         gpus=tuple(gpus),
         nics=tuple(nics),
         source=source,
+        addressing_mode=_addressing_mode(c, defaults),
     )
+
+
+def _addressing_mode(c: _Ctx, defaults: dict[str, str]) -> str:
+    mode = str(c.get("addressingMode", str, defaults.get("addressingMode", "")))
+    if mode not in ("", "HMM", "ATS", "None"):
+        c.fail(f"{mode!r} is not one of HMM, ATS, None (or \"\" when the platform has none)", "addressingMode")
+    return mode
 
 
 def _mig_layout(g: _Ctx, model: GpuModel) -> tuple[MigPlacement, ...]:

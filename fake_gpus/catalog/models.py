@@ -171,6 +171,7 @@ class NodeProfile:
     gpus: tuple[GpuSlot, ...]
     nics: tuple[NicSlot, ...] = ()
     source: str = field(default="", compare=False)
+    addressing_mode: str = ""  # NVML's addressing mode (HMM, ATS, None); "" = not supported, not published
     example: Any = None  # an example_driver.ExampleDriverSpec: the node runs dra-example-driver instead
 
     def gpu(self, minor: int) -> GpuSlot:

@@ -38,6 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"NIC DRA driver name (default {DEFAULT_NIC_DRIVER}); served too when the node has NICs")
     p.add_argument("--no-nic", action="store_true", help="serve only the GPU driver, not the NIC driver")
     p.add_argument("--mig", dest="mig_mode", default=None, help="MIG mode passed to build_slices")
+    p.add_argument("--topology-attributes", action="store_true",
+                   help="also publish LabKit's own topology.fake-gpus.dev/* attributes (not NVIDIA's)")
     p.add_argument("--kubernetes-version", default="1.37", help="slice layout version (default 1.37)")
     p.add_argument("--slices", type=Path, help="publish these ResourceSlices (YAML) instead of --profile's")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config, then ~/.kube/config)")
@@ -112,7 +114,8 @@ def load_slices(args: argparse.Namespace) -> list[dict[str, Any]]:
     try:
         profile = load_node_profile(args.profile)
         kwargs: dict[str, Any] = {"driver": args.driver, "nic_driver": args.nic_driver,
-                                  "kubernetes_version": args.kubernetes_version}
+                                  "kubernetes_version": args.kubernetes_version,
+                                  "topology_attributes": bool(getattr(args, "topology_attributes", False))}
         if args.mig_mode:  # "" (e.g. an unset $(MIG_MODE) in the DaemonSet) = the profile's default
             kwargs["mig_mode"] = args.mig_mode
         return build_slices(profile, args.node, **kwargs)

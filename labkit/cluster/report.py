@@ -19,6 +19,8 @@ import copy
 import re
 from typing import Any
 
+from labkit.cluster.base import ClusterError
+
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 
 
@@ -47,6 +49,17 @@ def _pod_events(events: list[dict]) -> dict[tuple[str, str], list[dict]]:
     return out
 
 
+def _env(cluster: Any, pod: str, ns: str, container: str, init: bool) -> dict[str, str]:
+    """Only a running pod has an environment to read; on kind a finished init container cannot be
+    exec'ed into, so its env reads as {} there."""
+    try:
+        return cluster.pod_env(pod, ns, container=container)
+    except ClusterError:
+        if init:
+            return {}
+        raise
+
+
 def simulate_report(cluster: Any) -> dict[str, list[dict]]:
     pods = []
     events = _pod_events(cluster.events())
@@ -54,8 +67,10 @@ def simulate_report(cluster: Any) -> dict[str, list[dict]]:
         m = p.get("metadata") or {}
         ns, name = m.get("namespace", "default"), m.get("name", "")
         spec = p.get("spec") or {}
-        containers = [{"name": c.get("name", ""), "env": cluster.pod_env(name, ns, container=c.get("name", ""))}
-                      for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])]
+        running = (p.get("status") or {}).get("phase", "Pending") == "Running"
+        containers = [{"name": c.get("name", ""), "env": _env(cluster, name, ns, c.get("name", ""), init) if running else {}}
+                      for init, c in [(True, c) for c in spec.get("initContainers") or []]
+                      + [(False, c) for c in spec.get("containers") or []]]
         pods.append({"namespace": ns, "name": name, "node": spec.get("nodeName") or None,
                      "phase": (p.get("status") or {}).get("phase", "Pending"), "reason": pod_reason(p),
                      "containers": containers, "events": events.get((ns, name), [])})

@@ -193,6 +193,8 @@ class SimCluster(Cluster):
         lines = [self.profile.summary(),
                  f"  {len(slices)} ResourceSlices, {len(s.store.list('DeviceClass'))} DeviceClasses"]
         lines += [f"  {n:>6} devices from driver {d}" for d, n in sorted(per_driver.items())]
+        if self.profile.topology_attributes:
+            lines.append("  topology.fake-gpus.dev/* attributes: on (LabKit's own, not published by NVIDIA's driver)")
         return "\n".join(lines)
 
 

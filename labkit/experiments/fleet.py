@@ -90,10 +90,11 @@ def _gib(q: str) -> float:
 
 
 @lru_cache(maxsize=64)
-def node_kind(node_profile: str, mig_mode: str | None, kubernetes_version: str = "1.37") -> NodeKind:
+def node_kind(node_profile: str, mig_mode: str | None, kubernetes_version: str = "1.37",
+              topology_attributes: bool = False) -> NodeKind:
     from fake_gpus.slices import build_slices
 
-    kw: dict[str, Any] = {"kubernetes_version": kubernetes_version}
+    kw: dict[str, Any] = {"kubernetes_version": kubernetes_version, "topology_attributes": topology_attributes}
     if mig_mode:
         kw["mig_mode"] = mig_mode
     slices = build_slices(node_profile, "kind-probe", **kw)
@@ -148,5 +149,5 @@ def fleet_variant(profile: str | Path | dict | ClusterProfile, mig_mode: str | N
 def build_fleet(profile: ClusterProfile) -> Fleet:
     kinds: dict[str, NodeKind] = {}
     for n in profile.nodes:
-        kinds[n.name] = node_kind(n.node_profile, n.mig_mode, profile.kubernetes_version)
+        kinds[n.name] = node_kind(n.node_profile, n.mig_mode, profile.kubernetes_version, profile.topology_attributes)
     return Fleet(profile, [n.name for n in sorted(profile.nodes, key=lambda s: s.name)], kinds)

@@ -68,7 +68,8 @@ def build_slices_for(spec: NodeSpec, profile: ClusterProfile, cache: dict[str, A
     try:
         if spec.node_profile not in cache:
             cache[spec.node_profile] = load_node_profile(spec.node_profile)
-        kw: dict[str, Any] = {"kubernetes_version": profile.kubernetes_version}
+        kw: dict[str, Any] = {"kubernetes_version": profile.kubernetes_version,
+                              "topology_attributes": profile.topology_attributes}
         if spec.mig_mode:
             kw["mig_mode"] = spec.mig_mode
         return build_slices(cache[spec.node_profile], spec.name, **kw)

@@ -65,6 +65,7 @@ class ClusterProfile:
     feature_gates: dict[str, bool] = field(default_factory=dict)
     description: str = ""
     source: str = ""
+    topology_attributes: bool = False  # publish LabKit's own topology.fake-gpus.dev/* attributes too
 
     def summary(self) -> str:
         """Multi-line inventory: one line per node profile with counts."""
@@ -174,7 +175,8 @@ def _known_node_profiles() -> list[str] | None:
 def parse_profile(doc: Any, origin: str = "<profile>", default_name: str = "") -> ClusterProfile:
     if not isinstance(doc, dict):
         raise ProfileError(f"{origin}: must be a YAML mapping with `nodes:` (got {type(doc).__name__})")
-    allowed = {"apiVersion", "kind", "name", "description", "kubernetesVersion", "featureGates", "nodes"}
+    allowed = {"apiVersion", "kind", "name", "description", "kubernetesVersion", "featureGates", "nodes",
+               "topologyAttributes"}
     for k in doc:
         if k not in allowed:
             raise _err(origin, str(k), f"unknown field; allowed: {', '.join(sorted(allowed))}")
@@ -198,6 +200,9 @@ def parse_profile(doc: Any, origin: str = "<profile>", default_name: str = "") -
         resolve_gates(version, gates)
     except FeatureGateError as exc:
         raise _err(origin, "featureGates", str(exc)) from None
+    topo = doc.get("topologyAttributes", False)
+    if not isinstance(topo, bool):
+        raise _err(origin, "topologyAttributes", f"must be true or false (got {topo!r})")
     raw_nodes = doc.get("nodes")
     if not isinstance(raw_nodes, list) or not raw_nodes:
         raise _err(origin, "nodes", "required: a non-empty list of {name | namePrefix+count, nodeProfile}")
@@ -253,4 +258,5 @@ def parse_profile(doc: Any, origin: str = "<profile>", default_name: str = "") -
         feature_gates=dict(gates),
         description=str(doc.get("description", "")),
         source=origin,
+        topology_attributes=topo,
     )

@@ -241,6 +241,8 @@ class LocalCluster(Cluster):
                     "--kubernetes-version", self.profile.kubernetes_version]
             if n.mig_mode:
                 argv += ["--mig", n.mig_mode]
+            if self.profile.topology_attributes:
+                argv.append("--topology-attributes")
             self.sup.start(f"plugin-{n.name}", argv, env=env, group="plugins")
             agent = NodeAgent(self.kube, n.name, dirs["registry"], dirs["cdi"])
             agent.start()
