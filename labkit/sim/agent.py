@@ -87,12 +87,21 @@ class NodeAgent:
     def _cdi(self) -> Any:
         return importlib.import_module("fake_gpus.plugin.cdi")
 
-    def _start(self, pod: dict) -> None:
+    def adopt(self, pod: dict) -> None:
+        """A Running pod restored from a dump: its devices are prepared again (as a restarted
+        kubelet finds them in its checkpoint), so `pod_env()` answers; its status stays as it is."""
+        env = self._prepare(pod)
+        if env is not None:
+            self.env[meta(pod)["uid"]] = env
+
+    def _prepare(self, pod: dict) -> dict[str, dict[str, str]] | None:
+        """Prepare the pod's claims (NodePrepareResources): per container env, or None when the
+        pod must wait (claims not ready) or preparation failed (then the pod says why)."""
         uid = meta(pod)["uid"]
         node = self.store.get("Node", pod["spec"]["nodeName"], None)
         if node is None:
             self.problems[uid] = f"node {pod['spec']['nodeName']} does not exist"
-            return
+            return None
         slices = self.dra.slices_for(node)
         entries = list((pod.get("spec") or {}).get("resourceClaims") or [])
         ext = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
@@ -107,7 +116,7 @@ class NodeAgent:
             if claim is None or not st.get("allocation") or not reserved_for_pod(claim, pod):
                 self.problems[uid] = (f'claim {entry.get("name")} ({name or "not created yet"}) is not allocated '
                                       f"and reserved for the pod; kubelet waits")
-                return
+                return None
             drivers = sorted({r.get("driver", "") for r in ((st["allocation"].get("devices") or {}).get("results") or [])})
             for driver in drivers:
                 try:
@@ -115,14 +124,20 @@ class NodeAgent:
                     spec, devs = cdi.prepare(claim, driver, slices)
                 except (ValueError, ImportError) as exc:
                     self._prepare_failed(pod, f"NodePrepareResources for claim {name} failed: {exc}")
-                    return
+                    return None
                 if spec is not None:
                     specs.append(spec)
                     common = cdi.common_spec(driver, node["metadata"]["name"])
                     if common is not None and common not in specs:
                         specs.append(common)
                 prepared.setdefault(entry["name"], []).extend(devs)
-        env = self._container_envs(pod, specs, prepared)
+        return self._container_envs(pod, specs, prepared)
+
+    def _start(self, pod: dict) -> None:
+        env = self._prepare(pod)
+        if env is None:
+            return
+        uid = meta(pod)["uid"]
         self.problems.pop(uid, None)
         self.env[uid] = env
         now = self.store.clock.timestamp()

@@ -76,6 +76,9 @@ class Sim:
                 raise SimError(f"{obj['kind']}/{obj['metadata'].get('name')}: {exc}") from None
             if obj["kind"] == "ResourceClaim":
                 self.scheduler.adopt_allocation(stored)
+        for pod in self.store.list("Pod"):
+            if (pod.get("spec") or {}).get("nodeName") and (pod.get("status") or {}).get("phase") == "Running":
+                self.agent.adopt(pod)
 
     def _bootstrap(self, progress: Callable[..., Iterable]) -> None:
         for ns in SYSTEM_NAMESPACES:
