@@ -32,6 +32,8 @@ lab: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check labkit fake_gpus tests tools benchmarks notebooks
+	$(VENV)/bin/lint-imports --no-cache
+	$(PY) tools/check_imports.py
 
 oracle:
 	bash tools/build-oracle.sh

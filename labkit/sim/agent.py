@@ -8,9 +8,9 @@ would see (NVIDIA_VISIBLE_DEVICES, ...). The pod then turns Running. Pods with a
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from fake_gpus.plugin.cdi import container_env
 from labkit.sim.clock import parse_timestamp
 from labkit.sim.dra import DraState
 from labkit.sim.events import EventRecorder
@@ -66,7 +66,7 @@ class NodeAgent:
             self._start(pod)
 
     def _container_env(self) -> Any:
-        return importlib.import_module("fake_gpus.plugin.cdi").container_env
+        return container_env
 
     def _start(self, pod: dict) -> None:
         uid = meta(pod)["uid"]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 import uuid
 from typing import Any
 
+from fake_gpus import catalog as fake_gpus_catalog
+from fake_gpus import slices as fake_gpus_slices
 from labkit.cluster.profiles import DEFAULT_ALLOCATABLE, ClusterProfile, NodeSpec
 from labkit.errors import EngineError
 
@@ -54,12 +55,7 @@ def build_node(spec: NodeSpec) -> dict[str, Any]:
 
 
 def _fake_gpus() -> tuple[Any, Any, Any]:
-    try:
-        catalog = importlib.import_module("fake_gpus.catalog")
-        slices = importlib.import_module("fake_gpus.slices")
-    except ImportError as exc:  # pragma: no cover - depends on the fake_gpus package state
-        raise HardwareError(f"fake_gpus is not available ({exc}); the sim needs it for node hardware") from None
-    return catalog.load_node_profile, slices.build_slices, slices.device_classes
+    return fake_gpus_catalog.load_node_profile, fake_gpus_slices.build_slices, fake_gpus_slices.device_classes
 
 
 def build_slices_for(spec: NodeSpec, profile: ClusterProfile, cache: dict[str, Any]) -> list[dict]:
