@@ -44,9 +44,12 @@ lab: $(LAB_STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check labkit fake_gpus tests tools benchmarks notebooks
+	$(VENV)/bin/lint-imports --no-cache
+	$(PY) tools/check_imports.py
 
+# the allocator oracles of every release the profiles offer (cached: a build is skipped when up to date)
 oracle:
-	bash tools/build-oracle.sh
+	bash tools/build-oracle.sh 0.37 0.36 0.35 0.34
 	bash tools/build-cel-oracle.sh
 
 controlplane:

@@ -52,6 +52,8 @@ def parse_kubernetes_version(v: str) -> tuple[int, int]:
     ver = (int(m.group(1)), int(m.group(2)))
     if ver < OLDEST_VERSION:
         raise SliceError(f"kubernetes_version {v!r}: resource.k8s.io/v1 needs Kubernetes 1.34 or newer")
+    if ver[0] != 1:
+        raise SliceError(f"kubernetes_version {v!r}: no such Kubernetes release; use 1.34 to 1.37")
     return ver
 
 

@@ -9,35 +9,36 @@ escape are printed here, one line each, with the exit code of their kind (labkit
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
+from types import ModuleType
 
 from fake_gpus.errors import FakeGpusError
+from labkit.allocator import cli as allocator_cli
+from labkit.api import cli as api_cli
+from labkit.cel import cli as cel_cli
+from labkit.cluster import cli as cluster_cli
+from labkit.cluster import platform_cli
 from labkit.errors import LabkitError, exit_code, one_line
+from labkit.experiments import cli as experiments_cli
+from labkit.topology import cli as topology_cli
 
 #: modules that add subcommands, in the order they appear in ``labkit --help``
-SUBCOMMAND_MODULES = [
-    "labkit.api.cli",          # validate
-    "labkit.cel.cli",          # cel
-    "labkit.allocator.cli",    # allocate
-    "labkit.cluster.cli",      # cluster, simulate
-    "labkit.cluster.platform_cli",  # explain, snapshot (a real cluster, through a kubeconfig)
-    "labkit.topology.cli",     # topology
-    "labkit.experiments.cli",  # experiment
+SUBCOMMAND_MODULES: list[ModuleType] = [
+    api_cli,          # validate
+    cel_cli,          # cel
+    allocator_cli,    # allocate
+    cluster_cli,      # cluster, simulate
+    platform_cli,     # explain, snapshot (a real cluster, through a kubeconfig)
+    topology_cli,     # topology
+    experiments_cli,  # experiment
 ]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="labkit", description="DRA LabKit command line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:  # a part of the kit not installed/built yet
-            if exc.name == name:
-                continue
-            raise
+    for module in SUBCOMMAND_MODULES:
         module.register(sub)
     return parser
 

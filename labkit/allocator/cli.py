@@ -149,6 +149,6 @@ def run(args: argparse.Namespace) -> int:
         print(_table(doc))
         if summary:
             print(summary)
-    if doc["status"] == "error" and args.output != "json":
+    if doc["status"] == "error":  # the JSON document has it too; the user sees one line on stderr
         print(f"labkit allocate: {doc['error']}", file=sys.stderr)
     return EXIT.get(doc["status"], 2)

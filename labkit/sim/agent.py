@@ -12,9 +12,9 @@ by default) keep running, as their containers would be restarted.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from fake_gpus.plugin import cdi as fake_gpus_cdi
 from labkit.sim.clock import parse_timestamp
 from labkit.sim.dra import DraState
 from labkit.sim.events import EventRecorder
@@ -85,7 +85,7 @@ class NodeAgent:
             self._start(pod)
 
     def _cdi(self) -> Any:
-        return importlib.import_module("fake_gpus.plugin.cdi")
+        return fake_gpus_cdi
 
     def adopt(self, pod: dict) -> None:
         """A Running pod restored from a dump: its devices are prepared again (as a restarted

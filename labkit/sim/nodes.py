@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 import uuid
 from typing import Any
 
+from fake_gpus import catalog as fake_gpus_catalog
+from fake_gpus import slices as fake_gpus_slices
 from labkit.errors import EngineError
 from labkit.sim.profiles import DEFAULT_ALLOCATABLE, ClusterProfile, NodeSpec
 
@@ -54,12 +55,7 @@ def build_node(spec: NodeSpec) -> dict[str, Any]:
 
 
 def _fake_gpus() -> tuple[Any, Any, Any]:
-    try:
-        catalog = importlib.import_module("fake_gpus.catalog")
-        slices = importlib.import_module("fake_gpus.slices")
-    except ImportError as exc:  # pragma: no cover - depends on the fake_gpus package state
-        raise HardwareError(f"fake_gpus is not available ({exc}); the sim needs it for node hardware") from None
-    return catalog.load_node_profile, slices.build_slices, slices.device_classes
+    return fake_gpus_catalog.load_node_profile, fake_gpus_slices.build_slices, fake_gpus_slices.device_classes
 
 
 def build_slices_for(spec: NodeSpec, profile: ClusterProfile, cache: dict[str, Any]) -> list[dict]:
@@ -88,5 +84,5 @@ def default_device_classes(profile: ClusterProfile | None = None, cache: dict[st
     for n in profile.nodes:
         if n.node_profile not in cache:
             cache[n.node_profile] = load_node_profile(n.node_profile)
-    return list(importlib.import_module("fake_gpus.slices").device_classes_for(
+    return list(fake_gpus_slices.device_classes_for(
         [cache[n] for n in dict.fromkeys(x.node_profile for x in profile.nodes)]))

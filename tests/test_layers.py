@@ -1,0 +1,71 @@
+"""`make lint` keeps the layers one-way: it passes on the tree and fails on an upward import.
+
+The lint commands run exactly as the Makefile runs them, on a copy of the packages with one
+import added, so the test shows the rule bites (not just that today's tree is clean).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _copy(tmp_path: Path) -> Path:
+    for pkg in ("labkit", "fake_gpus"):
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.csv"))
+    shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
+    shutil.copytree(ROOT / "tools", tmp_path / "tools", ignore=shutil.ignore_patterns("__pycache__", "oracle*"))
+    return tmp_path
+
+
+def _lint_imports(where: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(where)}
+    return subprocess.run([str(BIN / "lint-imports"), "--no-cache"], cwd=where, env=env,
+                          capture_output=True, text=True, check=False)
+
+
+def _add_line(path: Path, line: str) -> None:
+    text = path.read_text()
+    marker = "from __future__ import annotations\n"
+    assert marker in text
+    path.write_text(text.replace(marker, marker + line + "\n", 1))
+
+
+def test_the_tree_keeps_every_contract() -> None:
+    result = _lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert "Contracts: 2 kept, 0 broken." in result.stdout
+
+
+@pytest.mark.parametrize(("module", "line", "message"), [
+    ("labkit/api/quantity.py", "from labkit.cluster import base as _up  # noqa: F401",
+     "labkit.api is not allowed to import labkit.cluster"),
+    ("labkit/cel/typenames.py", "import labkit.sim.names  # noqa: F401",
+     "labkit.cel is not allowed to import labkit.sim"),
+    ("fake_gpus/slices.py", "import labkit.errors  # noqa: F401",
+     "fake_gpus imports nothing from labkit BROKEN"),
+])
+def test_an_upward_import_fails_lint(tmp_path: Path, module: str, line: str, message: str) -> None:
+    tree = _copy(tmp_path)
+    _add_line(tree / module, line)
+    result = _lint_imports(tree)
+    assert result.returncode == 1
+    assert message in result.stdout
+
+
+def test_importlib_loading_of_our_modules_fails_lint(tmp_path: Path) -> None:
+    tree = _copy(tmp_path)
+    _add_line(tree / "labkit/sim/clock.py", 'import importlib\n_x = importlib.import_module("labkit.cluster")')
+    result = subprocess.run([sys.executable, "tools/check_imports.py"], cwd=tree, capture_output=True,
+                            text=True, check=False)
+    assert result.returncode == 1
+    assert result.stdout.startswith("labkit/sim/clock.py:")
+    assert "importlib loads labkit.cluster; import it" in result.stdout
