@@ -331,9 +331,21 @@ def test_existing_images_are_not_rebuilt_and_cgroup_v1_host_gets_the_kubelet_pat
 
 def test_up_stops_when_cdi_is_off(tmp_path, deploy_dir, monkeypatch):
     cluster, runner = _healthy_cluster(tmp_path, deploy_dir, monkeypatch)
-    runner.responses["docker exec"] = (0, "[plugins]\n  enable_cdi = false\n")
+    runner.responses["docker exec"] = (0, "[plugins]\n  enable_cdi = false\n  cdi_spec_dirs = ['/etc/cdi']\n")
     with pytest.raises(ClusterError, match="CDI"):
         cluster.up("workshop")
+
+
+def test_cdi_check_knows_containerd_1_and_2():
+    from labkit.cluster.kind.preflight import cdi_check
+
+    def check(dump: str) -> bool:
+        return cdi_check(RecordingRunner(responses={"docker exec": (0, dump)}), "docker", "n").ok
+
+    assert check("[plugins.'io.containerd.cri.v1.runtime']\n    cdi_spec_dirs = ['/etc/cdi', '/var/run/cdi']\n")
+    assert check("[plugins.\"io.containerd.grpc.v1.cri\"]\n  enable_cdi = true\n  cdi_spec_dirs = []\n")
+    assert not check("[plugins.\"io.containerd.grpc.v1.cri\"]\n  enable_cdi = false\n")
+    assert not check("")
 
 
 def test_a_running_cluster_is_reused_and_down_only_removes_what_the_session_applied(tmp_path, deploy_dir,
