@@ -86,7 +86,7 @@ driver_image() {
   if [[ "$(label "$DRIVER_IMAGE" dev.labkit.source)" == "$key-$base" ]]; then say "cached: $DRIVER_IMAGE"; return; fi
   say "building $DRIVER_IMAGE from fake_gpus/deploy/Dockerfile on $base"
   # host network: RUN pip install reaches PyPI the way this machine does
-  (cd "$KN_ROOT" && docker build -q --network host --build-arg "BASE_IMAGE=$base" \
+  (cd "$KN_ROOT" && docker build -q --force-rm --network host --build-arg "BASE_IMAGE=$base" \
       --label "dev.labkit.source=$key-$base" -t "$DRIVER_IMAGE" -f fake_gpus/deploy/Dockerfile . >/dev/null)
   say "built $DRIVER_IMAGE"
 }
