@@ -141,7 +141,7 @@ start() {
 leftovers() {
   local p
   for p in /proc/[0-9]*; do
-    tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -qF -- "$EXEC_ROOT" && echo "${p#/proc/}"
+    tr '\0' ' ' 2>/dev/null < "$p/cmdline" | grep -qF -- "$EXEC_ROOT" && echo "${p#/proc/}"
   done
   return 0
 }
