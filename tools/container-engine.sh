@@ -171,6 +171,12 @@ stop() {
     [[ -z "$rest" ]] || kill -9 $rest 2>/dev/null || true
   fi
   ip link del docker0 >/dev/null 2>&1 || true
+  # mounts dockerd leaves behind (its network namespace handle, the data root's bind mount),
+  # deepest first
+  local m
+  for m in $(awk -v d="$DIR/" 'index($5, d) == 1 || $5 == substr(d, 1, length(d) - 1) {print $5}' /proc/self/mountinfo | sort -r); do
+    umount -l "$m" 2>/dev/null || true
+  done
   rm -f "$PIDFILE" "$SOCK"
   rest="$(leftovers)"
   [[ -z "$rest" ]] || die "processes still running after stop: $rest"
