@@ -226,7 +226,7 @@ assemble() {
 
 # ---------------------------------------------------------------- main
 if [[ "${1:-}" == --parts-only ]]; then
-  build_parts
+  build_parts >&2
   say "parts ready"
   exit 0
 fi
@@ -239,8 +239,8 @@ elif [[ -s "$TARBALL" ]]; then
   say "loaded $IMAGE from $TARBALL"
 else
   : > "$KN_TIMINGS"
-  build_parts
-  assemble
+  build_parts >&2   # stdout carries only the image name
+  assemble >&2
   say "built $IMAGE ($(du -h "$TARBALL" | cut -f1) tarball; timings in $KN_TIMINGS)"
 fi
 # the pinned kind CLI and a kubectl of the pinned Kubernetes version, for make test (PATH may
