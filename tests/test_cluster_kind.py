@@ -240,6 +240,24 @@ def test_driver_manifests_one_daemonset_per_hardware(deploy_dir: Path):
     assert t4["selector"]["matchLabels"].items() <= t4["template"]["metadata"]["labels"].items()
 
 
+def test_one_driver_per_node_when_a_hardware_runs_with_and_without_mig():
+    """mig-lab has dgx-a100 nodes with and without MIG: each node must match exactly one DaemonSet."""
+    profile = load_profile("mig-lab")
+    dss = [o for o in driver_manifests(profile, "img") if o["kind"] == "DaemonSet"]
+    cfg = kind_config(profile)
+
+    def matches(ds: dict, labels: dict) -> bool:
+        spec = ds["spec"]["template"]["spec"]
+        if any(labels.get(k) != v for k, v in spec["nodeSelector"].items()):
+            return False
+        terms = (spec.get("affinity") or {}).get("nodeAffinity", {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", [])
+        return all(e["key"] not in labels for t in terms for e in t["matchExpressions"] if e["operator"] == "DoesNotExist")
+
+    for worker in cfg["nodes"][1:]:
+        assert len([d for d in dss if matches(d, worker["labels"])]) == 1, worker["labels"]
+
+
 def _slices_json(profile: str) -> str:
     """What `kubectl get resourceslices -o json` prints once every driver pod has published."""
     from fake_gpus.catalog import load_node_profile
