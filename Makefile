@@ -13,7 +13,7 @@ export LABKIT_CACHE ?= $(HOME)/.cache/dra-labkit
 export LABKIT_CEL_ORACLE ?= $(LABKIT_CACHE)/cel-oracle/cel-oracle
 
 .PHONY: lab test test-suites setup lint unit notebooks notebooks-local oracle controlplane browser-deps \
-        kind-engine kind-engine-stop kind-images clean help
+        kind-engine kind-engine-stop kind-images notebooks-kind clean help
 
 help:
 	@echo "make lab    - set up and open JupyterLab on notebooks/ (sim backend)"
@@ -89,6 +89,11 @@ test-suites: $(STAMP)
 	$(VENV)/bin/pytest tests
 	$(VENV)/bin/pytest -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
 	LABKIT_BACKEND=local $(VENV)/bin/pytest -p no:cacheprovider --nbval-lax --nbval-current-env $(LOCAL_NOTEBOOKS)
+	bash tools/kind-notebooks.sh
+
+# the notebooks that must also pass on a real kind cluster (one cluster per profile)
+notebooks-kind: $(STAMP)
+	bash tools/with-kind.sh bash tools/kind-notebooks.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

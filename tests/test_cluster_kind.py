@@ -240,6 +240,24 @@ def test_driver_manifests_one_daemonset_per_hardware(deploy_dir: Path):
     assert t4["selector"]["matchLabels"].items() <= t4["template"]["metadata"]["labels"].items()
 
 
+def test_one_driver_per_node_when_a_hardware_runs_with_and_without_mig():
+    """mig-lab has dgx-a100 nodes with and without MIG: each node must match exactly one DaemonSet."""
+    profile = load_profile("mig-lab")
+    dss = [o for o in driver_manifests(profile, "img") if o["kind"] == "DaemonSet"]
+    cfg = kind_config(profile)
+
+    def matches(ds: dict, labels: dict) -> bool:
+        spec = ds["spec"]["template"]["spec"]
+        if any(labels.get(k) != v for k, v in spec["nodeSelector"].items()):
+            return False
+        terms = (spec.get("affinity") or {}).get("nodeAffinity", {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", [])
+        return all(e["key"] not in labels for t in terms for e in t["matchExpressions"] if e["operator"] == "DoesNotExist")
+
+    for worker in cfg["nodes"][1:]:
+        assert len([d for d in dss if matches(d, worker["labels"])]) == 1, worker["labels"]
+
+
 def _slices_json(profile: str) -> str:
     """What `kubectl get resourceslices -o json` prints once every driver pod has published."""
     from fake_gpus.catalog import load_node_profile
@@ -331,9 +349,21 @@ def test_existing_images_are_not_rebuilt_and_cgroup_v1_host_gets_the_kubelet_pat
 
 def test_up_stops_when_cdi_is_off(tmp_path, deploy_dir, monkeypatch):
     cluster, runner = _healthy_cluster(tmp_path, deploy_dir, monkeypatch)
-    runner.responses["docker exec"] = (0, "[plugins]\n  enable_cdi = false\n")
+    runner.responses["docker exec"] = (0, "[plugins]\n  enable_cdi = false\n  cdi_spec_dirs = ['/etc/cdi']\n")
     with pytest.raises(ClusterError, match="CDI"):
         cluster.up("workshop")
+
+
+def test_cdi_check_knows_containerd_1_and_2():
+    from labkit.cluster.kind.preflight import cdi_check
+
+    def check(dump: str) -> bool:
+        return cdi_check(RecordingRunner(responses={"docker exec": (0, dump)}), "docker", "n").ok
+
+    assert check("[plugins.'io.containerd.cri.v1.runtime']\n    cdi_spec_dirs = ['/etc/cdi', '/var/run/cdi']\n")
+    assert check("[plugins.\"io.containerd.grpc.v1.cri\"]\n  enable_cdi = true\n  cdi_spec_dirs = []\n")
+    assert not check("[plugins.\"io.containerd.grpc.v1.cri\"]\n  enable_cdi = false\n")
+    assert not check("")
 
 
 def test_a_running_cluster_is_reused_and_down_only_removes_what_the_session_applied(tmp_path, deploy_dir,

@@ -64,6 +64,14 @@ labkit_go_part() { # our own Go programs: labkit-cni
 }
 
 build_parts() {
+  command -v go >/dev/null || die "Go is not installed (Go >= 1.26 builds the node's binaries)"
+  need_debs debootstrap=debootstrap gcc=gcc pkg-config=pkg-config /usr/include/seccomp.h=libseccomp-dev \
+            "/usr/lib/$(uname -m)-linux-gnu/libc.a=libc6-dev"
+  # the Debian root filesystems (network and disk bound) download while Go compiles: both the
+  # node's and the driver image's local python base (tools/build-test-images.sh finds it cached)
+  ( stage rootfs rootfs_part node-rootfs "$NODE_PACKAGES" > "$OUT/node-rootfs.path"
+    stage python-rootfs rootfs_part python-rootfs "$PYTHON_BASE_PACKAGES" > /dev/null ) 2> "$OUT/rootfs.log" &
+  local rootfs_pid=$!
   stage kind go_install_part kind "$KIND_VERSION" "" 0 "sigs.k8s.io/kind@$KIND_VERSION"
   stage cni-plugins go_install_part cni-plugins "$CNI_PLUGINS_VERSION" "" 0 \
     github.com/containernetworking/plugins/plugins/main/{ptp,bridge,loopback}@"$CNI_PLUGINS_VERSION" \
@@ -71,7 +79,6 @@ build_parts() {
     github.com/containernetworking/plugins/plugins/meta/portmap@"$CNI_PLUGINS_VERSION"
   stage containerd go_install_part containerd "$CONTAINERD_VERSION" "no_aufs no_zfs no_btrfs no_devmapper" 0 \
     github.com/containerd/containerd/v2/cmd/{containerd,ctr,containerd-shim-runc-v2}@"$CONTAINERD_VERSION"
-  [[ -e /usr/include/seccomp.h ]] || die "runc needs libseccomp-dev (apt-get install libseccomp-dev)"
   stage runc go_install_part runc "$RUNC_VERSION" seccomp 1 "github.com/opencontainers/runc@$RUNC_VERSION"
   stage coredns go_install_part coredns "$COREDNS_VERSION" "" 0 "github.com/coredns/coredns@$COREDNS_VERSION"
   # etcd, kube-apiserver, -scheduler, -controller-manager: the `local` backend's (cached) build
@@ -82,7 +89,8 @@ build_parts() {
   stage kube-node kube_node_part
   KUBE_BIN="$KN_PARTS/kube-node-$KV/bin"
   stage labkit-cni labkit_go_part
-  NODE_ROOTFS="$(rootfs_part node-rootfs "$NODE_PACKAGES")"
+  wait "$rootfs_pid" || { tail -30 "$OUT/rootfs.log" >&2; die "building the root filesystems failed (log: $OUT/rootfs.log)"; }
+  NODE_ROOTFS="$(cat "$OUT/node-rootfs.path")"
 }
 
 # ---------------------------------------------------------------- the image
@@ -218,7 +226,7 @@ assemble() {
 
 # ---------------------------------------------------------------- main
 if [[ "${1:-}" == --parts-only ]]; then
-  build_parts
+  build_parts >&2
   say "parts ready"
   exit 0
 fi
@@ -231,8 +239,8 @@ elif [[ -s "$TARBALL" ]]; then
   say "loaded $IMAGE from $TARBALL"
 else
   : > "$KN_TIMINGS"
-  build_parts
-  assemble
+  build_parts >&2   # stdout carries only the image name
+  assemble >&2
   say "built $IMAGE ($(du -h "$TARBALL" | cut -f1) tarball; timings in $KN_TIMINGS)"
 fi
 # the pinned kind CLI and a kubectl of the pinned Kubernetes version, for make test (PATH may

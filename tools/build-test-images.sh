@@ -42,11 +42,13 @@ workload_image() {
 }
 
 # ---------------------------------------------------------------- the driver image
+CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 local_python_base() { # a Debian python3 + pip image, named after its root filesystem
-  local tar name ca=/etc/ssl/certs/ca-certificates.crt
+  local tar name ca="$CA_BUNDLE"
   tar="$(rootfs_part python-rootfs "$PYTHON_BASE_PACKAGES")"
   # it trusts what this machine trusts (pip must reach PyPI through the same TLS proxies, if any)
   name="labkit.local/python-base:$(basename "$tar" .tar)-$(cat "$ca" 2>/dev/null | sha256sum | cut -c1-8)"
+  if [[ "${1:-}" == --name-only ]]; then echo "$name"; return; fi
   if ! have "$name"; then
     docker import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
       "$tar" "$name.tmp" >/dev/null
@@ -63,16 +65,16 @@ local_python_base() { # a Debian python3 + pip image, named after its root files
   echo "$name"
 }
 
-driver_base() {
+driver_base() { # [--name-only]: the base image's name, without making a local one
   local want="${LABKIT_DRIVER_BASE_IMAGE:-auto}"
   case "$want" in
-    local) local_python_base ;;
+    local) local_python_base "$@" ;;
     auto)
       if have "$UPSTREAM_BASE" || timeout 60 docker pull -q "$UPSTREAM_BASE" >/dev/null 2>&1; then
         echo "$UPSTREAM_BASE"
       else
         say "cannot pull $UPSTREAM_BASE: using a local Debian python base"
-        local_python_base
+        local_python_base "$@"
       fi ;;
     *) echo "$want" ;;
   esac
@@ -82,11 +84,12 @@ driver_image() {
   local key base
   key="$(cd "$KN_ROOT" && { cat fake_gpus/deploy/Dockerfile fake_gpus/deploy/requirements.txt "${BASH_SOURCE[0]}"
          find fake_gpus -name '*.py' -o -name '*.yaml' -o -name '*.json' | LC_ALL=C sort | xargs cat; } | sha256sum | cut -c1-12)"
-  base="$(driver_base)"
+  base="$(driver_base --name-only)"
   if [[ "$(label "$DRIVER_IMAGE" dev.labkit.source)" == "$key-$base" ]]; then say "cached: $DRIVER_IMAGE"; return; fi
+  base="$(driver_base)"
   say "building $DRIVER_IMAGE from fake_gpus/deploy/Dockerfile on $base"
   # host network: RUN pip install reaches PyPI the way this machine does
-  (cd "$KN_ROOT" && docker build -q --network host --build-arg "BASE_IMAGE=$base" \
+  (cd "$KN_ROOT" && docker build -q --force-rm --network host --build-arg "BASE_IMAGE=$base" \
       --label "dev.labkit.source=$key-$base" -t "$DRIVER_IMAGE" -f fake_gpus/deploy/Dockerfile . >/dev/null)
   say "built $DRIVER_IMAGE"
 }

@@ -138,8 +138,9 @@ def _kind(args: argparse.Namespace, profile_arg: str) -> int:
         else:
             t = c.timings
             print(f"kind cluster {c.cluster_name} (profile {profile.name}) is up in {t.get('total', 0):.0f}s "
-                  f"(create {t.get('create kind cluster', 0):.0f}s, driver DaemonSets ready "
-                  f"{t.get('driver DaemonSets ready', 0):.0f}s, slices {t.get('ResourceSlices published', 0):.0f}s)")
+                  f"(create {t.get('create kind cluster', 0):.0f}s, images {t.get('driver images', 0):.0f}s, "
+                  f"driver DaemonSets ready {t.get('driver DaemonSets ready', 0):.0f}s, "
+                  f"slices {t.get('ResourceSlices published', 0):.0f}s)")
         _usage("kind", profile.name, str(c.kubeconfig))
         return EXIT_OK
     c.profile = profile

@@ -108,3 +108,21 @@ kube_node_part() {
   rm -rf "$work"
   touch "$out.tmp/.done"; rm -rf "$out"; mv "$out.tmp" "$out"
 }
+
+# need_debs CMD_OR_FILE=PACKAGE...: install the Debian packages whose command/file is missing
+# (root with apt only; otherwise name them and stop)
+need_debs() {
+  local want=() pair what pkg
+  for pair in "$@"; do
+    what="${pair%%=*}"; pkg="${pair#*=}"
+    if [[ "$what" == /* ]]; then [[ -e "$what" ]] && continue; else command -v "$what" >/dev/null && continue; fi
+    want+=("$pkg")
+  done
+  [[ ${#want[@]} -gt 0 ]] || return 0
+  if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null; then
+    die "missing: ${want[*]} (install them: apt-get install ${want[*]})"
+  fi
+  say "installing ${want[*]} (apt-get)"
+  DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${want[@]}" >&2
+}

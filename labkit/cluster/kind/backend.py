@@ -360,9 +360,12 @@ class KindCluster(Cluster):
         state = runstate.read_state("kind", self.profile.name) if self.profile is not None else None
         self._kind("delete", "cluster", "--name", self.cluster_name, check=False)
         if self._made_network or (state or {}).get("madeNetwork"):
-            users = self.runner.run([self.engine(), "network", "inspect", KIND_NETWORK, "--format",
-                                     "{{len .Containers}}"], check=False)
-            if users.returncode == 0 and users.stdout.strip() == "0":
+            def unused() -> bool:  # the engine may list the deleted nodes' endpoints for a moment
+                users = self.runner.run([self.engine(), "network", "inspect", KIND_NETWORK, "--format",
+                                         "{{len .Containers}}"], check=False)
+                return users.returncode == 0 and users.stdout.strip() == "0"
+
+            if runstate._poll(unused, 10.0, 1.0):
                 self.runner.run([self.engine(), "network", "rm", KIND_NETWORK], check=False)
         if self.profile is not None:
             runstate.clear("kind", self.profile.name)

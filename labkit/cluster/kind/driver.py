@@ -59,6 +59,9 @@ def driver_manifests(
         node_selector = {PROFILE_LABEL: node_profile}
         if mig:
             node_selector[MIG_LABEL] = mig
+        else:  # not on a node of the same hardware in a MIG mode: that node has its own DaemonSet
+            pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": MIG_LABEL, "operator": "DoesNotExist"}]}]}}}
         pod["spec"]["nodeSelector"] = node_selector
         for container in pod["spec"]["containers"]:
             container["image"] = image

@@ -242,9 +242,11 @@ def preflight_rows(kubernetes_version: str = "1.37") -> list[tuple[str, str, str
 def cdi_check(runner: Runner, engine: str, node_container: str) -> Check:
     """After creation: containerd inside the node must have CDI on, else devices vanish silently."""
     out = runner.run([engine, "exec", node_container, "containerd", "config", "dump"], check=False)
-    enabled = "enable_cdi = true" in out.stdout
+    # containerd 1.7 has an enable_cdi switch (off by default); containerd 2 always has CDI on and
+    # only lists cdi_spec_dirs
+    enabled = "enable_cdi = true" in out.stdout or ("enable_cdi" not in out.stdout and "cdi_spec_dirs" in out.stdout)
     return Check(
         "CDI in containerd", enabled,
-        "enable_cdi = true" if enabled else "containerd reports CDI off; pods would not see their devices",
+        "CDI on" if enabled else "containerd reports CDI off; pods would not see their devices",
         "recreate the cluster with the generated config (it sets enable_cdi = true)",
     )

@@ -1,0 +1,564 @@
+"""The kind backend end to end, on real kind clusters (kubelet, containerd with CDI, the fake driver
+as a DaemonSet), through what a user types: `labkit cluster up --backend kind --profile P`, then
+`connect("kind", P)` from Python, `kubectl`, and `labkit cluster down`.
+
+Needs a container engine, kind, a 1.37 kubectl and a node image (make test provides them through
+tools/with-kind.sh: DOCKER_HOST, LABKIT_KIND_NODE_IMAGE, ~/.cache/dra-labkit/bin on PATH). One
+cluster per profile, shared by that profile's tests, at most one at a time (tests run in file
+order: workshop, then mig-lab, then topology-lab). Measured times go to test-artifacts/kind-e2e.json.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from labkit.cluster import NotFound, connect
+from labkit.cluster.kind.backend import SWAP_ANNOTATION, KindCluster
+from labkit.cluster.kind.preflight import check_host, find_tool
+from labkit.cluster.report import normalize_report, simulate_report
+from labkit.sim.profiles import load_profile
+
+pytestmark = [pytest.mark.kind, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "tests" / "data" / "scenarios"
+ARTIFACTS = ROOT / "test-artifacts" / "kind-e2e.json"
+SYSTEM_NAMESPACES = {"kube-system", "kube-public", "kube-node-lease", "fake-gpus", "local-path-storage"}
+MEASURED: dict[str, Any] = {}
+#: developers only: a run dir whose clusters are reused and kept (e.g. /tmp/kind-dev); a profile
+#: switch still replaces the cluster, and the last test still checks `down`
+KEEP = os.environ.get("LABKIT_KIND_E2E_KEEP", "")
+
+
+# -- the clusters ----------------------------------------------------------------------------------
+def _run(*cmd: str, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(cmd), capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
+
+
+def _host_snapshot() -> dict[str, set[str]]:
+    docker = find_tool("docker") or "docker"
+    ps = _run("ps", "-eo", "pid=,args=").stdout.splitlines()
+    return {
+        "containers": set(_run(docker, "ps", "-a", "--format", "{{.Names}}").stdout.split()),
+        "networks": set(_run(docker, "network", "ls", "--format", "{{.Name}}").stdout.split()),
+        "processes": {ln.strip() for ln in ps if "labkit-e2e-" in ln},
+    }
+
+
+class Clusters:
+    """`labkit cluster up` / `down` as typed, one profile at a time."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.profile: str | None = None
+        self.conn: KindCluster | None = None
+        self.container_ids: dict[str, list[str]] = {}
+        self.final = False
+
+    def get(self, profile: str) -> KindCluster:
+        if self.profile == profile and self.conn is not None:
+            return self.conn
+        self.down()
+        t0 = time.monotonic()
+        up = _run(sys.executable, "-m", "labkit", "cluster", "up", "--backend", "kind", "--profile", profile,
+                  "--name", f"labkit-e2e-{profile}", env=self.env)
+        assert up.returncode == 0, f"labkit cluster up failed:\n{up.stdout}\n{up.stderr}"
+        wall = time.monotonic() - t0
+        if KEEP and "was already running" in up.stdout:  # a developer's kept cluster
+            return self._connect(profile)
+        assert "export KUBECONFIG=" in up.stdout and "kubectl get resourceslices" in up.stdout, up.stdout
+        m = re.search(r"is up in (\d+)s \(create (\d+)s, images (\d+)s, driver DaemonSets ready (\d+)s, "
+                      r"slices (\d+)s\)", up.stdout)
+        assert m, up.stdout
+        MEASURED[profile] = {"labkit cluster up (wall s)": round(wall, 1), "create s": int(m[2]),
+                             "images s": int(m[3]), "DaemonSets ready s": int(m[4]), "slices s": int(m[5])}
+        return self._connect(profile)
+
+    def _connect(self, profile: str) -> KindCluster:
+        self.profile = profile
+        self.conn = connect("kind", profile, progress=False)
+        assert self.conn.attached and self.conn.cluster_name == f"labkit-e2e-{profile}"
+        docker = find_tool("docker") or "docker"
+        ids = _run(docker, "ps", "-q", "--no-trunc", "--filter", f"label=io.x-k8s.kind.cluster=labkit-e2e-{profile}")
+        self.container_ids[profile] = ids.stdout.split()
+        return self.conn
+
+    def down(self) -> None:
+        if self.profile is None or (KEEP and not self.final):
+            return
+        if self.conn is not None:
+            self.conn.down()
+        out = _run(sys.executable, "-m", "labkit", "cluster", "down", "--backend", "kind", "--profile", self.profile,
+                   env=self.env)
+        assert out.returncode == 0, out.stderr
+        assert f"kind cluster labkit-e2e-{self.profile} (profile {self.profile}) is down" in out.stdout, out.stdout
+        self.profile, self.conn = None, None
+
+
+@pytest.fixture(scope="session")
+def host_before() -> dict[str, set[str]]:
+    return _host_snapshot()
+
+
+@pytest.fixture(scope="session")
+def clusters(tmp_path_factory, host_before):
+    failed = [c for c in check_host("1.37") if not c.ok]
+    if failed:
+        pytest.fail("kind cannot run here (make test sets it up through tools/with-kind.sh):\n"
+                    + "\n".join(map(str, failed)))
+    run_dir = Path(KEEP) if KEEP else tmp_path_factory.mktemp("kind-run")
+    os.environ["LABKIT_RUN_DIR"] = str(run_dir)  # connect() in this process finds what the CLI started
+    env = {**os.environ, "LABKIT_RUN_DIR": str(run_dir)}
+    cl = Clusters(env)
+    t0 = time.monotonic()
+    try:
+        yield cl
+    finally:
+        cl.down()
+        MEASURED["kind e2e tests total s"] = round(time.monotonic() - t0, 1)
+        ARTIFACTS.parent.mkdir(parents=True, exist_ok=True)
+        ARTIFACTS.write_text(json.dumps(MEASURED, indent=2, sort_keys=True))
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def kubectl(c: KindCluster, *args: str, check: bool = True) -> str:
+    out = _run(c._tool("kubectl"), "--kubeconfig", str(c.kubeconfig), *args, timeout=300)
+    if check:
+        assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr}"
+    return out.stdout
+
+
+def real_env(c: KindCluster, pod: str, container: str) -> dict[str, str]:
+    """What `kubectl exec POD -c CONTAINER -- env` prints."""
+    text = kubectl(c, "exec", pod, "-c", container, "--", "env")
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def gpu_names(env: dict[str, str]) -> set[str]:
+    return {v for k, v in env.items() if re.fullmatch(r"FAKE_GPU_\d+_NAME", k)}
+
+
+def running(c: KindCluster, *pods: str, timeout: float = 180) -> None:
+    def ok(cl: Any) -> bool:
+        return all(cl.get("Pod", p).get("status", {}).get("phase") == "Running" for p in pods)
+
+    assert c.wait(until=ok, timeout=timeout), {p: c.get("Pod", p).get("status") for p in pods}
+
+
+def results(c: KindCluster, claim: str) -> dict[str, str]:
+    """request -> device of an allocated claim."""
+    alloc = c.get("ResourceClaim", claim)["status"]["allocation"]
+    return {r["request"]: r["device"] for r in alloc["devices"]["results"]}
+
+
+def claim_of(c: KindCluster, pod: str, name: str) -> str:
+    return next(s["resourceClaimName"] for s in c.get("Pod", pod)["status"]["resourceClaimStatuses"]
+                if s["name"] == name)
+
+
+def slice_devices(c: KindCluster) -> dict[str, dict]:
+    return {d["name"] + "@" + s["spec"]["nodeName"]: d for s in c.list("ResourceSlice")
+            for d in s["spec"].get("devices") or []}
+
+
+def uuid(c: KindCluster, node: str, device: str) -> str:
+    return slice_devices(c)[f"{device}@{node}"]["attributes"]["uuid"]["string"]
+
+
+def clean(c: KindCluster) -> None:
+    """Delete every user pod, claim, template and taint rule (the cluster stays)."""
+    for kind in ("Pod", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"):
+        for o in c.list(kind):
+            ns = o["metadata"].get("namespace")
+            if ns not in SYSTEM_NAMESPACES:
+                with contextlib.suppress(NotFound):
+                    c.delete(kind, o["metadata"]["name"], ns)
+    assert c.wait(until=lambda cl: not user_objects(cl, "Pod") and not user_objects(cl, "ResourceClaim"), timeout=180)
+
+
+def user_objects(c: KindCluster, kind: str) -> list[dict]:
+    return [o for o in c.list(kind) if o["metadata"].get("namespace") not in SYSTEM_NAMESPACES]
+
+
+def user_report(c: Any) -> dict:
+    report = simulate_report(c)
+    return normalize_report({k: [r for r in v if r["namespace"] not in SYSTEM_NAMESPACES] for k, v in report.items()})
+
+
+# -- workshop --------------------------------------------------------------------------------------
+def test_driver_daemonset_ready_on_every_worker(clusters):
+    c = clusters.get("workshop")
+    profile = load_profile("workshop")
+    nodes = {n["metadata"]["name"] for n in c.list("Node")}
+    assert {n.name for n in profile.nodes} <= nodes  # workers register under the profile's node names
+    for ds in c.list("DaemonSet", "fake-gpus"):
+        st = ds["status"]
+        assert st["desiredNumberScheduled"] == st["numberReady"] == st["updatedNumberScheduled"] > 0, ds["metadata"]
+    pods = [p for p in c.list("Pod", "fake-gpus") if p["metadata"]["name"].startswith("fake-gpus-kubelet-plugin")]
+    assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(n.name for n in profile.nodes)
+    assert all(p["status"]["phase"] == "Running" for p in pods)
+
+
+def _spec(s: dict) -> dict:
+    """A slice's spec without pool.generation: the publisher's counter (the plugin starts at 0, the
+    CLI prints 1), not part of what the node has."""
+    spec = json.loads(json.dumps(s["spec"]))
+    spec["pool"].pop("generation", None)
+    return spec
+
+
+def check_slices(c: KindCluster, profile: str) -> None:
+    """Every node's ResourceSlices (spec) equal `python -m fake_gpus slices` for its hardware."""
+    live = c.list("ResourceSlice")
+    for n in load_profile(profile).nodes:
+        cmd = [sys.executable, "-m", "fake_gpus", "slices", "--profile", n.node_profile, "--node", n.name, "-o", "json"]
+        if n.mig_mode:
+            cmd += ["--mig", n.mig_mode]
+        want = sorted((_spec(s) for s in json.loads(_run(*cmd).stdout)), key=lambda s: (s["driver"], s["pool"]["name"]))
+        got = sorted((_spec(s) for s in live if s["spec"]["nodeName"] == n.name),
+                     key=lambda s: (s["driver"], s["pool"]["name"]))
+        assert got and len(got) == len(want), n.name
+        assert got == want, n.name
+
+
+def test_workshop_resourceslices_equal_fake_gpus_slices_for_each_node(clusters):
+    check_slices(clusters.get("workshop"), "workshop")
+
+
+SEED_40GI = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: big-a100}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly:
+          deviceClassName: gpu.nvidia.com
+          selectors:
+          - cel:
+              expression: >-
+                device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0 &&
+                device.attributes['gpu.nvidia.com'].productName == 'NVIDIA A100-SXM4-80GB'
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: trainer}
+spec:
+  containers:
+  - name: main
+    image: pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime
+    command: [python, train.py]
+    resources: {claims: [{name: gpu}]}
+  resourceClaims: [{name: gpu, resourceClaimTemplateName: big-a100}]
+"""
+
+
+def test_seed_gpu_by_memory_and_product_runs_in_a_real_container(clusters):
+    c = clusters.get("workshop")
+    c.apply(SEED_40GI)
+    running(c, "trainer")
+    pod = c.get("Pod", "trainer")
+    assert pod["spec"]["nodeName"] == "dgx-a100-0"
+    # the image cannot run here: the stand-in ran instead, visibly
+    assert pod["metadata"]["annotations"][SWAP_ANNOTATION] == "main=pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime"
+    assert pod["spec"]["containers"][0]["image"] == c.workload_image
+    logs = kubectl(c, "logs", "trainer", "-c", "main")
+    assert logs.startswith("labkit-workload: stand-in for") and "python train.py" in logs.splitlines()[0]
+    (device,) = results(c, claim_of(c, "trainer", "gpu")).values()
+    env = real_env(c, "trainer", "main")
+    MEASURED["env trainer/main"] = {k: v for k, v in sorted(env.items()) if k.startswith(("FAKE_", "NVIDIA_"))}
+    assert gpu_names(env) == {device}
+    assert env["FAKE_GPU_0_PRODUCT"] == "NVIDIA A100-SXM4-80GB" and env["FAKE_GPU_0_MEMORY"] == "80Gi"
+    assert env["NVIDIA_VISIBLE_DEVICES"] == uuid(c, "dgx-a100-0", device)
+    assert c.pod_env("trainer", container="main") == {k: v for k, v in env.items() if k.startswith(("FAKE_", "NVIDIA_"))}
+    # placements() and events() are the cluster's
+    rows = [r for r in c.placements().rows if r["pod"] == "trainer"]
+    assert [(r["request"], r["node"], r["device"]) for r in rows] == [("gpu", "dgx-a100-0", device)]
+    evs = [e for e in c.events() if e.get("involvedObject", {}).get("name") == "trainer"]
+    assert any(e["reason"] == "Scheduled" and "dgx-a100-0" in e["message"] for e in evs)
+    assert any(e["reason"] == "Started" for e in evs)
+    assert "is Running on node dgx-a100-0" in c.explain("trainer")
+
+
+SEED_SHARED = (SCENARIOS / "shared-claim.yaml").read_text()
+
+
+def test_seed_one_claim_shared_by_two_pods_same_gpu(clusters):
+    c = clusters.get("workshop")
+    c.apply(SEED_SHARED)
+    running(c, "infer-1", "infer-2")
+    (device,) = results(c, "shared-t4").values()
+    claim = c.get("ResourceClaim", "shared-t4")
+    assert sorted(r["name"] for r in claim["status"]["reservedFor"]) == ["infer-1", "infer-2"]
+    envs = {p: real_env(c, p, "main") for p in ("infer-1", "infer-2")}
+    for p, env in envs.items():
+        MEASURED[f"env {p}/main"] = {k: v for k, v in sorted(env.items()) if k.startswith(("FAKE_", "NVIDIA_"))}
+        assert gpu_names(env) == {device}, p
+        assert env["NVIDIA_VISIBLE_DEVICES"] == uuid(c, "t4-0", device)
+        assert env["FAKE_DRA_CLAIM"] == "default/shared-t4"
+    assert {r["node"] for r in c.placements().rows if r["claim"] == "shared-t4"} == {"t4-0"}
+
+
+PER_CONTAINER = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: two-gpus}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: first
+        exactly: {deviceClassName: gpu.nvidia.com}
+      - name: second
+        exactly: {deviceClassName: gpu.nvidia.com}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: split}
+spec:
+  nodeSelector: {kubernetes.io/hostname: dgx-a100-0}
+  resourceClaims: [{name: gpus, resourceClaimTemplateName: two-gpus}]
+  containers:
+  - name: uses-first
+    image: vllm/vllm-openai:latest
+    resources: {claims: [{name: gpus, request: first}]}
+  - name: uses-second
+    image: vllm/vllm-openai:latest
+    resources: {claims: [{name: gpus, request: second}]}
+  - name: uses-both
+    image: vllm/vllm-openai:latest
+    resources: {claims: [{name: gpus}]}
+  - name: uses-none
+    image: vllm/vllm-openai:latest
+"""
+
+
+def test_each_container_sees_exactly_the_devices_of_the_requests_it_references(clusters):
+    c = clusters.get("workshop")
+    c.apply(PER_CONTAINER)
+    running(c, "split")
+    devs = results(c, claim_of(c, "split", "gpus"))
+    expected = {"uses-first": {devs["first"]}, "uses-second": {devs["second"]},
+                "uses-both": {devs["first"], devs["second"]}, "uses-none": set()}
+    claim_wide = {uuid(c, "dgx-a100-0", d) for d in devs.values()}
+    for container, want in expected.items():
+        env = real_env(c, "split", container)
+        MEASURED[f"env split/{container}"] = {k: v for k, v in sorted(env.items()) if k.startswith(("FAKE_", "NVIDIA_"))}
+        # the per-device variables (FAKE_GPU_<i>_*) are exactly the referenced requests' devices
+        assert gpu_names(env) == want, container
+        uuids = {v for k, v in env.items() if re.fullmatch(r"FAKE_GPU_\d+_UUID", k)}
+        assert uuids == {uuid(c, "dgx-a100-0", d) for d in want}, container
+        # the fake driver's claim-wide lists (spec-level CDI edits) name every device of the claim
+        # whenever any of its devices is injected: a container of one request sees the claim's list
+        visible = set(filter(None, env.get("NVIDIA_VISIBLE_DEVICES", "").split(",")))
+        assert visible == (claim_wide if want else set()), container
+
+
+UNPLACEABLE = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: huge}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly:
+        deviceClassName: gpu.nvidia.com
+        selectors:
+        - cel: {expression: "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('100Gi')) >= 0"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: too-big}
+spec:
+  resourceClaims: [{name: gpu, resourceClaimName: huge}]
+  containers:
+  - {name: main, image: busybox, resources: {claims: [{name: gpu}]}}
+"""
+
+
+def test_explain_of_a_pending_pod_says_why(clusters):
+    c = clusters.get("workshop")
+    c.apply(UNPLACEABLE)
+
+    def unschedulable(cl: Any) -> bool:
+        conds = cl.get("Pod", "too-big").get("status", {}).get("conditions") or []
+        return any(x.get("reason") == "Unschedulable" for x in conds)
+
+    assert c.wait(until=unschedulable, timeout=120)
+    text = c.explain("too-big")
+    assert text.startswith("Pod default/too-big is Pending"), text
+    assert "100Gi" in text or "cannot allocate" in text.lower() or "no device" in text.lower(), text
+    assert "FailedScheduling" in text or "Unschedulable" in text, text  # what kube-scheduler said
+    evs = [e for e in c.events() if e.get("involvedObject", {}).get("name") == "too-big"]
+    assert any(e["reason"] == "FailedScheduling" for e in evs)
+    assert [r for r in c.placements().rows if r["pod"] == "too-big"] == []
+    clean(c)
+
+
+def _scenarios(profile: str) -> list[Path]:
+    return [f for f in sorted(SCENARIOS.glob("*.yaml"))
+            if re.match(r"# labkit-profile: (\S+)", f.read_text()).group(1) == profile]
+
+
+def check_scenario_corpus(c: KindCluster, profile: str) -> None:
+    """The scenarios tests/test_cluster_sim_vs_local.py runs on local, here on kind: same reports."""
+    clean(c)
+    done = 0
+    for scenario in _scenarios(profile):
+        c.apply(scenario)
+        assert c.wait(timeout=180), scenario.name
+        got = user_report(c)
+        sim = connect("sim", profile, progress=False)
+        sim.apply(scenario)
+        sim.wait()
+        assert normalize_report(simulate_report(sim)) == got, scenario.name
+        clean(c)
+        done += 1
+    assert done
+    MEASURED.setdefault("sim-vs-kind scenarios", {})[profile] = done
+
+
+GENERATED = int(os.environ.get("LABKIT_SIMKIND_EXAMPLES", "12"))
+
+
+def check_generated(c: KindCluster, profile: str) -> None:
+    """tests/scenario_gen.py's scenarios (as tests/test_cluster_sim_vs_local_generated.py), on kind."""
+    from tests.scenario_gen import pod_settled, scenarios
+
+    clean(c)
+    cases = [s for s in scenarios(GENERATED, 0) if s.profile == profile]
+    failures = []
+    for sc in cases:
+        if sc.setup:
+            c.apply(sc.setup)
+        for pod in sc.pods:
+            c.apply(pod)
+            name = pod["metadata"]["name"]
+            assert c.wait(until=lambda cl, n=name: pod_settled(cl.get("Pod", n)), timeout=180), (sc.seed, name)
+        time.sleep(1.0)  # let template claims and reservations catch up with the pods
+        got = user_report(c)
+        sim = connect("sim", profile, progress=False)
+        if sc.setup:
+            sim.apply(sc.setup)
+        for pod in sc.pods:
+            sim.apply(pod)
+            sim.wait()
+        want = normalize_report(simulate_report(sim))
+        if want != got:
+            failures.append(f"seed {sc.seed}:\n{yaml.safe_dump({'sim': want, 'kind': got})}")
+        clean(c)
+    MEASURED.setdefault("sim-vs-kind generated", {})[profile] = len(cases)
+    assert cases and not failures, "\n".join(failures)
+
+
+def test_workshop_scenario_corpus_matches_sim(clusters):
+    check_scenario_corpus(clusters.get("workshop"), "workshop")
+
+
+def test_workshop_generated_scenarios_match_sim(clusters):
+    check_generated(clusters.get("workshop"), "workshop")
+
+
+# -- mig-lab ---------------------------------------------------------------------------------------
+MIG_PAIR = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: mig-pair}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: big
+        exactly:
+          deviceClassName: mig.nvidia.com
+          selectors:
+          - cel: {expression: "device.attributes['gpu.nvidia.com'].profile == '3g.40gb'"}
+      - name: small
+        exactly:
+          deviceClassName: mig.nvidia.com
+          selectors:
+          - cel: {expression: "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"}
+      constraints:
+      - requests: [big, small]
+        matchAttribute: gpu.nvidia.com/parentUUID
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: mig-worker}
+spec:
+  resourceClaims: [{name: mig, resourceClaimTemplateName: mig-pair}]
+  containers:
+  - name: big
+    image: nvidia/cuda:12.4.0-base-ubuntu22.04
+    resources: {claims: [{name: mig, request: big}]}
+  - name: small
+    image: nvidia/cuda:12.4.0-base-ubuntu22.04
+    resources: {claims: [{name: mig, request: small}]}
+"""
+
+
+def test_mig_lab_slices_and_the_mig_pair_on_one_parent(clusters):
+    c = clusters.get("mig-lab")
+    check_slices(c, "mig-lab")
+    clean(c)
+    c.apply(MIG_PAIR)
+    running(c, "mig-worker")
+    node = c.get("Pod", "mig-worker")["spec"]["nodeName"]
+    devs = results(c, claim_of(c, "mig-worker", "mig"))
+    attrs = {r: slice_devices(c)[f"{d}@{node}"]["attributes"] for r, d in devs.items()}
+    assert attrs["big"]["profile"]["string"] == "3g.40gb" and attrs["small"]["profile"]["string"] == "1g.10gb"
+    parent = attrs["big"]["parentUUID"]["string"]
+    assert attrs["small"]["parentUUID"]["string"] == parent
+    for container in ("big", "small"):
+        env = real_env(c, "mig-worker", container)
+        MEASURED[f"env mig-worker/{container}"] = {k: v for k, v in sorted(env.items())
+                                                   if k.startswith(("FAKE_", "NVIDIA_"))}
+        assert gpu_names(env) == {devs[container]}, container
+        (i,) = {k.split("_")[2] for k, v in env.items() if re.fullmatch(r"FAKE_GPU_\d+_NAME", k)}
+        assert env[f"FAKE_GPU_{i}_MIG_PROFILE"] == attrs[container]["profile"]["string"]
+        assert env[f"FAKE_GPU_{i}_PARENT_UUID"] == parent
+    clean(c)
+
+
+def test_mig_lab_scenario_corpus_matches_sim(clusters):
+    check_scenario_corpus(clusters.get("mig-lab"), "mig-lab")
+
+
+def test_mig_lab_generated_scenarios_match_sim(clusters):
+    check_generated(clusters.get("mig-lab"), "mig-lab")
+
+
+# -- topology-lab ----------------------------------------------------------------------------------
+def test_topology_lab_scenario_corpus_matches_sim(clusters):
+    c = clusters.get("topology-lab")
+    check_slices(c, "topology-lab")
+    check_scenario_corpus(c, "topology-lab")
+
+
+# -- last: nothing left behind ---------------------------------------------------------------------
+def test_down_leaves_no_container_network_or_process(clusters, host_before):
+    ids = [i for profile_ids in clusters.container_ids.values() for i in profile_ids]
+    clusters.final = True
+    clusters.down()
+    after = _host_snapshot()
+    ours = re.compile(r"labkit-e2e-")
+    assert not [n for n in after["containers"] if ours.match(n)], after["containers"]
+    assert after["networks"] <= host_before["networks"], after["networks"] - host_before["networks"]
+    assert not after["processes"], after["processes"]
+    ps = _run("ps", "-eo", "args=").stdout
+    assert ids and not [i for i in ids if i in ps], "a containerd shim of a deleted node is still running"
+    assert not list(Path(os.environ["LABKIT_RUN_DIR"]).glob("kind-*")), "run state left behind"

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Notebooks 03-07 and 11 under nbval on real kind clusters (LABKIT_BACKEND=kind).
+#
+# usage: tools/kind-notebooks.sh [PYTEST ARGS...]     (run by `make test` through tools/with-kind.sh)
+#
+# One cluster per profile, started with `labkit cluster up --backend kind` and reused by every
+# notebook of that profile (each notebook's connect() attaches; its down() removes only what the
+# notebook applied), then removed with `labkit cluster down`. Profiles run one after the other so
+# that at most one kind cluster runs at a time. The run dir is private to this script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${VENV:-.venv}"
+LABKIT=("$VENV/bin/python" -m labkit)
+export LABKIT_RUN_DIR="${LABKIT_RUN_DIR:-$(mktemp -d /tmp/labkit-nb-run.XXXXXX)}"
+export LABKIT_BACKEND=kind
+
+# profile -> notebooks (the profile each notebook's first cell connects to)
+GROUPS_=(
+  "workshop:notebooks/03_*.ipynb notebooks/04_*.ipynb notebooks/05_*.ipynb notebooks/11_*.ipynb"
+  "mig-lab:notebooks/06_*.ipynb"
+  "topology-lab:notebooks/07_*.ipynb"
+)
+
+status=0
+current=""
+cleanup() {
+  if [[ -n "$current" ]]; then "${LABKIT[@]}" cluster down --backend kind --profile "$current" || true; fi
+}
+trap cleanup EXIT
+
+for group in "${GROUPS_[@]}"; do
+  profile="${group%%:*}"
+  # shellcheck disable=SC2206  # the globs are meant to expand
+  books=(${group#*:})
+  current="$profile"
+  SECONDS=0
+  "${LABKIT[@]}" cluster up --backend kind --profile "$profile" --name "labkit-nb-$profile"
+  echo "kind-notebooks: cluster $profile up in ${SECONDS}s" >&2
+  SECONDS=0
+  "$VENV/bin/pytest" -p no:cacheprovider --nbval-lax --nbval-current-env "$@" "${books[@]}" || status=1
+  echo "kind-notebooks: ${books[*]} on $profile took ${SECONDS}s" >&2
+  "${LABKIT[@]}" cluster down --backend kind --profile "$profile"
+  current=""
+done
+exit "$status"
