@@ -3,7 +3,8 @@
 One `Allocator` per node is built lazily over the slices that node can see (its own pools and
 cluster-wide slices whose nodeSelector/allNodes reach it) and shares one `AllocatedState`, which
 is updated incrementally as claims are allocated and freed. Any change to DeviceClasses,
-ResourceSlices or DeviceTaintRules drops the per-node allocators.
+ResourceSlices or DeviceTaintRules drops the per-node allocators; the new ones reuse the
+converted slices, pools and selector results of every unchanged slice (labkit.allocator.model).
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ class DraState:
                 self.allocated,
                 taint_rules=self.store.list("DeviceTaintRule"),
                 cel_engine=self.cel_engine,
+                versioned=True,  # store objects are replaced, never edited: reuse by resourceVersion
             )
             self._allocators[name] = alloc
         return alloc
