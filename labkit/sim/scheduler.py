@@ -120,6 +120,13 @@ def fit_error_message(num_nodes: int, per_node: dict[str, list[str]]) -> str:
     return msg
 
 
+def _waiting(pod: dict) -> bool:
+    """Unbound, alive and for this scheduler: a pod the queue holds."""
+    spec = pod.get("spec") or {}
+    return (not spec.get("nodeName") and not is_deleting(pod) and not is_finished(pod)
+            and spec.get("schedulerName", "default-scheduler") == "default-scheduler")
+
+
 class Scheduler:
     def __init__(self, store: Store, events: EventRecorder, dra: DraState) -> None:
         self.store = store
@@ -138,6 +145,10 @@ class Scheduler:
         self._nodes: list[dict] | None = None
         self.progress: Any = None  # optional tqdm-like wrapper for long passes
         self._alloc: dict[str, dict[str, Fraction]] = {}  # node -> parsed allocatable
+        self._waiting: dict[str, dict] = {}  # uid -> unbound pod this scheduler must place
+        for pod in store.list("Pod"):
+            if _waiting(pod):
+                self._waiting[meta(pod).get("uid", "")] = pod
         store.watch(self._on_pod, kinds=("Pod",))
         store.watch(self._on_inventory, kinds=("Node", "DeviceClass", "ResourceSlice", "DeviceTaintRule",
                                                 "ResourceClaim", "ResourceClaimTemplate", "PodGroup"))
@@ -175,6 +186,10 @@ class Scheduler:
         if ev.type == "DELETED":
             self._seq.pop(uid, None)
             self._failed_epoch.pop(uid, None)
+        if ev.type != "DELETED" and _waiting(pod):
+            self._waiting[uid] = pod
+        else:
+            self._waiting.pop(uid, None)
 
     def _account(self, uid: str, node: str, req: dict[str, Fraction], nonzero: tuple[int, int]) -> None:
         self._bound[uid] = (node, req, nonzero)
@@ -208,9 +223,7 @@ class Scheduler:
 
     # -- queue -----------------------------------------------------------------------------
     def pending(self) -> list[dict]:
-        pods = [p for p in self.store.list("Pod")
-                if not (p.get("spec") or {}).get("nodeName") and not is_deleting(p) and not is_finished(p)
-                and (p.get("spec") or {}).get("schedulerName", "default-scheduler") == "default-scheduler"]
+        pods = list(self._waiting.values())  # kept by the pod watch: no scan of every pod
         pods.sort(key=lambda p: (-int((p.get("spec") or {}).get("priority") or 0), self._seq.get(meta(p)["uid"], 0)))
         return pods
 
