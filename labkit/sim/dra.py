@@ -88,6 +88,11 @@ class DraState:
                 if (s.get("spec") or {}).get("allNodes") or node_selector_matches(node, (s.get("spec") or {}).get("nodeSelector"))]
         return own + wide
 
+    def has_cluster_wide_slices(self) -> bool:
+        """Are there slices without a nodeName (devices more than one node can use)?"""
+        self._index()
+        return bool(self._cluster_wide)
+
     def all_slices(self) -> list[dict]:
         return self.store.list("ResourceSlice")
 
