@@ -16,10 +16,12 @@ Per pod (queue: priority, then creation order):
 Pending pods get PodScheduled=False/Unschedulable and a FailedScheduling event with a message
 shaped like kube-scheduler's ("0/3 nodes are available: 1 cannot allocate all claims, ...").
 
-Speed: capacity only shrinks between "epochs" (an epoch ends when something is freed or the
-inventory changes), so for pods with identical requirements we remember per epoch the first node
-that might still fit and why the nodes before it failed. 10,000 pods on 1,000 nodes then cost about
-one allocator call per pod.
+Speed: capacity only shrinks between "epochs" (an epoch ends when the inventory changes), so for
+pods with identical requirements we remember per epoch the first node that might still fit and why
+the nodes before it failed. 10,000 pods on 1,000 nodes then cost about one allocator call per pod.
+When something is freed on one node (a pod ends, a claim is deallocated), waiting pods are retried
+but filter only that node again, like kube-scheduler's queueing hints; when the cluster has devices
+several nodes can use (slices without nodeName), a free ends the epoch instead.
 """
 
 from __future__ import annotations
