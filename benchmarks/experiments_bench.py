@@ -62,10 +62,28 @@ def main(argv: list[str] | None = None) -> int:
             show(timed_run(trace, "fleet-1000", pol, progress=True), "fleet-1000")
     if args.part in ("all", "sizes"):
         trace = generate(args.size_pods, seed=args.seed, rate_per_min=args.rate)
+        rows: dict[str, list[tuple[int, float]]] = {}
         for n in (int(x) for x in args.sizes.split(",")):
             for pol in policies:
-                show(timed_run(trace, fleet(n), pol, progress=False), f"{n} nodes")
+                row = timed_run(trace, fleet(n), pol, progress=False)
+                show(row, f"{n} nodes")
+                rows.setdefault(pol, []).append((n, row["cpu_s"]))
+        for pol, points in rows.items():
+            if len(points) > 1:
+                print(f"{pol}: run CPU time grows as nodes^{growth_exponent(points):.2f} "
+                      f"(least-squares fit of log cpu on log nodes; 0 = flat, 1 = linear)")
     return 0
+
+
+def growth_exponent(points: list[tuple[float, float]]) -> float:
+    """Slope of log(y) against log(x): y ~ x^slope."""
+    import math
+
+    xs = [math.log(x) for x, _ in points]
+    ys = [math.log(max(y, 1e-9)) for _, y in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 from labkit.allocator.core import FILTER_TIMEOUT, Search, SearchTimeout
 from labkit.allocator.errors import AllocationError
 from labkit.allocator.features import Features, VariantProfile
-from labkit.allocator.model import SliceInfo, build_slices
+from labkit.allocator.model import MISSING, SliceInfo, slice_info
 from labkit.allocator.nodes import NodeSelectorError, node_matches
 from labkit.allocator.pools import Pool, PoolError, gather_pools
 from labkit.allocator.result import build_results
@@ -17,6 +18,21 @@ from labkit.allocator.selectors import SelectorCompileError, SelectorEngine, Sel
 from labkit.allocator.state import AllocatedState
 
 __all__ = ["Allocator", "Outcome"]
+
+#: (features, node key, the node's slice views) -> pools; the views are the slices' identity
+_POOLS: dict[tuple, list[Pool]] = {}
+_POOLS_MAX = 1 << 15
+
+
+def _rules_key(rules: list[dict], versioned: bool) -> object:
+    if not rules:
+        return ()
+    if versioned:
+        stamps = [((r.get("metadata") or {}).get("uid"), (r.get("metadata") or {}).get("resourceVersion"))
+                  for r in rules]
+        if all(rv for _, rv in stamps):
+            return tuple(stamps)
+    return json.dumps(rules, sort_keys=True, default=repr)
 
 
 @dataclass
@@ -39,16 +55,53 @@ class Outcome:
         return self._explanation
 
 
-class Allocator:
-    """``Allocator(features, classes, slices, allocated, taint_rules=(), cel_engine=None)``.
+class AttributeIndex:
+    """Candidate entries by (kind, value) of one attribute, for matchAttribute constraints.
 
-    ``slices`` are parsed once; ``allocated`` may be an :class:`AllocatedState` (kept by
-    reference, so ``add``/``remove`` on it are seen by later calls) or a list of claims.
+    ``clean``: no entry carries a selector error; ``plain``: every device has plain capacity;
+    ``consumes``: some device consumes counters (see ``Search.one`` for why these matter).
+    """
+
+    __slots__ = ("buckets", "clean", "plain", "consumes")
+
+    def __init__(self, entries: list[tuple], attribute: str) -> None:
+        self.buckets: dict[tuple, tuple[list[int], list[tuple]]] = {}
+        self.clean = self.plain = True
+        self.consumes = False
+        for entry in entries:
+            pos, dev, err = entry
+            if err is not None:
+                self.clean = False
+            if not dev.plain_capacity:
+                self.plain = False
+            if dev.consumes:
+                self.consumes = True
+            sc = dev.scalar(attribute)
+            if sc is MISSING or sc is None:
+                continue
+            try:
+                bucket = self.buckets.setdefault(sc, ([], []))
+            except TypeError:  # unhashable value: no index
+                self.clean = False
+                continue
+            bucket[0].append(pos)
+            bucket[1].append(entry)
+
+
+class Allocator:
+    """``Allocator(features, classes, slices, allocated, taint_rules=(), cel_engine=None, versioned=False)``.
+
+    ``slices`` are converted on first use and the conversions, pools and selector results are
+    reused by later Allocators while the slices are unchanged (labkit.allocator.model): by
+    content, or with ``versioned=True`` (objects from a store that replaces rather than edits
+    them, like the sim's) by uid and resourceVersion. Within one Allocator they are read once.
+    ``allocated`` may be an :class:`AllocatedState` (kept by reference, so ``add``/``remove`` on
+    it are seen by later calls) or a list of claims.
     """
 
     def __init__(self, features: Features, classes: list[dict], slices: list[dict],
                  allocated: AllocatedState | list[dict] | None = None, taint_rules: list[dict] = (),
-                 cel_engine: Any = None) -> None:
+                 cel_engine: Any = None, versioned: bool = False) -> None:
         self.features = features
         self.profile = VariantProfile.for_features(features)
         self.classes = {(c.get("metadata") or {}).get("name", ""): c for c in classes}
@@ -57,22 +110,48 @@ class Allocator:
         elif not isinstance(allocated, AllocatedState):
             allocated = AllocatedState.from_claims(allocated, consumable_capacity=features.ConsumableCapacity)
         self.allocated = allocated
-        self.slices: list[SliceInfo] = build_slices(slices, list(taint_rules))
-        self.slices_on_node: dict[str, list[SliceInfo]] = {}
-        self.slices_shared: list[SliceInfo] = []
+        # converted lazily, per node asked about, and reused across Allocators (model.slice_info)
+        self._raw_slices = slices
+        self._versioned = versioned
+        self._rules = list(taint_rules)
+        self._rules_key = _rules_key(self._rules, versioned)
+        self._infos: dict[int, SliceInfo] = {}  # id(raw) -> view, checked once per Allocator
+        self._all: list[SliceInfo] | None = None
+        self._raw_on_node: dict[str, list[dict]] = {}
+        self._raw_shared: list[dict] = []
         # 1.35/1.36: counter-only slices are needed on every node (NewAllocator puts them in
         # slicesShared whatever their nodeName)
         counters_shared = self.profile.counter_slices_everywhere
-        for s in self.slices:
-            if s.node_name and not (counters_shared and s.shared_counters):
-                self.slices_on_node.setdefault(s.node_name, []).append(s)
+        for raw in slices:
+            spec = raw.get("spec") or {}
+            node_name = spec.get("nodeName")
+            if node_name and not (counters_shared and spec.get("sharedCounters")):
+                self._raw_on_node.setdefault(node_name, []).append(raw)
             else:
-                self.slices_shared.append(s)
+                self._raw_shared.append(raw)
         self.engine = SelectorEngine(cel_engine, consumable_capacity=features.ConsumableCapacity,
                                      list_type_attributes=features.ListTypeAttributes)
+        # selector results and candidate lists are kept on the (shared) pools when the CEL engine
+        # is one of labkit.cel's, named by a string; a caller's own engine object gets its own
+        self._engine_key = ((cel_engine, features.ConsumableCapacity, features.ListTypeAttributes)
+                            if cel_engine is None or isinstance(cel_engine, str) else None)
         self._cel_results: dict[tuple[int, str], Any] = {}
         self._pool_cache: dict[tuple, list[Pool]] = {}
         self._candidates: dict[tuple, tuple[list[int], list[tuple]]] = {}
+        self._indexes: dict[tuple, AttributeIndex] = {}  # keys hold id(entries) kept by _candidates
+
+    def _info(self, raw: dict) -> SliceInfo:
+        info = self._infos.get(id(raw))
+        if info is None:
+            info = self._infos[id(raw)] = slice_info(raw, self._rules, self._rules_key, self._versioned)
+        return info
+
+    @property
+    def slices(self) -> list[SliceInfo]:
+        """Every slice this Allocator was given, converted (in the order given)."""
+        if self._all is None:
+            self._all = [self._info(raw) for raw in self._raw_slices]
+        return self._all
 
     @property
     def variant(self) -> str:
@@ -112,6 +191,13 @@ class Allocator:
         class_sels = [((s or {}).get("cel") or {}).get("expression", "")
                       for s in (rd.class_obj.get("spec") or {}).get("selectors") or []]
         binding_ok = self.features.DeviceBindingAndStatus
+        shared_key = None
+        if self._engine_key is not None:
+            shared_key = (self._engine_key, binding_ok, tuple(class_sels), tuple(rd.selectors))
+            hit = pool.candidates.get(shared_key)
+            if hit is not None:
+                self._candidates[key] = hit
+                return hit
         positions: list[int] = []
         entries: list[tuple] = []
         pos = -1
@@ -132,7 +218,17 @@ class Allocator:
                     positions.append(pos)
                     entries.append((pos, dev, err))
         self._candidates[key] = (positions, entries)
+        if shared_key is not None:
+            pool.candidates[shared_key] = (positions, entries)
         return positions, entries
+
+    def attribute_index(self, entries: list[tuple], attribute: str) -> AttributeIndex:
+        """``entries`` (from :meth:`candidates`) grouped by their scalar value of ``attribute``."""
+        key = (id(entries), attribute)
+        ix = self._indexes.get(key)
+        if ix is None:
+            ix = self._indexes[key] = AttributeIndex(entries, attribute)
+        return ix
 
     def _check_selectors(self, dev, exprs: list[str], who: str) -> tuple[bool, tuple | None]:
         for i, expr in enumerate(exprs):
@@ -153,10 +249,24 @@ class Allocator:
         pools = self._pool_cache.get(key)
         if pools is None:
             if self.profile.node_local_slices:
-                for_node = self.slices_on_node.get(name, []) + self.slices_shared
+                for_node = [self._info(raw) for raw in self._raw_on_node.get(name, ())]
+                for_node += [self._info(raw) for raw in self._raw_shared]
             else:
                 for_node = self.slices
-            pools = gather_pools(for_node, node, self.features, self.slices, self.profile)
+            shared_key = (self.features, key, tuple(for_node))
+            pools = _POOLS.get(shared_key)
+            if pools is None:
+                consulted: list[bool] = []
+
+                def all_slices() -> list[SliceInfo]:
+                    consulted.append(True)
+                    return self.slices
+
+                pools = gather_pools(for_node, node, self.features, all_slices, self.profile)
+                if not consulted:  # a function of the node's own slices: valid for any Allocator
+                    if len(_POOLS) >= _POOLS_MAX:
+                        del _POOLS[next(iter(_POOLS))]
+                    _POOLS[shared_key] = pools
             self._pool_cache[key] = pools
         return pools
 

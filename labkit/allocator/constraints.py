@@ -7,7 +7,7 @@ as a set: match = non-empty running intersection, distinct = pairwise disjoint.
 
 from __future__ import annotations
 
-__all__ = ["Constraint", "MatchAttribute", "DistinctAttribute", "lookup_attribute", "attribute_set"]
+__all__ = ["Constraint", "MatchAttribute", "DistinctAttribute", "lookup_attribute", "attribute_set", "scalar_value"]
 
 _SCALARS = ("string", "int", "bool", "version")
 _LISTS = (("ints", "int"), ("bools", "bool"), ("strings", "string"), ("versions", "version"))
@@ -29,6 +29,11 @@ def _scalar(attr: dict) -> tuple[str, object] | None:
         if attr.get(kind) is not None:
             return kind, attr[kind]
     return None
+
+
+def scalar_value(attr: dict) -> tuple[str, object] | None:
+    """(kind, value) of a scalar attribute as the constraints compare it; None if not scalar."""
+    return _scalar(attr)
 
 
 def attribute_set(attr: dict | None) -> tuple[str, frozenset] | None:

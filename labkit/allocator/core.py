@@ -17,7 +17,7 @@ from labkit.allocator.capacity import CapacityError, check_capacity, consumed_qu
 from labkit.allocator.constraints import DistinctAttribute, MatchAttribute
 from labkit.allocator.errors import MAX_RESULTS, AllocationError, device_str, kobj
 from labkit.allocator.features import Features
-from labkit.allocator.model import DeviceInfo
+from labkit.allocator.model import MISSING, DeviceInfo
 from labkit.allocator.pools import Pool
 from labkit.allocator.requests import RequestData, request_view
 from labkit.allocator.taints import taint_prevents
@@ -27,6 +27,7 @@ from labkit.errors import EngineError
 __all__ = ["Search", "DeviceResult", "SearchTimeout", "FILTER_TIMEOUT", "TIMEOUT_ERROR"]
 
 _START = (0, 0)
+_EMPTY: tuple[list, list] = ([], [])
 _OPTIONAL_NODE_OPS_FEATURE = "DRAOptionalNodeOperations"
 
 
@@ -227,6 +228,14 @@ class Search:
         cc = self.f.ConsumableCapacity
         candidates = self.a.candidates
         node = self.node
+        screen = self._screen(ci, rd)
+        leak = self.profile.counters_leak
+        # a matchAttribute that holds one value: only devices with that value can be taken
+        narrow = None
+        if screen and screen[0][0]:
+            keys = [(k, v) for k, v in screen[0][2].items() if v is not None]
+            if len(keys) == 1:
+                narrow = (screen[0][1], keys[0])
         for pi in range(start[0] if combos else 0, len(pools)):
             pool = pools[pi]
             if pool.invalid and not self.profile.skips_incomplete_pools:
@@ -234,6 +243,12 @@ class Search:
             if (pool.incomplete and self.profile.skips_incomplete_pools) or pool.invalid:
                 continue
             positions, entries = candidates(pool, rd, node)
+            if narrow is not None:
+                ix = self.a.attribute_index(entries, narrow[0])
+                # skipping the others must not skip an error or a side effect they would cause
+                if ix.clean and not (leak and ix.consumes) and (not cc or (rd.capacity_requests is None
+                                                                          and ix.plain)):
+                    positions, entries = ix.buckets.get(narrow[1], _EMPTY)
             lo = bisect_left(positions, start[1]) if combos and pi == start[0] and start[1] else 0
             for k in range(lo, len(entries)):
                 pos, dev, err = entries[k]
@@ -246,6 +261,8 @@ class Search:
                     raise self.selector_error(rd, dev, err)
                 if cc and not self.capacity_ok(ci, rd, dev, "checking"):
                     continue
+                if screen and not (leak and dev.consumes) and not _passes(screen, dev):
+                    continue  # allocate_device would refuse it at the constraints, changing nothing
                 undo = self.allocate_device(ci, rd, dev, pool, must=False)
                 if undo is None:
                     continue
@@ -260,6 +277,30 @@ class Search:
         return False
 
     # -- checks --------------------------------------------------------------------------------
+    def _screen(self, ci: int, rd: RequestData) -> list[tuple]:
+        """The claim's scalar constraints that already hold values, as cheap per-device tests.
+
+        A device failing one of them makes ``allocate_device`` undo its steps and return None;
+        testing first skips that work. Not used when an add/remove pair is not a no-op: a
+        1.34-1.36 ``distinctAttribute`` (it forgets a request's value on removal).
+        """
+        constraints = self.constraints[ci]
+        if not constraints:
+            return []
+        name, sub = (rd.parent, rd.name) if rd.parent else (rd.name, None)
+        screen = []
+        for c in constraints:
+            if c.list_mode:
+                continue
+            if isinstance(c, MatchAttribute):
+                if c.count and c.applies(name, sub):
+                    screen.append((True, c.attribute, c.reference or {}))
+            elif c.by_request:
+                return []
+            elif c.seen and c.applies(name, sub):
+                screen.append((False, c.attribute, c.seen))
+        return screen
+
     def in_use(self, device_id: tuple) -> bool:
         return device_id in self.state.devices or bool(self.allocating.get(device_id))
 
@@ -460,3 +501,19 @@ class Search:
             for cname, v in counters.items():
                 if cname in u:
                     u[cname] -= v
+
+
+def _passes(screen: list[tuple], dev: DeviceInfo) -> bool:
+    """Would ``dev`` satisfy every constraint in ``screen`` (see :meth:`Search._screen`)?"""
+    for is_match, attribute, values in screen:
+        sc = dev.scalar(attribute)
+        if sc is MISSING:
+            return False
+        if is_match:
+            if sc is None or values.get(sc[0]) is None or values[sc[0]] != sc[1]:
+                return False
+        else:
+            for old in values:
+                if sc is None or (old.get(sc[0]) is not None and old[sc[0]] == sc[1]):
+                    return False
+    return True

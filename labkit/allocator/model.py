@@ -1,18 +1,32 @@
-"""Read-only views of ResourceSlices and devices, parsed once per Allocator.
+"""Read-only views of ResourceSlices and devices, kept across Allocator instances.
 
 The allocator never copies slice dicts in its hot path; it works on these small objects, which
 keep a reference to the original device dict (handed to CEL and to explanations).
+
+Like kube-scheduler, which keeps converted slices between scheduling cycles (kubernetes PR
+131168), a converted slice is reused by later Allocators (:func:`slice_info`). An entry is
+found by the slice dict's identity and reused only while it is provably the same slice:
+
+- ``versioned`` input (objects from a store that never changes a stored dict in place, such as
+  the sim's): the same ``metadata.uid`` and ``metadata.resourceVersion``;
+- anything else (dicts a user wrote or loaded, which may be edited in place): the same content,
+  compared with a snapshot taken when the slice was converted.
 """
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
 
+from labkit.allocator.constraints import lookup_attribute, scalar_value
 from labkit.allocator.quantities import qparse, qvalue
 
-__all__ = ["CapacityInfo", "DeviceInfo", "SliceInfo", "build_slices", "apply_taint_rules"]
+#: a device without the attribute a constraint names
+MISSING = object()
+
+__all__ = ["MISSING", "CapacityInfo", "DeviceInfo", "SliceInfo", "build_slices", "slice_info", "apply_taint_rules"]
 
 
 @dataclass(eq=False)
@@ -40,6 +54,19 @@ class DeviceInfo:
     node_name: str
     all_nodes: bool
     node_selector: dict | None
+    _scalars: dict = field(default_factory=dict, repr=False)
+
+    def scalar(self, attribute: str) -> tuple[str, object] | None | object:
+        """The attribute's (kind, value) as constraints compare it: None when it has no scalar
+        value, :data:`MISSING` when the device lacks it (memoised)."""
+        try:
+            return self._scalars[attribute]
+        except KeyError:
+            pass
+        attr = lookup_attribute(self.attributes, self.slice.driver, attribute)
+        sc = MISSING if attr is None else scalar_value(attr)
+        self._scalars[attribute] = sc
+        return sc
 
     # parsed on first use: a big cluster has many devices the allocator never looks at
     @cached_property
@@ -156,27 +183,86 @@ def apply_taint_rules(slice_spec: dict, rules: list[dict]) -> dict[int, list[dic
     return extra
 
 
+def _convert(raw: dict, rules: list[dict]) -> SliceInfo:
+    spec = raw.get("spec") or {}
+    pool = spec.get("pool") or {}
+    return SliceInfo(
+        name=(raw.get("metadata") or {}).get("name", ""),
+        driver=spec.get("driver", ""),
+        pool=pool.get("name", ""),
+        generation=int(pool.get("generation") or 0),
+        count=int(pool.get("resourceSliceCount") or 0),
+        node_name=spec.get("nodeName") or "",
+        all_nodes=bool(spec.get("allNodes")),
+        node_selector=spec.get("nodeSelector"),
+        per_device=spec.get("perDeviceNodeSelection"),
+        shared_counters=[(cs.get("name", ""), _counters(cs.get("counters")))
+                         for cs in spec.get("sharedCounters") or []],
+        skip_node_operations=list(spec.get("skipNodeOperations") or []),
+        raw=raw,
+        taint_rules=rules,
+    )
+
+
 def build_slices(slices: list[dict], taint_rules: list[dict] = ()) -> list[SliceInfo]:
-    out = []
+    """Fresh conversions (no reuse): for callers that want a private copy of the views."""
     rules = list(taint_rules)
-    for raw in slices:
-        spec = raw.get("spec") or {}
-        pool = spec.get("pool") or {}
-        info = SliceInfo(
-            name=(raw.get("metadata") or {}).get("name", ""),
-            driver=spec.get("driver", ""),
-            pool=pool.get("name", ""),
-            generation=int(pool.get("generation") or 0),
-            count=int(pool.get("resourceSliceCount") or 0),
-            node_name=spec.get("nodeName") or "",
-            all_nodes=bool(spec.get("allNodes")),
-            node_selector=spec.get("nodeSelector"),
-            per_device=spec.get("perDeviceNodeSelection"),
-            shared_counters=[(cs.get("name", ""), _counters(cs.get("counters")))
-                             for cs in spec.get("sharedCounters") or []],
-            skip_node_operations=list(spec.get("skipNodeOperations") or []),
-            raw=raw,
-            taint_rules=rules,
-        )
-        out.append(info)
-    return out
+    return [_convert(raw, rules) for raw in slices]
+
+
+class _Entry:
+    __slots__ = ("raw", "stamp", "snapshot", "rules_key", "info")
+
+    def __init__(self, raw: dict, stamp: tuple | None, snapshot: object, rules_key: object, info: SliceInfo):
+        self.raw = raw  # keeps the dict alive, so its id() stays unique while the entry exists
+        self.stamp = stamp
+        self.snapshot = snapshot
+        self.rules_key = rules_key
+        self.info = info
+
+
+#: id(slice dict) -> entry; least recently used first
+_SLICES: dict[int, _Entry] = {}
+_SLICES_MAX = 1 << 16
+
+
+def _stamp(raw: dict) -> tuple | None:
+    meta = raw.get("metadata")
+    if type(meta) is not dict:
+        return None
+    rv = meta.get("resourceVersion")
+    return (meta.get("uid"), rv) if rv else None
+
+
+def _snapshot(raw: dict) -> object:
+    """A deep copy to compare against later; None when the dict holds something unpicklable."""
+    try:
+        return pickle.loads(pickle.dumps(raw, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # noqa: BLE001 - then the slice is converted every time
+        return None
+
+
+def slice_info(raw: dict, rules: list[dict], rules_key: object, versioned: bool) -> SliceInfo:
+    """The converted view of ``raw``, reused when ``raw`` is unchanged (see the module text).
+
+    ``rules_key`` identifies the content of the DeviceTaintRules ``rules`` (they add taints to
+    devices, so a view made under other rules is not reused).
+    """
+    key = id(raw)
+    entry = _SLICES.get(key)
+    if entry is not None and entry.rules_key == rules_key:
+        if versioned and entry.stamp is not None:
+            if entry.stamp == _stamp(raw):
+                return entry.info
+        elif entry.snapshot is not None and raw == entry.snapshot:
+            return entry.info
+    info = _convert(raw, rules)
+    stamp = _stamp(raw) if versioned else None
+    snapshot = None if stamp is not None else _snapshot(raw)
+    if stamp is None and snapshot is None:
+        return info
+    _SLICES.pop(key, None)
+    if len(_SLICES) >= _SLICES_MAX:
+        del _SLICES[next(iter(_SLICES))]
+    _SLICES[key] = _Entry(raw, stamp, snapshot, rules_key, info)
+    return info

@@ -8,6 +8,7 @@ sets, or devices consuming unknown counters.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -33,6 +34,8 @@ class Pool:
     device_slices: list[SliceInfo] = field(default_factory=list)
     other_slices: list[SliceInfo] = field(default_factory=list)
     counter_sets: dict[str, dict[str, Fraction]] = field(default_factory=dict)
+    #: candidate devices per (engine, class and request selectors), filled by the Allocator
+    candidates: dict[tuple, tuple[list[int], list[tuple]]] = field(default_factory=dict, repr=False)
 
     @property
     def id(self) -> tuple[str, str]:
@@ -67,7 +70,8 @@ def _relevant(node: dict, s: SliceInfo) -> bool | None:
 
 
 def gather_pools(slices_for_node: list[SliceInfo], node: dict, features: Features,
-                 all_slices: list[SliceInfo], profile: VariantProfile) -> list[Pool]:
+                 all_slices: Callable[[], list[SliceInfo]], profile: VariantProfile) -> list[Pool]:
+    """``all_slices`` is called only when a pool has fewer slices here than it says it has."""
     everywhere = profile.counter_slices_everywhere
     by_pool: dict[tuple[str, str], list[SliceInfo]] = {}
     for s in slices_for_node:
@@ -95,7 +99,7 @@ def gather_pools(slices_for_node: list[SliceInfo], node: dict, features: Feature
         if len(pool_slices) == first.count:
             pool = _build_pool(driver, name, pool_slices, features, None, profile)
         else:
-            obsolete, all_for_pool = _check_slices_in_pool(all_slices, driver, name, first.generation)
+            obsolete, all_for_pool = _check_slices_in_pool(all_slices(), driver, name, first.generation)
             if obsolete:
                 continue
             if not features.CompatibilityGroups:

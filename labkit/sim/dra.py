@@ -3,7 +3,8 @@
 One `Allocator` per node is built lazily over the slices that node can see (its own pools and
 cluster-wide slices whose nodeSelector/allNodes reach it) and shares one `AllocatedState`, which
 is updated incrementally as claims are allocated and freed. Any change to DeviceClasses,
-ResourceSlices or DeviceTaintRules drops the per-node allocators.
+ResourceSlices or DeviceTaintRules drops the per-node allocators; the new ones reuse the
+converted slices, pools and selector results of every unchanged slice (labkit.allocator.model).
 """
 
 from __future__ import annotations
@@ -87,6 +88,11 @@ class DraState:
                 if (s.get("spec") or {}).get("allNodes") or node_selector_matches(node, (s.get("spec") or {}).get("nodeSelector"))]
         return own + wide
 
+    def has_cluster_wide_slices(self) -> bool:
+        """Are there slices without a nodeName (devices more than one node can use)?"""
+        self._index()
+        return bool(self._cluster_wide)
+
     def all_slices(self) -> list[dict]:
         return self.store.list("ResourceSlice")
 
@@ -102,6 +108,7 @@ class DraState:
                 self.allocated,
                 taint_rules=self.store.list("DeviceTaintRule"),
                 cel_engine=self.cel_engine,
+                versioned=True,  # store objects are replaced, never edited: reuse by resourceVersion
             )
             self._allocators[name] = alloc
         return alloc

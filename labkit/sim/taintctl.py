@@ -23,14 +23,25 @@ class DeviceTaintController:
         self.store = store
         self.events = events
         self._dirty = True
+        self._taint_index: dict[tuple[str, str, str], list[dict]] | None = None
         self.deadlines: dict[str, tuple[float, str, str]] = {}  # pod uid -> (time, ns, name)
         store.watch(self._on_event, kinds=("DeviceTaintRule", "ResourceSlice", "ResourceClaim"))
 
     def _on_event(self, ev) -> None:
-        if ev.kind != "ResourceClaim" or ev.type == "MODIFIED":
+        if ev.kind != "ResourceClaim":
+            self._taint_index = None  # the taints themselves changed: index them again
+            self._dirty = True
+        elif ev.type == "MODIFIED":
             self._dirty = True
 
     def _taints(self) -> dict[tuple[str, str, str], list[dict]]:
+        """NoExecute taints by device, indexed once per change of slices or rules (not per claim
+        change, which is what makes a reconcile run)."""
+        if self._taint_index is None:
+            self._taint_index = self._scan_taints()
+        return self._taint_index
+
+    def _scan_taints(self) -> dict[tuple[str, str, str], list[dict]]:
         out: dict[tuple[str, str, str], list[dict]] = {}
         for s in self.store.list("ResourceSlice"):
             spec = s.get("spec") or {}
