@@ -380,3 +380,25 @@ def test_a_check_in_a_notebook_shows_its_line_and_no_out_prompt():
     outputs = nb.cells[0].outputs
     assert [o.output_type for o in outputs] == ["stream"], outputs
     assert outputs[0].text.startswith("❌")
+
+
+def test_whatif_pending_accepts_only_the_pending_pods():
+    sim = connect("sim", "workshop", progress=False)
+    tmpl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t4x3"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "gpu.nvidia.com", "count": 3, "selectors": [{"cel": {
+                    "expression": "device.attributes['gpu.nvidia.com'].productName == 'Tesla T4'"}}]}}]}}}}
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": n},
+             "spec": {"nodeSelector": {"kubernetes.io/hostname": "t4-0"},
+                      "containers": [{"name": "main", "image": "busybox", "resources": {"claims": [{"name": "g"}]}}],
+                      "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "t4x3"}]}} for n in ("a", "b")]
+    new = [tmpl, *pods]
+    for obj in new:
+        sim.apply(obj)
+        sim.wait()
+    assert checks.check_whatif_pending(["b"], sim, new)
+    assert not checks.check_whatif_pending([], sim, new)
+    assert not checks.check_whatif_pending(["a"], sim, new)
+    assert not checks.check_whatif_pending(["a", "b"], sim, new)
+    assert not checks.check_whatif_pending(["nope"], sim, new)
+    assert not checks.check_whatif_pending("b", sim, new)

@@ -553,3 +553,23 @@ def check_best_policy(answer: Any, results: Any, metric: str = "wait_p95_s", bes
                     f"compare the {metric} column of every policy")
     tie = f"; tied with {', '.join(w for w in winners if w != answer)}" if len(winners) > 1 else ""
     return f"{answer} has the {best} {metric} ({top}){tie}"
+
+
+# ---------------------------------------------------------------------------------------------
+# 13 platform engineers
+
+@checker("what-if")
+def check_whatif_pending(answer: Any, whatif: Any, new_pods: Any) -> str:
+    """13: the names of the new pods that stay Pending in the what-if sim started from the snapshot."""
+    names = [p["metadata"]["name"] for p in new_pods if p.get("kind") == "Pod"]
+    pending = sorted(n for n in names if not whatif.get("Pod", n)["spec"].get("nodeName"))
+    if isinstance(answer, str) or not isinstance(answer, (list, set, tuple)):
+        raise _Fail(f"answer with a list of pod names, not {type(answer).__name__}", 'e.g. PENDING = ["finetune"]')
+    unknown = sorted(set(map(str, answer)) - set(names))
+    if unknown:
+        raise _Fail(f"{', '.join(unknown)} is not one of the new pods", f"choose among {', '.join(names)}")
+    if sorted(set(map(str, answer))) != pending:
+        raise _Fail(f"{sorted(set(map(str, answer)))} is not what the what-if shows",
+                    "read the node column of the table: an empty node means Pending; whatif.explain(name) says why")
+    return (f"{', '.join(pending) or 'none'}: Pending in the what-if"
+            " — found before anything touched the real cluster")
