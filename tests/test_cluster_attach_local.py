@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from labkit.api.load import read_documents
 from labkit.cli import main
 from labkit.cluster import ClusterError, NotFound, connect
 from labkit.cluster.report import normalize_report, simulate_report
@@ -151,7 +152,7 @@ def test_explain_and_snapshot_cli(local, tmp_path, capsys):
             assert out.startswith(f"Pod default/{pending[0]} is Pending: ") and "kube-scheduler says" in out
         dump = tmp_path / "d.yaml"
         assert main(["snapshot", "--kubeconfig", str(local.kubeconfig), "-o", str(dump)]) == 0
-        docs = list(yaml.safe_load_all(dump.read_text()))
+        docs = [d for d in read_documents(dump) if d is not None]  # read as Kubernetes reads YAML
         assert all(d["apiVersion"] and d["kind"] for d in docs)
         assert {d["kind"] for d in docs} >= {"Namespace", "Node", "DeviceClass", "ResourceSlice", "Pod",
                                             "ResourceClaim", "ResourceClaimTemplate"}
