@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from fake_gpus.plugin.cdi import visible_devices
 from labkit.cluster import runstate
 from labkit.cluster.base import Cluster, ClusterError, NotFound, Source
 from labkit.cluster.kind.config import kind_config_yaml
@@ -535,10 +536,14 @@ class KindCluster(Cluster):
 
     def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
         """The device environment (``FAKE_*``, ``NVIDIA_*``) the container really has, read with
-        `kubectl exec ... env`: what the CDI specs of the requests it references gave it.
-        `container` defaults to the pod's first container; `container_env` returns everything."""
+        `kubectl exec ... env`: what the CDI specs of the requests it references gave it. The list
+        variables (NVIDIA_VISIBLE_DEVICES, FAKE_GPU_DEVICES/COUNT) are then derived from the
+        per-device variables, as NVIDIA's container runtime hook derives them from the devices it
+        injected (a CDI env edit can only replace a variable, so the raw value names the last
+        device); sim and local apply the same step. `container` defaults to the pod's first
+        container; `container_env` returns the raw, whole environment."""
         env = self.container_env(pod, namespace, container)
-        return {k: v for k, v in env.items() if k.startswith(DEVICE_ENV_PREFIXES)}
+        return visible_devices({k: v for k, v in env.items() if k.startswith(DEVICE_ENV_PREFIXES)})
 
     def container_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
         """The container's whole environment (`kubectl exec <pod> -c <container> -- env`)."""

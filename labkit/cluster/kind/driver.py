@@ -67,6 +67,8 @@ def driver_manifests(
             container["image"] = image
             container["imagePullPolicy"] = "IfNotPresent"  # loaded with `kind load`, never pulled
             container["args"] = _driver_args(container.get("args") or [], node_profile, mig)
+            if profile.topology_attributes:  # the profile's lessons use LabKit's own topology attributes
+                container["args"].append("--topology-attributes")
         rendered.append(ds)
     return shared + rendered
 
