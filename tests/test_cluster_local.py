@@ -201,7 +201,7 @@ def test_unplaceable_pod_stays_pending_with_the_schedulers_reason(cluster: Local
     assert "FailedScheduling" in text
     # labkit's own allocator, run over the live objects (sim format), agrees on every node
     assert "allocator on dgx-0:" in text
-    assert "node dgx-0: unsatisfiable" in text and "node t4-0: unsatisfiable" in text
+    assert "allocator on dgx-0: unsatisfiable" in text and "allocator on t4-0: unsatisfiable" in text
     assert "kube-scheduler says: Unschedulable" in text
     assert any(e.get("reason") == "FailedScheduling" for e in cluster.events())
     cluster.delete("pods", "greedy")
