@@ -241,10 +241,13 @@ def _spec(s: dict) -> dict:
 def check_slices(c: KindCluster, profile: str) -> None:
     """Every node's ResourceSlices (spec) equal `python -m fake_gpus slices` for its hardware."""
     live = c.list("ResourceSlice")
-    for n in load_profile(profile).nodes:
+    prof = load_profile(profile)
+    for n in prof.nodes:
         cmd = [sys.executable, "-m", "fake_gpus", "slices", "--profile", n.node_profile, "--node", n.name, "-o", "json"]
         if n.mig_mode:
             cmd += ["--mig", n.mig_mode]
+        if prof.topology_attributes:
+            cmd += ["--topology-attributes"]
         want = sorted((_spec(s) for s in json.loads(_run(*cmd).stdout)), key=lambda s: (s["driver"], s["pool"]["name"]))
         got = sorted((_spec(s) for s in live if s["spec"]["nodeName"] == n.name),
                      key=lambda s: (s["driver"], s["pool"]["name"]))

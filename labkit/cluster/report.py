@@ -49,6 +49,12 @@ def _pod_events(events: list[dict]) -> dict[tuple[str, str], list[dict]]:
     return out
 
 
+def _has_devices(pod: dict) -> bool:
+    """A pod with no ResourceClaims (and no extended-resource claim) gets no device environment."""
+    return bool((pod.get("spec") or {}).get("resourceClaims")
+                or ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName"))
+
+
 def _env(cluster: Any, pod: str, ns: str, container: str, init: bool) -> dict[str, str]:
     """Only a running pod has an environment to read; on kind a finished init container cannot be
     exec'ed into, so its env reads as {} there."""
@@ -68,7 +74,8 @@ def simulate_report(cluster: Any) -> dict[str, list[dict]]:
         ns, name = m.get("namespace", "default"), m.get("name", "")
         spec = p.get("spec") or {}
         running = (p.get("status") or {}).get("phase", "Pending") == "Running"
-        containers = [{"name": c.get("name", ""), "env": _env(cluster, name, ns, c.get("name", ""), init) if running else {}}
+        containers = [{"name": c.get("name", ""), "env": _env(cluster, name, ns, c.get("name", ""), init)
+                       if running and _has_devices(p) else {}}
                       for init, c in [(True, c) for c in spec.get("initContainers") or []]
                       + [(False, c) for c in spec.get("containers") or []]]
         pods.append({"namespace": ns, "name": name, "node": spec.get("nodeName") or None,
