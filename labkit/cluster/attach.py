@@ -217,16 +217,21 @@ class KubeconfigCluster(Cluster):
 
         return explain_pod(self, pod, namespace)
 
-    def pod_env(self, pod: str, namespace: str = "default") -> dict[str, str]:
-        """The CDI environment when labkit's local node agent recorded it, else a pointer to kubectl exec."""
-        from labkit.cluster.local.agent import ENV_ANNOTATION
+    def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
+        """The CDI environment when labkit's local node agent recorded it (one container's, or the
+        union over the pod's containers), else a pointer to kubectl exec."""
+        from labkit.cluster.local.agent import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION
 
         obj = self.get("Pod", pod, namespace)
-        raw = (obj["metadata"].get("annotations") or {}).get(ENV_ANNOTATION)
+        self._check_container(obj, container)
+        ann = obj["metadata"].get("annotations") or {}
+        raw = ann.get(ENV_ANNOTATION) if container is None else ann.get(CONTAINER_ENV_ANNOTATION)
         if raw is None:
+            where = f" -c {container}" if container else ""
             raise ClusterError(f"pod {namespace}/{pod}: its environment is inside the container; read it with "
-                               f"`kubectl --context {self.context} exec -n {namespace} {pod} -- env`")
-        return json.loads(raw)
+                               f"`kubectl --context {self.context} exec -n {namespace} {pod}{where} -- env`")
+        env = json.loads(raw)
+        return env if container is None else dict(env.get(container, {}))
 
     def feature_gates(self) -> dict[str, bool]:
         """DRA feature gates as the API server reports them (its /metrics), {} when it may not be read."""
