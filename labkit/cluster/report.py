@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from labkit.cluster.base import ClusterError
+from labkit.sim.podutil import claim_entries
 
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 
@@ -49,12 +50,6 @@ def _pod_events(events: list[dict]) -> dict[tuple[str, str], list[dict]]:
     return out
 
 
-def _has_devices(pod: dict) -> bool:
-    """A pod with no ResourceClaims (and no extended-resource claim) gets no device environment."""
-    return bool((pod.get("spec") or {}).get("resourceClaims")
-                or ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName"))
-
-
 def _env(cluster: Any, pod: str, ns: str, container: str, init: bool) -> dict[str, str]:
     """Only a running pod has an environment to read; on kind a finished init container cannot be
     exec'ed into, so its env reads as {} there."""
@@ -75,7 +70,7 @@ def simulate_report(cluster: Any) -> dict[str, list[dict]]:
         spec = p.get("spec") or {}
         running = (p.get("status") or {}).get("phase", "Pending") == "Running"
         containers = [{"name": c.get("name", ""), "env": _env(cluster, name, ns, c.get("name", ""), init)
-                       if running and _has_devices(p) else {}}
+                       if running and claim_entries(p) else {}}  # no claim: no devices
                       for init, c in [(True, c) for c in spec.get("initContainers") or []]
                       + [(False, c) for c in spec.get("containers") or []]]
         pods.append({"namespace": ns, "name": name, "node": spec.get("nodeName") or None,

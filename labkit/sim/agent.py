@@ -20,6 +20,8 @@ from labkit.sim.dra import DraState
 from labkit.sim.events import EventRecorder
 from labkit.sim.podutil import (
     DURATION_ANNOTATION,
+    EXTENDED_RESOURCES_KEY,
+    claim_entries,
     claim_name_for,
     is_deleting,
     is_finished,
@@ -30,7 +32,6 @@ from labkit.sim.store import Store, evolve
 
 COMPONENT = "kubelet"
 DEFAULT_DURATION = 60.0  # seconds a run-to-completion container (restartPolicy Never/OnFailure) runs
-EXTENDED = "extended-resources"  # the pod-claim name of the scheduler's extended-resource claim
 
 
 def reserved_for_pod(claim: dict, pod: dict) -> bool:
@@ -103,10 +104,7 @@ class NodeAgent:
             self.problems[uid] = f"node {pod['spec']['nodeName']} does not exist"
             return None
         slices = self.dra.slices_for(node)
-        entries = list((pod.get("spec") or {}).get("resourceClaims") or [])
-        ext = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
-        if ext:
-            entries.append({"name": EXTENDED, "resourceClaimName": ext})
+        entries = claim_entries(pod)
         specs: list[dict] = []
         prepared: dict[str, list[tuple[list[str], list[str]]]] = {}  # pod claim name -> (requests, CDI ids)
         for entry in entries:
@@ -179,7 +177,7 @@ class NodeAgent:
         out: dict[str, dict[str, str]] = {}
         for ctr in (spec.get("initContainers") or []) + (spec.get("containers") or []):
             refs = list((ctr.get("resources") or {}).get("claims") or [])
-            refs += [{"name": EXTENDED, "request": m["requestName"]} for m in mappings
+            refs += [{"name": EXTENDED_RESOURCES_KEY, "request": m["requestName"]} for m in mappings
                      if m.get("containerName") == ctr.get("name") and m.get("requestName")]
             ids: list[str] = []
             for ref in refs:

@@ -28,6 +28,21 @@ def is_deleting(obj: dict) -> bool:
     return bool(meta(obj).get("deletionTimestamp"))
 
 
+#: the pod-claim name under which the scheduler's claim for DRA-backed extended resources is
+#: tracked (not a DNS label, so it never collides with a claim name the pod itself declares)
+EXTENDED_RESOURCES_KEY = "<extended-resources>"
+
+
+def claim_entries(pod: dict) -> list[dict]:
+    """pod.spec.resourceClaims, plus the scheduler's extended-resource claim once it exists
+    (pod.status.extendedResourceClaimStatus), as an entry named EXTENDED_RESOURCES_KEY."""
+    entries = list((pod.get("spec") or {}).get("resourceClaims") or [])
+    ext = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+    if ext:
+        entries.append({"name": EXTENDED_RESOURCES_KEY, "resourceClaimName": ext})
+    return entries
+
+
 def claim_name_for(pod: dict, entry: dict) -> tuple[str | None, bool]:
     """(ResourceClaim name, from a template?) for one pod.spec.resourceClaims entry.
 

@@ -37,6 +37,7 @@ from labkit.sim.events import EventRecorder
 from labkit.sim.names import new_uid
 from labkit.sim.podutil import (
     DELETE_PROTECTION,
+    EXTENDED_RESOURCES_KEY,
     GROUP_LABEL,
     MIN_MEMBER_ANNOTATION,
     claim_name_for,
@@ -65,7 +66,6 @@ from labkit.sim.store import Store, copy_of, evolve
 
 COMPONENT = "default-scheduler"
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
-EXT_KEY = "<extended-resources>"
 MAX_RESERVED_FOR = 256
 
 
@@ -460,7 +460,7 @@ class Scheduler:
             att.allocations[f"{meta(c)['namespace']}/{meta(c)['name']}"] = result
         if ext_claim is not None:
             att.ext_claim = ext_claim
-            att.allocations[EXT_KEY] = outcome.allocations[len(pending_claims)]
+            att.allocations[EXTENDED_RESOURCES_KEY] = outcome.allocations[len(pending_claims)]
             att.ext_mappings = [{"containerName": e[1], "resourceName": e[2], "requestName": e[4]}
                                 for e in ext if e[2] not in (self._alloc.get(name) or {})]
 
@@ -496,7 +496,7 @@ class Scheduler:
         requests = [{"name": e[4], "exactly": {"deviceClassName": ext_classes[e[2]], "allocationMode": "ExactCount",
                                                "count": e[3]}} for e in ext]
         return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                "metadata": {"name": EXT_KEY, "namespace": meta(pod)["namespace"], "uid": "",
+                "metadata": {"name": EXTENDED_RESOURCES_KEY, "namespace": meta(pod)["namespace"], "uid": "",
                              "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"}},
                 "spec": {"devices": {"requests": requests}}}
 
@@ -566,11 +566,11 @@ class Scheduler:
     @staticmethod
     def _owner(pod: dict, key: str) -> str:
         """Owner name recorded in AllocatedState (shown in allocator explanations)."""
-        return f"{meta(pod)['namespace']}/{meta(pod)['name']}-extended-resources" if key == EXT_KEY else key
+        return f"{meta(pod)['namespace']}/{meta(pod)['name']}-extended-resources" if key == EXTENDED_RESOURCES_KEY else key
 
     @staticmethod
     def _alloc_key(pod: dict, by_key: dict[str, dict], key: str) -> str:
-        return f"ext:{meta(pod)['uid']}" if key == EXT_KEY else meta(by_key[key])["uid"]
+        return f"ext:{meta(pod)['uid']}" if key == EXTENDED_RESOURCES_KEY else meta(by_key[key])["uid"]
 
     def unreserve(self, pod: dict, att: Attempt, fixed: dict[str, dict]) -> None:
         by_key = {f"{meta(c)['namespace']}/{meta(c)['name']}": c for c in att.claims}
@@ -602,8 +602,8 @@ class Scheduler:
             st["reservedFor"] = reserved
             self.store.update(new)
         new_pod = evolve(pod, "spec", "status")
-        if EXT_KEY in fixed and att.ext_claim is not None:
-            ext = self._create_extended_claim(pod, att.ext_claim, fixed[EXT_KEY], ref)
+        if EXTENDED_RESOURCES_KEY in fixed and att.ext_claim is not None:
+            ext = self._create_extended_claim(pod, att.ext_claim, fixed[EXTENDED_RESOURCES_KEY], ref)
             new_pod["status"]["extendedResourceClaimStatus"] = {
                 "requestMappings": att.ext_mappings, "resourceClaimName": meta(ext)["name"]}
         new_pod["spec"]["nodeName"] = att.node
@@ -626,7 +626,7 @@ class Scheduler:
         new = evolve(created, "status")
         new["status"] = {"allocation": result, "reservedFor": [ref]}
         self._claim_allocs[meta(created)["uid"]] = self._claim_allocs.pop(
-            f"ext:{pm['uid']}", (result, self._owner(pod, EXT_KEY)))
+            f"ext:{pm['uid']}", (result, self._owner(pod, EXTENDED_RESOURCES_KEY)))
         return self.store.update(new)
 
     @staticmethod

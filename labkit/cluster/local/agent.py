@@ -23,6 +23,7 @@ import grpc
 from fake_gpus.plugin.cdi import visible_devices
 from labkit.cluster.local.cdi import CDIError, resolve_env
 from labkit.cluster.local.kube import ApiError, Kube
+from labkit.sim.podutil import EXTENDED_RESOURCES_KEY, claim_entries, claim_name_for
 
 log = logging.getLogger("labkit.cluster.local.agent")
 
@@ -33,7 +34,6 @@ CONTAINER_ENV_ANNOTATION = "labkit.dev/cdi-container-env"  # {container: env}
 KUBELET_DRA_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
 RPC_TIMEOUT = 45.0
 #: key for the scheduler-made claim of DRA-backed extended resources (not a valid pod claim name)
-EXTENDED = "<extended-resources>"  # the kubelet's default per-call timeout
 
 
 def _now() -> str:
@@ -145,15 +145,7 @@ class NodeAgent(threading.Thread):
     # -- pods --------------------------------------------------------------------------------
     def pod_claims(self, pod: dict) -> list[tuple[str, str | None]]:
         """(podClaimName, ResourceClaim name or None while the claim controller has not made it)."""
-        statuses = {s["name"]: s.get("resourceClaimName")
-                    for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
-        out = []
-        for rc in (pod.get("spec") or {}).get("resourceClaims") or []:
-            out.append((rc["name"], rc.get("resourceClaimName") or statuses.get(rc["name"])))
-        ext = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
-        if ext.get("resourceClaimName"):  # the scheduler's claim for DRA-backed extended resources
-            out.append((EXTENDED, ext["resourceClaimName"]))
-        return out
+        return [(e["name"], claim_name_for(pod, e)[0]) for e in claim_entries(pod)]
 
     def start_pod(self, pod: dict) -> None:
         meta = pod["metadata"]
@@ -210,7 +202,7 @@ class NodeAgent(threading.Thread):
         for ctr in (spec.get("initContainers") or []) + (spec.get("containers") or []):
             ids: list[str] = []
             refs = list((ctr.get("resources") or {}).get("claims") or [])
-            refs += [{"name": EXTENDED, "request": m["requestName"]} for m in ext.get("requestMappings") or []
+            refs += [{"name": EXTENDED_RESOURCES_KEY, "request": m["requestName"]} for m in ext.get("requestMappings") or []
                      if m.get("containerName") == ctr["name"] and m.get("requestName")]
             for ref in refs:
                 claim = claims.get(ref["name"])
