@@ -89,9 +89,9 @@ test-suites: $(STAMP)
 	$(VENV)/bin/pytest tests
 	$(VENV)/bin/pytest -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
 	LABKIT_BACKEND=local $(VENV)/bin/pytest -p no:cacheprovider --nbval-lax --nbval-current-env $(LOCAL_NOTEBOOKS)
-	bash tools/kind-notebooks.sh
 
-# the notebooks that must also pass on a real kind cluster (one cluster per profile)
+# the notebooks that must also pass on a real kind cluster (one cluster per profile); make test runs
+# them inside tests/test_cluster_kind_e2e.py, on the clusters that test already has up
 notebooks-kind: $(STAMP)
 	bash tools/with-kind.sh bash tools/kind-notebooks.sh
 

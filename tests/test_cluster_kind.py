@@ -303,7 +303,8 @@ def test_up_runs_exactly_the_planned_commands(tmp_path, deploy_dir, monkeypatch)
         "docker build -t labkit/fake-gpus:dev -f",
         "docker image inspect labkit/workload:dev",
         "docker build -t labkit/workload:dev -f",
-        "kind load docker-image labkit/fake-gpus:dev labkit/workload:dev --name labkit-workshop",
+        "kind load docker-image labkit/fake-gpus:dev labkit/workload:dev --name labkit-workshop"
+        " --nodes labkit-workshop-worker,labkit-workshop-worker2,labkit-workshop-worker3",
         f"kubectl {kc} apply -f {tmp_path}/fake-gpus.yaml",
         f"kubectl {kc} -n fake-gpus rollout status daemonset/fake-gpus-kubelet-plugin-dgx-a100 --timeout 300s",
         f"kubectl {kc} -n fake-gpus rollout status daemonset/fake-gpus-kubelet-plugin-t4-inference --timeout 300s",

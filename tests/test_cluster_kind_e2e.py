@@ -5,7 +5,8 @@ as a DaemonSet), through what a user types: `labkit cluster up --backend kind --
 Needs a container engine, kind, a 1.37 kubectl and a node image (make test provides them through
 tools/with-kind.sh: DOCKER_HOST, LABKIT_KIND_NODE_IMAGE, ~/.cache/dra-labkit/bin on PATH). One
 cluster per profile, shared by that profile's tests, at most one at a time (tests run in file
-order: workshop, then mig-lab, then topology-lab). Measured times go to test-artifacts/kind-e2e.json.
+order: workshop, then mig-lab, then topology-lab); each profile's notebooks (nbval, LABKIT_BACKEND=kind)
+run on that cluster too. Measured times go to test-artifacts/kind-e2e.json.
 """
 
 from __future__ import annotations
@@ -490,12 +491,43 @@ def check_generated(c: KindCluster, profile: str) -> None:
     assert cases and not failures, "\n".join(failures)
 
 
+# -- the course on kind ----------------------------------------------------------------------------
+#: the notebooks that must pass nbval on kind, by the profile their first cell connects to; they run
+#: on this session's cluster of that profile (connect() in the notebook finds it through
+#: LABKIT_RUN_DIR), so the course costs no cluster start of its own. `make notebooks-kind`
+#: (tools/kind-notebooks.sh) runs the same notebooks on clusters of their own.
+KIND_NOTEBOOKS = {"workshop": ("03_*", "04_*", "05_*", "11_*"), "mig-lab": ("06_*",), "topology-lab": ("07_*",)}
+
+
+def check_notebooks(c: KindCluster, profile: str) -> None:
+    books = sorted(str(p.relative_to(ROOT)) for pattern in KIND_NOTEBOOKS[profile]
+                   for p in (ROOT / "notebooks").glob(f"{pattern}.ipynb"))
+    assert len(books) == len(KIND_NOTEBOOKS[profile]), books
+    clean(c)
+    t0 = time.monotonic()
+    out = _run(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env",
+               "-q", *books, env={**os.environ, "LABKIT_BACKEND": "kind"}, timeout=1800)
+    tail = f"{out.stdout[-8000:]}\n{out.stderr[-2000:]}"
+    assert out.returncode == 0, f"nbval on kind ({profile}) failed:\n{tail}"
+    passed = re.search(r"(\d+) passed", out.stdout)
+    assert passed and int(passed[1]) > 0 and "failed" not in out.stdout.splitlines()[-1], tail
+    # every notebook's last cell removed what that notebook applied; the cluster is still this one
+    assert not user_objects(c, "Pod"), [o["metadata"]["name"] for o in user_objects(c, "Pod")]
+    MEASURED.setdefault("notebooks on kind", {})[profile] = {
+        "notebooks": [Path(b).stem for b in books], "cells passed": int(passed[1]),
+        "s": round(time.monotonic() - t0, 1)}
+
+
 def test_workshop_scenario_corpus_matches_sim(clusters):
     check_scenario_corpus(clusters.get("workshop"), "workshop")
 
 
 def test_workshop_generated_scenarios_match_sim(clusters):
     check_generated(clusters.get("workshop"), "workshop")
+
+
+def test_workshop_notebooks_pass_on_kind(clusters):
+    check_notebooks(clusters.get("workshop"), "workshop")
 
 
 # -- mig-lab ---------------------------------------------------------------------------------------
@@ -567,11 +599,19 @@ def test_mig_lab_generated_scenarios_match_sim(clusters):
     check_generated(clusters.get("mig-lab"), "mig-lab")
 
 
+def test_mig_lab_notebooks_pass_on_kind(clusters):
+    check_notebooks(clusters.get("mig-lab"), "mig-lab")
+
+
 # -- topology-lab ----------------------------------------------------------------------------------
 def test_topology_lab_scenario_corpus_matches_sim(clusters):
     c = clusters.get("topology-lab")
     check_slices(c, "topology-lab")
     check_scenario_corpus(c, "topology-lab")
+
+
+def test_topology_lab_notebooks_pass_on_kind(clusters):
+    check_notebooks(clusters.get("topology-lab"), "topology-lab")
 
 
 # -- last: nothing left behind ---------------------------------------------------------------------

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Notebooks 03-07 and 11 under nbval on real kind clusters (LABKIT_BACKEND=kind).
 #
-# usage: tools/kind-notebooks.sh [PYTEST ARGS...]     (run by `make test` through tools/with-kind.sh)
+# usage: tools/kind-notebooks.sh [PYTEST ARGS...]     (`make notebooks-kind`; make test runs the same
+#        notebooks inside tests/test_cluster_kind_e2e.py, on the clusters that test starts)
 #
 # One cluster per profile, started with `labkit cluster up --backend kind` and reused by every
 # notebook of that profile (each notebook's connect() attaches; its down() removes only what the

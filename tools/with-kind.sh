@@ -3,7 +3,8 @@
 #   - a container engine (tools/container-engine.sh start), stopped again at the end -- on
 #     success, failure or interrupt -- when this run started it;
 #   - the offline kind node image (tools/build-kind-node-image.sh: a `docker load` when cached)
-#     and the driver + stand-in workload images (tools/build-test-images.sh);
+#     and the driver + stand-in workload images (tools/build-test-images.sh), preloaded into a
+#     copy of the node image (tools/preload-test-images.sh; LABKIT_KIND_PRELOAD=0 skips that);
 #   - the environment: DOCKER_HOST (or the Podman provider), LABKIT_KIND_NODE_IMAGE, and the
 #     cache's bin/ (kind, a kubectl of the pinned version) at the front of PATH.
 # usage: tools/with-kind.sh CMD [ARG...]
@@ -44,6 +45,13 @@ say "node image $LABKIT_KIND_NODE_IMAGE ready in $((SECONDS - s))s"
 s=$SECONDS
 bash "$ROOT/tools/build-test-images.sh"
 say "driver and workload images ready in $((SECONDS - s))s"
+
+# the node image with those two preloaded: each cluster's `kind load` becomes a check
+if [[ "${LABKIT_KIND_PRELOAD:-1}" != 0 ]]; then
+  s=$SECONDS
+  LABKIT_KIND_NODE_IMAGE="$(bash "$ROOT/tools/preload-test-images.sh" "$LABKIT_KIND_NODE_IMAGE" | tail -1)"
+  say "node image with the test images preloaded: $LABKIT_KIND_NODE_IMAGE ready in $((SECONDS - s))s"
+fi
 
 export PATH="$CACHE/bin:$PATH"
 "$@"

@@ -174,7 +174,8 @@ class KindCluster(Cluster):
             cmds.append([engine, "build", "-t", self.workload_image, "-f", str(WORKLOAD_DOCKERFILE),
                          str(WORKLOAD_DOCKERFILE.parent)])
         cmds += [
-            [kind, "load", "docker-image", *images, "--name", self.cluster_name],
+            [kind, "load", "docker-image", *images, "--name", self.cluster_name,
+             "--nodes", ",".join(self.worker_containers())],
             [*kubectl, "apply", "-f", str(self.manifest_path)],
         ]
         cmds += [[*kubectl, "-n", "fake-gpus", "rollout", "status", f"daemonset/{name}", "--timeout", "300s"]
@@ -270,7 +271,17 @@ class KindCluster(Cluster):
                         f"swap_images=False ({SWAP_ENV}=0) if your cluster can pull the real images")
                 self._build("-t", self.workload_image, "-f", str(WORKLOAD_DOCKERFILE), str(WORKLOAD_DOCKERFILE.parent))
             images.append(self.workload_image)
-        self._kind("load", "docker-image", *images, "--name", self.cluster_name)
+        # the workers only: the control plane runs neither the driver nor workloads (its taint),
+        # and every node's import costs a minute of a CI run on 2 cores
+        self._kind("load", "docker-image", *images, "--name", self.cluster_name,
+                   "--nodes", ",".join(self.worker_containers()))
+
+    def worker_containers(self) -> list[str]:
+        """The worker nodes' container names, as kind names them: ``<cluster>-worker``,
+        ``<cluster>-worker2``, ... one per profile node, in the config's order."""
+        assert self.profile is not None
+        n = len(self.profile.nodes)
+        return [f"{self.cluster_name}-worker{'' if i == 1 else i}" for i in range(1, n + 1)]
 
     def _rollout(self) -> None:
         kubectl = [self._tool("kubectl"), "--kubeconfig", str(self.kubeconfig)]
