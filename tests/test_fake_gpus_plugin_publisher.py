@@ -40,7 +40,7 @@ def test_publish_creates_slices_with_node_owner(api):
     obj = fake.objects[SLICES][names[0]]
     assert obj["metadata"]["ownerReferences"] == [
         {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": "node-uid-1", "controller": True}]
-    assert obj["spec"]["pool"]["generation"] == 0
+    assert obj["spec"]["pool"]["generation"] == 1  # as `python -m fake_gpus slices` prints it
     assert len(obj["spec"]["devices"]) == 5
 
 
@@ -52,16 +52,30 @@ def test_publish_without_node_has_no_owner(api):
 
 
 def test_republish_unchanged_keeps_generation_changed_bumps_and_prunes(api):
+    """Kubernetes' resourceslice controller: new pool -> 1; nothing or one slice changed -> kept;
+    a new slice or several changed -> +1; obsolete slices deleted."""
     fake, api_client = api
     pub = SlicePublisher(api_client, NODE, DRIVER)
+
+    def gens() -> set[int]:
+        return {o["spec"]["pool"]["generation"] for o in fake.objects[SLICES].values()}
+
     two = node_slices() + [{**copy.deepcopy(node_slices()[0]), "metadata": {"name": "extra"}}]
     pub.publish(two)
     assert set(fake.objects[SLICES]) == {f"{NODE}-{DRIVER}-0", "extra"}
+    assert gens() == {1}
     pub.publish(two)
-    assert {o["spec"]["pool"]["generation"] for o in fake.objects[SLICES].values()} == {0}
-    pub.publish(node_slices())  # one slice fewer: pruned, generation bumped
+    assert gens() == {1}
+    both_changed = copy.deepcopy(two)
+    for sl in both_changed:
+        sl["spec"]["devices"] = sl["spec"]["devices"][:-1]
+    pub.publish(both_changed)  # two slices changed: a new generation
+    assert gens() == {2}
+    pub.publish(node_slices())  # one slice fewer: pruned; the one left is a single update -> kept
     assert set(fake.objects[SLICES]) == {f"{NODE}-{DRIVER}-0"}
-    assert fake.objects[SLICES][f"{NODE}-{DRIVER}-0"]["spec"]["pool"]["generation"] == 1
+    assert gens() == {2}
+    pub.publish(node_slices() + [{**copy.deepcopy(node_slices()[0]), "metadata": {"name": "third"}}])
+    assert gens() == {3}  # a new slice: a new generation
 
 
 def test_other_nodes_and_drivers_are_left_alone(api):

@@ -23,10 +23,10 @@ def _slice_name(node: str, driver: str, i: int) -> str:
 class SlicePublisher:
     """Keeps the API server's slices for (node, driver) equal to the desired list.
 
-    Slices are matched by name; ones not desired any more are deleted. When anything
-    changes, the pool generation goes up by one so the scheduler never mixes old and new
-    slices of the pool. Slices get the Node as owner when the Node exists, so they vanish
-    with it.
+    Slices are matched by name; ones not desired any more are deleted. The pool generation
+    follows Kubernetes' own resourceslice controller: 1 for a new pool, up by one when a slice is
+    added or several change (so the scheduler never mixes old and new slices of the pool), kept
+    for a single update. Slices get the Node as owner when the Node exists, so they vanish with it.
     """
 
     def __init__(self, api_client: Any, node: str, driver: str):
@@ -66,11 +66,14 @@ class SlicePublisher:
             if owner:
                 meta["ownerReferences"] = owner
             desired[name] = obj
-        changed = set(existing) != set(desired) or any(
-            _spec_without_generation(existing[n]) != _spec_without_generation(desired[n]) for n in desired)
+        # the generation rule of Kubernetes' resourceslice controller: a pool starts at 1; it goes
+        # up when a slice is new or more than one slice changes; a single update keeps it
+        new = [n for n in desired if n not in existing]
+        changed = [n for n in desired if n in existing
+                   and _spec_without_generation(existing[n]) != _spec_without_generation(desired[n])]
         generation = max([int(((s.get("spec") or {}).get("pool") or {}).get("generation", 0))
                           for s in existing.values()] or [0])
-        if changed and existing:
+        if new or len(changed) > 1:
             generation += 1
         for obj in desired.values():
             obj["spec"].setdefault("pool", {})["generation"] = generation
