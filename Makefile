@@ -85,10 +85,10 @@ kind-images: kind-engine
 test: $(STAMP) lint oracle controlplane browser-deps
 	bash tools/with-kind.sh $(MAKE) --no-print-directory test-suites
 
+# two lanes at once (tools/test-lanes.sh): the kind tests, and everything else (pytest, then the
+# notebooks on sim and on local); LABKIT_TEST_LANES=serial runs them one after the other
 test-suites: $(STAMP)
-	$(VENV)/bin/pytest tests
-	$(VENV)/bin/pytest -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
-	LABKIT_BACKEND=local $(VENV)/bin/pytest -p no:cacheprovider --nbval-lax --nbval-current-env $(LOCAL_NOTEBOOKS)
+	bash tools/test-lanes.sh $(LOCAL_NOTEBOOKS)
 
 # the notebooks that must also pass on a real kind cluster (one cluster per profile); make test runs
 # them inside tests/test_cluster_kind_e2e.py, on the clusters that test already has up
