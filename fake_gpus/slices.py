@@ -11,7 +11,9 @@ MIG modes:
 
 Node options (NVIDIA driver flags / feature gates):
   passthrough GPUs (`passthrough: true`, bound to vfio-pci; gate PassthroughSupport) are published
-           as `gpu-vfio-<index>` devices of type `vfio`, whatever the MIG mode.
+           as `gpu-vfio-<index>` devices of type `vfio` (mig_mode dynamic refused, as NVIDIA
+           refuses DynamicMIG with PassthroughSupport). NVIDIA also publishes a vfio twin of each
+           nvidia-bound GPU without MIG devices; LabKit does not (one mode per GPU).
   consumableShares (`--consumable-shares`, gate ConsumableShares): GPU and MIG devices get
            `allowMultipleAllocations: true` and a request policy on `memory` (plus a `shares`
            capacity when the value is a number); VFIO devices never do.
