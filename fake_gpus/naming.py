@@ -41,6 +41,18 @@ def mig_device_name(parent_minor: int, profile: str, gi_profile_id: int, placeme
     return f"gpu-{parent_minor}-mig-{normalize_profile(profile)}-{gi_profile_id}-{placement_start}"
 
 
+def vfio_device_name(index: int) -> str:
+    """NVIDIA's name for a GPU bound to vfio-pci: its position among all NVIDIA GPUs of the node
+    in PCI address order (not the NVML minor, which such a GPU has not)."""
+    return f"gpu-vfio-{index}"
+
+
+def vfio_uuid(pci_bus_id: str) -> str:
+    """A VFIO device's uuid as NVIDIA's driver makes it: a name-based SHA-1 UUID of the PCI
+    address in the DNS namespace (no GPU- prefix), so it follows the address, not the node."""
+    return str(uuid.uuid5(uuid.NAMESPACE_DNS, pci_bus_id))
+
+
 def counter_set_name(minor: int) -> str:
     return f"gpu-{minor}-counter-set"
 

@@ -8,6 +8,15 @@ MIG modes:
   dynamic  MIG-capable GPUs get one counter set `gpu-<minor>-counter-set`; every (profile,
            placement) is a device consuming its capacities plus its memory slices; the full GPU
            consumes everything (omitted on Ampere, where MIG mode cannot toggle without reset).
+
+Node options (NVIDIA driver flags / feature gates):
+  passthrough GPUs (`passthrough: true`, bound to vfio-pci; gate PassthroughSupport) are published
+           as `gpu-vfio-<index>` devices of type `vfio` (mig_mode dynamic refused, as NVIDIA
+           refuses DynamicMIG with PassthroughSupport). NVIDIA also publishes a vfio twin of each
+           nvidia-bound GPU without MIG devices; LabKit does not (one mode per GPU).
+  consumableShares (`--consumable-shares`, gate ConsumableShares): GPU and MIG devices get
+           `allowMultipleAllocations: true` and a request policy on `memory` (plus a `shares`
+           capacity when the value is a number); VFIO devices never do.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ from typing import Any
 from fake_gpus import example_driver, naming
 from fake_gpus.catalog import MIG_MODES, GpuSlot, MigProfile, NicSlot, NodeProfile, load_node_profile
 from fake_gpus.errors import InputError
-from fake_gpus.quantity import binary_si
+from fake_gpus.quantity import binary_si, parse_binary_si
 from fake_gpus.topology import switch_chain
 
 GPU_DRIVER = "gpu.nvidia.com"
@@ -28,6 +37,9 @@ NIC_DRIVER = "nic.fake-gpus.dev"
 TOPOLOGY_DOMAIN = "topology.fake-gpus.dev"
 STD_DOMAIN = "resource.kubernetes.io"
 API_VERSION = "resource.k8s.io/v1"
+
+NVIDIA_VENDOR_ID = "0x10de"
+MIB = 1 << 20
 
 MAX_DEVICES = 128
 MAX_DEVICES_WITH_COUNTERS = 64
@@ -157,6 +169,29 @@ class _GpuView:
             attrs["uuid"] = _s(uuid)
         return dict(sorted(attrs.items()))
 
+    def vfio_device(self, index: int) -> dict[str, Any]:
+        """The GPU bound to vfio-pci, as NVIDIA's VfioDeviceInfo.GetDevice publishes it: PCI
+        identity and NUMA node only (NVML cannot see the GPU), capacity addressableMemory."""
+        m = self.gpu.model
+        attrs: dict[str, dict[str, Any]] = {
+            "type": _s("vfio"),
+            "uuid": _s(naming.vfio_uuid(self.gpu.pci_bus_id)),
+            "deviceID": _s(m.pci_device_id),
+            "vendorID": _s(NVIDIA_VENDOR_ID),
+            "productName": _s(m.pci_device_name),
+            "iommuFDEnabled": {"bool": self.profile.iommufd},
+            f"{STD_DOMAIN}/pciBusID": _s(self.gpu.pci_bus_id),
+            f"{STD_DOMAIN}/pcieRoot": _s(self.gpu.pcie_root),
+            f"{STD_DOMAIN}/numaNode": {"int": self.gpu.numa_node},
+        }
+        if self.topology:
+            attrs.update(_topology_attrs(self.profile, self.gpu))
+        return {
+            "name": naming.vfio_device_name(index),
+            "attributes": dict(sorted(attrs.items())),
+            "capacity": _caps({"addressableMemory": m.addressable_memory_mib * MIB}),
+        }
+
     def classic_gpu(self) -> dict[str, Any]:
         return {
             "name": naming.gpu_device_name(self.gpu.minor),
@@ -207,6 +242,29 @@ class _GpuView:
                     "consumesCounters": [{"counterSet": cs, "counters": _counters(used)}],
                 })
         return out
+
+
+def apply_consumable_shares(device: dict[str, Any], mode: str) -> dict[str, Any]:
+    """What NVIDIA's driver does to a GPU or MIG device under --consumable-shares=<mode>
+    (applyConsumableShares): multi-allocatable; `memory` rounded down to 1Mi with a request
+    policy (mode memory: a claim takes all memory unless it asks for less; unlimited or N: it
+    takes none unless it asks); N adds a `shares` capacity of N (a claim takes 1 by default)."""
+    if mode == "disabled":
+        return device
+    device["allowMultipleAllocations"] = True
+    mem = (device.get("capacity") or {}).get("memory")
+    if mem is None:
+        return device
+    top = binary_si(parse_binary_si(mem["value"]) // MIB * MIB)
+    step = binary_si(MIB)
+    floor, default = (step, top) if mode == "memory" else ("0", "0")
+    mem["value"] = top
+    mem["requestPolicy"] = {"default": default, "validRange": {"min": floor, "max": top, "step": step}}
+    if mode.isdigit():
+        device["capacity"]["shares"] = {"value": mode, "requestPolicy": {
+            "default": "1", "validRange": {"min": "1", "max": mode, "step": "1"}}}
+        device["capacity"] = dict(sorted(device["capacity"].items()))
+    return device
 
 
 def _nic_device(profile: NodeProfile, nic: NicSlot, topology: bool = False) -> dict[str, Any]:
@@ -277,15 +335,27 @@ def build_gpu_slices(profile: NodeProfile | str, node_name: str, *, mig_mode: st
     version = parse_kubernetes_version(kubernetes_version)
 
     per_gpu: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []  # (counter sets, devices)
-    for gpu in sorted(prof.gpus, key=lambda g: g.pci_bus_id):
+    for index, gpu in enumerate(sorted(prof.gpus, key=lambda g: g.pci_bus_id)):
         view = _GpuView(prof, gpu, node_name, topology_attributes)
-        if mode == "dynamic" and gpu.model.mig_capable:
+        if gpu.passthrough:
+            if mode == "dynamic":
+                # NVIDIA's driver refuses to start: "feature gate DynamicMIG is currently mutually
+                # exclusive with PassthroughSupport" (pkg/featuregates ValidateFeatureGates)
+                raise SliceError(f"node profile {prof.name}: GPU {gpu.minor} is in passthrough mode: NVIDIA's feature "
+                                 "gate DynamicMIG is mutually exclusive with PassthroughSupport; use mig_mode none "
+                                 "or static")
+            per_gpu.append(([], [view.vfio_device(index)]))
+        elif mode == "dynamic" and gpu.model.mig_capable:
             per_gpu.append(([view.counter_set()], sorted(view.dynamic_devices(), key=lambda d: d["name"])))
         elif mode == "static" and gpu.mig_layout:
             per_gpu.append(([], view.static_migs()))
         else:
             per_gpu.append(([], [view.classic_gpu()]))
 
+    for _, devs in per_gpu:
+        for d in devs:
+            if d["attributes"]["type"]["string"] != "vfio":
+                apply_consumable_shares(d, prof.consumable_shares)
     bodies: list[dict[str, Any]] = []
     if not any(cs for cs, _ in per_gpu):
         # classic: all devices in as few slices as the limit allows, in PCI bus order

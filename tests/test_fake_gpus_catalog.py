@@ -21,8 +21,10 @@ from fake_gpus.catalog import (
 from fake_gpus.topology import topology_matrix, topology_structure
 
 PUB = published_figures()
-REQUIRED_MODELS = ["A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIE-80GB", "H100-SXM5-80GB", "H200-141GB", "L4", "T4"]
-REQUIRED_PROFILES = ["dgx-a100", "dgx-h100", "t4-inference", "l4-edge", "mig-a100", "hgx-h200", "mixed-a100-t4"]
+REQUIRED_MODELS = ["A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIE-80GB", "H100-SXM5-80GB", "H200-141GB", "GH200-96GB",
+                   "GH200-144GB", "L4", "T4"]
+REQUIRED_PROFILES = ["dgx-a100", "dgx-h100", "t4-inference", "l4-edge", "mig-a100", "hgx-h200", "mixed-a100-t4", "gh200",
+                     "gh200-nvl2", "passthrough-h100", "h100-shares"]
 
 
 def test_required_models_and_profiles_exist():
@@ -229,6 +231,15 @@ def test_user_profile_by_path_and_env(tmp_path, monkeypatch):
          r"pcieSwitches\[0\]: exactly one of root or parent"),
         (("pcieRoot: pci0000:00}", "pcieRoot: pci0000:00, pcieSwitch: sw}"),
          r"gpus\[0\]: exactly one of pcieSwitch or pcieRoot"),
+        (("pcieRoot: pci0000:00}", "pcieRoot: pci0000:00, passthrough: true}"),
+         r"gpus\[0\]\.passthrough: GPU model T4 has no pci\.deviceID / pci\.addressableMemoryMiB"),
+        (("model: T4, pciBusID: \"0000:3b:00.0\", pcieRoot: pci0000:00}",
+          "model: H100-SXM5-80GB, pciBusID: \"0000:3b:00.0\", pcieRoot: pci0000:00, passthrough: true, "
+          "migLayout: [{profile: 7g.80gb, placement: 0}]}"),
+         r"gpus\[0\]\.passthrough: a GPU bound to vfio-pci has no MIG devices"),
+        (("name: custom", "name: custom\nconsumableShares: some"),
+         r"consumableShares: invalid value 'some' \(must be 'disabled', 'memory', 'unlimited', or a positive integer\)"),
+        (("name: custom", "name: custom\nconsumableShares: 0"), r"consumableShares: invalid value 0"),
     ],
 )
 def test_bad_profile_errors_name_field_path(tmp_path, mutation, pattern):

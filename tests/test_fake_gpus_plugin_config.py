@@ -1,12 +1,16 @@
-"""NVIDIA opaque configs (GpuConfig / MigDeviceConfig sharing) in the container env and errors."""
+"""NVIDIA opaque configs (GpuConfig / MigDeviceConfig sharing, VfioDeviceConfig) in the container env and errors."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from fake_gpus.catalog import load_node_profile
 from fake_gpus.plugin import cdi
 from fake_gpus.plugin.claims import InMemoryClaimSource
 from fake_gpus.plugin.devices import ClaimError
+from fake_gpus.slices import build_slices
 
 from .test_fake_gpus_plugin_support import (
     DRIVER,
@@ -122,3 +126,56 @@ def test_mps_zero_percent_and_vfio_policy():
     claim = with_config(make_claim("c", UID, [("gpu", "gpu-0")]),
                         ([], "FromClaim", gpu_cfg("MPS", mpsConfig={"defaultActiveThreadPercentage": 0})))
     assert cdi.container_env(claim, DRIVER, node_slices())["FAKE_GPU_0_MPS_ACTIVE_THREAD_PERCENTAGE"] == "0"
+
+
+def vfio_claim(params: dict | None, device: str = "gpu-vfio-2") -> dict:
+    claim = make_claim("v", UID, [("gpu", device)], pool="node-v")
+    return with_config(claim, ([], "FromClaim", params)) if params is not None else claim
+
+
+@pytest.mark.parametrize("iommufd, iommu, want", [
+    (False, None, {"IOMMU_BACKEND_POLICY": "LegacyOnly", "IOMMU_BACKEND": "legacy"}),  # NVIDIA's default config
+    (False, {"backendPolicy": "PreferIommuFD", "enableAPIDevice": True},
+     {"CONFIG_KIND": "VfioDeviceConfig", "IOMMU_BACKEND_POLICY": "PreferIommuFD", "IOMMU_BACKEND": "legacy",
+      "IOMMU_API_DEVICE": "/dev/vfio/vfio"}),  # iommufd preferred, but the host has no /dev/iommu
+    (True, {"backendPolicy": "PreferIommuFD", "enableAPIDevice": True},
+     {"CONFIG_KIND": "VfioDeviceConfig", "IOMMU_BACKEND_POLICY": "PreferIommuFD", "IOMMU_BACKEND": "iommufd",
+      "IOMMU_API_DEVICE": "/dev/iommu"}),
+    (True, {"backendPolicy": "LegacyOnly"},
+     {"CONFIG_KIND": "VfioDeviceConfig", "IOMMU_BACKEND_POLICY": "LegacyOnly", "IOMMU_BACKEND": "legacy"}),
+])
+def test_vfio_container_gets_the_iommu_backend_nvidia_chooses(iommufd, iommu, want):
+    """NVIDIA's vfio CDI handler: iommufd only when preferred and present; the API device only
+    with enableAPIDevice; never the NVIDIA runtime (NVIDIA_VISIBLE_DEVICES=void)."""
+    prof = dataclasses.replace(load_node_profile("passthrough-h100"), iommufd=iommufd)
+    slices = build_slices(prof, "node-v")
+    params = None if iommu is None else {"apiVersion": API, "kind": "VfioDeviceConfig", "iommu": iommu}
+    env = cdi.container_env(vfio_claim(params), DRIVER, slices)
+    assert {k.removeprefix("FAKE_GPU_VFIO_2_"): v for k, v in env.items()
+            if k.startswith("FAKE_GPU_VFIO_2_") and ("IOMMU" in k or "CONFIG" in k)} == want
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "void" and env["FAKE_GPU_VFIO_2_TYPE"] == "vfio"
+
+
+def test_vfio_config_errors_name_the_field():
+    slices = build_slices("passthrough-h100", "node-v")
+    bad = {"apiVersion": API, "kind": "VfioDeviceConfig", "iommu": {"enableAPIDevice": "yes"}}
+    with pytest.raises(ClaimError, match=r"iommu\.enableAPIDevice: 'yes' must be true or false"):
+        cdi.container_env(vfio_claim(bad), DRIVER, slices)
+    with pytest.raises(ClaimError, match="kind: GpuConfig cannot configure device gpu-vfio-2 of type vfio; use "
+                                         "VfioDeviceConfig"):
+        cdi.container_env(vfio_claim(gpu_cfg("TimeSlicing")), DRIVER, slices)
+    with pytest.raises(ClaimError, match="kind: VfioDeviceConfig cannot configure device gpu-0 of type gpu"):
+        cdi.container_env(vfio_claim({"apiVersion": API, "kind": "VfioDeviceConfig"}, "gpu-0"), DRIVER, slices)
+
+
+def test_consumable_shares_refuse_mps_but_take_time_slicing():
+    """With --consumable-shares the driver refuses MPS (its devices are then multi-allocatable)."""
+    slices = build_slices("h100-shares", "node-v")
+    claim = with_config(make_claim("s", UID, [("gpu", "gpu-0", "share-1")], pool="node-v"),
+                        ([], "FromClaim", gpu_cfg("MPS")))
+    with pytest.raises(ClaimError, match="MPS sharing is not supported when consumable shares is enabled"):
+        cdi.container_env(claim, DRIVER, slices)
+    claim = with_config(make_claim("s", UID, [("gpu", "gpu-0", "share-1")], pool="node-v"),
+                        ([], "FromClaim", gpu_cfg("TimeSlicing")))
+    env = cdi.container_env(claim, DRIVER, slices)
+    assert env["FAKE_GPU_0_SHARING_STRATEGY"] == "TimeSlicing" and env["FAKE_GPU_0_SHARE_ID"] == "share-1"

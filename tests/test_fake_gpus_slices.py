@@ -374,6 +374,10 @@ def test_device_classes():
 def test_all_packaged_profiles_build():
     for name in node_profiles():
         for mode in MODES:
+            if mode == "dynamic" and any(g.passthrough for g in load_node_profile(name).gpus):
+                with pytest.raises(SliceError, match="DynamicMIG is mutually exclusive with PassthroughSupport"):
+                    build_slices(name, "x", mig_mode=mode)
+                continue
             assert build_slices(name, "x", mig_mode=mode)
 
 

@@ -4,6 +4,8 @@ Sources (tests/data/upstream/README.md has paths, commits and licenses):
 - kubernetes.io DRA tutorial/tasks (content/en/examples/dra)
 - kubernetes-sigs/dra-example-driver demo/examples/* (expected outcomes: its test/e2e/e2e_test.go)
 - NVIDIA/k8s-dra-driver-gpu demo/specs/quickstart/v1 and tests/bats/specs (expected: tests/bats/*.bats)
+- kubernetes-sigs/dra-driver-nvidia-gpu (the same driver's new home) demo/specs/consumable-shares and
+  the consumable-shares bats specs (expected: its README and test_gpu_consumable_shares.bats)
 
 Each case runs `labkit simulate -f <files> --profile <profile> -o json` as a user would and
 checks the report: phases, which pods/containers share which device, each container's env.
@@ -29,6 +31,7 @@ EX = UP / "dra-example-driver"
 QS = UP / "nvidia-quickstart"
 BATS = UP / "nvidia-bats"
 WEB = UP / "kubernetes-website" / "dra"
+SHARES = UP / "nvidia-consumable-shares"
 
 
 def simulate(capsys, profile: str, *files: Path | str, advance: float = 0.0, expect_rc: int = 0) -> dict:
@@ -447,3 +450,115 @@ def test_nvidia_bats_stress_shared_claim(capsys, tmp_path):
     assert len(rep["pods"]) == 10
     running(rep, *pods(rep))
     assert len({tuple(nvidia_gpus(p["containers"][0]["env"])) for p in rep["pods"]}) == 1
+
+
+# ------------------------------------------------------------------ NVIDIA consumable shares, passthrough
+
+
+def shared_gpu(rep: dict, *names: str) -> str:
+    """The one GPU all these pods see (nvidia-smi -L in the bats tests), each through its own claim
+    and share; returns its UUID."""
+    seen = {tuple(nvidia_gpus(pods(rep)[n]["containers"][0]["env"])) for n in names}
+    assert len(seen) == 1 and len(next(iter(seen))) == 1 and next(iter(seen))[0].startswith("GPU-"), seen
+    results = [r for c in rep["claims"] for r in c["allocation"]["devices"]["results"]]
+    assert len({r["shareID"] for r in results}) == len(results) == len(names)  # one share per claim
+    return next(iter(seen))[0]
+
+
+@pytest.mark.parametrize("spec, pod, consumed", [
+    ("gpu-consumable-shares-memory.yaml", "pod-share-memory", {"memory": "2Gi", "shares": "1"}),
+    ("gpu-consumable-shares-integer.yaml", "pod-share-integer", {"memory": "0", "shares": "1"}),
+])
+def test_nvidia_bats_consumable_shares_two_pods_one_gpu(capsys, spec, pod, consumed):
+    """test_gpu_consumable_shares.bats (chart: ConsumableShares=true, consumableShares=4): both pods
+    READY and `nvidia-smi -L` prints the same GPU UUID. Each claim consumes what its request asks,
+    the request policy's default otherwise (memory 0, 1 share)."""
+    rep = simulate(capsys, "nvidia-consumable-shares", BATS / spec)
+    running(rep, f"{pod}-0", f"{pod}-1")
+    shared_gpu(rep, f"{pod}-0", f"{pod}-1")
+    assert [r["consumedCapacity"] for c in rep["claims"] for r in c["allocation"]["devices"]["results"]] == [consumed] * 2
+
+
+def test_nvidia_bats_consumable_shares_refuse_mps(capsys):
+    """The same suite's third test: gpu-mps.yaml never gets READY, the driver refuses MPS."""
+    rep = simulate(capsys, "nvidia-consumable-shares", BATS / "gpu-mps.yaml")
+    p = pods(rep)["pod-mps"]
+    assert p["phase"] == "Pending"
+    assert any("MPS sharing is not supported when consumable shares is enabled" in e["message"] for e in p["events"])
+
+
+@pytest.mark.parametrize("profile, demo, replicas, consumed", [
+    ("nvidia-consumable-shares", "integer-sharing", 4, {"memory": "0", "shares": "1"}),
+    ("nvidia-consumable-shares-memory", "memory-sharing", 2, {"memory": "4Gi"}),
+    ("nvidia-consumable-shares-unlimited", "unlimited-sharing", 2, {"memory": "0"}),
+])
+def test_nvidia_consumable_shares_demos(capsys, profile, demo, replicas, consumed):
+    """demo/specs/consumable-shares: every replica of the Deployment runs, all on one GPU (the
+    allocator fills gpu-0 before gpu-1, as kube-scheduler does), each with its own share."""
+    rep = simulate(capsys, profile, SHARES / f"{demo}.yaml")
+    names = [p["name"] for p in rep["pods"]]
+    assert len(names) == replicas
+    running(rep, *names)
+    shared_gpu(rep, *names)
+    results = [r for c in rep["claims"] for r in c["allocation"]["devices"]["results"]]
+    assert {r["device"] for r in results} == {"gpu-0"} and all(r["consumedCapacity"] == consumed for r in results)
+
+
+def test_nvidia_consumable_shares_memory_mode_without_request_takes_the_whole_gpu(capsys, tmp_path):
+    """--consumable-shares=memory: a claim that asks for no memory gets the default, all of it, so a
+    second such claim needs the other GPU and a third one waits."""
+    rct = yaml.safe_load_all((SHARES / "memory-sharing.yaml").read_text())
+    docs = list(rct)
+    for d in docs:
+        if d["kind"] == "ResourceClaimTemplate":
+            del d["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"]
+        if d["kind"] == "Deployment":
+            d["spec"]["replicas"] = 3
+    f = tmp_path / "whole.yaml"
+    f.write_text(yaml.safe_dump_all(docs))
+    rep = simulate(capsys, "nvidia-consumable-shares-memory", f)
+    phases = sorted(p["phase"] for p in rep["pods"])
+    assert phases == ["Pending", "Running", "Running"]
+    results = [r for c in rep["claims"] if c.get("allocation") for r in c["allocation"]["devices"]["results"]]
+    assert sorted(r["device"] for r in results) == ["gpu-0", "gpu-1"]
+    assert all(r["consumedCapacity"] == {"memory": "81559Mi"} for r in results)
+
+
+def test_nvidia_quickstart_vfio_passthrough(capsys):
+    """gpu-test-vfiopci.yaml (DeviceClass vfio.gpu.nvidia.com, chart featureGates.PassthroughSupport=
+    true): the pod gets a GPU bound to vfio-pci, through /dev/vfio and not the NVIDIA runtime."""
+    rep = simulate(capsys, "passthrough-lab", QS / "gpu-test-vfiopci.yaml")
+    running(rep, "pod1")
+    e = env(rep, "pod1", "ctr")
+    assert e["NVIDIA_VISIBLE_DEVICES"] == "void" and e["FAKE_GPU_DEVICES"] in ("gpu-vfio-2", "gpu-vfio-3")
+    i = e["FAKE_GPU_DEVICES"].upper().replace("-", "_").removeprefix("GPU_")
+    assert (e[f"FAKE_GPU_{i}_TYPE"], e[f"FAKE_GPU_{i}_IOMMU_BACKEND"]) == ("vfio", "legacy")
+    assert f"FAKE_GPU_{i}_IOMMU_API_DEVICE" not in e  # NVIDIA's default: no IOMMU API device
+
+
+def test_nvidia_quickstart_vfio_config(capsys, tmp_path):
+    """gpu-test-vfio-config.yaml puts its Pod in namespace gpu-test-vfiopci, which the file never
+    creates (its Namespace and template are gpu-test-vfio): kubectl apply fails that Pod too. With
+    the Pod in gpu-test-vfio, the VfioDeviceConfig (LegacyOnly, enableAPIDevice) reaches it."""
+    src = QS / "gpu-test-vfio-config.yaml"
+    rep = simulate(capsys, "passthrough-lab", src, expect_rc=2)
+    assert 'namespace "gpu-test-vfiopci" not found' in rep["error"]
+    fixed = tmp_path / "gpu-test-vfio-config.yaml"
+    fixed.write_text(src.read_text().replace("namespace: gpu-test-vfiopci", "namespace: gpu-test-vfio"))
+    rep = simulate(capsys, "passthrough-lab", QS / "gpu-test-vfiopci.yaml", fixed)
+    running(rep, "pod1", "pod1-full-vfioconfig")
+    a, b = env(rep, "pod1", "ctr"), env(rep, "pod1-full-vfioconfig", "ctr")
+    assert {a["FAKE_GPU_DEVICES"], b["FAKE_GPU_DEVICES"]} == {"gpu-vfio-2", "gpu-vfio-3"}  # both passthrough GPUs
+    assert {k.split("_", 4)[-1]: v for k, v in b.items() if "IOMMU" in k or "CONFIG_KIND" in k} == {
+        "CONFIG_KIND": "VfioDeviceConfig", "IOMMU_BACKEND_POLICY": "LegacyOnly", "IOMMU_BACKEND": "legacy",
+        "IOMMU_API_DEVICE": "/dev/vfio/vfio"}
+    # next to them gpu-test1's two pods get the two GPUs the nvidia driver keeps; one more
+    # passthrough pod finds no free vfio device
+    extra = tmp_path / "pod3.yaml"
+    pod = next(d for d in yaml.safe_load_all((QS / "gpu-test-vfiopci.yaml").read_text()) if d["kind"] == "Pod")
+    pod["metadata"]["name"] = "pod3"
+    extra.write_text(yaml.safe_dump(pod))
+    rep = simulate(capsys, "passthrough-lab", QS / "gpu-test1.yaml", QS / "gpu-test-vfiopci.yaml", fixed, extra)
+    seen = [p["containers"][0]["env"].get("FAKE_GPU_DEVICES") for p in rep["pods"] if p["phase"] == "Running"]
+    assert sorted(seen) == ["gpu-0", "gpu-1", "gpu-vfio-2", "gpu-vfio-3"]
+    assert (pods(rep)["pod3"]["phase"], pods(rep)["pod3"]["reason"]) == ("Pending", "Unschedulable")

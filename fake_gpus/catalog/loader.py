@@ -136,7 +136,7 @@ _MIG_PROFILE_FIELDS = {
 _GPU_FIELDS = {
     "productName", "brand", "architecture", "cudaComputeCapability", "memoryMiB", "multiprocessors",
     "copyEngines", "decoders", "encoders", "jpegEngines", "ofaEngines", "formFactor", "pcieGeneration",
-    "nvlink", "mig",
+    "nvlink", "mig", "pci",
 }
 
 
@@ -178,6 +178,11 @@ def _gpu_model(name: str, c: _Ctx) -> GpuModel:
         compute_slices = m.get("computeSlices", int, nonneg=True)
         profiles = tuple(_mig_profile(p, mem_slices) for p in m.items("profiles", required=True))
     nvlink = c.get("nvlink", dict, None)
+    pci = _Ctx(c.obj, c.get("pci", dict, {}), c.sub("pci"))
+    pci.only({"deviceID", "name", "addressableMemoryMiB"})
+    device_id = pci.get("deviceID", str, "")
+    if device_id and not re.match(r"^0x[0-9a-f]{4}$", device_id):
+        pci.fail(f"{device_id!r} must look like 0x2330 (lower-case hex, as NVIDIA's driver prints it)", "deviceID")
     return GpuModel(
         name=name,
         product_name=c.get("productName", str),
@@ -197,6 +202,9 @@ def _gpu_model(name: str, c: _Ctx) -> GpuModel:
         mig_memory_slices=mem_slices,
         mig_compute_slices=compute_slices,
         mig_profiles=profiles,
+        pci_device_id=device_id,
+        pci_device_name=pci.get("name", str, ""),
+        addressable_memory_mib=pci.get("addressableMemoryMiB", int, 0, nonneg=True),
     )
 
 
@@ -267,7 +275,7 @@ def catalog_defaults() -> dict[str, str]:
 
 _PROFILE_FIELDS = {
     "name", "description", "migMode", "driverVersion", "cudaDriverVersion", "sockets", "pcieRoots",
-    "pcieSwitches", "nvlinkDomains", "gpus", "nics", "addressingMode",
+    "pcieSwitches", "nvlinkDomains", "gpus", "nics", "addressingMode", "consumableShares", "iommuFD",
 }
 
 
@@ -460,7 +468,7 @@ def _parse_profile(c: _Ctx, source: str) -> NodeProfile:
 
     gpus: list[GpuSlot] = []
     for g in c.items("gpus", required=True):
-        g.only({"minor", "model", "pciBusID", "pcieSwitch", "pcieRoot", "nvlinkDomain", "migLayout"})
+        g.only({"minor", "model", "pciBusID", "pcieSwitch", "pcieRoot", "nvlinkDomain", "migLayout", "passthrough"})
         minor = g.get("minor", int, nonneg=True)
         if any(x.minor == minor for x in gpus):
             g.fail(f"duplicate GPU minor {minor}", "minor")
@@ -474,7 +482,13 @@ def _parse_profile(c: _Ctx, source: str) -> NodeProfile:
         if dom is not None and dom not in domains:
             g.fail(f"NVLink domain {dom!r} is not declared in nvlinkDomains", "nvlinkDomain")
         layout = _mig_layout(g, model)
-        gpus.append(GpuSlot(minor, model, bus, root, sw, sock, sockets[sock], dom, layout))
+        passthrough = g.get("passthrough", bool, False)
+        if passthrough and layout:
+            g.fail("a GPU bound to vfio-pci has no MIG devices; remove migLayout or passthrough", "passthrough")
+        if passthrough and not (model.pci_device_id and model.addressable_memory_mib):
+            g.fail(f"GPU model {model.name} has no pci.deviceID / pci.addressableMemoryMiB in gpus.yaml, which "
+                   "a VFIO device publishes; add them or remove passthrough", "passthrough")
+        gpus.append(GpuSlot(minor, model, bus, root, sw, sock, sockets[sock], dom, layout, passthrough))
 
     nics: list[NicSlot] = []
     for n in c.items("nics"):
@@ -503,7 +517,21 @@ def _parse_profile(c: _Ctx, source: str) -> NodeProfile:
         nics=tuple(nics),
         source=source,
         addressing_mode=_addressing_mode(c, defaults),
+        consumable_shares=_consumable_shares(c),
+        iommufd=c.get("iommuFD", bool, False),
     )
+
+
+def _consumable_shares(c: _Ctx) -> str:
+    """NVIDIA's --consumable-shares (needs its ConsumableShares feature gate): disabled, memory,
+    unlimited, or a positive integer (the number of shares per device)."""
+    v = c.get("consumableShares", (str, int), "disabled")
+    s = str(v).strip()
+    if s in ("disabled", "memory", "unlimited") or (s.isdigit() and int(s) > 0 and not isinstance(v, bool)):
+        return s
+    c.fail(f"invalid value {v!r} (must be 'disabled', 'memory', 'unlimited', or a positive integer)",
+           "consumableShares")
+    raise AssertionError  # c.fail raises
 
 
 def _addressing_mode(c: _Ctx, defaults: dict[str, str]) -> str:

@@ -81,6 +81,9 @@ class GpuModel:
     mig_memory_slices: int = 0
     mig_compute_slices: int = 0
     mig_profiles: tuple[MigProfile, ...] = ()
+    pci_device_id: str = ""  # "0x2330": what a VFIO device publishes as deviceID
+    pci_device_name: str = ""  # the pci.ids name: a VFIO device's productName
+    addressable_memory_mib: int = 0  # 64-bit BARs rounded up to a power of two (0 = unknown)
 
     @property
     def mig_capable(self) -> bool:
@@ -144,6 +147,7 @@ class GpuSlot:
     numa_node: int
     nvlink_domain: str | None = None
     mig_layout: tuple[MigPlacement, ...] = ()
+    passthrough: bool = False  # bound to vfio-pci: published as a VFIO device (PassthroughSupport)
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,8 @@ class NodeProfile:
     source: str = field(default="", compare=False)
     addressing_mode: str = ""  # NVML's addressing mode (HMM, ATS, None); "" = not supported, not published
     example: Any = None  # an example_driver.ExampleDriverSpec: the node runs dra-example-driver instead
+    consumable_shares: str = "disabled"  # the driver's --consumable-shares: disabled, memory, unlimited or N
+    iommufd: bool = False  # the host has /dev/iommu (VFIO devices publish iommuFDEnabled)
 
     def gpu(self, minor: int) -> GpuSlot:
         for g in self.gpus:

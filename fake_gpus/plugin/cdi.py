@@ -165,8 +165,8 @@ def device_envs(devices: Sequence[AllocatedDevice], claim: dict[str, Any] | None
             env = _gpu_env(dev)
             if claim is not None:
                 env.update(config_env(claim, driver, dev, f"FAKE_GPU_{env_id(dev)}_"))
-            env.update({"NVIDIA_VISIBLE_DEVICES": device_uuid(dev), "FAKE_GPU_DEVICES": dev.name,
-                        "FAKE_GPU_COUNT": "1"})
+            env.update({"NVIDIA_VISIBLE_DEVICES": "void" if dev.kind == "vfio" else device_uuid(dev),
+                        "FAKE_GPU_DEVICES": dev.name, "FAKE_GPU_COUNT": "1"})
         per_device.append(env)
     return per_device
 
@@ -186,7 +186,10 @@ def visible_devices(env: dict[str, str]) -> dict[str, str]:
         if m and f"FAKE_{m.group(1)}_{m.group(2)}_POOL" in env:
             found[m.group(1)].append(m.group(2))
     if found["GPU"]:
-        out["NVIDIA_VISIBLE_DEVICES"] = ",".join(_dedup(env.get(f"FAKE_GPU_{i}_UUID", "") for i in found["GPU"]))
+        # GPUs bound to vfio-pci reach the container as /dev/vfio nodes, never through the NVIDIA
+        # runtime: NVIDIA's driver sets NVIDIA_VISIBLE_DEVICES=void for them
+        visible = [env.get(f"FAKE_GPU_{i}_UUID", "") for i in found["GPU"] if env.get(f"FAKE_GPU_{i}_TYPE") != "vfio"]
+        out["NVIDIA_VISIBLE_DEVICES"] = ",".join(_dedup(visible)) or "void"
         out["FAKE_GPU_DEVICES"] = ",".join(_dedup(env[f"FAKE_GPU_{i}_NAME"] for i in found["GPU"]))
         out["FAKE_GPU_COUNT"] = str(len(found["GPU"]))
     if found["NIC"]:

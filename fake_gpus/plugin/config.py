@@ -63,12 +63,23 @@ def _quantity_bytes(v: Any) -> int | None:
     return int(s) if s.isdigit() else None
 
 
+def _vfio_env(dev: AllocatedDevice, prefix: str, policy: str, api_device: bool) -> dict[str, str]:
+    """What NVIDIA's VFIO CDI handler gives a container, as env: the IOMMU backend it uses
+    (iommufd only when preferred and the host has it) and, with enableAPIDevice, the API device
+    node it injects (/dev/iommu or the legacy container /dev/vfio/vfio)."""
+    iommufd = policy == "PreferIommuFD" and dev.attribute("iommuFDEnabled") is True
+    env = {prefix + "IOMMU_BACKEND_POLICY": policy, prefix + "IOMMU_BACKEND": "iommufd" if iommufd else "legacy"}
+    if api_device:
+        env[prefix + "IOMMU_API_DEVICE"] = "/dev/iommu" if iommufd else "/dev/vfio/vfio"
+    return env
+
+
 def config_env(claim: dict[str, Any], driver: str, dev: AllocatedDevice, prefix: str) -> dict[str, str]:
     """Env for the device's config (``<prefix>SHARING_STRATEGY`` ...); ClaimError if NVIDIA's
     driver would refuse it (the message carries NVIDIA's reason)."""
     found = device_config(claim, driver, dev)
-    if found is None:
-        return {}
+    if found is None:  # NVIDIA's defaults: VfioDeviceConfig LegacyOnly without the API device
+        return _vfio_env(dev, prefix, "LegacyOnly", False) if dev.kind == "vfio" else {}
     i, params = found
     meta = claim.get("metadata") or {}
     where = f"claim {meta.get('namespace', '')}/{meta.get('name', '')}: status.allocation.devices.config[{i}].opaque.parameters"
@@ -94,7 +105,10 @@ def config_env(claim: dict[str, Any], driver: str, dev: AllocatedDevice, prefix:
         if policy not in IOMMU_POLICIES:
             raise ClaimError(f"{where}.iommu.backendPolicy: unknown IOMMU backend policy: {policy}, supported "
                              f"IOMMU backend policies: {', '.join(IOMMU_POLICIES)}")
-        env[prefix + "IOMMU_BACKEND_POLICY"] = policy
+        api = iommu.get("enableAPIDevice")
+        if api is not None and not isinstance(api, bool):
+            raise ClaimError(f"{where}.iommu.enableAPIDevice: {api!r} must be true or false")
+        env.update(_vfio_env(dev, prefix, policy, bool(api)))
         return env
     sharing = params.get("sharing")
     if sharing is None:
@@ -103,6 +117,9 @@ def config_env(claim: dict[str, Any], driver: str, dev: AllocatedDevice, prefix:
         raise ClaimError(f"{where}.sharing: must be an object with a strategy")
     _unknown(sharing, _SHARING_FIELDS[kind], where, "sharing.")
     strategy = sharing.get("strategy")
+    if strategy == "MPS" and dev.device.get("allowMultipleAllocations"):
+        # the driver runs with --consumable-shares (only then are its devices multi-allocatable)
+        raise ClaimError(f"{where}.sharing.strategy: MPS sharing is not supported when consumable shares is enabled")
     if strategy not in STRATEGIES:
         raise ClaimError(f"{where}.sharing.strategy: unknown GPU sharing strategy: {strategy or ''}, supported GPU "
                          f"sharing strategies: {', '.join(STRATEGIES)}")
