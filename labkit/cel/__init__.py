@@ -5,7 +5,6 @@
 True
 """
 
-from labkit.cel.cost import estimate_max_cost
 from labkit.cel.device import DeviceInput, device_input
 from labkit.cel.errors import CelCompileError, CelError, CelRuntimeError
 from labkit.cel.facade import (
@@ -16,6 +15,7 @@ from labkit.cel.facade import (
     Program,
     compile_new_selector,
     compile_selector,
+    estimate_max_cost,
 )
 from labkit.cel.semver import Semver, SemverError, parse_semver
 
