@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from labkit.cel._checked import AST, DYN, Expr, Type
 from labkit.cel.cost.declarations import BOOL, DEVICE, DOUBLE, INT, QUANTITY, STRING, UINT, Decl
+from labkit.cel.cpp_rewrites import SORT_BY_KEYS
 
 _SCALARS = {"bool", "double", "duration", "int", "timestamp", "uint"}
 _OPAQUE_MESSAGES = {"net.IP", "net.CIDR"}  # opaque types in Kubernetes, messages in labkit
@@ -97,7 +98,7 @@ def overload_ids(fn: str, target: Type | None, args: list[Type]) -> list[str]:
 
 
 #: cel-go's sortBy() expands to ``@sortByAssociatedKeys``; labkit's engine names it differently
-_SORT_BY_KEYS = {"@sortByAssociatedKeys", "labkit_sortByAssociatedKeys"}
+_SORT_BY_KEYS = {"@sortByAssociatedKeys", SORT_BY_KEYS}
 _ORDERABLE = ("int", "uint", "double", "bool", "duration", "timestamp", "string", "bytes")
 
 
