@@ -17,6 +17,7 @@ from fake_gpus.errors import FakeGpusError
 from labkit.allocator import cli as allocator_cli
 from labkit.api import cli as api_cli
 from labkit.cel import cli as cel_cli
+from labkit.cel.validation import CEL_CHECKS
 from labkit.cluster import cli as cluster_cli
 from labkit.cluster import platform_cli
 from labkit.errors import LabkitError, exit_code, one_line
@@ -34,12 +35,16 @@ SUBCOMMAND_MODULES: list[ModuleType] = [
     experiments_cli,  # experiment
 ]
 
+#: what a subcommand of a lower layer needs from the layers above it: `labkit validate`
+#: (labkit.api) checks CEL selectors with labkit.cel, which labkit.api cannot import
+REGISTER_OPTIONS: dict[ModuleType, dict[str, object]] = {api_cli: {"cel": CEL_CHECKS}}
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="labkit", description="DRA LabKit command line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in SUBCOMMAND_MODULES:
-        module.register(sub)
+        module.register(sub, **REGISTER_OPTIONS.get(module, {}))
     return parser
 
 

@@ -91,3 +91,25 @@ def test_internal_errors_are_one_clean_line(monkeypatch: pytest.MonkeyPatch, cap
     err = capsys.readouterr().err
     assert err.strip() == ("labkit validate: internal error: KeyError: 'surprise' (a LabKit bug: "
                            "please report it; LABKIT_DEBUG=1 shows the traceback)")
+
+
+def test_cel_selectors_are_compiled_and_costed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """labkit.api cannot compile CEL: `labkit validate` hands it labkit.cel's checks (labkit.cli)."""
+    path = tmp_path / "classes.yaml"
+    nested = "lists.range(1000).all(x, lists.range(1000).all(y, true))"
+    path.write_text(f"""\
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {{name: bad}}
+spec:
+  selectors:
+  - cel: {{expression: 'device.driver == 0'}}
+  - cel: {{expression: '{nested}'}}
+""")
+    assert main(["validate", "-f", str(path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "DeviceClass/bad: spec.selectors[0].cel.expression: Invalid value: \"device.driver == 0\": compilation "
+        "failed: ERROR: <input>:1:15: found no matching overload for '_==_' applied to '(string, int)'",
+        "DeviceClass/bad: spec.selectors[1].cel.expression: Forbidden: too complex, exceeds cost limit",
+    ]

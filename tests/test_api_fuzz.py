@@ -9,7 +9,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from labkit.api import LoadError, Problem, dump, load, validate
+from labkit.api import LoadError, Problem, dump, load
+from labkit.cel.validation import validate  # with CEL, as the API server
 
 V1 = "resource.k8s.io/v1"
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

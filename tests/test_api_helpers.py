@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from labkit.api import validate
+from labkit.cel.validation import validate  # labkit.api.validate with labkit.cel's selector checks
 
 V1 = "resource.k8s.io/v1"
 
@@ -48,6 +48,7 @@ def device(name: str = "gpu-0", **fields: Any) -> dict:
 
 
 def messages(objs: Any, **kw: Any) -> list[str]:
+    """What the API server (``labkit validate``: CEL compiled, cost estimated) says about ``objs``."""
     return [str(p) for p in validate(copy.deepcopy(objs), **kw)]
 
 

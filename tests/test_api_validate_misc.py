@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from labkit.api import validate
+from labkit.api.context import CelChecks
 from labkit.api.features import FeatureGateError
+from labkit.cel import compile_new_selector
+from labkit.cel.validation import CEL_CHECKS
 from tests.test_api_helpers import V1, claim, exact, messages, one, slice_
 
 
@@ -132,59 +133,63 @@ def test_options_errors() -> None:
     assert validate([], kubernetes_version="v1.36.4") == []
 
 
-VALIDATE_MODULE = importlib.import_module("labkit.api.validate")  # the package attribute is the function
+def api_messages(objs: object, cel: CelChecks | None) -> list[str]:
+    """labkit.api.validate itself, given ``cel`` (what callers above labkit.cel hand in)."""
+    return [str(p) for p in validate(objs, cel=cel)]  # type: ignore[arg-type]
 
 
-def test_cel_compile_errors_reported_when_cel_module_exists() -> None:
+def test_cel_compile_errors_reported_with_labkit_cel_checks() -> None:
     bad = claim([exact(selectors=[{"cel": {"expression": "device.attributes["}}])])
     msg = one(bad)
     assert "selectors[0].cel.expression: Invalid value: \"device.attributes[\"" in msg
     assert "compilation failed" in msg
+    assert api_messages(bad, CEL_CHECKS) == [msg]
     good = claim([exact(selectors=[{"cel": {"expression":
                                             "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"}}])])
     assert messages(good) == []
 
 
-def test_cel_checks_skipped_without_cel_module(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(VALIDATE_MODULE, "load_cel_compiler", lambda: None)
-    assert messages(claim([exact(selectors=[{"cel": {"expression": "device.attributes["}}])])) == []
+def test_api_validate_without_cel_checks_checks_length_only() -> None:
+    assert api_messages(claim([exact(selectors=[{"cel": {"expression": "device.attributes["}}])]), None) == []
+    (long,) = api_messages(claim([exact(selectors=[{"cel": {"expression": "a" * (10 * 1024 + 1)}}])]), None)
+    assert long.endswith("selectors[0].cel.expression: Too long: may not be more than 10240 bytes")
 
 
-def test_cel_compiler_bugs_do_not_become_problems(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cel_compiler_bugs_do_not_become_problems() -> None:
     def broken(*_a: object, **_k: object) -> None:
         raise RuntimeError("bug")
-    monkeypatch.setattr(VALIDATE_MODULE, "load_cel_compiler", lambda: broken)
-    assert messages(claim([exact(selectors=[{"cel": {"expression": "true"}}])])) == []
+    assert api_messages(claim([exact(selectors=[{"cel": {"expression": "true"}}])]), CelChecks(broken)) == []
 
 
-def test_cel_cost_estimate_against_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(VALIDATE_MODULE, "load_cel_compiler", lambda: lambda *_a, **_k: None)
+def test_cel_cost_estimate_against_the_limit() -> None:
     for cost, problems in ((1_000_000, 0), (1_000_001, 1)):
-        monkeypatch.setattr(VALIDATE_MODULE, "load_cel_cost_estimator", lambda c=cost: lambda *_a, **_k: c)
-        found = messages(claim([exact(selectors=[{"cel": {"expression": "true"}}])]))
+        checks = CelChecks(lambda *_a, **_k: None, lambda *_a, c=cost, **_k: c)
+        found = api_messages(claim([exact(selectors=[{"cel": {"expression": "true"}}])]), checks)
         assert len(found) == problems
     assert found[0].endswith("selectors[0].cel.expression: Forbidden: too complex, exceeds cost limit")
+    nested = "lists.range(1000).all(x, lists.range(1000).all(y, true))"
+    assert one(claim([exact(selectors=[{"cel": {"expression": nested}}])])).endswith(
+        "selectors[0].cel.expression: Forbidden: too complex, exceeds cost limit")
 
 
-def test_cel_cost_estimator_bugs_do_not_become_problems(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cel_cost_estimator_bugs_do_not_become_problems() -> None:
     def broken(*_a: object, **_k: object) -> int:
         raise RuntimeError("bug")
-    monkeypatch.setattr(VALIDATE_MODULE, "load_cel_cost_estimator", lambda: broken)
-    assert messages(claim([exact(selectors=[{"cel": {"expression": "true"}}])])) == []
-    monkeypatch.setattr(VALIDATE_MODULE, "load_cel_cost_estimator", lambda: None)
+    assert api_messages(claim([exact(selectors=[{"cel": {"expression": "true"}}])]),
+                        CelChecks(compile_new_selector, broken)) == []
     nested = "lists.range(1000).all(x, lists.range(1000).all(y, true))"
-    assert messages(claim([exact(selectors=[{"cel": {"expression": nested}}])])) == []
+    assert api_messages(claim([exact(selectors=[{"cel": {"expression": nested}}])]),
+                        CelChecks(compile_new_selector)) == []
 
 
-def test_cel_cost_error_maps_to_api_text(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cel_cost_error_maps_to_api_text() -> None:
     class CelError(Exception):
         pass
 
     def costly(*_a: object, **_k: object) -> None:
         raise CelError("estimated cost exceeds limit")
-    monkeypatch.setattr(VALIDATE_MODULE, "load_cel_compiler", lambda: costly)
-    assert one(claim([exact(selectors=[{"cel": {"expression": "true"}}])])).endswith(
-        "cel.expression: Forbidden: too complex, exceeds cost limit")
+    (found,) = api_messages(claim([exact(selectors=[{"cel": {"expression": "true"}}])]), CelChecks(costly))
+    assert found.endswith("cel.expression: Forbidden: too complex, exceeds cost limit")
 
 
 def test_cel_type_errors_carry_the_fix() -> None:

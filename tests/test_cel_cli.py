@@ -100,3 +100,21 @@ def test_unreadable_input_exit_2(capsys, tmp_path):
     bad.write_text("kind: [unclosed\n")
     code, _, err = run(capsys, "true", "-f", str(bad))
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_the_cli_and_the_cel_explorer_list_the_same_rows(capsys, slices):
+    """CEL over slices has one home (labkit.cel.slices): `labkit cel` and the widget agree, row
+    for row, including errors and where each device is."""
+    from labkit.api import load
+    from labkit.widgets.logic import match_devices
+
+    expr = 'device.attributes["gpu.nvidia.com"].driverVersion.major() >= 550'
+    code, out, _ = run(capsys, expr, "-f", slices, "-o", "json")
+    assert code == 0
+    widget = [vars(m) for m in match_devices([expr], load(SLICES))]
+    assert widget == json.loads(out)["devices"]
+    assert [(r["device"], r["node"], r["result"]) for r in widget] == [
+        ("gpu-0", "node-1", "match"), ("gpu-1", "node-1", "error"), ("nic-0", "<all nodes>", "error")]
+    # several selectors are ANDed and stop at the first false, like the allocator
+    both = match_devices(['device.driver == "gpu.nvidia.com"', expr], load(SLICES))
+    assert [m.result for m in both] == ["match", "error", "no match"]

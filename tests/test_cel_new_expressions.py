@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.api import validate
 from labkit.cel import CelCompileError, compile_new_selector, compile_selector
+from labkit.cel.validation import validate
 
 A = 'device.attributes["gpu.nvidia.com"]'
 

@@ -517,7 +517,7 @@ def test_kind_backend_is_registered():
 def test_driver_manifests_from_the_real_deploy_dir_are_valid_objects():
     from kubernetes.client import V1ClusterRole, V1DaemonSet
 
-    from labkit.api import validate
+    from labkit.cel.validation import validate
 
     objs = driver_manifests(load_profile("workshop"), "labkit/fake-gpus:dev")
     kinds = [o["kind"] for o in objs]

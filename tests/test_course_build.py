@@ -129,7 +129,8 @@ REFUSED = {"debugging/bad-cel.yaml", "policies/admin-access-refused.yaml", "real
 @pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*/*.yaml")),
                          ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_example_is_valid_unless_it_shows_a_refusal(path: Path):
-    from labkit.api import load, validate
+    from labkit.api import load
+    from labkit.cel.validation import validate
 
     name = f"{path.parent.name}/{path.name}"
     try:

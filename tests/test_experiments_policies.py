@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.api import validate
+from labkit.cel.validation import validate
 from labkit.experiments import BasePolicy, PolicyError, get_policy, run_experiment, run_policy
 from labkit.experiments.fleet import build_fleet, fleet_variant
 from labkit.experiments.ledger import Ledger

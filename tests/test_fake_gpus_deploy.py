@@ -163,19 +163,19 @@ def test_dockerfile_installs_only_fake_gpus():
 
 
 def test_manifests_validate_with_labkit_api():
-    from labkit import api
+    from labkit.cel.validation import validate
 
-    problems = api.validate(load_all(), kubernetes_version="1.37")
+    problems = validate(load_all(), kubernetes_version="1.37")
     assert [str(p) for p in problems] == []
 
 
 @pytest.mark.parametrize("profile", ["dgx-a100", "dgx-h100", "mig-a100", "hgx-h200", "mixed-a100-t4"])
 @pytest.mark.parametrize("mode", ["none", "static", "dynamic"])
 def test_slices_validate_with_labkit_api(profile, mode):
-    from labkit import api
+    from labkit.cel.validation import validate
 
     for version in ["1.34", "1.37"]:
         slices = build_slices(profile, "node-1", mig_mode=mode, kubernetes_version=version)
-        problems = api.validate(slices, kubernetes_version=version,
-                                feature_gates={"DRAPartitionableDevices": True})
+        problems = validate(slices, kubernetes_version=version,
+                            feature_gates={"DRAPartitionableDevices": True})
         assert [str(p) for p in problems] == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.api import validate
+from labkit.cel.validation import validate
 from labkit.cluster import ClusterError, connect
 
 CLAIM = """apiVersion: resource.k8s.io/v1

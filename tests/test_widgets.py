@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.api import validate
+from labkit.cel.validation import validate
 from labkit.cluster import connect
 from labkit.topology import node_graph
 from labkit.widgets import (

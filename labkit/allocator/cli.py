@@ -72,7 +72,7 @@ def allocate_files(files: list[str], node_name: str, *, feature_gates: str = "",
     except LoadError as exc:
         return _bad(str(exc).splitlines()[0] if str(exc) else "cannot load input")
     if validate_input:
-        from labkit.api import validate
+        from labkit.cel.validation import validate  # start-up time: labkit.cel loads only to allocate
         problems = validate(objs, kubernetes_version=kubernetes_version, feature_gates=overrides)
         if problems:
             for p in problems:

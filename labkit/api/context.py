@@ -1,34 +1,30 @@
-"""What validation rules need to know besides the object: version, gates, the CEL compiler."""
+"""What validation rules need to know besides the object: version, gates, the CEL checks."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.api.features import FEATURE_DEFAULTS, MATURITY
 
-__all__ = ["Context", "load_cel_compiler", "load_cel_cost_estimator"]
+__all__ = ["CelChecks", "Context"]
 
 
-def load_cel_compiler() -> Callable[..., Any] | None:
-    """``labkit.cel.compile_new_selector`` (the API server's view of a new selector) if that module
-    is there, else None (CEL checks skipped)."""
-    try:
-        module = importlib.import_module("labkit.cel")
-    except ImportError:
-        return None
-    return getattr(module, "compile_new_selector", None) or getattr(module, "compile_selector", None)
+@dataclass(frozen=True)
+class CelChecks:
+    """How validation checks a CEL selector. labkit.api sits below labkit.cel and cannot compile
+    CEL itself, so whoever validates hands this in (``labkit.cel.validation.CEL_CHECKS``, which
+    ``labkit.cel.validation.validate`` passes); without it only the length limit is checked.
 
+    Both are called as ``f(expression, consumable_capacity=bool, list_type_attributes=bool)``.
+    """
 
-def load_cel_cost_estimator() -> Callable[..., int] | None:
-    """``labkit.cel.estimate_max_cost`` if available, else None (estimated-cost check skipped)."""
-    try:
-        module = importlib.import_module("labkit.cel")
-    except ImportError:
-        return None
-    return getattr(module, "estimate_max_cost", None)
+    #: compiles a new selector as the API server does; raises an exception whose class (or a
+    #: base class) is named ``CelError``, with ``message`` and ``hint``, when it does not compile
+    compile: Callable[..., Any]
+    #: the selector's estimated worst-case cost (Kubernetes refuses new ones above 1,000,000)
+    max_cost: Callable[..., int] | None = None
 
 
 @dataclass
@@ -40,6 +36,11 @@ class Context:
     cel_max_cost: Callable[..., int] | None = None
     #: namespaces present in the input, name -> labels (for the admin-access rule)
     namespaces: dict[str, dict] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, version: str, gates: dict[str, bool], cel: CelChecks | None) -> Context:
+        return cls(version=version, gates=gates, cel_compile=cel.compile if cel else None,
+                   cel_max_cost=cel.max_cost if cel else None)
 
     def minor(self) -> int:
         return int(self.version.split(".")[1])

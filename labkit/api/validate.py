@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from labkit.api import features
-from labkit.api.context import Context, load_cel_compiler, load_cel_cost_estimator
+from labkit.api.context import CelChecks, Context
 from labkit.api.legacy import check_legacy
 from labkit.api.problem import Problem, Sink, as_dict, show
 from labkit.api.rules_claim import check_claim_spec, check_claim_status, check_device_class_spec
@@ -20,7 +20,7 @@ from labkit.api.rules_pod import check_pod_spec
 from labkit.api.rules_slice import check_slice_spec, check_taint_rule_spec
 from labkit.api.schema import check_structure, suggest
 
-__all__ = ["KNOWN_KINDS", "MAX_OBJECT_BYTES", "Problem", "validate"]
+__all__ = ["KNOWN_KINDS", "MAX_OBJECT_BYTES", "CelChecks", "Problem", "validate"]
 
 #: etcd's default --max-request-bytes: a larger object is refused by the API server
 MAX_OBJECT_BYTES = 1536 * 1024
@@ -62,11 +62,15 @@ def _ident(obj: dict) -> tuple[str, str]:
 
 def validate(objs: dict | Iterable[dict], *, kubernetes_version: str = features.DEFAULT_VERSION,
              feature_gates: dict[str, bool] | None = None,
-             existing: Iterable[dict] = ()) -> list[Problem]:
+             existing: Iterable[dict] = (), cel: CelChecks | None = None) -> list[Problem]:
     """All problems in ``objs``; empty when the API server would accept them.
 
     ``existing`` are objects already stored in the cluster: they are not validated, but rules
     that look at other objects see them (a claim's admin access checks its Namespace's label).
+
+    ``cel``: how to compile CEL selectors and estimate their cost. labkit.api cannot do that
+    itself (labkit.cel sits above it); None checks their length only.
+    ``labkit.cel.validation.validate`` is this function with labkit.cel's checks.
 
     Raises :class:`labkit.api.features.FeatureGateError` for an unsupported version or an
     unknown gate name (bad options, not bad objects).
@@ -74,8 +78,7 @@ def validate(objs: dict | Iterable[dict], *, kubernetes_version: str = features.
     version = features.normalize_version(kubernetes_version)
     gates, _warnings = features.resolve_gates(version, feature_gates)
     items = [objs] if isinstance(objs, dict) else list(objs)
-    ctx = Context(version=version, gates=gates, cel_compile=load_cel_compiler(),
-                  cel_max_cost=load_cel_cost_estimator())
+    ctx = Context.build(version, gates, cel)
     for obj in [*existing, *items]:
         if isinstance(obj, dict) and obj.get("kind") == "Namespace" and obj.get("apiVersion") == "v1" \
                 and isinstance(obj.get("metadata"), dict):

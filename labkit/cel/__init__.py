@@ -5,7 +5,6 @@
 True
 """
 
-from labkit.cel.cost import estimate_max_cost
 from labkit.cel.device import DeviceInput, device_input
 from labkit.cel.errors import CelCompileError, CelError, CelRuntimeError
 from labkit.cel.facade import (
@@ -16,8 +15,10 @@ from labkit.cel.facade import (
     Program,
     compile_new_selector,
     compile_selector,
+    estimate_max_cost,
 )
 from labkit.cel.semver import Semver, SemverError, parse_semver
+from labkit.cel.slices import DeviceMatch, evaluate_slices
 
 __all__ = [
     "COST_LIMIT",
@@ -28,6 +29,7 @@ __all__ = [
     "CelError",
     "CelRuntimeError",
     "DeviceInput",
+    "DeviceMatch",
     "Program",
     "Semver",
     "SemverError",
@@ -35,5 +37,6 @@ __all__ = [
     "compile_selector",
     "device_input",
     "estimate_max_cost",
+    "evaluate_slices",
     "parse_semver",
 ]

@@ -15,7 +15,15 @@ from lark import Token, Tree
 
 from labkit.cel.diagnose import relational_hint
 from labkit.cel.errors import CelCompileError
-from labkit.cel.literals import _STRING, strip_strings
+from labkit.cel.literals import (
+    STRING_LITERAL,
+    first_outside_strings,
+    receiver_start,
+    split_call,
+    string_spans,
+    strip_strings,
+    substitute,
+)
 
 _UNSUPPORTED = [
     (re.compile(r"\boptional\s*\."), "optional types (optional.of/none)"),
@@ -76,7 +84,7 @@ def precheck_text(expr: str) -> None:
         if pattern.search(text):
             raise unsupported(what)
     for m in _TWO_VAR.finditer(text):
-        split = _split_call(text, m.end() - 1, [])
+        split = split_call(text, m.end() - 1, [])
         if split is not None and len(split[0]) == 3:
             raise unsupported(f"the two-variable form of {m.group(1)}(i, v, ...)")
 
@@ -87,43 +95,6 @@ _TWO_VAR = re.compile(r"\.\s*(all|exists|exists_one|existsOne)\s*\(")
 _BIND = re.compile(r"\bcel\s*\.\s*bind\s*\(")
 
 
-def _string_spans(expr: str) -> list[tuple[int, int]]:
-    return [(m.start(), m.end()) for m in _STRING.finditer(expr)]
-
-
-def _in_string(pos: int, spans: list[tuple[int, int]]) -> bool:
-    return any(a <= pos < b for a, b in spans)
-
-
-def first_outside_strings(pattern: re.Pattern[str], expr: str, spans: list[tuple[int, int]]) -> re.Match[str] | None:
-    """The first match of ``pattern`` that does not start inside a string literal."""
-    return next((m for m in pattern.finditer(expr) if not _in_string(m.start(), spans)), None)
-
-
-def _split_call(expr: str, open_paren: int, spans: list[tuple[int, int]]) -> tuple[list[str], int] | None:
-    """Top-level arguments of the call whose '(' is at ``open_paren``, and the index after ')'."""
-    depth, start, args, i = 0, open_paren + 1, [], open_paren
-    while i < len(expr):
-        for a, b in spans:
-            if a <= i < b:
-                i = b
-                break
-        else:
-            c = expr[i]
-            if c in "([{":
-                depth += 1
-            elif c in ")]}":
-                depth -= 1
-                if depth == 0:
-                    args.append(expr[start:i])
-                    return args, i + 1
-            elif c == "," and depth == 1:
-                args.append(expr[start:i])
-                start = i + 1
-            i += 1
-    return None
-
-
 def rewrite_bind(expr: str) -> str:
     """Inline ``cel.bind(x, init, body)`` as ``body`` with ``x`` replaced by ``(init)``.
 
@@ -131,58 +102,21 @@ def rewrite_bind(expr: str) -> str:
     if ``x`` is used), and CEL has no side effects, so inlining keeps the semantics.
     """
     while True:
-        spans = _string_spans(expr)
+        spans = string_spans(expr)
         m = first_outside_strings(_BIND, expr, spans)
         if m is None:
             return expr
-        split = _split_call(expr, m.end() - 1, spans)
+        split = split_call(expr, m.end() - 1, spans)
         if split is None or len(split[0]) != 3 or not re.fullmatch(r"\s*[A-Za-z_]\w*\s*", split[0][0]):
             raise CelCompileError("compilation failed: cel.bind needs (name, value, expression)",
                                   "write cel.bind(x, <value>, <expression using x>)")
         (name, init, body), end = split
-        expr = f"{expr[:m.start()]}({_substitute(body.strip(), name.strip(), f'({init.strip()})')}){expr[end:]}"
-
-
-def _substitute(body: str, name: str, value: str) -> str:
-    spans = _string_spans(body)
-    ident = re.compile(r"(?<![.\w])" + re.escape(name) + r"(?!\w)")
-    out, pos = [], 0
-    for m in ident.finditer(body):
-        if _in_string(m.start(), spans):
-            continue
-        out.append(body[pos : m.start()])
-        out.append(value)
-        pos = m.end()
-    out.append(body[pos:])
-    return "".join(out)
+        expr = f"{expr[:m.start()]}({substitute(body.strip(), name.strip(), f'({init.strip()})')}){expr[end:]}"
 
 
 _OPT_FIELD = re.compile(r"\.\s*\?\s*([A-Za-z_]\w*)\s*\.\s*(orValue|hasValue)\s*\(")
 _OPT_INDEX = re.compile(r"\[\s*\?")
 _DEVICE_MAPS = ("device.attributes", "device.capacity")
-
-
-def _receiver_start(expr: str, end: int, spans: list[tuple[int, int]]) -> int:
-    """Start of the member chain (``a.b["c"](d)``) that ends just before ``end``."""
-    i, depth = end - 1, 0
-    while i >= 0:
-        span = next(((a, b) for a, b in spans if a <= i < b), None)
-        if span:
-            if depth == 0:
-                break
-            i = span[0] - 1
-            continue
-        c = expr[i]
-        if c in ")]}":
-            depth += 1
-        elif c in "([{":
-            if depth == 0:
-                break
-            depth -= 1
-        elif depth == 0 and not (c.isalnum() or c in "_."):
-            break
-        i -= 1
-    return i + 1
 
 
 def rewrite_optionals(expr: str) -> str:
@@ -194,12 +128,12 @@ def rewrite_optionals(expr: str) -> str:
     as in Kubernetes. Other optional forms stay unsupported.
     """
     while True:
-        spans = _string_spans(expr)
+        spans = string_spans(expr)
         m = first_outside_strings(_OPT_FIELD, expr, spans)
         if m is not None:
-            start = _receiver_start(expr, m.start(), spans)
+            start = receiver_start(expr, m.start(), spans)
             recv, field, fn = expr[start : m.start()].strip(), m.group(1), m.group(2)
-            split = _split_call(expr, m.end() - 1, spans)
+            split = split_call(expr, m.end() - 1, spans)
             if not recv or split is None:
                 return expr
             args, end = split
@@ -214,9 +148,9 @@ def rewrite_optionals(expr: str) -> str:
         m = first_outside_strings(_OPT_INDEX, expr, spans)
         if m is None:
             return expr
-        start = _receiver_start(expr, m.start(), spans)
+        start = receiver_start(expr, m.start(), spans)
         recv = expr[start : m.start()].strip()
-        close = _split_call(expr, m.start(), spans)
+        close = split_call(expr, m.start(), spans)
         if not recv or close is None:
             return expr
         key_args, after = close
@@ -224,7 +158,7 @@ def rewrite_optionals(expr: str) -> str:
         tail = re.match(r"\s*\.\s*(orValue|hasValue)\s*\(", expr[after:])
         if not key or tail is None:
             return expr
-        call = _split_call(expr, after + tail.end() - 1, spans)
+        call = split_call(expr, after + tail.end() - 1, spans)
         if call is None:
             return expr
         args, end = call
@@ -241,7 +175,7 @@ def rewrite_optionals(expr: str) -> str:
 def rewrite_namespaces(expr: str) -> str:
     """``sets.contains(`` -> ``labkit_sets_contains(`` outside string literals (celpy has no namespaces)."""
     out, pos = [], 0
-    for m in _STRING.finditer(expr):
+    for m in STRING_LITERAL.finditer(expr):
         out.append(_NAMESPACED.sub(_namespaced, expr[pos : m.start()]))
         out.append(m.group(0))
         pos = m.end()

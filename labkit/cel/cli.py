@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 from typing import Any
 
-from labkit.cel.device import device_input
-from labkit.cel.errors import CelRuntimeError
+from labkit.api import load_files
 from labkit.cel.facade import DEFAULT_ENGINE, ENGINES, compile_selector
+from labkit.cel.slices import evaluate_slices
+from labkit.cel.validation import validate
 from labkit.errors import InputError
 
-__all__ = ["register", "run", "evaluate_slices"]
+__all__ = ["register", "run"]
 
 
 def register(subparsers: Any) -> None:
@@ -35,16 +37,8 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _load(paths: list[str]) -> list[dict]:
-    from labkit.api import load_files
-
-    return load_files(paths)
-
-
 def _refuse_invalid_slices(objs: list[dict]) -> None:
     """Slices the API server would refuse never reach a selector: say so instead of evaluating."""
-    from labkit.api import validate
-
     slices = [o for o in objs if isinstance(o, dict) and o.get("kind") == "ResourceSlice"]
     problems = validate(slices) if slices else []
     if problems:
@@ -58,39 +52,6 @@ class SliceInputError(InputError):
         self.problems = problems
         super().__init__("\n".join(problems),
                          fix="fix the slices (labkit validate -f FILE shows the same problems)")
-
-
-def _node_of(spec: dict, device: dict) -> str:
-    for source in (device, spec):
-        if source.get("nodeName"):
-            return str(source["nodeName"])
-        if source.get("allNodes"):
-            return "<all nodes>"
-        if source.get("nodeSelector"):
-            return "<node selector>"
-    return ""
-
-
-def evaluate_slices(program: Any, slices: list[dict]) -> list[dict[str, str]]:
-    """One row per device: node, driver, pool, device, result ("match"/"no match"/"error"), message."""
-    rows = []
-    for obj in slices:
-        if not isinstance(obj, dict) or obj.get("kind") != "ResourceSlice":
-            continue
-        spec = obj.get("spec") or {}
-        driver = str(spec.get("driver", ""))
-        pool = str((spec.get("pool") or {}).get("name", ""))
-        for dev in spec.get("devices") or []:
-            if not isinstance(dev, dict):
-                continue
-            row = {"node": _node_of(spec, dev), "driver": driver, "pool": pool,
-                   "device": str(dev.get("name", "")), "result": "", "message": ""}
-            try:
-                row["result"] = "match" if program.evaluate(device_input(driver, dev)) else "no match"
-            except CelRuntimeError as exc:
-                row["result"], row["message"] = "error", str(exc)
-            rows.append(row)
-    return rows
 
 
 def _table(rows: list[dict[str, str]]) -> str:
@@ -107,9 +68,9 @@ def run(args: argparse.Namespace) -> int:
     program = compile_selector(args.expression, engine=args.engine,
                                consumable_capacity=args.consumable_capacity,
                                list_type_attributes=args.list_type_attributes)
-    objs = _load(args.files)
+    objs = load_files(args.files)
     _refuse_invalid_slices(objs)
-    rows = evaluate_slices(program, objs)
+    rows = [asdict(m) for m in evaluate_slices(program, objs)]
     if not rows:
         raise InputError("no devices found: the files contain no ResourceSlice with devices",
                          fix="pass ResourceSlices, e.g. from `python -m fake_gpus slices`")

@@ -307,28 +307,16 @@ def _runtime_error(err: CELEvalError) -> CelRuntimeError:
     return CelRuntimeError(str(msg))
 
 
-def _type_check(expr: str, consumable_capacity: bool, list_type_attributes: bool) -> None:
-    """celpy has no type checker: use cel-expr-python's (with labkit's Kubernetes checks) when it is
-    installed, so both engines refuse the same expressions at compile time."""
-    try:
-        import labkit.cel.engine_cpp  # noqa: F401 - only: is cel-expr-python installed?
-    except ImportError:  # the pure-Python install: keep celpy_check's static checks only
-        return
-    from labkit.cel.facade import compile_selector
-
-    # through the facade's cache: the same expression is often compiled for both engines
-    compile_selector(expr, engine="cel-expr-python", consumable_capacity=consumable_capacity,
-                     list_type_attributes=list_type_attributes)
-
-
 class CelpyProgram:
     """A compiled selector for cel-python (InterpretedRunner)."""
 
     __slots__ = ("expr", "_runner", "_cc")
 
-    def __init__(self, expr: str, consumable_capacity: bool, list_type_attributes: bool,
-                 type_check: bool = True) -> None:
-        """``type_check=False``: the caller (cel-expr-python) has type-checked ``expr`` already."""
+    def __init__(self, expr: str, consumable_capacity: bool, list_type_attributes: bool, *,
+                 type_check: Callable[[], object] | None = None) -> None:
+        """celpy has no type checker: ``type_check`` (the facade's: cel-expr-python's checker, when
+        it is installed) runs after this engine's own static checks, so that both engines refuse
+        the same expressions at compile time and this engine's syntax errors come first."""
         self.expr = expr
         self._cc = consumable_capacity
         rewritten = rewrite_optionals(rewrite_bind(expr))
@@ -341,8 +329,8 @@ class CelpyProgram:
             raise CelCompileError(f"compilation failed: Syntax error: {first}") from None
         check_tree(ast, expr, consumable_capacity=consumable_capacity,
                    list_type_attributes=list_type_attributes)
-        if type_check:
-            _type_check(expr, consumable_capacity, list_type_attributes)
+        if type_check is not None:
+            type_check()
         self._runner = env.program(ast, functions=_functions(list_type_attributes))
 
     def _activation(self, dev: DeviceInput) -> dict[str, Any]:

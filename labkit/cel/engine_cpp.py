@@ -7,7 +7,6 @@ fields, so ``device.capacity[d].x`` is statically a ``kubernetes.Quantity``.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import threading
 from collections.abc import Callable
@@ -18,17 +17,31 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
 from labkit.cel import _proto, formats, ipcidr, k8slib
+from labkit.cel._checked import AST, decode
+from labkit.cel.cpp_rewrites import (
+    FORMAT_ERRORS,
+    FORMAT_KNOWN,
+    FORMAT_NAMED,
+    MERGE_ENTRIES,
+    SORT_BY_KEYS,
+    ZIP_MAP,
+    rewrite_for_cpp,
+    sort_by_error,
+)
 from labkit.cel.device import DeviceInput
 from labkit.cel.diagnose import compile_error_from_text, runtime_error_from_text
-from labkit.cel.errors import CelCompileError, CelRuntimeError
-from labkit.cel.literals import _STRING as _STRING_LITERAL
+from labkit.cel.errors import COST_LIMIT_TEXT, CelCompileError, CelRuntimeError
 from labkit.cel.literals import DRIVER, domain_candidates
+from labkit.cel.typecheck import kubernetes_type_errors
 from labkit.cel.typenames import go_type_name, runtime_non_bool
 
+__all__ = ["NAME", "BudgetFallback", "CppProgram"]
+
 NAME = "cel-expr-python"
-SORT_BY_KEYS = "labkit_sortByAssociatedKeys"
 NET_STRING = "labkit_net_string"
-ZIP_MAP, MERGE_ENTRIES = "labkit_zip_map", "labkit_merge_map_entries"
+#: asked once, the first time an evaluation runs out of cel-cpp's iteration budget: the evaluator
+#: to use for such devices from then on, or None to report the budget error (see labkit.cel.facade)
+BudgetFallback = Callable[[], Callable[[DeviceInput], bool] | None]
 _NET_STRING = re.compile(r"<input>:(\d+):(\d+): found no matching overload for 'string' applied to '\(net\.(?:IP|CIDR)\)'")
 
 T = cel.Type
@@ -38,7 +51,6 @@ U = T(_proto.URL)
 IP = T(_proto.IP)
 CIDR = T(_proto.CIDR)
 NF = T(_proto.NAMED_FORMAT)
-FORMAT_ERRORS, FORMAT_KNOWN, FORMAT_NAMED = "labkit_formatErrors", "labkit_formatKnown", "labkit_formatNamed"
 
 
 def _format_message(name: str) -> Any:
@@ -258,8 +270,6 @@ def _only_cross_numeric(text: str) -> bool:
     cel-go (CrossTypeNumericComparisons, on in Kubernetes) accepts ``1 < 1.5``; cel-cpp's
     checker does not, but its runtime does, so such expressions are compiled unchecked.
     """
-    import re
-
     errors = re.findall(r"ERROR: <input>:\d+:\d+: (.*)", text)
     pat = re.compile(r"found no matching overload for '_(<|<=|>|>=)_' applied to '\((\w+), (\w+)\)'")
     for e in errors:
@@ -270,13 +280,12 @@ def _only_cross_numeric(text: str) -> bool:
 
 
 _BUDGET = "Iteration budget exceeded"
-_COST_LIMIT_TEXT = "operation cancelled: actual cost limit exceeded"
 
 
 def _aborted(text: str) -> CelRuntimeError:
     if _BUDGET in text:
         return CelRuntimeError(
-            _COST_LIMIT_TEXT,
+            COST_LIMIT_TEXT,
             "cel-expr-python stops after 10,000 comprehension iterations per evaluation; "
             "Kubernetes allows a cost of 1,000,000, so it may still accept this selector",
         )
@@ -284,182 +293,30 @@ def _aborted(text: str) -> CelRuntimeError:
 
 
 _INTEGER_VIEW = re.compile(r"\.\s*(isInteger|asInteger)\s*\(")
-_HAS_DEVICE_FIELD = re.compile(r"\bhas\s*\(\s*device\s*\.\s*(driver|attributes|capacity|allowMultipleAllocations)\s*\)")
-
-
-def _rewrite_device_presence(expr: str, consumable_capacity: bool) -> str:
-    """``has(device.driver)`` is always true in Kubernetes; ``device`` is not a value here.
-
-    Replaced by ``(true   )`` of the same length, so error columns stay right.
-    """
-    out, pos = [], 0
-    spans = [(m.start(), m.end()) for m in _STRING_LITERAL.finditer(expr)]
-    for m in _HAS_DEVICE_FIELD.finditer(expr):
-        if any(a <= m.start() < b for a, b in spans):
-            continue
-        if m.group(1) == "allowMultipleAllocations" and not consumable_capacity:
-            continue
-        out.append(expr[pos : m.start()])
-        out.append("(true" + " " * (m.end() - m.start() - 6) + ")")
-        pos = m.end()
-    out.append(expr[pos:])
-    return "".join(out)
-
-
-_SORT_BY = re.compile(r"\.\s*sortBy\s*\(")
-_EXPANDED_MACROS = re.compile(r"\.\s*(sortBy|transformMap|transformMapEntry|validate)\s*\(")
-
-
-def _expand_sort_by(v: str, args: list[str]) -> str | None:
-    """cel-go: ``cel.bind(v, R, v.@sortByAssociatedKeys(v.map(x, key)))``."""
-    if len(args) != 2:
-        return None
-    return f"{v}.{SORT_BY_KEYS}({v}.map({args[0]}, {args[1]}))"
-
-
-def _expand_transform_map(v: str, args: list[str]) -> str | None:
-    """keys and values from two transformList passes over the same value, zipped into a map."""
-    if len(args) not in (3, 4):
-        return None
-    head = ", ".join(args[:-1])
-    return f"{ZIP_MAP}({v}.transformList({head}, {args[0]}), {v}.transformList({head}, {args[-1]}))"
-
-
-def _expand_transform_map_entry(v: str, args: list[str]) -> str | None:
-    """the entry maps from one transformList pass, merged (a repeated key is an error, as in Go)."""
-    if len(args) not in (3, 4):
-        return None
-    return f"{MERGE_ENTRIES}({v}.transformList({', '.join(args)}))"
-
-
-def _expand_format_validate(v: str, args: list[str]) -> str | None:
-    """``F.validate(s)`` -> optional list of messages (cel-cpp cannot return optionals from Python)."""
-    if len(args) != 1:
-        return None
-    e = f"{v}_errors"
-    return f"cel.bind({e}, {v}.{FORMAT_ERRORS}({args[0]}), {e}.size() == 0 ? optional.none() : optional.of({e}))"
-
-
-_EXPANSIONS = {
-    "validate": (_expand_format_validate, "format.dns1123Label().validate(<string>)"),
-    "sortBy": (_expand_sort_by, "list.sortBy(x, <key of x>)"),
-    "transformMap": (_expand_transform_map, "m.transformMap(k, v, [<filter>,] <value>)"),
-    "transformMapEntry": (_expand_transform_map_entry, "m.transformMapEntry(k, v, [<filter>,] {<key>: <value>})"),
-}
-
-
-_BIND_DEVICE = re.compile(r"\bcel\s*\.\s*bind\s*\(\s*([A-Za-z_]\w*)\s*,\s*device\s*,")
-
-
-def _inline_device_binds(expr: str) -> str:
-    """``cel.bind(d, device, body)`` -> ``body`` with ``d`` replaced by ``device``: labkit declares
-    ``device.driver``, ``device.attributes``... as variables, so ``device`` alone is no value."""
-    from labkit.cel.celpy_check import _split_call, _string_spans, _substitute, first_outside_strings
-
-    while True:
-        spans = _string_spans(expr)
-        m = first_outside_strings(_BIND_DEVICE, expr, spans)
-        if m is None:
-            return expr
-        split = _split_call(expr, expr.index("(", m.start()), spans)
-        if split is None or len(split[0]) != 3:
-            return expr
-        body = _substitute(split[0][2].strip(), m.group(1), "device")
-        expr = f"{expr[:m.start()]}({body}){expr[split[1]:]}"
-
-
-_FORMAT_NAMED = re.compile(r"(?<![.\w])format\s*\.\s*named\s*\(")
-
-
-def _rewrite_format_named(expr: str) -> str:
-    """``format.named(n)`` -> ``optional.of(<format n>)`` or ``optional.none()``."""
-    from labkit.cel.celpy_check import _split_call, _string_spans, first_outside_strings
-
-    n = 0
-    while True:
-        spans = _string_spans(expr)
-        m = first_outside_strings(_FORMAT_NAMED, expr, spans)
-        if m is None:
-            return expr
-        split = _split_call(expr, m.end() - 1, spans)
-        if split is None or len(split[0]) != 1:
-            raise CelCompileError("compilation failed: format.named() takes one string", 'write format.named("dns1123Label")')
-        v = f"__labkit_formatName{n}__"
-        n += 1
-        expr = (f"{expr[:m.start()]}cel.bind({v}, {split[0][0].strip()}, {FORMAT_KNOWN}({v}) ? "
-                f"optional.of({FORMAT_NAMED}({v})) : optional.none()){expr[split[1]:]}")
-
-
-def _rewrite_macros(expr: str) -> str:
-    """Expand, as text, the macros cel-cpp cannot run for labkit, the way cel-go expands them:
-
-    * ``sortBy``: cel-cpp has it only in its own lists extension, whose other functions behave
-      unlike Kubernetes';
-    * ``transformMap`` / ``transformMapEntry``: cel-cpp's expansion needs an internal
-      ``cel.@mapInsert`` it does not bind from Python.
-
-    The receiver is bound once with ``cel.bind``.
-    """
-    from labkit.cel.celpy_check import _receiver_start, _split_call, _string_spans, first_outside_strings
-
-    n = 0
-    while True:
-        spans = _string_spans(expr)
-        m = first_outside_strings(_EXPANDED_MACROS, expr, spans)
-        if m is None:
-            return expr
-        expand, usage = _EXPANSIONS[m.group(1)]
-        split = _split_call(expr, m.end() - 1, spans)
-        start = _receiver_start(expr, m.start(), spans)
-        v = f"__labkit_{m.group(1)}{n}__"
-        body = expand(v, [a.strip() for a in split[0]]) if split and start < m.start() else None
-        if body is None or split is None:
-            raise CelCompileError(f"compilation failed: {m.group(1)}() needs a receiver and the right arguments",
-                                  f"write {usage}")
-        n += 1
-        expr = f"{expr[:start]}cel.bind({v}, {expr[start:m.start()]}, {body}){expr[split[1]:]}"
-
-
-_SORT_BY_ERROR = re.compile(r"<input>:(\d+):(\d+): found no matching overload for '"
-                            + SORT_BY_KEYS + r"' applied to '\((.*), (list\(.*\))\)'")
-
-
-def _sort_by_error(expr: str, text: str) -> str:
-    """Point a key-type error at the original sortBy( and name it as cel-go does."""
-    m = _SORT_BY.search(expr)
-    line = expr.count("\n", 0, m.end()) + 1 if m else 1
-    col = m.end() - (expr.rfind("\n", 0, m.end()) + 1) if m else 1
-    return _SORT_BY_ERROR.sub(
-        lambda e: f"<input>:{line}:{col}: found no matching overload for '@sortByAssociatedKeys' "
-                  f"applied to '{e.group(3)}.({e.group(4)})'", text)
-
-
 class CppProgram:
-    """A compiled selector for cel-expr-python."""
+    """A compiled selector for cel-expr-python.
+
+    ``new_expression``: the API server's view of a selector it has not stored before.
+    ``on_budget``: what to do past cel-cpp's iteration budget (:data:`BudgetFallback`).
+    """
 
     __slots__ = ("expr", "_env", "_prog", "_domains", "_env_key", "_keys", "_unchecked", "evaluate",
-                 "_over_budget")
+                 "_over_budget", "_on_budget", "_ast")
 
     def __init__(self, expr: str, consumable_capacity: bool, list_type_attributes: bool,
-                 new_expression: bool = False) -> None:
-        """``new_expression``: the API server's view of a selector it has not stored before."""
+                 new_expression: bool = False, *, on_budget: BudgetFallback | None = None) -> None:
         self.expr = expr
         self._env_key = (consumable_capacity, list_type_attributes)
         self._env = _env(consumable_capacity, list_type_attributes)
         self._unchecked = False
-        checked_text = _inline_device_binds(expr) if "bind" in expr else expr
-        if "has" in checked_text:
-            checked_text = _rewrite_device_presence(checked_text, consumable_capacity)
-        if "format" in checked_text and _FORMAT_NAMED.search(checked_text):
-            checked_text = _rewrite_format_named(checked_text)
-        if _EXPANDED_MACROS.search(checked_text):
-            checked_text = _rewrite_macros(checked_text)
+        self._ast: AST | None = None
+        checked_text = rewrite_for_cpp(expr, consumable_capacity)
         try:
             self._prog = self._compile_net_strings(checked_text)
         except RuntimeError as exc:
             text = str(exc)
             if SORT_BY_KEYS in text:
-                text = _sort_by_error(expr, text)
+                text = sort_by_error(expr, text)
             if not _only_cross_numeric(text):
                 raise compile_error_from_text(expr, text) from None
             self._prog = self._env.compile(checked_text, disable_check=True)
@@ -474,32 +331,37 @@ class CppProgram:
             )
         self._domains = domain_candidates(expr)
         self._keys: dict[tuple, tuple] = {}
-        self.evaluate = self._evaluate
+        self.evaluate: Callable[[DeviceInput], bool] = self._evaluate
+        self._on_budget = on_budget
         self._over_budget: Callable[[DeviceInput], bool] | None = None
-        if _INTEGER_VIEW.search(expr):
-            self._use_go_quantity_form(expr, consumable_capacity, list_type_attributes)
 
-    def _use_go_quantity_form(self, expr: str, consumable_capacity: bool, list_type_attributes: bool) -> None:
+    @property
+    def reads_integer_form(self) -> bool:
         """Go answers isInteger()/asInteger() from how a quantity is held (1000m = 1000 * 10**-3 is
-        not an integer). A cel-cpp message carries only the exact value (its equality is the
-        message's), so such selectors are evaluated by the cel-python engine, which keeps Go's form;
-        cel-cpp still type-checks them. Kept as is when cel-python cannot run the expression."""
-        from labkit.cel.engine_celpy import CelpyProgram
+        not an integer); a cel-cpp message carries only the exact value, so this engine would
+        answer them from the value. The facade has such selectors evaluated by an engine that
+        keeps Go's form (:meth:`evaluate_with`)."""
+        return bool(_INTEGER_VIEW.search(self.expr))
 
-        with contextlib.suppress(CelCompileError):
-            self.evaluate = CelpyProgram(expr, consumable_capacity, list_type_attributes, type_check=False).evaluate
+    def evaluate_with(self, evaluate: Callable[[DeviceInput], bool]) -> None:
+        """Evaluate with ``evaluate`` (another engine's, for this type-checked expression)."""
+        self.evaluate = evaluate
+
+    def checked_ast(self) -> AST:
+        """The type-checked AST (only parsed, ``checked`` False, when cel-cpp's checker refused
+        a cross-type numeric comparison that Kubernetes accepts)."""
+        if self._ast is None:
+            self._ast = decode(self._prog.serialize())
+        return self._ast
 
     def _kubernetes_checks(self, expr: str, checked_text: str, *, new_expression: bool = False) -> None:
         """Type errors Kubernetes' checker reports and cel-cpp's does not (see labkit.cel.typecheck).
 
         ``new_expression``: also the API server's rules for new expressions (only differs with
         DRAListTypeAttributes off)."""
-        from labkit.cel._checked import decode
-        from labkit.cel.typecheck import kubernetes_type_errors
-
         strict = new_expression and not self._env_key[1]
         try:
-            errors = kubernetes_type_errors(decode(self._prog.serialize()), new_expression_without_list_types=strict)
+            errors = kubernetes_type_errors(self.checked_ast(), new_expression_without_list_types=strict)
         except Exception:  # noqa: BLE001 - an AST labkit cannot read: keep cel-cpp's verdict
             return
         if not errors:
@@ -512,38 +374,15 @@ class CppProgram:
         raise compile_error_from_text(expr, "INVALID_ARGUMENT: " + "\n".join(lines))
 
     def _beyond_budget(self, dev: DeviceInput) -> bool:
-        """cel-cpp gave up after 10,000 comprehension iterations; Kubernetes stops at a cost of
-        1,000,000. If Kubernetes' estimated worst-case cost is within that, its evaluation can
-        never hit the limit, so the result is computed by the cel-python engine instead (no
-        budget). Above it, Kubernetes' limit error is reported (it may in fact finish early)."""
+        """cel-cpp gave up after 10,000 comprehension iterations (Kubernetes stops at a cost of
+        1,000,000): evaluate with what ``on_budget`` gave, else report the budget error."""
         fallback = self._over_budget
         if fallback is None:
-            fallback = self._over_budget = self._budget_fallback()
+            fallback = self._on_budget() if self._on_budget is not None else None
+            if fallback is None:
+                fallback = _budget_exceeded
+            self._over_budget = fallback
         return fallback(dev)
-
-    def _budget_fallback(self) -> Callable[[DeviceInput], bool]:
-        from labkit.cel.cost import COST_LIMIT, estimate_max_cost
-        from labkit.cel.engine_celpy import CelpyProgram
-
-        cc, lt = self._env_key
-        try:
-            cost: int | None = estimate_max_cost(self.expr, consumable_capacity=cc, list_type_attributes=lt)
-        except Exception:  # noqa: BLE001 - no estimate: keep the plain limit error
-            cost = None
-        if cost is not None and cost <= COST_LIMIT:
-            with contextlib.suppress(CelCompileError):
-                return CelpyProgram(self.expr, cc, lt, type_check=False).evaluate
-
-        def over(dev: DeviceInput) -> bool:
-            if cost is None or cost <= COST_LIMIT:
-                raise _aborted(_BUDGET)
-            raise CelRuntimeError(
-                _COST_LIMIT_TEXT,
-                f"Kubernetes estimates this selector's cost at up to {cost:,} (limit {COST_LIMIT:,}); "
-                "nest fewer comprehensions or iterate over smaller lists",
-            )
-
-        return over
 
     def _compile_net_strings(self, text: str) -> Any:
         """Compile; ``string(<IP or CIDR>)`` calls the checker rejects are renamed and retried.
@@ -627,3 +466,7 @@ class CppProgram:
         if tname == "ERROR":
             raise runtime_error_from_text(str(result))
         raise CelRuntimeError(runtime_non_bool(go_type_name(tname).split("(")[0]), "a selector must evaluate to true or false")
+
+
+def _budget_exceeded(_dev: DeviceInput) -> bool:
+    raise _aborted(_BUDGET)

@@ -13,6 +13,8 @@ NO_SUCH_KEY_HINT = (
     ". consider using CEL optional chaining (.? followed by orValue()) or guarding the check "
     "with has() for optional fields"
 )
+#: Kubernetes' error when an evaluation passes the actual cost limit (1,000,000)
+COST_LIMIT_TEXT = "operation cancelled: actual cost limit exceeded"
 
 
 class CelError(InputError):

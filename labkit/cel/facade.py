@@ -4,8 +4,8 @@ Cost limits. Kubernetes estimates a selector's worst-case cost when the API serv
 new expression (limit 1,000,000, "too complex, exceeds cost limit") and stops an evaluation
 whose actual cost passes 1,000,000 ("operation cancelled: actual cost limit exceeded").
 
-* The estimate is reproduced by :func:`labkit.cel.cost.estimate_max_cost` (cel-go's estimator
-  over cel-cpp's checked AST); ``labkit validate`` refuses new selectors above the limit.
+* The estimate is reproduced by :func:`estimate_max_cost` (:mod:`labkit.cel.cost`, cel-go's
+  estimator, over cel-cpp's checked AST); ``labkit validate`` refuses new selectors above the limit.
 * cel-expr-python aborts after 10,000 comprehension iterations per evaluation (a fixed cel-cpp
   budget). When that happens labkit asks the estimate: within the limit, Kubernetes could not
   have stopped, so the selector is evaluated again by the cel-python engine (slowly: about
@@ -13,23 +13,32 @@ whose actual cost passes 1,000,000 ("operation cancelled: actual cost limit exce
 * cel-python enforces no runtime limit of its own: a runaway comprehension runs to the end.
 
 ``ENGINE_LIMITS`` says this in one line per engine, for callers that want to show it.
+
+Composition lives here and only here: the engines (:mod:`labkit.cel.engine`) know neither each
+other nor this module; cel-python is type-checked by cel-cpp, and cel-cpp hands evaluations it
+cannot do like Go to cel-python, through callables given by this module.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from functools import lru_cache
+from types import ModuleType
 
+from labkit.cel._checked import AST
+from labkit.cel.cost import COST_LIMIT, estimate_ast, mark_presence
 from labkit.cel.device import DeviceInput
-from labkit.cel.errors import CelCompileError
+from labkit.cel.engine import SelectorProgram
+from labkit.cel.errors import COST_LIMIT_TEXT, CelCompileError, CelRuntimeError
 from labkit.cel.regexcheck import check_constant_patterns
 
 __all__ = ["COST_LIMIT", "DEFAULT_ENGINE", "ENGINES", "ENGINE_LIMITS", "Program", "compile_new_selector",
-           "compile_selector"]
+           "compile_selector", "estimate_max_cost"]
 
 DEFAULT_ENGINE = "cel-expr-python"
 ENGINES = ("cel-expr-python", "cel-python")
 MAX_EXPRESSION_LENGTH = 10 * 1024
-COST_LIMIT = 1_000_000
 ENGINE_LIMITS = {
     "cel-expr-python": "estimated cost checked like Kubernetes (limit 1,000,000); past 10,000 comprehension "
                        "iterations labkit re-evaluates with cel-python when the estimate is within the limit, "
@@ -44,12 +53,12 @@ class Program:
 
     __slots__ = ("expr", "engine", "evaluate", "_impl")
 
-    def __init__(self, expr: str, engine: str, impl: object) -> None:
+    def __init__(self, expr: str, engine: str, impl: SelectorProgram) -> None:
         self.expr = expr
         self.engine = engine
         self._impl = impl
         # bind directly: no extra Python frame per evaluation
-        self.evaluate = impl.evaluate  # type: ignore[attr-defined]
+        self.evaluate = impl.evaluate
 
     def __repr__(self) -> str:
         return f"Program({self.expr!r}, engine={self.engine!r})"
@@ -61,6 +70,11 @@ class Program:
 
     def matches(self, device: DeviceInput) -> bool:
         return self.evaluate(device)
+
+    def checked_ast(self) -> AST | None:
+        """The type-checked AST (cel-expr-python), None for an engine without a type checker."""
+        checked = getattr(self._impl, "checked_ast", None)
+        return checked() if checked is not None else None
 
 
 def _precheck(expr: str) -> None:
@@ -106,6 +120,24 @@ def compile_new_selector(
     return _compile(expr, engine or DEFAULT_ENGINE, bool(consumable_capacity), bool(list_type_attributes), True)
 
 
+def _cpp_engine() -> ModuleType | None:
+    """:mod:`labkit.cel.engine_cpp`, or None when cel-expr-python is not installed (a pure-Python
+    install, e.g. JupyterLite)."""
+    try:
+        # start-up time and an optional dependency: cel-cpp loads on the first compile
+        from labkit.cel import engine_cpp
+    except ImportError:
+        return None
+    return engine_cpp
+
+
+def _celpy_engine() -> ModuleType:
+    # start-up time: celpy (with lark and pendulum) takes about 0.2 s to import
+    from labkit.cel import engine_celpy
+
+    return engine_celpy
+
+
 @lru_cache(maxsize=256)
 def _compile(expr: str, engine: str, consumable_capacity: bool, list_type_attributes: bool,
              new_expression: bool = False) -> Program:
@@ -114,16 +146,9 @@ def _compile(expr: str, engine: str, consumable_capacity: bool, list_type_attrib
         raise CelCompileError(f"unknown CEL engine {engine!r}", f"use one of: {', '.join(ENGINES)}")
     try:
         if engine == "cel-expr-python":
-            from labkit.cel.engine_cpp import CppProgram
-
-            impl: object = CppProgram(expr, consumable_capacity, list_type_attributes, new_expression)
+            impl: SelectorProgram = _compile_cpp(expr, consumable_capacity, list_type_attributes, new_expression)
         else:
-            from labkit.cel.engine_celpy import CelpyProgram
-
-            if new_expression and not list_type_attributes:  # the API server's typing rules
-                _compile(expr, "cel-expr-python", consumable_capacity, list_type_attributes, True)
-
-            impl = CelpyProgram(expr, consumable_capacity, list_type_attributes)
+            impl = _compile_celpy(expr, consumable_capacity, list_type_attributes, new_expression)
     except CelCompileError:
         raise
     except Exception as exc:  # noqa: BLE001 - engine internals: one clear line, never a traceback
@@ -132,3 +157,78 @@ def _compile(expr: str, engine: str, consumable_capacity: bool, list_type_attrib
             "check the syntax, or try the other engine",
         ) from None
     return Program(expr, engine, impl)
+
+
+def _compile_cpp(expr: str, cc: bool, lt: bool, new_expression: bool) -> SelectorProgram:
+    """cel-cpp checks the types; cel-python evaluates what cel-cpp cannot evaluate like Go."""
+    engine = _cpp_engine()
+    if engine is None:
+        raise ModuleNotFoundError("No module named 'cel_expr_python'")
+    program = engine.CppProgram(expr, cc, lt, new_expression, on_budget=lambda: _past_budget(expr, cc, lt))
+    if program.reads_integer_form:
+        # Go answers isInteger()/asInteger() from how a quantity is held; cel-python keeps that
+        # form. Kept on cel-cpp when cel-python cannot run the expression.
+        with contextlib.suppress(CelCompileError):
+            program.evaluate_with(_celpy_engine().CelpyProgram(expr, cc, lt).evaluate)
+    return program
+
+
+def _compile_celpy(expr: str, cc: bool, lt: bool, new_expression: bool) -> SelectorProgram:
+    """cel-python has no type checker: cel-cpp's (when installed) refuses what the API server refuses."""
+    if _cpp_engine() is None:  # the pure-Python install: celpy_check's static checks only
+        return _celpy_engine().CelpyProgram(expr, cc, lt)
+    if new_expression and not lt:  # the API server's typing rules for new expressions
+        _compile(expr, "cel-expr-python", cc, lt, True)
+
+    def type_check() -> None:
+        # through the cache: the same expression is often compiled for both engines
+        _compile(expr, "cel-expr-python", cc, lt)
+
+    return _celpy_engine().CelpyProgram(expr, cc, lt, type_check=type_check)
+
+
+def _past_budget(expr: str, cc: bool, lt: bool) -> Callable[[DeviceInput], bool] | None:
+    """cel-cpp gave up after 10,000 comprehension iterations; Kubernetes stops at a cost of
+    1,000,000. If Kubernetes' estimated worst-case cost is within that, its evaluation can never
+    hit the limit, so the result is computed by cel-python instead (no budget). Above it,
+    Kubernetes' limit error is reported (it may in fact finish early). None: no estimate, or
+    cel-python cannot run it: the engine reports its own budget error."""
+    try:
+        cost: int | None = estimate_max_cost(expr, consumable_capacity=cc, list_type_attributes=lt)
+    except Exception:  # noqa: BLE001 - no estimate: keep the plain limit error
+        cost = None
+    if cost is None:
+        return None
+    if cost <= COST_LIMIT:
+        try:
+            return _celpy_engine().CelpyProgram(expr, cc, lt).evaluate
+        except CelCompileError:
+            return None
+
+    def over(_dev: DeviceInput) -> bool:
+        raise CelRuntimeError(
+            COST_LIMIT_TEXT,
+            f"Kubernetes estimates this selector's cost at up to {cost:,} (limit {COST_LIMIT:,}); "
+            "nest fewer comprehensions or iterate over smaller lists",
+        )
+
+    return over
+
+
+@lru_cache(maxsize=1024)
+def estimate_max_cost(expr: str, *, consumable_capacity: bool = False, list_type_attributes: bool = False) -> int:
+    """Kubernetes' estimated worst-case cost of the selector ``expr`` (``CompilationResult.MaxCost``
+    for a new expression): :mod:`labkit.cel.cost` over cel-cpp's checked AST. Raises
+    :class:`labkit.cel.errors.CelCompileError` if ``expr`` does not compile. Compare with
+    :data:`COST_LIMIT`."""
+    program = compile_selector(expr, engine="cel-expr-python", consumable_capacity=consumable_capacity,
+                               list_type_attributes=list_type_attributes)
+    ast = program.checked_ast()
+    assert ast is not None  # cel-expr-python type-checks
+    marked = mark_presence(expr, consumable_capacity)
+    engine = _cpp_engine()
+    if marked != expr and engine is not None:
+        # should that fail, keep the unmarked AST: each has(device.x) then counts 0 instead of 1
+        with contextlib.suppress(Exception):
+            ast = engine.CppProgram(marked, consumable_capacity, list_type_attributes).checked_ast()
+    return estimate_ast(ast, consumable_capacity=consumable_capacity, list_type_attributes=list_type_attributes)

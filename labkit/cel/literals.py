@@ -12,7 +12,7 @@ import re
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _SELECTED = re.compile(r"\b(?:attributes|capacity)\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
-_STRING = re.compile(
+STRING_LITERAL = re.compile(
     r"""[rR]?(?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*")""",
     re.S,
 )
@@ -21,7 +21,7 @@ _STRING = re.compile(
 def string_literals(expr: str) -> list[str]:
     """The (unescaped enough for domain names) contents of the string literals in ``expr``."""
     out = []
-    for m in _STRING.finditer(expr):
+    for m in STRING_LITERAL.finditer(expr):
         text = m.group(0).lstrip("rR")
         quote = 3 if text[:3] in ("'''", '"""') else 1
         out.append(text[quote:-quote])
@@ -30,7 +30,7 @@ def string_literals(expr: str) -> list[str]:
 
 def strip_strings(expr: str) -> str:
     """``expr`` with every string literal replaced by ``""`` (for lexical checks)."""
-    return _STRING.sub('""', expr)
+    return STRING_LITERAL.sub('""', expr)
 
 
 _STR = r"""(?:'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*")"""
@@ -60,3 +60,85 @@ def domain_candidates(expr: str) -> frozenset[str]:
 
 
 DRIVER = "\x00driver"
+
+
+# --- scanning expression text outside string literals (the engines' text rewrites) --------------
+
+#: ``has(device.<field>)``: always true in Kubernetes; each engine and the cost estimate replace it
+HAS_DEVICE_FIELD = re.compile(r"\bhas\s*\(\s*device\s*\.\s*(driver|attributes|capacity|allowMultipleAllocations)\s*\)")
+
+
+def string_spans(expr: str) -> list[tuple[int, int]]:
+    """(start, end) of each string literal in ``expr``."""
+    return [(m.start(), m.end()) for m in STRING_LITERAL.finditer(expr)]
+
+
+def in_string(pos: int, spans: list[tuple[int, int]]) -> bool:
+    return any(a <= pos < b for a, b in spans)
+
+
+def first_outside_strings(pattern: re.Pattern[str], expr: str, spans: list[tuple[int, int]]) -> re.Match[str] | None:
+    """The first match of ``pattern`` that does not start inside a string literal."""
+    return next((m for m in pattern.finditer(expr) if not in_string(m.start(), spans)), None)
+
+
+def split_call(expr: str, open_paren: int, spans: list[tuple[int, int]]) -> tuple[list[str], int] | None:
+    """Top-level arguments of the call whose '(' is at ``open_paren``, and the index after ')'."""
+    depth, start, args, i = 0, open_paren + 1, [], open_paren
+    while i < len(expr):
+        for a, b in spans:
+            if a <= i < b:
+                i = b
+                break
+        else:
+            c = expr[i]
+            if c in "([{":
+                depth += 1
+            elif c in ")]}":
+                depth -= 1
+                if depth == 0:
+                    args.append(expr[start:i])
+                    return args, i + 1
+            elif c == "," and depth == 1:
+                args.append(expr[start:i])
+                start = i + 1
+            i += 1
+    return None
+
+
+def substitute(body: str, name: str, value: str) -> str:
+    """``body`` with each use of the identifier ``name`` (outside string literals) replaced by ``value``."""
+    spans = string_spans(body)
+    ident = re.compile(r"(?<![.\w])" + re.escape(name) + r"(?!\w)")
+    out, pos = [], 0
+    for m in ident.finditer(body):
+        if in_string(m.start(), spans):
+            continue
+        out.append(body[pos : m.start()])
+        out.append(value)
+        pos = m.end()
+    out.append(body[pos:])
+    return "".join(out)
+
+
+def receiver_start(expr: str, end: int, spans: list[tuple[int, int]]) -> int:
+    """Start of the member chain (``a.b["c"](d)``) that ends just before ``end``."""
+    i, depth = end - 1, 0
+    while i >= 0:
+        span = next(((a, b) for a, b in spans if a <= i < b), None)
+        if span:
+            if depth == 0:
+                break
+            i = span[0] - 1
+            continue
+        c = expr[i]
+        if c in ")]}":
+            depth += 1
+        elif c in "([{":
+            if depth == 0:
+                break
+            depth -= 1
+        elif depth == 0 and not (c.isalnum() or c in "_."):
+            break
+        i -= 1
+    return i + 1

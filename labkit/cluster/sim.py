@@ -92,7 +92,7 @@ class SimCluster(Cluster):
     def apply(self, source: Source) -> list[dict]:
         objs = load_source(source)
         if self.validate:
-            from labkit.api import validate
+            from labkit.cel.validation import validate
 
             problems = validate(objs, kubernetes_version=self._sim.profile.kubernetes_version,
                                 feature_gates=self._sim.dra.gates or None,

@@ -129,7 +129,8 @@ def checker(what: str) -> Callable[[Callable[..., str]], Callable[..., Verdict]]
 
 def _objects(text: Any) -> list[dict]:
     """Load and validate manifests like the API server would; problems become a _Fail."""
-    from labkit.api import load, validate, with_defaults
+    from labkit.api import load, with_defaults
+    from labkit.cel.validation import validate
 
     try:
         objs = load(text)

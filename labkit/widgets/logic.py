@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from labkit.cel import compile_selector
+from labkit.cel.slices import DeviceMatch, evaluate_slices
 from labkit.topology.graph import plain_attributes, plain_capacity
 
 OPERATORS = ("==", "!=", ">=", ">", "<=", "<", "matches", "in")
@@ -164,16 +166,6 @@ def claim_from_template(obj: dict[str, Any]) -> dict[str, Any]:
             "metadata": dict(obj["metadata"]), "spec": obj["spec"]["spec"]}
 
 
-@dataclass
-class DeviceMatch:
-    node: str
-    driver: str
-    pool: str
-    device: str
-    result: str  # "match" | "no match" | "error"
-    message: str = ""
-
-
 def iter_devices(slices: Iterable[dict]) -> Iterable[tuple[dict, dict]]:
     for s in slices:
         for d in s.get("spec", {}).get("devices") or []:
@@ -184,25 +176,7 @@ def match_devices(
     expressions: list[str], slices: Iterable[dict], *, engine: str | None = None
 ) -> list[DeviceMatch]:
     """Evaluate ANDed selectors on every device (short-circuit on the first false, like the allocator)."""
-    from labkit.cel import CelError, compile_selector, device_input
-
-    programs = [compile_selector(e, engine=engine) for e in expressions]
-    rows: list[DeviceMatch] = []
-    for s, d in iter_devices(slices):
-        spec = s["spec"]
-        node = spec.get("nodeName") or ("<all nodes>" if spec.get("allNodes") else "<selector>")
-        row = DeviceMatch(node, spec["driver"], spec["pool"]["name"], d["name"], "match")
-        dev = device_input(spec["driver"], d)
-        for p in programs:
-            try:
-                if not p.evaluate(dev):
-                    row.result = "no match"
-                    break
-            except CelError as exc:
-                row.result, row.message = "error", str(exc)
-                break
-        rows.append(row)
-    return rows
+    return evaluate_slices([compile_selector(e, engine=engine) for e in expressions], slices)
 
 
 def class_expressions(classes: Iterable[dict], name: str) -> list[str]:

@@ -1,0 +1,29 @@
+"""The API server's validation with CEL: :func:`labkit.api.validate` given labkit.cel's checks.
+
+labkit.api sits below labkit.cel, so it cannot compile a selector; it takes the checks as an
+argument (:class:`labkit.api.context.CelChecks`). Everything at this layer or above that
+validates objects as the API server would (``labkit validate``, ``labkit allocate``,
+``labkit cel``, the sim cluster's ``apply``, the course checks) uses :func:`validate` here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from labkit.api import features
+from labkit.api.context import CelChecks
+from labkit.api.problem import Problem
+from labkit.api.validate import validate as _api_validate
+from labkit.cel.facade import compile_new_selector, estimate_max_cost
+
+__all__ = ["CEL_CHECKS", "validate"]
+
+#: new selectors compiled as the API server compiles them, and Kubernetes' estimated cost
+CEL_CHECKS = CelChecks(compile=compile_new_selector, max_cost=estimate_max_cost)
+
+
+def validate(objs: dict | Iterable[dict], *, kubernetes_version: str = features.DEFAULT_VERSION,
+             feature_gates: dict[str, bool] | None = None, existing: Iterable[dict] = ()) -> list[Problem]:
+    """:func:`labkit.api.validate` with CEL selectors compiled and their cost estimated."""
+    return _api_validate(objs, kubernetes_version=kubernetes_version, feature_gates=feature_gates,
+                         existing=existing, cel=CEL_CHECKS)
