@@ -92,7 +92,7 @@ def test_invalid_selectors_raise():
     with pytest.raises(NodeSelectorError):
         selector_matches(term({"key": "zone", "operator": "In", "values": []}), NODE)
     with pytest.raises(NodeSelectorError):
-        selector_matches(term(fields=[{"key": "metadata.uid", "operator": "In", "values": ["x"]}]), NODE)
+        selector_matches(term(fields=[{"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}]), NODE)
 
 
 def test_node_matches_precedence():

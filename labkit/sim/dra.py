@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from labkit.sim.selectors import node_selector_matches
+from labkit.allocator.nodes import NodeSelectorError, selector_matches
 from labkit.sim.store import Store
 
 
@@ -50,6 +50,19 @@ def split_gates(version: str, gates: dict[str, bool]) -> tuple[dict[str, bool], 
     return ({k: v for k, v in gates.items() if k in known}, {k: v for k, v in gates.items() if k not in known})
 
 
+def _may_serve(slice_: dict, node: dict) -> bool:
+    """Can a slice without nodeName serve this node? A selector Kubernetes cannot parse counts as
+    yes: the allocator then reports "failed to parse node selector", as kube-scheduler does."""
+    spec = slice_.get("spec") or {}
+    selector = spec.get("nodeSelector")
+    if spec.get("allNodes") or selector is None:
+        return True
+    try:
+        return selector_matches(selector, node)
+    except NodeSelectorError:
+        return True
+
+
 class DraState:
     def __init__(self, store: Store, kubernetes_version: str, gates: dict[str, bool], cel_engine: str | None = None):
         self.store = store
@@ -84,8 +97,7 @@ class DraState:
     def slices_for(self, node: dict) -> list[dict]:
         name = node["metadata"]["name"]
         own = self._index().get(name, [])
-        wide = [s for s in self._cluster_wide
-                if (s.get("spec") or {}).get("allNodes") or node_selector_matches(node, (s.get("spec") or {}).get("nodeSelector"))]
+        wide = [s for s in self._cluster_wide if _may_serve(s, node)]
         return own + wide
 
     def has_cluster_wide_slices(self) -> bool:
