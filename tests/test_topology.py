@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fake_gpus.catalog import load_node_profile, node_profiles
-from fake_gpus.topology import topology_matrix
+from fake_gpus.topology import topo_code, topology_matrix
 from labkit.cli import main
 from labkit.sim.profiles import load_profile
 from labkit.topology import (
@@ -20,6 +20,7 @@ from labkit.topology import (
     layout,
     node_graph,
     nvlink_islands,
+    queries,
     save_png,
     stats,
     topo_matrix,
@@ -50,6 +51,27 @@ def test_t4_is_pcie_only():
     assert nvlink_islands(g) == [["gpu-0"], ["gpu-1"], ["gpu-2"], ["gpu-3"]]
     assert {distance(g, "gpu-0", f"gpu-{i}") for i in range(1, 4)} <= {"PIX", "PHB", "NODE"}
     assert not any(d.get("type") == "nvlink" for _, _, d in g.edges(data=True))
+
+
+def _at(numa: int, root: str, *chain: str) -> dict:
+    return {"numaNode": numa, "pcieRoot": root, "switchChain": list(chain)}
+
+
+@pytest.mark.parametrize("a, b, nvlinks, code", [
+    (_at(0, "r0"), _at(1, "r2"), 12, "NV12"),           # NVLink wins over any PCIe path
+    (_at(0, "r0"), _at(1, "r2"), 0, "SYS"),
+    (_at(0, "r0"), _at(0, "r1"), 0, "NODE"),
+    (_at(0, "r0", "sw1"), _at(0, "r0", "sw1"), 0, "PIX"),
+    (_at(0, "r0", "sw1", "sw0"), _at(0, "r0", "sw2", "sw0"), 0, "PXB"),
+    (_at(0, "r0", "sw1"), _at(0, "r0", "sw2"), 0, "PHB"),
+    (_at(0, "r0"), _at(0, "r0", "sw2"), 0, "PHB"),
+])
+def test_topo_code_rule(a, b, nvlinks, code):
+    assert topo_code(a, b, nvlinks) == code == topo_code(b, a, nvlinks)
+
+
+def test_one_topology_rule():
+    assert queries.topo_code is topo_code   # labkit's distance() and the driver's matrix share it
 
 
 @pytest.mark.parametrize("name", node_profiles())

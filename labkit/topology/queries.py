@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import networkx as nx
 
+from fake_gpus.topology import topo_code
+
 DEVICE_KINDS = ("gpu", "nic", "dpu")
 
 
@@ -62,29 +64,24 @@ def devices_under(g: nx.Graph, pcie_root: str) -> list[str]:
 
 
 def distance(g: nx.Graph, a: str, b: str) -> str:
-    """The `nvidia-smi topo -m` code between two devices: X, NV<n>, PIX, PHB, NODE or SYS.
+    """The `nvidia-smi topo -m` code between two devices: X, NV<n>, PIX, PXB, PHB, NODE or SYS.
 
-    MIG instances are answered for their parent GPU.
+    MIG instances are answered for their parent GPU. The rule is fake_gpus.topology.topo_code,
+    the one the fake driver's own matrix uses.
     """
     na, nb = (_host(g, _resolve(g, x)) for x in (a, b))
     if na == nb:
         return "X"
-    da, db = g.nodes[na], g.nodes[nb]
-    if da.get("kind") == "gpu" and db.get("kind") == "gpu":
-        links = _nvlink_links(g, na, nb)
-        if links:
-            return f"NV{links}"
-    if da.get("numaNode") != db.get("numaNode"):
-        return "SYS"
-    if da.get("pcieRoot") != db.get("pcieRoot"):
-        return "NODE"
-    if da.get("pcieSwitch") and da.get("pcieSwitch") == db.get("pcieSwitch"):
-        return "PIX"
-    if da.get("pcieSwitch") and db.get("pcieSwitch") and (
-        set(switch_chain(g, da["pcieSwitch"])) & set(switch_chain(g, db["pcieSwitch"]))
-    ):
-        return "PXB"  # through several PCIe switches, without the host bridge
-    return "PHB"
+    nvlinks = 0
+    if g.nodes[na].get("kind") == "gpu" and g.nodes[nb].get("kind") == "gpu":
+        nvlinks = _nvlink_links(g, na, nb)
+    return topo_code(_placement(g, na), _placement(g, nb), nvlinks)
+
+
+def _placement(g: nx.Graph, n: str) -> dict[str, object]:
+    d = g.nodes[n]
+    chain = switch_chain(g, d["pcieSwitch"]) if d.get("pcieSwitch") else []
+    return {"numaNode": d.get("numaNode"), "pcieRoot": d.get("pcieRoot"), "switchChain": chain}
 
 
 def switch_chain(g: nx.Graph, switch: str) -> list[str]:
