@@ -8,11 +8,12 @@ import pytest
 
 from labkit.allocator import AllocatedState, Allocator, features_for, select_variant
 from labkit.allocator.capacity import CapacityError, check_capacity, consumed_quantities
-from labkit.allocator.constraints import DistinctAttribute, MatchAttribute, lookup_attribute
+from labkit.allocator.constraints import DistinctAttribute, MatchAttribute
 from labkit.allocator.features import Features
 from labkit.allocator.model import CapacityInfo
 from labkit.allocator.nodes import NodeSelectorError, node_matches, selector_matches
 from labkit.allocator.taints import blocking_taint, tolerates
+from labkit.api.attributes import lookup_attribute
 from labkit.api.features import FeatureGateError
 
 GPU = "gpu.nvidia.com"

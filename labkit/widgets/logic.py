@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from labkit.topology.graph import plain_attributes, plain_capacity
+from labkit.api.attributes import plain_attributes
+from labkit.topology.graph import plain_capacity
 
 OPERATORS = ("==", "!=", ">=", ">", "<=", "<", "matches", "in")
 
