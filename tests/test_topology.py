@@ -10,6 +10,7 @@ import pytest
 from fake_gpus.catalog import load_node_profile, node_profiles
 from fake_gpus.topology import topo_code, topology_matrix
 from labkit.cli import main
+from labkit.errors import NotFoundError
 from labkit.sim.profiles import load_profile
 from labkit.topology import (
     cluster_graph,
@@ -96,8 +97,9 @@ def test_static_mig_instances_hang_off_their_gpu():
 
 def test_unknown_device_and_root_give_clear_errors():
     g = node_graph("t4-inference")
-    with pytest.raises(KeyError, match="no device 'gpu-9'"):
+    with pytest.raises(KeyError, match="no device 'gpu-9'") as exc:
         distance(g, "gpu-9", "gpu-0")
+    assert isinstance(exc.value, NotFoundError) and str(exc.value).startswith("topology ")
     with pytest.raises(KeyError, match="no PCIe root 'pci9999:00'"):
         devices_under(g, "pci9999:00")
 

@@ -5,8 +5,16 @@ from __future__ import annotations
 import networkx as nx
 
 from fake_gpus.topology import topo_code
+from labkit.errors import NotFoundError
 
 DEVICE_KINDS = ("gpu", "nic", "dpu")
+
+
+class TopologyError(NotFoundError, KeyError):
+    """A device or PCIe root the topology does not have (a KeyError, as before, with exit code 3)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
 
 
 def _resolve(g: nx.Graph, ref: str) -> str:
@@ -16,7 +24,7 @@ def _resolve(g: nx.Graph, ref: str) -> str:
     for n, data in g.nodes(data=True):
         if data.get("device") == ref:
             return n
-    raise KeyError(f"topology {g.graph.get('name', '')}: no device {ref!r} (use GPU0/NIC0 or a slice device name)")
+    raise TopologyError(f"topology {g.graph.get('name', '')}: no device {ref!r} (use GPU0/NIC0 or a slice device name)")
 
 
 def _name(g: nx.Graph, n: str) -> str:
@@ -59,7 +67,7 @@ def devices_under(g: nx.Graph, pcie_root: str) -> list[str]:
             out.append(_name(g, n))
     if not out and pcie_root not in g:
         roots = sorted(n for n, d in g.nodes(data=True) if d.get("kind") == "pcieRoot")
-        raise KeyError(f"no PCIe root {pcie_root!r}; roots: {', '.join(roots)}")
+        raise TopologyError(f"no PCIe root {pcie_root!r}; roots: {', '.join(roots)}")
     return sorted(out, key=_natural)
 
 
