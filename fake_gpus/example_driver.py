@@ -29,6 +29,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from fake_gpus.errors import InputError
+
 GPU_DRIVER = "gpu.example.com"
 NET_DRIVER = "net.example.com"
 CPU_DRIVER = "cpu.example.com"
@@ -187,7 +189,7 @@ def example_device_classes(specs: list[ExampleDriverSpec]) -> list[dict[str, Any
 # ------------------------------------------------------------------ prepare: config and env
 
 
-class ExampleConfigError(ValueError):
+class ExampleConfigError(InputError, ValueError):
     """An opaque config the example driver refuses (message as the driver words it)."""
 
 

@@ -12,6 +12,7 @@ Connection legend (the one nvidia-smi prints):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fake_gpus.catalog.models import GpuSlot, NicSlot, NodeProfile
@@ -28,26 +29,44 @@ def device_label(d: Endpoint) -> str:
     return f"GPU{d.minor}" if isinstance(d, GpuSlot) else f"NIC{d.index}"
 
 
+def topo_code(a: Mapping[str, Any], b: Mapping[str, Any], nvlinks: int = 0) -> str:
+    """The nvidia-smi topo code between two different devices, from plain placement data.
+
+    ``a``/``b``: ``numaNode``, ``pcieRoot`` and ``switchChain`` (the device's PCIe switch and the
+    switches above it, nearest first; empty when the device hangs off the root complex).
+    ``nvlinks``: NVLinks between two GPUs (0: none). The one rule behind this module's matrix and
+    labkit.topology's ``distance``.
+    """
+    if nvlinks:
+        return f"NV{nvlinks}"
+    if a.get("numaNode") != b.get("numaNode"):
+        return "SYS"
+    if a.get("pcieRoot") != b.get("pcieRoot"):
+        return "NODE"
+    chain_a, chain_b = list(a.get("switchChain") or ()), list(b.get("switchChain") or ())
+    if chain_a and chain_b and chain_a[0] == chain_b[0]:
+        return "PIX"
+    if set(chain_a) & set(chain_b):
+        return "PXB"  # through several PCIe switches, without the host bridge
+    return "PHB"
+
+
+def _placement(profile: NodeProfile, d: Endpoint) -> dict[str, Any]:
+    chain = switch_chain(profile, d.pcie_switch) if d.pcie_switch is not None else []
+    return {"numaNode": d.numa_node, "pcieRoot": d.pcie_root, "switchChain": chain}
+
+
 def connection(profile: NodeProfile, a: Endpoint, b: Endpoint) -> str:
     """The nvidia-smi topo code between two devices of one node."""
     if a is b:
         return "X"
+    nvlinks = 0
     if (
         isinstance(a, GpuSlot) and isinstance(b, GpuSlot)
         and a.nvlink_domain is not None and a.nvlink_domain == b.nvlink_domain
     ):
-        return f"NV{profile.nvlink_domain(a.nvlink_domain)['linksPerGpu']}"
-    if a.numa_node != b.numa_node:
-        return "SYS"
-    if a.pcie_root != b.pcie_root:
-        return "NODE"
-    if a.pcie_switch is not None and a.pcie_switch == b.pcie_switch:
-        return "PIX"
-    if a.pcie_switch is not None and b.pcie_switch is not None and (
-        set(switch_chain(profile, a.pcie_switch)) & set(switch_chain(profile, b.pcie_switch))
-    ):
-        return "PXB"
-    return "PHB"
+        nvlinks = profile.nvlink_domain(a.nvlink_domain)["linksPerGpu"]
+    return topo_code(_placement(profile, a), _placement(profile, b), nvlinks)
 
 
 def switch_chain(profile: NodeProfile, switch: str) -> list[str]:

@@ -8,11 +8,12 @@ import pytest
 
 from labkit.allocator import AllocatedState, Allocator, features_for, select_variant
 from labkit.allocator.capacity import CapacityError, check_capacity, consumed_quantities
-from labkit.allocator.constraints import DistinctAttribute, MatchAttribute, lookup_attribute
+from labkit.allocator.constraints import DistinctAttribute, MatchAttribute
 from labkit.allocator.features import Features
 from labkit.allocator.model import CapacityInfo
 from labkit.allocator.nodes import NodeSelectorError, node_matches, selector_matches
 from labkit.allocator.taints import blocking_taint, tolerates
+from labkit.api.attributes import lookup_attribute
 from labkit.api.features import FeatureGateError
 
 GPU = "gpu.nvidia.com"
@@ -92,7 +93,7 @@ def test_invalid_selectors_raise():
     with pytest.raises(NodeSelectorError):
         selector_matches(term({"key": "zone", "operator": "In", "values": []}), NODE)
     with pytest.raises(NodeSelectorError):
-        selector_matches(term(fields=[{"key": "metadata.uid", "operator": "In", "values": ["x"]}]), NODE)
+        selector_matches(term(fields=[{"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}]), NODE)
 
 
 def test_node_matches_precedence():

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from labkit.api.features import (
@@ -9,6 +14,7 @@ from labkit.api.features import (
     LOCKED,
     MATURITY,
     SUPPORTED_VERSIONS,
+    TABLE_PATH,
     FeatureGateError,
     normalize_version,
     parse_feature_gates,
@@ -58,3 +64,32 @@ def test_resolve_gates() -> None:
         resolve_gates("1.37", {"DRAPrioritizedList": False}, strict=True)
     with pytest.raises(FeatureGateError, match="did you mean 'DRAPrioritizedList'"):
         resolve_gates("1.37", {"draprioritizedlist": True})
+
+
+def test_the_table_is_the_shared_json() -> None:
+    doc = json.loads(TABLE_PATH.read_text())
+    assert tuple(doc["versions"]) == SUPPORTED_VERSIONS
+    for gate, by_version in doc["gates"].items():
+        for version, (maturity, default, locked) in by_version.items():
+            assert FEATURE_DEFAULTS[version][gate] is default and MATURITY[version][gate] == maturity
+            assert (gate in LOCKED[version]) is locked
+
+
+ORACLE = Path(os.environ.get("LABKIT_CACHE", Path.home() / ".cache" / "dra-labkit")) / "oracle" / "oracle-0.37"
+CASE = Path(__file__).parent / "data" / "allocator" / "exact-count" / "input.yaml"
+
+
+@pytest.mark.oracle
+@pytest.mark.skipif(not ORACLE.exists(), reason="Go oracle not built (bash tools/build-oracle.sh)")
+def test_oracle_knows_exactly_the_gates_of_each_version() -> None:
+    """The oracle embeds the same JSON: a gate set off is accepted iff the table has it for that
+    version (off, so that no release lacks the allocator field it would need)."""
+    every_gate = sorted({g for gates in FEATURE_DEFAULTS.values() for g in gates})
+    for version in SUPPORTED_VERSIONS:
+        for gate in every_gate:
+            run = subprocess.run([str(ORACLE), "-f", str(CASE), "--node", "node-1", "-o", "json",
+                                  "--kubernetes-version", version, "--feature-gates", f"{gate}=false"],
+                                 capture_output=True, text=True)
+            error = json.loads(run.stdout)["error"] or ""
+            assert ("does not exist in Kubernetes" not in error) is (gate in FEATURE_DEFAULTS[version]), \
+                (version, gate, error)

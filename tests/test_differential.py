@@ -158,7 +158,7 @@ def test_oracle_bad_input(oracle: Path, tmp_path: Path) -> None:
     code, out = _run_oracle(oracle, f, "--node", "node-a", "--feature-gates", "DRADeviceTaintRules=false")
     assert code == 2 and "could not retrieve device class nope" in out["error"]
     code, out = _run_oracle(oracle, f, "--node", "node-a", "--feature-gates", "NoSuchGate=true")
-    assert code == 2 and "unknown gate" in out["error"]
+    assert code == 2 and "feature gate \"NoSuchGate\" does not exist in Kubernetes 1.37" in out["error"]
     code, out = _run_oracle(oracle, tmp_path / "missing.yaml", "--node", "node-a")
     assert code == 2 and "cannot read" in out["error"]
 

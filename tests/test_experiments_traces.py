@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from labkit.cli import main
 from labkit.experiments.alibaba import HEADER, SAMPLE, TraceError, load_alibaba, write_sample
 from labkit.experiments.traces import MIG_MEMORY_GIB, describe, generate, request_mix
 
@@ -144,3 +145,10 @@ def test_unscheduled_and_running_rows(tmp_path):
     assert a.arrival == 0 and b.arrival == 5 and a.gpu_spec == "V100M16|V100M32"
     assert a.gpu_mem_gib == pytest.approx(8.0)
     assert b.duration == 1.0  # runs until the last timestamp in the file (12) - started 12 -> 1 s floor
+
+
+def test_missing_trace_file_is_not_found_exit_3(capsys, tmp_path):
+    assert main(["experiment", "run", "--trace", str(tmp_path / "nope.csv")]) == 3
+    err = capsys.readouterr().err.strip()
+    assert err == (f"labkit experiment: --trace '{tmp_path / 'nope.csv'}': no such file; "
+                   "fix: use synthetic, alibaba-sample or a CSV path")

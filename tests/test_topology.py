@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from fake_gpus.catalog import load_node_profile, node_profiles
-from fake_gpus.topology import topology_matrix
+from fake_gpus.topology import topo_code, topology_matrix
 from labkit.cli import main
+from labkit.errors import NotFoundError
 from labkit.sim.profiles import load_profile
 from labkit.topology import (
     cluster_graph,
@@ -20,6 +21,7 @@ from labkit.topology import (
     layout,
     node_graph,
     nvlink_islands,
+    queries,
     save_png,
     stats,
     topo_matrix,
@@ -52,6 +54,27 @@ def test_t4_is_pcie_only():
     assert not any(d.get("type") == "nvlink" for _, _, d in g.edges(data=True))
 
 
+def _at(numa: int, root: str, *chain: str) -> dict:
+    return {"numaNode": numa, "pcieRoot": root, "switchChain": list(chain)}
+
+
+@pytest.mark.parametrize("a, b, nvlinks, code", [
+    (_at(0, "r0"), _at(1, "r2"), 12, "NV12"),           # NVLink wins over any PCIe path
+    (_at(0, "r0"), _at(1, "r2"), 0, "SYS"),
+    (_at(0, "r0"), _at(0, "r1"), 0, "NODE"),
+    (_at(0, "r0", "sw1"), _at(0, "r0", "sw1"), 0, "PIX"),
+    (_at(0, "r0", "sw1", "sw0"), _at(0, "r0", "sw2", "sw0"), 0, "PXB"),
+    (_at(0, "r0", "sw1"), _at(0, "r0", "sw2"), 0, "PHB"),
+    (_at(0, "r0"), _at(0, "r0", "sw2"), 0, "PHB"),
+])
+def test_topo_code_rule(a, b, nvlinks, code):
+    assert topo_code(a, b, nvlinks) == code == topo_code(b, a, nvlinks)
+
+
+def test_one_topology_rule():
+    assert queries.topo_code is topo_code   # labkit's distance() and the driver's matrix share it
+
+
 @pytest.mark.parametrize("name", node_profiles())
 def test_graph_distance_agrees_with_the_driver_matrix(name):
     profile = load_node_profile(name)
@@ -74,8 +97,9 @@ def test_static_mig_instances_hang_off_their_gpu():
 
 def test_unknown_device_and_root_give_clear_errors():
     g = node_graph("t4-inference")
-    with pytest.raises(KeyError, match="no device 'gpu-9'"):
+    with pytest.raises(KeyError, match="no device 'gpu-9'") as exc:
         distance(g, "gpu-9", "gpu-0")
+    assert isinstance(exc.value, NotFoundError) and str(exc.value).startswith("topology ")
     with pytest.raises(KeyError, match="no PCIe root 'pci9999:00'"):
         devices_under(g, "pci9999:00")
 

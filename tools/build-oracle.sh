@@ -8,6 +8,8 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 src="$here/oracle"
+# the one feature-gate table (labkit/api/features.py reads it too); embedded into the binary
+gates_json="$here/../labkit/api/feature_gates.json"
 out_dir="${LABKIT_CACHE:-$HOME/.cache/dra-labkit}/oracle"
 mkdir -p "$out_dir"
 
@@ -22,7 +24,7 @@ declare -A pins=([0.34]=v0.34.13 [0.35]=v0.35.10 [0.36]=v0.36.6 [0.37]=v0.37.2)
 newer_than_sources() { # $1 binary
   [[ -x "$1" ]] || return 1
   [[ -z "$(find "$src" -type f \( -name '*.go' -o -name 'go.mod' -o -name 'go.sum' \) -newer "$1" -print -quit)" ]] \
-    && [[ "$1" -nt "${BASH_SOURCE[0]}" ]]
+    && [[ "$1" -nt "${BASH_SOURCE[0]}" ]] && [[ "$1" -nt "$gates_json" ]]
 }
 
 build_one() {
@@ -40,13 +42,16 @@ build_one() {
     return 0
   fi
   local start=$SECONDS
+  # Every release builds in a scratch copy: the sources plus the gate table they embed.
+  local work
+  work="$(mktemp -d)"
+  cp "$src"/*.go "$gates_json" "$work"/
   if [[ "$minor" == "0.37" ]]; then
-    (cd "$src" && go build -trimpath -o "$bin.tmp" .)
+    cp "$src"/go.mod "$src"/go.sum "$work"/
+    (cd "$work" && go build -trimpath -o "$bin.tmp" .) || { rm -rf "$work"; return 1; }
+    rm -rf "$work"
   else
-    # Older releases: a scratch copy whose go.mod requires that release.
-    local work
-    work="$(mktemp -d)"
-    cp "$src"/*.go "$work"/
+    # Older releases: a go.mod that requires that release.
     printf 'module github.com/dra-labkit/oracle\n\ngo 1.24\n' >"$work/go.mod"
     (cd "$work" && go get "k8s.io/dynamic-resource-allocation@$full" "sigs.k8s.io/yaml" >"$work/log" 2>&1 \
       && go mod tidy >>"$work/log" 2>&1 && go build -trimpath -tags "dra${minor/./}" -o "$bin.tmp" . >>"$work/log" 2>&1) \

@@ -213,7 +213,7 @@ class Allocator:
                     try:
                         ok = node_matches(node, dev.node_name, dev.all_nodes, dev.node_selector)
                     except NodeSelectorError as exc:
-                        err = ("node", 0, f"failed to parse node selector: {exc}")
+                        err = ("node", 0, str(exc))
                 if ok or err is not None:
                     positions.append(pos)
                     entries.append((pos, dev, err))

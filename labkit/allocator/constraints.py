@@ -7,42 +7,18 @@ as a set: match = non-empty running intersection, distinct = pairwise disjoint.
 
 from __future__ import annotations
 
-__all__ = ["Constraint", "MatchAttribute", "DistinctAttribute", "lookup_attribute", "attribute_set", "scalar_value"]
+from labkit.api.attributes import LIST_KINDS, lookup_attribute, scalar_value
 
-_SCALARS = ("string", "int", "bool", "version")
-_LISTS = (("ints", "int"), ("bools", "bool"), ("strings", "string"), ("versions", "version"))
-
-
-def lookup_attribute(attributes: dict, driver: str, name: str) -> dict | None:
-    """Exact key first; else, when the domain is the device's driver, the bare identifier."""
-    attr = attributes.get(name)
-    if attr is not None:
-        return attr
-    domain, sep, ident = name.partition("/")
-    if not sep or domain != driver:
-        return None
-    return attributes.get(ident)
-
-
-def _scalar(attr: dict) -> tuple[str, object] | None:
-    for kind in _SCALARS:
-        if attr.get(kind) is not None:
-            return kind, attr[kind]
-    return None
-
-
-def scalar_value(attr: dict) -> tuple[str, object] | None:
-    """(kind, value) of a scalar attribute as the constraints compare it; None if not scalar."""
-    return _scalar(attr)
+__all__ = ["Constraint", "MatchAttribute", "DistinctAttribute", "attribute_set"]
 
 
 def attribute_set(attr: dict | None) -> tuple[str, frozenset] | None:
     if attr is None:
         return None
-    for key, kind in _LISTS:
+    for key, kind in LIST_KINDS:
         if attr.get(key):
             return kind, frozenset(attr[key])
-    sc = _scalar(attr)
+    sc = scalar_value(attr)
     if sc is None:
         return None
     return sc[0], frozenset([sc[1]])
@@ -109,7 +85,7 @@ class MatchAttribute(Constraint):
                 return False
             self.stack.append(narrowed)
         else:
-            sc = _scalar(attr)
+            sc = scalar_value(attr)
             if sc is None or (self.reference or {}).get(sc[0]) is None or self.reference[sc[0]] != sc[1]:
                 return False
         self.count += 1
@@ -161,7 +137,7 @@ class DistinctAttribute(Constraint):
                 if old_set is not None and _intersect(new, old_set) is not None:
                     return False
             return True
-        sc = _scalar(attr)
+        sc = scalar_value(attr)
         for old in self.seen:
             if sc is None:
                 return False

@@ -1,4 +1,6 @@
-"""Why a claim did (not) fit on a node, in words and as data.
+"""The claim explanation: why claims did (not) fit on one node, in words and as data.
+
+(The pod-level explanations built on it: ``labkit.cluster.explain`` and ``explain_live``.)
 
 Explanations are gathered in separate passes after the allocation, so they can never change
 its result: first the shortest prefix of the claims that fails is found (by re-running the
@@ -13,13 +15,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from labkit.allocator.capacity import CapacityError, check_capacity
-from labkit.allocator.constraints import lookup_attribute
 from labkit.allocator.errors import AllocationError, device_str, kobj
 from labkit.allocator.nodes import NodeSelectorError, node_matches
 from labkit.allocator.quantities import qparse, qvalue
 from labkit.allocator.requests import RequestData, request_view
 from labkit.allocator.selectors import SelectorCompileError, SelectorRuntimeError
 from labkit.allocator.taints import blocking_taint
+from labkit.api.attributes import lookup_attribute
 from labkit.api.quantity import Quantity
 
 __all__ = ["Explanation", "RequestExplanation", "Rejection", "explain"]

@@ -101,7 +101,8 @@ def select_variant(features: Features) -> str:
 
 @dataclass(frozen=True)
 class VariantProfile:
-    """How one variant of one release behaves (k8s.io/dynamic-resource-allocation v0.34-v0.37)."""
+    """The variant profile: how one variant of one release behaves (k8s.io/dynamic-resource-allocation
+    v0.34-v0.37). Not a cluster, node or MIG profile."""
 
     name: str
     release: int  # Kubernetes minor: 34 .. 37

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
 
-from labkit.allocator.constraints import lookup_attribute, scalar_value
 from labkit.allocator.quantities import qparse, qvalue
+from labkit.api.attributes import lookup_attribute, scalar_value
 
 #: a device without the attribute a constraint names
 MISSING = object()
 
-__all__ = ["MISSING", "CapacityInfo", "DeviceInfo", "SliceInfo", "build_slices", "slice_info", "apply_taint_rules"]
+__all__ = ["MISSING", "CapacityInfo", "DeviceInfo", "SliceInfo", "convert_slices", "slice_info", "apply_taint_rules"]
 
 
 @dataclass(eq=False)
@@ -204,8 +204,10 @@ def _convert(raw: dict, rules: list[dict]) -> SliceInfo:
     )
 
 
-def build_slices(slices: list[dict], taint_rules: list[dict] = ()) -> list[SliceInfo]:
-    """Fresh conversions (no reuse): for callers that want a private copy of the views."""
+def convert_slices(slices: list[dict], taint_rules: list[dict] = ()) -> list[SliceInfo]:
+    """API ResourceSlices -> the allocator's :class:`SliceInfo` views, freshly converted (no reuse),
+    for callers that want a private copy. (Not to be confused with ``fake_gpus.slices.build_slices``,
+    which makes ResourceSlices from node hardware.)"""
     rules = list(taint_rules)
     return [_convert(raw, rules) for raw in slices]
 

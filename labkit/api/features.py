@@ -3,11 +3,15 @@
 ``FEATURE_DEFAULTS[version][gate]`` is the default of ``gate`` in that release; a gate missing
 from a version's table did not exist in that release. ``LOCKED[version]`` holds the gates that
 release locks to their default (setting them the other way makes components refuse to start).
-``MATURITY[version][gate]`` is "alpha", "beta" or "GA". Source: dra-reference.md §2 (the
-versioned feature-gate specs of the Kubernetes sources).
+``MATURITY[version][gate]`` is "alpha", "beta" or "GA". The data is ``feature_gates.json``
+beside this module, the same file the Go oracle embeds (a gate or a version is added there, once).
+Source: dra-reference.md §2 (the versioned feature-gate specs of the Kubernetes sources).
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 from labkit.errors import InputError
 
@@ -17,81 +21,24 @@ __all__ = [
     "MATURITY",
     "SUPPORTED_VERSIONS",
     "DEFAULT_VERSION",
+    "TABLE_PATH",
     "FeatureGateError",
     "normalize_version",
     "parse_feature_gates",
     "resolve_gates",
 ]
 
-SUPPORTED_VERSIONS = ("1.34", "1.35", "1.36", "1.37")
-DEFAULT_VERSION = "1.37"
+#: the one gate table, shared with the Go oracle (tools/build-oracle.sh embeds it there)
+TABLE_PATH = Path(__file__).with_name("feature_gates.json")
+_DATA = json.loads(TABLE_PATH.read_text(encoding="utf-8"))
 
-# (gate, {version: (maturity, default, locked)})
-_A, _B, _G = "alpha", "beta", "GA"
+SUPPORTED_VERSIONS: tuple[str, ...] = tuple(_DATA["versions"])
+DEFAULT_VERSION: str = _DATA["default"]
+
+# {gate: {version: (maturity, default, locked)}}
 _TABLE: dict[str, dict[str, tuple[str, bool, bool]]] = {
-    "DynamicResourceAllocation": {
-        "1.34": (_G, True, False), "1.35": (_G, True, True),
-        "1.36": (_G, True, True), "1.37": (_G, True, True),
-    },
-    "DRAAdminAccess": {
-        "1.34": (_B, True, False), "1.35": (_B, True, False),
-        "1.36": (_G, True, True), "1.37": (_G, True, True),
-    },
-    "DRAResourceClaimDeviceStatus": {
-        "1.34": (_B, True, False), "1.35": (_B, True, False),
-        "1.36": (_B, True, False), "1.37": (_G, True, True),
-    },
-    "DRAPrioritizedList": {
-        "1.34": (_B, True, False), "1.35": (_B, True, False),
-        "1.36": (_G, True, False), "1.37": (_G, True, True),
-    },
-    "DRAPartitionableDevices": {
-        "1.34": (_A, False, False), "1.35": (_A, False, False),
-        "1.36": (_B, True, False), "1.37": (_B, True, False),
-    },
-    "DRADeviceTaints": {
-        "1.34": (_A, False, False), "1.35": (_A, False, False),
-        "1.36": (_B, True, False), "1.37": (_G, True, False),
-    },
-    "DRADeviceTaintRules": {
-        "1.35": (_A, False, False), "1.36": (_B, False, False), "1.37": (_G, True, False),
-    },
-    "DRAConsumableCapacity": {
-        "1.34": (_A, False, False), "1.35": (_A, False, False),
-        "1.36": (_B, True, False), "1.37": (_B, True, False),
-    },
-    "DRADeviceBindingConditions": {
-        "1.34": (_A, False, False), "1.35": (_A, False, False),
-        "1.36": (_B, True, False), "1.37": (_B, True, False),
-    },
-    "DRAExtendedResource": {
-        "1.34": (_A, False, False), "1.35": (_A, False, False),
-        "1.36": (_B, True, False), "1.37": (_G, True, True),
-    },
-    "DRASchedulerFilterTimeout": {
-        "1.34": (_B, True, False), "1.35": (_B, True, False),
-        "1.36": (_B, True, False), "1.37": (_B, True, False),
-    },
-    "DRAListTypeAttributes": {"1.36": (_A, False, False), "1.37": (_A, False, False)},
-    "DRANodeAllocatableResources": {"1.36": (_A, False, False), "1.37": (_A, False, False)},
-    "DRAWorkloadResourceClaims": {"1.36": (_A, False, False), "1.37": (_B, False, False)},
-    "DRAResourcePoolStatus": {"1.36": (_A, False, False), "1.37": (_A, False, False)},
-    "DRAResourceClaimGranularStatusAuthorization": {
-        "1.36": (_B, True, False), "1.37": (_B, True, False),
-    },
-    "ResourceHealthStatus": {
-        "1.34": (_A, False, False), "1.35": (_A, False, False),
-        "1.36": (_B, True, False), "1.37": (_B, True, False),
-    },
-    "KubeletPodResourcesDynamicResources": {
-        "1.34": (_B, True, False), "1.35": (_B, True, False),
-        "1.36": (_G, True, False), "1.37": (_G, True, False),
-    },
-    "DRAFractionalCapacityRange": {"1.37": (_B, True, False)},
-    "DRAPartitionableDevicesType": {"1.37": (_A, False, False)},
-    "DRAOptionalNodeOperations": {"1.37": (_A, False, False)},
-    "DRADerivedAttributes": {"1.37": (_A, False, False)},
-    "DRADeviceCompatibilityGroups": {"1.37": (_A, False, False)},
+    gate: {v: (m, bool(d), bool(locked)) for v, (m, d, locked) in specs.items()}
+    for gate, specs in _DATA["gates"].items()
 }
 
 FEATURE_DEFAULTS: dict[str, dict[str, bool]] = {

@@ -1,4 +1,14 @@
-"""Plain-text answers to "why is this pod where it is / why is it Pending?"."""
+"""The pod explanation's text: "why is this pod where it is / why is it Pending?".
+
+"explain" in LabKit means one of three layers, each with one home:
+
+- claim explanation (``labkit.allocator.explain``): why claims did (not) fit on ONE node, as data
+  (``Explanation``: rejected devices per rule) — ``Outcome.explanation``, ``labkit allocate --explain``;
+- pod explanation text (this module): a sim scheduling attempt (every node's filter verdict and
+  claim explanation) plus the pod's claims, as the text of ``Cluster.explain(pod)``;
+- live pod explanation (``labkit.cluster.explain_live``): a real cluster restored into a sim,
+  that sim's pod explanation text, then what kube-scheduler said — ``labkit explain pod``.
+"""
 
 from __future__ import annotations
 
@@ -88,7 +98,8 @@ def _per_node_lines(explanations: dict[str, Any], said: str) -> list[str]:
     return out
 
 
-def explain_pod(pod: dict, attempt: Any, agent_problem: str | None, get_claim: Callable[[str], dict | None]) -> str:
+def format_pod_explanation(pod: dict, attempt: Any, agent_problem: str | None,
+                           get_claim: Callable[[str], dict | None]) -> str:
     m = pod.get("metadata") or {}
     who = f"Pod {m.get('namespace', 'default')}/{m.get('name', '')}"
     phase = (pod.get("status") or {}).get("phase", "Pending")

@@ -1,4 +1,5 @@
-"""`explain(pod)` for every backend that talks to a real API server (local, kind, kubeconfig).
+"""The live pod explanation: `explain(pod)` for every backend that talks to a real API server
+(local, kind, kubeconfig).
 
 The live cluster's Nodes, DeviceClasses, ResourceSlices, claims, templates, pods and taint rules are
 read once and restored into a throwaway sim (`labkit.sim`, bound pods and allocations kept as they
@@ -16,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from labkit.cluster.base import ClusterError
-from labkit.cluster.explain import explain_pod as format_explanation
+from labkit.cluster.explain import format_pod_explanation
 from labkit.cluster.snapshot import cluster_state
 
 #: events shown under the explanation
@@ -101,7 +102,7 @@ def explain_pod(cluster: Any, pod: str, namespace: str = "default", *, kubernete
                 "retried it yet (it retries after a backoff of up to 5 minutes, or at once when a node, slice or "
                 "claim changes).")
     else:
-        text = format_explanation(spod, attempt, None,
+        text = format_pod_explanation(spod, attempt, None,
                                   lambda name: sim.store.get("ResourceClaim", name, namespace))
     lines = [text, *_scheduler_lines(live, cluster.events()), *extra]
     return "\n".join(lines)

@@ -10,6 +10,8 @@ import html
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 
+from labkit.api.attributes import lookup_attribute, plain_value
+
 COLUMNS = ("pod", "namespace", "claim", "request", "node", "driver", "pool", "device", "profile", "shareID")
 
 
@@ -82,12 +84,10 @@ def _device_attrs(slices: Iterable[dict]) -> dict[tuple[str, str, str], dict]:
     return out
 
 
-def _profile(attrs: dict) -> str:
-    for key in ("profile", "gpu.nvidia.com/profile"):
-        v = attrs.get(key)
-        if isinstance(v, dict) and "string" in v:
-            return str(v["string"])
-    return ""
+def _mig_profile(attrs: dict) -> str:
+    """The MIG profile attribute NVIDIA's driver publishes ("1g.10gb"), or ""."""
+    value = plain_value(lookup_attribute(attrs, "gpu.nvidia.com", "gpu.nvidia.com/profile"))
+    return value if isinstance(value, str) else ""
 
 
 def build_placements(pods: Iterable[dict], claims: Iterable[dict], slices: Iterable[dict] = ()) -> PlacementTable:
@@ -120,7 +120,7 @@ def build_placements(pods: Iterable[dict], claims: Iterable[dict], slices: Itera
                         driver=key[0],
                         pool=key[1],
                         device=key[2],
-                        profile=_profile(attrs.get(key, {})),
+                        profile=_mig_profile(attrs.get(key, {})),
                         shareID=r.get("shareID", "") or "",
                     )
                 )

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.cluster.base import Cluster, ClusterError, NotFound, Source, register_backend
-from labkit.cluster.explain import explain_pod
+from labkit.cluster.explain import format_pod_explanation
 from labkit.cluster.placements import PlacementTable, build_placements
 from labkit.sim.engine import Sim, SimError
 from labkit.sim.kinds import canonical_kind
@@ -169,7 +169,7 @@ class SimCluster(Cluster):
         obj = self.get("Pod", pod, namespace)
         s = self._sim
         uid = obj["metadata"]["uid"]
-        return explain_pod(obj, s.scheduler.attempts.get(uid), s.agent.problems.get(uid),
+        return format_pod_explanation(obj, s.scheduler.attempts.get(uid), s.agent.problems.get(uid),
                            lambda name: s.store.get("ResourceClaim", name, namespace))
 
     def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:

@@ -14,6 +14,7 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from labkit.api.attributes import plain_value
 from labkit.api.quantity import parse_quantity
 from labkit.errors import LabkitError
 
@@ -176,13 +177,7 @@ def _devices(slices: Iterable[dict]) -> dict[tuple[str, str, str], dict]:
 
 
 def _attr(device: dict, name: str) -> Any:
-    v = device.get("attributes", {}).get(name)
-    if v is None:
-        return None
-    for kind in ("string", "int", "bool", "version"):
-        if kind in v:
-            return v[kind]
-    return None
+    return plain_value((device.get("attributes") or {}).get(name))
 
 
 def _run_on_sim(objs: list[dict], profile: str) -> Any:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from labkit.api.attributes import plain_attributes
+
 HIDDEN_ENV = ("FAKE_DRA_CLAIM", "FAKE_DRA_CLAIM_UID")
 
 
@@ -44,13 +46,6 @@ def show_env(env: Mapping[str, str], prefixes: Sequence[str] = ("NVIDIA_VISIBLE_
     return "\n".join(f"{k}={env[k]}" for k in keys) if keys else "(no device variables)"
 
 
-def _value(v: Mapping[str, Any]) -> str:
-    for kind in ("string", "int", "bool", "version"):
-        if kind in v:
-            return str(v[kind])
-    return ""
-
-
 def device_table(slices: Iterable[dict], node: str, driver: str | None = None) -> str:
     """Devices one node publishes: name, type, product / profile, memory, PCIe root."""
     rows = []
@@ -59,8 +54,8 @@ def device_table(slices: Iterable[dict], node: str, driver: str | None = None) -
         if spec.get("nodeName") != node or (driver and spec.get("driver") != driver):
             continue
         for d in spec.get("devices", []):
-            attrs = {k.split("/")[-1] if k.startswith(spec["driver"]) else k: _value(v)
-                     for k, v in d.get("attributes", {}).items()}
+            attrs = {k.split("/")[-1] if k.startswith(spec["driver"]) else k: "" if v is None else str(v)
+                     for k, v in plain_attributes(d).items()}
             mem = d.get("capacity", {}).get("memory", {}).get("value", "")
             rows.append((d["name"], attrs.get("type", ""), attrs.get("profile") or attrs.get("productName", ""),
                          mem, attrs.get("resource.kubernetes.io/pcieRoot", "")))

@@ -10,6 +10,8 @@ import math
 import sys
 from pathlib import Path
 
+from labkit.errors import NotFoundError
+
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
 
@@ -59,7 +61,7 @@ def load_trace(spec: str, *, seed: int, pods: int, rate: float, gpu_mem_gib: flo
     if spec == "alibaba-sample":
         return load_alibaba(SAMPLE, gpu_mem_gib=gpu_mem_gib), "alibaba-sample"
     if not Path(spec).exists():
-        raise ValueError(f"--trace {spec!r}: no such file; use synthetic, alibaba-sample or a CSV path")
+        raise NotFoundError(f"--trace {spec!r}: no such file", fix="use synthetic, alibaba-sample or a CSV path")
     return load_alibaba(spec, gpu_mem_gib=gpu_mem_gib), spec
 
 

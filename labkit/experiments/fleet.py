@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from labkit.api.attributes import plain_value
 from labkit.api.quantity import parse_quantity
 from labkit.sim.profiles import ClusterProfile, load_profile
 
@@ -104,16 +105,16 @@ def node_kind(node_profile: str, mig_mode: str | None, kubernetes_version: str =
     profiles: dict[str, tuple[str, float, int]] = {}
     for d in devs:
         attrs = d.get("attributes") or {}
-        typ = (attrs.get("type") or {}).get("string")
+        typ = plain_value(attrs.get("type"))
         mem = _gib(((d.get("capacity") or {}).get("memory") or {}).get("value", "0"))
-        nv = (attrs.get(NVLINK_ATTR) or {}).get("string", "")
+        nv = plain_value(attrs.get(NVLINK_ATTR)) or ""
         if typ == "gpu":
             devices[d["name"]] = DeviceInfo(d["name"], d["name"], mem, 1.0)
             g = gpus.setdefault(d["name"], {"mem": mem, "nvlink": nv, "whole": True, "static": [], "dyn": False})
             g.update(mem=mem, whole=True)
         elif typ == "mig":
             parent = d["name"].split("-mig-", 1)[0]
-            prof = (attrs.get("profile") or {}).get("string", "")
+            prof = plain_value(attrs.get("profile")) or ""
             m = _MIG_G.match(prof)
             gslices = int(m.group(1)) if m else 1
             info = DeviceInfo(d["name"], parent, mem, gslices / 7, prof)

@@ -11,43 +11,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from labkit.sim.selectors import node_selector_matches
+from labkit.allocator import AllocatedState, Allocator, features_for
+from labkit.allocator.nodes import NodeSelectorError, selector_matches
+from labkit.api.features import FEATURE_DEFAULTS, normalize_version
 from labkit.sim.store import Store
-
-
-class _AllocatorAPI:
-    """labkit.allocator's public names (falls back to its submodules while the package
-    __init__ does not export them yet)."""
-
-    def __init__(self) -> None:
-        import labkit.allocator as pkg
-
-        if hasattr(pkg, "Allocator"):
-            self.Allocator, self.AllocatedState, self.features_for = pkg.Allocator, pkg.AllocatedState, pkg.features_for
-        else:  # pragma: no cover - depends on the allocator package state
-            from labkit.allocator.allocator import Allocator
-            from labkit.allocator.features import features_for
-            from labkit.allocator.state import AllocatedState
-
-            self.Allocator, self.AllocatedState, self.features_for = Allocator, AllocatedState, features_for
-
-
-_API: _AllocatorAPI | None = None
-
-
-def allocator_module() -> _AllocatorAPI:
-    global _API
-    if _API is None:
-        _API = _AllocatorAPI()
-    return _API
 
 
 def split_gates(version: str, gates: dict[str, bool]) -> tuple[dict[str, bool], dict[str, bool]]:
     """(allocator/DRA gates known to labkit.api.features, all other gates)."""
-    from labkit.api.features import FEATURE_DEFAULTS, normalize_version
-
     known = FEATURE_DEFAULTS[normalize_version(version)]
     return ({k: v for k, v in gates.items() if k in known}, {k: v for k, v in gates.items() if k not in known})
+
+
+def _may_serve(slice_: dict, node: dict) -> bool:
+    """Can a slice without nodeName serve this node? A selector Kubernetes cannot parse counts as
+    yes: the allocator then reports "failed to parse node selector", as kube-scheduler does."""
+    spec = slice_.get("spec") or {}
+    selector = spec.get("nodeSelector")
+    if spec.get("allNodes") or selector is None:
+        return True
+    try:
+        return selector_matches(selector, node)
+    except NodeSelectorError:
+        return True
 
 
 class DraState:
@@ -56,9 +42,8 @@ class DraState:
         self.kubernetes_version = kubernetes_version
         self.gates = gates
         self.cel_engine = cel_engine
-        mod = allocator_module()
-        self.features = mod.features_for(kubernetes_version, gates)
-        self.allocated = mod.AllocatedState(consumable_capacity=self.features.ConsumableCapacity)
+        self.features = features_for(kubernetes_version, gates)
+        self.allocated = AllocatedState(consumable_capacity=self.features.ConsumableCapacity)
         self._allocators: dict[str, Any] = {}
         self._slices: dict[str, list[dict]] | None = None
         self._cluster_wide: list[dict] = []
@@ -84,8 +69,7 @@ class DraState:
     def slices_for(self, node: dict) -> list[dict]:
         name = node["metadata"]["name"]
         own = self._index().get(name, [])
-        wide = [s for s in self._cluster_wide
-                if (s.get("spec") or {}).get("allNodes") or node_selector_matches(node, (s.get("spec") or {}).get("nodeSelector"))]
+        wide = [s for s in self._cluster_wide if _may_serve(s, node)]
         return own + wide
 
     def has_cluster_wide_slices(self) -> bool:
@@ -100,8 +84,7 @@ class DraState:
         name = node["metadata"]["name"]
         alloc = self._allocators.get(name)
         if alloc is None:
-            mod = allocator_module()
-            alloc = mod.Allocator(
+            alloc = Allocator(
                 self.features,
                 self.store.list("DeviceClass"),
                 self.slices_for(node),

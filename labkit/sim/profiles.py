@@ -1,6 +1,7 @@
 """Cluster profiles: which nodes a cluster has and what hardware each one carries.
 
-A profile is YAML, `<name>.yaml` in a profile directory::
+A cluster profile (not a node profile, which is one machine's hardware in fake_gpus, nor a MIG
+profile) is YAML, `<name>.yaml` in a profile directory::
 
     name: workshop
     description: one DGX A100 and two T4 inference nodes

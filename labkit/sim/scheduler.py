@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from labkit.allocator.nodes import node_selector_matches, pod_matches_node_affinity
+from labkit.allocator.taints import untolerated_taint
 from labkit.sim import podgroups
 from labkit.sim.dra import DraState
 from labkit.sim.events import EventRecorder
@@ -61,7 +63,6 @@ from labkit.sim.scoring import (
     prioritized_list_scoring,
     total_scores,
 )
-from labkit.sim.selectors import node_selector_matches, pod_matches_node_affinity, untolerated_taint
 from labkit.sim.store import Store, copy_of, evolve
 
 COMPONENT = "default-scheduler"

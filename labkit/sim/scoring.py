@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from labkit.allocator.nodes import term_matches
+from labkit.allocator.taints import tolerates
 from labkit.sim.resources import container_requests
-from labkit.sim.selectors import node_selector_term_matches, tolerates
 
 __all__ = ["SCORE_ALL_BELOW", "Candidate", "best", "nonzero_requests", "prioritized_list_scoring", "total_scores"]
 
@@ -123,7 +124,7 @@ def _preferred_affinity(pod: dict, node: dict) -> int:
     terms = ((((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {})
              .get("preferredDuringSchedulingIgnoredDuringExecution") or [])
     return sum(int(t.get("weight") or 0) for t in terms
-               if node_selector_term_matches(node, t.get("preference") or {}))
+               if term_matches(t.get("preference") or {}, node))
 
 
 def prioritized_list(claims: list[dict], allocations: list[dict]) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from labkit.errors import InputError
 from labkit.sim.profiles import ClusterProfile, NodeSpec
 
 #: the kinds a state dump holds, with the apiVersion labkit reads them in (restore order)
@@ -30,7 +31,7 @@ STATE_KINDS: dict[str, str] = {
 IGNORED_KINDS = frozenset({"Event"})
 
 
-class StateError(ValueError):
+class StateError(InputError, ValueError):
     """A dump that cannot be used; one line naming the object and the fix."""
 
 

@@ -9,10 +9,10 @@ claim controller then frees their devices and workload controllers make replacem
 
 from __future__ import annotations
 
+from labkit.allocator.taints import tolerates
 from labkit.sim.clock import parse_timestamp
 from labkit.sim.events import EventRecorder
 from labkit.sim.podutil import is_deleting, is_finished, meta
-from labkit.sim.selectors import tolerates
 from labkit.sim.store import Store, evolve
 
 COMPONENT = "device-taint-eviction-controller"

@@ -5,8 +5,9 @@
     nvlink_islands(g); distance(g, "gpu-0", "nic-0"); draw_node(g)
 """
 
+from labkit.api.attributes import plain_attributes
 from labkit.topology.draw import draw_node, layout, save_png
-from labkit.topology.graph import cluster_graph, node_graph, plain_attributes
+from labkit.topology.graph import cluster_graph, node_graph
 from labkit.topology.queries import devices_under, distance, gpus, nvlink_islands, stats, topo_matrix
 
 __all__ = [

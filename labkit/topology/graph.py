@@ -15,21 +15,12 @@ from typing import Any
 
 import networkx as nx
 
+from labkit.api.attributes import plain_attributes
+
 #: the tier of each node kind in the drawing, top to bottom
 TIERS = {"socket": 0, "pcieRoot": 1, "pcieSwitch": 2, "gpu": 3, "nic": 3, "dpu": 3, "mig": 4, "nvswitchFabric": 5}
 
 PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
-
-
-def plain_attributes(device: dict[str, Any]) -> dict[str, Any]:
-    """ResourceSlice attribute values without their type wrapper ({"int": 3} -> 3)."""
-    out: dict[str, Any] = {}
-    for name, value in (device.get("attributes") or {}).items():
-        if isinstance(value, dict) and len(value) == 1:
-            out[name] = next(iter(value.values()))
-        else:
-            out[name] = value
-    return out
 
 
 def plain_capacity(device: dict[str, Any]) -> dict[str, str]:

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import networkx as nx
 
+from fake_gpus.topology import topo_code
+from labkit.errors import NotFoundError
+
 DEVICE_KINDS = ("gpu", "nic", "dpu")
+
+
+class TopologyError(NotFoundError, KeyError):
+    """A device or PCIe root the topology does not have (a KeyError, as before, with exit code 3)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
 
 
 def _resolve(g: nx.Graph, ref: str) -> str:
@@ -14,7 +24,7 @@ def _resolve(g: nx.Graph, ref: str) -> str:
     for n, data in g.nodes(data=True):
         if data.get("device") == ref:
             return n
-    raise KeyError(f"topology {g.graph.get('name', '')}: no device {ref!r} (use GPU0/NIC0 or a slice device name)")
+    raise TopologyError(f"topology {g.graph.get('name', '')}: no device {ref!r} (use GPU0/NIC0 or a slice device name)")
 
 
 def _name(g: nx.Graph, n: str) -> str:
@@ -57,34 +67,29 @@ def devices_under(g: nx.Graph, pcie_root: str) -> list[str]:
             out.append(_name(g, n))
     if not out and pcie_root not in g:
         roots = sorted(n for n, d in g.nodes(data=True) if d.get("kind") == "pcieRoot")
-        raise KeyError(f"no PCIe root {pcie_root!r}; roots: {', '.join(roots)}")
+        raise TopologyError(f"no PCIe root {pcie_root!r}; roots: {', '.join(roots)}")
     return sorted(out, key=_natural)
 
 
 def distance(g: nx.Graph, a: str, b: str) -> str:
-    """The `nvidia-smi topo -m` code between two devices: X, NV<n>, PIX, PHB, NODE or SYS.
+    """The `nvidia-smi topo -m` code between two devices: X, NV<n>, PIX, PXB, PHB, NODE or SYS.
 
-    MIG instances are answered for their parent GPU.
+    MIG instances are answered for their parent GPU. The rule is fake_gpus.topology.topo_code,
+    the one the fake driver's own matrix uses.
     """
     na, nb = (_host(g, _resolve(g, x)) for x in (a, b))
     if na == nb:
         return "X"
-    da, db = g.nodes[na], g.nodes[nb]
-    if da.get("kind") == "gpu" and db.get("kind") == "gpu":
-        links = _nvlink_links(g, na, nb)
-        if links:
-            return f"NV{links}"
-    if da.get("numaNode") != db.get("numaNode"):
-        return "SYS"
-    if da.get("pcieRoot") != db.get("pcieRoot"):
-        return "NODE"
-    if da.get("pcieSwitch") and da.get("pcieSwitch") == db.get("pcieSwitch"):
-        return "PIX"
-    if da.get("pcieSwitch") and db.get("pcieSwitch") and (
-        set(switch_chain(g, da["pcieSwitch"])) & set(switch_chain(g, db["pcieSwitch"]))
-    ):
-        return "PXB"  # through several PCIe switches, without the host bridge
-    return "PHB"
+    nvlinks = 0
+    if g.nodes[na].get("kind") == "gpu" and g.nodes[nb].get("kind") == "gpu":
+        nvlinks = _nvlink_links(g, na, nb)
+    return topo_code(_placement(g, na), _placement(g, nb), nvlinks)
+
+
+def _placement(g: nx.Graph, n: str) -> dict[str, object]:
+    d = g.nodes[n]
+    chain = switch_chain(g, d["pcieSwitch"]) if d.get("pcieSwitch") else []
+    return {"numaNode": d.get("numaNode"), "pcieRoot": d.get("pcieRoot"), "switchChain": chain}
 
 
 def switch_chain(g: nx.Graph, switch: str) -> list[str]:

@@ -14,9 +14,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from labkit.api.attributes import plain_attributes
 from labkit.cel import compile_selector
 from labkit.cel.slices import DeviceMatch, evaluate_slices
-from labkit.topology.graph import plain_attributes, plain_capacity
+from labkit.topology.graph import plain_capacity
 
 OPERATORS = ("==", "!=", ">=", ">", "<=", "<", "matches", "in")
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	_ "embed"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"sort"
@@ -9,17 +11,39 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 )
 
-// gateDefaults holds the defaults of the gates the allocator (or the oracle's
-// taint-rule merge) looks at, per Kubernetes minor version.
-var gateDefaults = map[string]map[string]bool{
-	"1.34": {"DRAAdminAccess": true, "DRAResourceClaimDeviceStatus": true, "DRAPrioritizedList": true},
-	"1.35": {"DRAAdminAccess": true, "DRAResourceClaimDeviceStatus": true, "DRAPrioritizedList": true},
-	"1.36": {"DRAAdminAccess": true, "DRAResourceClaimDeviceStatus": true, "DRAPrioritizedList": true,
-		"DRAPartitionableDevices": true, "DRADeviceTaints": true, "DRAConsumableCapacity": true,
-		"DRADeviceBindingConditions": true},
-	"1.37": {"DRAAdminAccess": true, "DRAResourceClaimDeviceStatus": true, "DRAPrioritizedList": true,
-		"DRAPartitionableDevices": true, "DRADeviceTaints": true, "DRADeviceTaintRules": true,
-		"DRAConsumableCapacity": true, "DRADeviceBindingConditions": true, "DRAFractionalCapacityRange": true},
+// feature_gates.json is labkit/api/feature_gates.json, copied beside this file by
+// tools/build-oracle.sh: one gate table for labkit and the oracle. Each gate maps a
+// Kubernetes minor version to [maturity, default, locked]; a gate missing from a
+// version did not exist in that release.
+//
+//go:embed feature_gates.json
+var gateTableJSON []byte
+
+// gateDefaults holds the default of every gate per Kubernetes minor version.
+var gateDefaults = loadGateDefaults(gateTableJSON)
+
+func loadGateDefaults(data []byte) map[string]map[string]bool {
+	var table struct {
+		Versions []string                                `json:"versions"`
+		Gates    map[string]map[string][]json.RawMessage `json:"gates"`
+	}
+	if err := json.Unmarshal(data, &table); err != nil {
+		panic(fmt.Sprintf("feature_gates.json: %v", err))
+	}
+	out := map[string]map[string]bool{}
+	for _, v := range table.Versions {
+		out[v] = map[string]bool{}
+	}
+	for gate, byVersion := range table.Gates {
+		for v, entry := range byVersion {
+			var on bool
+			if _, ok := out[v]; !ok || len(entry) != 3 || json.Unmarshal(entry[1], &on) != nil {
+				panic(fmt.Sprintf("feature_gates.json: gate %s, version %s: want a listed version and [maturity, default, locked]", gate, v))
+			}
+			out[v][gate] = on
+		}
+	}
+	return out
 }
 
 // gateToField maps a feature gate to the structured.Features field it drives.
@@ -35,15 +59,6 @@ var gateToField = map[string]string{
 	"DRAOptionalNodeOperations":    "OptionalNodeOperations",
 	"DRADerivedAttributes":         "DerivedAttributes",
 	"DRADeviceCompatibilityGroups": "CompatibilityGroups",
-}
-
-// otherGates are accepted but do not change the allocator.
-var otherGates = map[string]bool{
-	"DynamicResourceAllocation": true, "DRAResourceClaimDeviceStatus": true, "DRADeviceBindingConditions": true,
-	"DRADeviceTaintRules": true, "DRAExtendedResource": true, "DRASchedulerFilterTimeout": true,
-	"DRANodeAllocatableResources": true, "DRAWorkloadResourceClaims": true, "DRAResourcePoolStatus": true,
-	"DRAResourceClaimGranularStatusAuthorization": true, "ResourceHealthStatus": true,
-	"KubeletPodResourcesDynamicResources": true, "DRAPartitionableDevicesType": true,
 }
 
 func normalizeVersion(v string) (string, error) {
@@ -63,15 +78,16 @@ func normalizeVersion(v string) (string, error) {
 	return v, nil
 }
 
-// resolveGates returns the effective gates: version defaults plus overrides.
+// resolveGates returns the effective gates: version defaults plus overrides (gates
+// of that version only, like labkit.api.features.resolve_gates).
 func resolveGates(version string, overrides map[string]bool) (map[string]bool, error) {
 	gates := map[string]bool{}
 	for k, v := range gateDefaults[version] {
 		gates[k] = v
 	}
 	for k, v := range overrides {
-		if _, ok := gateToField[k]; !ok && !otherGates[k] {
-			return nil, fmt.Errorf("--feature-gates: unknown gate %q", k)
+		if _, ok := gateDefaults[version][k]; !ok {
+			return nil, fmt.Errorf("--feature-gates: feature gate %q does not exist in Kubernetes %s", k, version)
 		}
 		gates[k] = v
 	}
