@@ -76,3 +76,26 @@ def test_importlib_loading_of_our_modules_fails_lint(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert result.stdout.startswith("labkit/sim/clock.py:")
     assert "importlib loads labkit.cluster; import it" in result.stdout
+
+
+def test_user_mistakes_through_the_python_api_raise_labkit_errors():
+    """Mistakes a notebook user can make through the Python API raise the kit's error kinds (one
+    root, a message that says the fix), still catchable as the built-in they replace."""
+    from fake_gpus.catalog import load_node_profile
+    from fake_gpus.errors import FakeGpusError
+    from labkit.api import dump
+    from labkit.errors import InputError, NotFoundError
+    from labkit.sim.clock import Clock
+    from labkit.widgets.logic import class_expressions
+
+    with pytest.raises(InputError, match="fix: pass 0 or more") as e1:
+        Clock().advance(-5)
+    assert isinstance(e1.value, ValueError)
+    with pytest.raises(InputError, match="fix: use 'yaml' or 'json'"):
+        dump({"kind": "Pod"}, "toml")
+    with pytest.raises(NotFoundError, match="fix: use one of gpu.nvidia.com") as e2:
+        class_expressions([{"metadata": {"name": "gpu.nvidia.com"}, "spec": {}}], "gpu.example.com")
+    assert isinstance(e2.value, KeyError) and not str(e2.value).startswith("'")
+    a100 = load_node_profile("dgx-a100").gpus[0].model
+    with pytest.raises(FakeGpusError, match="unknown MIG profile '9g.1gb'; fix: use one of 1g.10gb"):
+        a100.mig_profile("9g.1gb")

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from fake_gpus.errors import InputError
+
 MIB = 1 << 20
 
 # capacity name (NVIDIA's camelCase) -> attribute of MigProfile/GpuModel holding the value
@@ -21,6 +23,13 @@ CAPACITY_FIELDS: tuple[tuple[str, str], ...] = (
     ("jpegEngines", "jpeg_engines"),
     ("ofaEngines", "ofa_engines"),
 )
+
+
+class CatalogLookupError(InputError, KeyError):
+    """A MIG profile, GPU or NVLink domain a model or node profile does not have."""
+
+    def __str__(self) -> str:  # the message, not KeyError's quoted repr
+        return str(self.args[0]) if self.args else ""
 
 
 @dataclass(frozen=True)
@@ -98,7 +107,7 @@ class GpuModel:
             if p.name == name:
                 return p
         known = ", ".join(p.name for p in self.mig_profiles) or "none (no MIG support)"
-        raise KeyError(f"GPU model {self.name}: unknown MIG profile {name!r} (known: {known})")
+        raise CatalogLookupError(f"GPU model {self.name}: unknown MIG profile {name!r}; fix: use one of {known}")
 
     def mig_max_capacities(self) -> dict[str, int]:
         """Per-dimension maximum over all MIG profiles (what NVIDIA's DynamicMIG mode publishes
@@ -184,13 +193,13 @@ class NodeProfile:
         for g in self.gpus:
             if g.minor == minor:
                 return g
-        raise KeyError(f"NodeProfile/{self.name}: no GPU with minor {minor}")
+        raise CatalogLookupError(f"NodeProfile/{self.name}: no GPU with minor {minor}")
 
     def nvlink_domain(self, domain_id: str) -> dict[str, Any]:
         for d in self.nvlink_domains:
             if d["id"] == domain_id:
                 return d
-        raise KeyError(f"NodeProfile/{self.name}: no NVLink domain {domain_id!r}")
+        raise CatalogLookupError(f"NodeProfile/{self.name}: no NVLink domain {domain_id!r}")
 
     def topology(self) -> dict[str, Any]:
         """Plain-data structure: sockets, roots, switches, NVLink domains, devices, links."""

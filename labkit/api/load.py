@@ -523,4 +523,4 @@ def dump(objs: dict | Iterable[dict], fmt: str = "yaml") -> str:
     if fmt == "yaml":
         return yaml.dump_all(items, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
                              allow_unicode=True, explicit_start=len(items) > 1, width=10**6)
-    raise ValueError(f"unknown output format {fmt!r}; use 'yaml' or 'json'")
+    raise LoadError(f"unknown output format {fmt!r}; fix: use 'yaml' or 'json'")

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from fake_gpus.plugin import cdi as fake_gpus_cdi
+from labkit.errors import NotFoundError
 from labkit.sim.clock import parse_timestamp
 from labkit.sim.dra import DraState
 from labkit.sim.events import EventRecorder
@@ -43,6 +44,14 @@ def reserved_for_pod(claim: dict, pod: dict) -> bool:
         if group and ref.get("resource") == "podgroups" and ref.get("name") == group:
             return True
     return False
+
+
+class UnknownContainer(NotFoundError, KeyError):
+    """pod_env() asked for a container the pod does not have."""
+
+    def __str__(self) -> str:  # the message, not KeyError's quoted repr
+        return str(self.args[0]) if self.args else ""
+
 
 
 class NodeAgent:
@@ -210,7 +219,7 @@ class NodeAgent:
         per = self.env.get(uid, {})
         if container is not None:
             if per and container not in per:
-                raise KeyError(f"no container {container!r} (containers: {', '.join(per)})")
+                raise UnknownContainer(f"no container {container!r} in this pod; fix: use one of {', '.join(per)}")
             return dict(per.get(container, {}))
         merged: dict[str, str] = {}
         for env in per.values():

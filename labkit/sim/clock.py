@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from labkit.errors import InputError
+
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class ClockError(InputError, ValueError):
+    """Time asked to move backwards."""
 
 
 class Clock:
@@ -13,7 +19,7 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         if seconds < 0:
-            raise ValueError("time only moves forward: seconds must be >= 0")
+            raise ClockError(f"time only moves forward: advance({seconds}) needs seconds >= 0; fix: pass 0 or more")
         self.seconds += seconds
 
     def timestamp(self) -> str:

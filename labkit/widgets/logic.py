@@ -17,7 +17,20 @@ from typing import Any
 from labkit.api.attributes import plain_attributes
 from labkit.cel import compile_selector
 from labkit.cel.slices import DeviceMatch, evaluate_slices
+from labkit.errors import InputError, NotFoundError
 from labkit.topology.graph import plain_capacity
+
+
+class FilterError(InputError, ValueError):
+    """A filter row the widget cannot turn into CEL."""
+
+
+class DeviceClassNotFound(NotFoundError, KeyError):
+    """A DeviceClass name that is not in the cluster."""
+
+    def __str__(self) -> str:  # the message, not KeyError's quoted repr
+        return str(self.args[0]) if self.args else ""
+
 
 OPERATORS = ("==", "!=", ">=", ">", "<=", "<", "matches", "in")
 
@@ -103,7 +116,7 @@ def selector_for(f: Filter, driver: str = "gpu.nvidia.com", capacity_names: Iter
         literal, kind = f'quantity("{f.value.strip()}")', "quantity"
     base = f'device.{"capacity" if is_capacity else "attributes"}["{domain}"].{ident}'
     if f.op not in OPERATORS:
-        raise ValueError(f"filter {f.describe()!r}: operator must be one of {', '.join(OPERATORS)}")
+        raise FilterError(f"filter {f.describe()!r}: unknown operator {f.op!r}; fix: use one of {', '.join(OPERATORS)}")
     if f.op == "matches":
         return f"{base}.matches({json.dumps(f.value.strip())})"
     if f.op == "in":
@@ -185,7 +198,7 @@ def class_expressions(classes: Iterable[dict], name: str) -> list[str]:
         if c["metadata"]["name"] == name:
             return [s["cel"]["expression"] for s in c.get("spec", {}).get("selectors") or [] if "cel" in s]
     known = ", ".join(sorted(c["metadata"]["name"] for c in classes))
-    raise KeyError(f"DeviceClass {name!r} not found (classes: {known})")
+    raise DeviceClassNotFound(f"DeviceClass {name!r} not found; fix: use one of {known}")
 
 
 def preview(claim: dict[str, Any], classes: list[dict], slices: list[dict]) -> dict[str, tuple[int, int]]:
