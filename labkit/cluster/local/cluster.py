@@ -23,7 +23,7 @@ from labkit.api.features import FeatureGateError, resolve_gates
 from labkit.cluster import runstate
 from labkit.cluster.base import Cluster, ClusterError, NotFound, Source
 from labkit.cluster.explain_live import explain_pod
-from labkit.cluster.local import binaries, controlplane, nodes, pki, serve
+from labkit.cluster.local import binaries, controlplane, nodes, pki
 from labkit.cluster.local.agent import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION, NodeAgent
 from labkit.cluster.local.binaries import Binaries, BinariesMissing
 from labkit.cluster.local.kube import ApiError, Kube
@@ -101,6 +101,9 @@ class LocalCluster(Cluster):
             raise ClusterError("local cluster: already up; call down() before up() again")
         prof = load_profile(profile)
         if self.reuse:
+            # lazy: cycle (serve imports this module and runs as __main__; runpy warns if it is loaded first)
+            from labkit.cluster.local import serve
+
             state = serve.running_state(prof.name)
             if state is not None:
                 return self._attach(prof, state)
@@ -467,6 +470,9 @@ class LocalCluster(Cluster):
         info = self.status_info()
         name = getattr(self.profile, "name", self.profile)
         if not info["server"]:
+            # lazy: cycle (serve imports this module and runs as __main__; runpy warns if it is loaded first)
+            from labkit.cluster.local import serve
+
             state = serve.running_state(str(name))
             if state is None:
                 return (f"local cluster, profile {name}: not running "

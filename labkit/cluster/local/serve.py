@@ -25,7 +25,7 @@ from typing import Any
 
 from labkit.cluster import runstate
 from labkit.cluster.base import ClusterError
-from labkit.cluster.local import cluster as local_cluster  # a module: cluster.py imports this one
+from labkit.cluster.local.cluster import LocalCluster
 from labkit.cluster.local.procs import pid_alive
 from labkit.sim.profiles import load_profile
 
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     # a short state dir: the plugins' unix sockets live below it (108-byte path limit)
     state_dir = Path(tempfile.mkdtemp(prefix="lk-", dir="/tmp"))
-    cluster = local_cluster.LocalCluster(state_dir=state_dir, keep=True, progress=False, reuse=False)
+    cluster = LocalCluster(state_dir=state_dir, keep=True, progress=False, reuse=False)
     try:
         cluster.up(prof)
     except ClusterError as exc:
