@@ -7,6 +7,7 @@ import added, so the test shows the rule bites (not just that today's tree is cl
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -99,3 +100,64 @@ def test_user_mistakes_through_the_python_api_raise_labkit_errors():
     a100 = load_node_profile("dgx-a100").gpus[0].model
     with pytest.raises(FakeGpusError, match="unknown MIG profile '9g.1gb'; fix: use one of 1g.10gb"):
         a100.mig_profile("9g.1gb")
+
+
+def _check_imports(tree: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "tools/check_imports.py"], cwd=tree, capture_output=True,
+                          text=True, check=False)
+
+
+def _line_of(path: Path, text: str) -> int:
+    return path.read_text().splitlines().index(text) + 1
+
+
+def test_the_tree_gives_every_local_import_a_reason() -> None:
+    result = _check_imports(ROOT)
+    assert result.returncode == 0, result.stdout
+    assert "function-local imports of our own modules (budget " in result.stdout
+    assert " start-up" in result.stdout
+
+
+def test_a_local_import_without_a_reason_fails_lint(tmp_path: Path) -> None:
+    tree = _copy(tmp_path)
+    clock = tree / "labkit/sim/clock.py"
+    _add_line(clock, "def _late():\n    from labkit.sim import names\n    return names\n")
+    line = _line_of(clock, "    from labkit.sim import names")
+    result = _check_imports(tree)
+    assert result.returncode == 1
+    assert result.stdout.startswith(f"labkit/sim/clock.py:{line}: function-local import of labkit.sim "
+                                    "without a reason")
+    assert "1 without a reason" in result.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize("comment", [
+    "# lazy: because",                      # no kind
+    "# lazy: speed (it is faster)",         # not one of the kinds
+    "# start-up (the sim is large)",        # not the fixed form
+])
+def test_a_reason_not_in_the_fixed_form_fails_lint(tmp_path: Path, comment: str) -> None:
+    tree = _copy(tmp_path)
+    clock = tree / "labkit/sim/clock.py"
+    _add_line(clock, f"def _late():\n    {comment}\n    from labkit.sim import names\n    return names\n")
+    result = _check_imports(tree)
+    assert result.returncode == 1
+    assert f"labkit/sim/clock.py:{_line_of(clock, '    from labkit.sim import names')}: " in result.stdout
+
+
+def test_a_reason_covers_the_run_of_imports_below_it_and_the_budget_still_bites(tmp_path: Path) -> None:
+    tree = _copy(tmp_path)
+    clock = tree / "labkit/sim/clock.py"
+    _add_line(clock, "def _late():\n    # lazy: start-up (a test)\n    from labkit.sim import names\n"
+                     "    from labkit.sim import kinds\n\n    from labkit.sim import store\n"
+                     "    return names, kinds, store\n")
+    result = _check_imports(tree)
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    # the blank line ends the run: only the third import lacks its reason
+    assert [ln.split(":")[1] for ln in lines if ln.startswith("labkit/")] == \
+        [str(_line_of(clock, "    from labkit.sim import store"))]
+    assert any("function-local imports of our own modules, budget" in ln for ln in lines)
+    before = _check_imports(ROOT).stdout.splitlines()[-1]
+    started = int(re.search(r"(\d+) start-up", before).group(1))
+    assert lines[-1].startswith(f"{int(before.split()[0]) + 3} function-local imports")
+    assert f"{started + 2} start-up" in lines[-1] and "1 without a reason" in lines[-1]

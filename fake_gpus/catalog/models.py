@@ -203,6 +203,7 @@ class NodeProfile:
 
     def topology(self) -> dict[str, Any]:
         """Plain-data structure: sockets, roots, switches, NVLink domains, devices, links."""
+        # lazy: cycle (fake_gpus.topology imports this module's GpuSlot and NicSlot at import time)
         from fake_gpus.topology import topology_structure
 
         return topology_structure(self)

@@ -107,6 +107,7 @@ def load_slices(args: argparse.Namespace) -> list[dict[str, Any]]:
     if not args.profile:
         raise UsageError("one of --profile or --slices is required")
     try:
+        # lazy: optional dependency (a copy without the catalog runs with --slices; see the except)
         from fake_gpus.catalog import load_node_profile
         from fake_gpus.slices import build_slices
     except ImportError as exc:
@@ -151,6 +152,7 @@ def served_drivers(args: argparse.Namespace, slices: list[dict[str, Any]]) -> li
 def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     """Serve until SIGTERM/SIGINT (or until ``stop`` is set, for callers that embed the plugin
     in a thread, where signal handlers cannot be installed). Returns the exit code."""
+    # lazy: start-up (grpc and the gRPC server; python -m fake_gpus --help imports this module)
     from .checkpoint import CheckpointError
     from .claims import KubeClaimSource, kube_api_client
     from .kube import KubeError
@@ -183,6 +185,7 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
             server.start()
             servers.append(server)
         if args.apply_device_classes:
+            # lazy: to hoist (python -m fake_gpus loads fake_gpus.slices; this file is being edited elsewhere)
             from fake_gpus.slices import device_classes
 
             apply_device_classes(api_client, device_classes(args.driver, args.nic_driver))

@@ -9,6 +9,7 @@ from typing import Any
 
 from labkit.allocator.core import FILTER_TIMEOUT, Search, SearchTimeout
 from labkit.allocator.errors import AllocationError
+from labkit.allocator.explain import explain
 from labkit.allocator.features import Features, VariantProfile
 from labkit.allocator.model import MISSING, SliceInfo, slice_info
 from labkit.allocator.nodes import NodeSelectorError, node_matches
@@ -275,8 +276,6 @@ class Allocator:
         limit) the attempt ends like kube-scheduler's cancelled filter: status ``error`` with
         ``TIMEOUT_ERROR`` (upstream's search is exponential in bad cases; Go cuts it the same way).
         """
-        from labkit.allocator.explain import explain  # late: explain imports this module
-
         def later(outcome: Outcome):
             return lambda: explain(self, node, claims, outcome)
 

@@ -11,14 +11,17 @@ import os
 import sys
 from typing import Any
 
+from labkit.allocator import Allocator, features_for
+from labkit.api import LoadError, load_files, with_defaults
+from labkit.api.features import DEFAULT_VERSION, FeatureGateError, parse_feature_gates, resolve_gates
+from labkit.cel.validation import validate
+
 __all__ = ["register", "run", "allocate_files", "deterministic_share_ids"]
 
 EXIT = {"allocated": 0, "unsatisfiable": 3, "error": 2}
 
 
 def register(subparsers: Any) -> None:
-    from labkit.api.features import DEFAULT_VERSION
-
     p = subparsers.add_parser(
         "allocate", help="run kube-scheduler's DRA allocator for one node",
         description="Allocate the ResourceClaims in the files (those without status.allocation, in file "
@@ -55,10 +58,6 @@ def allocate_files(files: list[str], node_name: str, *, feature_gates: str = "",
 
     ``require_claims``: no pending claim is an error (the CLI), not an empty success (the oracle).
     """
-    from labkit.allocator import Allocator, features_for
-    from labkit.api import LoadError, load_files, with_defaults
-    from labkit.api.features import FeatureGateError, parse_feature_gates, resolve_gates
-
     try:
         overrides = parse_feature_gates(feature_gates or "")
         gates, warnings = resolve_gates(kubernetes_version, overrides)
@@ -72,7 +71,6 @@ def allocate_files(files: list[str], node_name: str, *, feature_gates: str = "",
     except LoadError as exc:
         return _bad(str(exc).splitlines()[0] if str(exc) else "cannot load input")
     if validate_input:
-        from labkit.cel.validation import validate  # start-up time: labkit.cel loads only to allocate
         problems = validate(objs, kubernetes_version=kubernetes_version, feature_gates=overrides)
         if problems:
             for p in problems:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from labkit.cel import CelCompileError, compile_selector
+from labkit.cel.device import shared_device_input
 from labkit.errors import InputError
 
 __all__ = ["SelectorEngine", "SelectorCompileError", "SelectorRuntimeError"]
@@ -35,13 +37,6 @@ class SelectorEngine:
         self.list_type_attributes = list_type_attributes
         self._programs: dict[str, Any] = {}
         self._inputs: dict[int, Any] = {}
-        self._cel = None
-
-    def _lib(self):
-        if self._cel is None:
-            import labkit.cel as cel  # late: labkit.cel is optional until used
-            self._cel = cel
-        return self._cel
 
     def compile(self, expr: str) -> Any:
         """Return the program, or an exception instance when it does not compile."""
@@ -54,12 +49,11 @@ class SelectorEngine:
             except Exception as exc:  # noqa: BLE001 - reported as compile error text
                 prog = SelectorCompileError(str(exc))
         else:
-            cel = self._lib()
             try:
-                prog = cel.compile_selector(expr, engine=self.engine,
-                                            consumable_capacity=self.consumable_capacity,
-                                            list_type_attributes=self.list_type_attributes)
-            except cel.CelCompileError as exc:
+                prog = compile_selector(expr, engine=self.engine,
+                                        consumable_capacity=self.consumable_capacity,
+                                        list_type_attributes=self.list_type_attributes)
+            except CelCompileError as exc:
                 prog = SelectorCompileError(_text(exc))
         self._programs[expr] = prog
         return prog
@@ -72,8 +66,6 @@ class SelectorEngine:
                 inp = {"driver": driver, **device}
             else:
                 # shared across Allocators: identical devices convert (and match) once
-                from labkit.cel.device import shared_device_input
-
                 inp = shared_device_input(driver, device)
             self._inputs[key] = (inp, device)  # keep device alive so id() stays unique
             return inp

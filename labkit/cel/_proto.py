@@ -15,6 +15,8 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from labkit.api.quantity import Quantity
+from labkit.cel.ipcidr import CIDRPrefix, IPAddr, parse_text
+from labkit.cel.k8slib import url
 from labkit.cel.semver import Semver, parse_semver
 
 FIELD = "labkitValue"
@@ -101,8 +103,6 @@ def from_msg(msg: Any) -> Any:
 
 @lru_cache(maxsize=1024)
 def _net_from_text(kind: str, text: str) -> Any:
-    from labkit.cel.ipcidr import parse_text
-
     return parse_text(kind, text)
 
 
@@ -113,8 +113,6 @@ def to_cel(value: Any) -> Any:
         return s_to_msg(value)
     if isinstance(value, list):
         return [to_cel(v) for v in value]
-    from labkit.cel.ipcidr import CIDRPrefix, IPAddr
-
     if isinstance(value, IPAddr):
         return IpMsg(labkitValue=str(value))
     if isinstance(value, CIDRPrefix):
@@ -124,6 +122,4 @@ def to_cel(value: Any) -> Any:
 
 def url_msg(text: str) -> Any:
     """``url(s)``: validate like Kubernetes, then carry the text in a kubernetes.URL message."""
-    from labkit.cel.k8slib import url
-
     return UrlMsg(labkitValue=url(text))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from labkit.cel.errors import NO_SUCH_KEY_HINT, CelCompileError, CelRuntimeError
+from labkit.cel.regexcheck import go_regex_error
 
 _ERR_LINE = re.compile(r"ERROR: <input>:(\d+):(\d+): (.*)")
 _RELOP = re.compile(r"found no matching overload for '_(<|<=|>|>=)_' applied to '\((\S+), (\S+)\)'")
@@ -162,8 +163,6 @@ def runtime_error_from_text(text: str) -> CelRuntimeError:
         return CelRuntimeError(f"index out of bounds: {m.group(1)}")
     m = _BAD_REGEX.fullmatch(text)
     if m:
-        from labkit.cel.regexcheck import go_regex_error
-
         return CelRuntimeError(go_regex_error(ValueError(m.group(1))))
     return CelRuntimeError(_RUNTIME_TEXT.get(text, text))
 

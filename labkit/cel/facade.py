@@ -124,7 +124,7 @@ def _cpp_engine() -> ModuleType | None:
     """:mod:`labkit.cel.engine_cpp`, or None when cel-expr-python is not installed (a pure-Python
     install, e.g. JupyterLite)."""
     try:
-        # start-up time and an optional dependency: cel-cpp loads on the first compile
+        # lazy: optional dependency (cel-expr-python; a pure-Python install such as JupyterLite lacks it)
         from labkit.cel import engine_cpp
     except ImportError:
         return None
@@ -132,7 +132,7 @@ def _cpp_engine() -> ModuleType | None:
 
 
 def _celpy_engine() -> ModuleType:
-    # start-up time: celpy (with lark and pendulum) takes about 0.2 s to import
+    # lazy: start-up (celpy, with lark and pendulum, takes about 0.2 s to import)
     from labkit.cel import engine_celpy
 
     return engine_celpy

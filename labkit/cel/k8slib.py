@@ -13,6 +13,7 @@ from typing import Any
 import re2
 
 from labkit.api.quantity import DECIMAL_SI, Quantity, QuantityError, parse_quantity
+from labkit.cel.regexcheck import go_regex_error
 from labkit.cel.semver import Semver, SemverError, is_semver, parse_semver
 from labkit.errors import InputError
 
@@ -194,8 +195,6 @@ def _compile(pattern: str) -> Any:
         try:
             rx = re2.compile(pattern)
         except Exception as exc:  # re2.error has no stable public class across versions
-            from labkit.cel.regexcheck import go_regex_error
-
             raise LibError(go_regex_error(exc)) from None
         _RE_CACHE[pattern] = rx
     return rx

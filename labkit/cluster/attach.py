@@ -19,14 +19,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from labkit.api.features import DEFAULT_VERSION, FEATURE_DEFAULTS, SUPPORTED_VERSIONS
 from labkit.cluster.base import Cluster, ClusterError, NotFound, Source, register_backend
+from labkit.cluster.explain_live import explain_pod
+from labkit.cluster.local.agent import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION
+from labkit.cluster.local.kube import ApiError, Kube
 from labkit.cluster.placements import PlacementTable, build_placements
-from labkit.sim.kinds import canonical_kind, is_namespaced
+from labkit.cluster.sim import load_source
+from labkit.sim.kinds import API_VERSIONS, canonical_kind, is_namespaced
+from labkit.sim.profiles import ClusterProfile, NodeSpec
 
 
 def _resource_name(kind: str) -> str:
-    from labkit.sim.kinds import API_VERSIONS
-
     kind = canonical_kind(kind)
     group = API_VERSIONS.get(kind, "v1").rpartition("/")[0]
     plural = kind.lower() + ("es" if kind.endswith("s") else "s")
@@ -57,8 +61,6 @@ class KubeconfigCluster(Cluster):
         from kubernetes import client as k8s
         from kubernetes.config.config_exception import ConfigException
         from kubernetes.config.kube_config import list_kube_config_contexts, load_kube_config
-
-        from labkit.cluster.local.kube import Kube
 
         path = self.kubeconfig_path or Path(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]
                                             ).expanduser()
@@ -103,9 +105,6 @@ class KubeconfigCluster(Cluster):
         return self
 
     def _describe(self) -> Any:
-        from labkit.api.features import DEFAULT_VERSION, SUPPORTED_VERSIONS
-        from labkit.sim.profiles import ClusterProfile, NodeSpec
-
         minor = self.emulated_version or ".".join(self.server_version.lstrip("v").split(".")[:2])
         nodes = [NodeSpec(name=n["metadata"]["name"],
                           node_profile=(n["metadata"].get("labels") or {}).get("fake-gpus.dev/node-profile", "(live)"))
@@ -123,8 +122,6 @@ class KubeconfigCluster(Cluster):
     def _call(self, fn: Callable[[], Any], what: str) -> Any:
         """Run one API call; every failure becomes one line naming the server, the call and the fix."""
         import urllib3
-
-        from labkit.cluster.local.kube import ApiError
 
         if self.kube is None:
             raise ClusterError("kubeconfig cluster: not attached; use connect('kubeconfig', context=...)")
@@ -152,8 +149,6 @@ class KubeconfigCluster(Cluster):
                                "connect('kubeconfig', ..., read_only=False) to write to it")
 
     def apply(self, source: Source) -> list[dict]:
-        from labkit.cluster.sim import load_source
-
         self._refuse("apply")
         out = []
         for obj in load_source(source):
@@ -213,15 +208,11 @@ class KubeconfigCluster(Cluster):
         return build_placements(self.list("Pod"), self.list("ResourceClaim"), self.list("ResourceSlice"))
 
     def explain(self, pod: str, namespace: str = "default") -> str:
-        from labkit.cluster.explain_live import explain_pod
-
         return explain_pod(self, pod, namespace)
 
     def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
         """The CDI environment when labkit's local node agent recorded it (one container's, or the
         union over the pod's containers), else a pointer to kubectl exec."""
-        from labkit.cluster.local.agent import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION
-
         obj = self.get("Pod", pod, namespace)
         self._check_container(obj, container)
         ann = obj["metadata"].get("annotations") or {}
@@ -236,8 +227,6 @@ class KubeconfigCluster(Cluster):
     def feature_gates(self) -> dict[str, bool]:
         """DRA feature gates as the API server reports them (its /metrics), {} when it may not be read."""
         if self._gates is None:
-            from labkit.api.features import FEATURE_DEFAULTS
-
             known = set().union(*FEATURE_DEFAULTS.values())
             gates: dict[str, bool] = {}
             try:

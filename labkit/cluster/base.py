@@ -40,6 +40,7 @@ from typing import Any, ClassVar, TypeVar
 
 from labkit.cluster.placements import PlacementTable
 from labkit.errors import EngineError, NotFoundError
+from labkit.sim.profiles import ProfileError
 
 T = TypeVar("T")
 
@@ -213,8 +214,6 @@ def _unknown_options(cls: type, names: list[str]) -> str:
 
 def connect(backend: str = "sim", profile: Any = "workshop", **kw: Any) -> Cluster:
     """A cluster of `profile` on `backend`, already up."""
-    from labkit.sim.profiles import ProfileError
-
     try:
         return backend_class(backend)(**kw).up(profile)
     except ProfileError as exc:

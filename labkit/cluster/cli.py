@@ -7,8 +7,10 @@ import json
 import sys
 from pathlib import Path
 
+from labkit.cluster import runstate
 from labkit.cluster.base import ClusterError, backend_class, backends, connect
 from labkit.cluster.report import report_table, simulate_report
+from labkit.cluster.runstate import usage_lines
 from labkit.sim.profiles import ProfileError, load_profile
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -86,12 +88,11 @@ def run_cluster(args: argparse.Namespace) -> int:
 
 
 def _usage(backend: str, profile: str, kubeconfig: str) -> None:
-    from labkit.cluster.runstate import usage_lines
-
     print("\n".join(usage_lines(backend, profile, kubeconfig)))
 
 
 def _local(action: str, profile_arg: str) -> int:
+    # lazy: start-up (the local backend loads the kubernetes client, grpc and the sim)
     from labkit.cluster.local import serve
 
     name = load_profile(profile_arg).name
@@ -109,6 +110,7 @@ def _local(action: str, profile_arg: str) -> int:
         stopped = serve.stop(name)
         print(f"local cluster of profile {name} " + ("is down" if stopped else "was not running"))
     else:
+        # lazy: start-up (the local backend loads the kubernetes client, grpc and the sim)
         from labkit.cluster.local import LocalCluster
 
         c = LocalCluster()
@@ -119,6 +121,7 @@ def _local(action: str, profile_arg: str) -> int:
 
 
 def _kind(args: argparse.Namespace, profile_arg: str) -> int:
+    # lazy: start-up (the kind backend and its preflight are not needed by labkit --help)
     from labkit.cluster.kind import KindCluster
     from labkit.cluster.kind.preflight import check_host
 
@@ -160,19 +163,19 @@ def _stderr(line: str) -> None:
 
 
 def _status_all() -> int:
-    from labkit.cluster import runstate
-
     states = runstate.all_states()
     live = []
     kind_running: list[str] | None = None
     for st in states:
         if st.get("backend") == "local":
+            # lazy: start-up (the local backend loads the kubernetes client, grpc and the sim)
             from labkit.cluster.local import serve
 
             if serve.running_state(st["profile"]) is None:
                 continue
         elif st.get("backend") == "kind":
             if kind_running is None:
+                # lazy: start-up (the kind backend and its preflight are not needed by labkit --help)
                 from labkit.cluster.kind import KindCluster
 
                 kind_running = KindCluster().running_clusters()

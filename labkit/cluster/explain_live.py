@@ -16,9 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from labkit.api.features import SUPPORTED_VERSIONS
 from labkit.cluster.base import ClusterError
 from labkit.cluster.explain import format_pod_explanation
 from labkit.cluster.snapshot import cluster_state
+from labkit.sim.engine import Sim
+from labkit.sim.state import StateError, load_state, profile_for_state
 
 #: events shown under the explanation
 MAX_EVENTS = 5
@@ -28,8 +31,6 @@ def allocator_version(cluster: Any, kubernetes_version: str | None = None) -> st
     """The minor ("1.36") whose allocator profile applies: the argument, the minor the server emulates
     (`cluster.emulated_version`, from /version's emulationMinor), the server's version
     (`cluster.server_version`), else the cluster profile's. One line for versions labkit does not model."""
-    from labkit.api.features import SUPPORTED_VERSIONS
-
     raw = kubernetes_version or getattr(cluster, "emulated_version", None) or getattr(cluster, "server_version", None) or getattr(
         getattr(cluster, "profile", None), "kubernetes_version", None) or "1.37"
     parts = str(raw).strip().lstrip("v").split(".")
@@ -54,9 +55,6 @@ def cluster_gates(cluster: Any) -> dict[str, bool]:
 
 def restored_sim(cluster: Any, objs: list[dict] | None = None, kubernetes_version: str | None = None) -> Any:
     """A `labkit.sim.engine.Sim` holding the live cluster's state (not run: nothing moved yet)."""
-    from labkit.sim.engine import Sim
-    from labkit.sim.state import StateError, load_state, profile_for_state
-
     version = allocator_version(cluster, kubernetes_version)
     try:
         objs = load_state(objs if objs is not None else cluster_state(cluster))

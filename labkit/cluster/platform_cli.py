@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from labkit.api import dump
 from labkit.cluster.base import ClusterError, connect
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -53,6 +54,7 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 def run_snapshot(args: argparse.Namespace) -> int:
+    # lazy: start-up (labkit.cluster.snapshot loads labkit.sim.state; labkit --help imports this module)
     from labkit.cluster.snapshot import cluster_state
 
     try:
@@ -63,8 +65,6 @@ def run_snapshot(args: argparse.Namespace) -> int:
             cluster.down()
     except ClusterError as exc:
         return _fail(str(exc))
-    from labkit.api import dump
-
     text = dump(objs, "yaml")
     if args.output == "-":
         sys.stdout.write(text)

@@ -21,10 +21,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from labkit.cluster.base import ClusterError
+
 STATE_FILE = "state.json"
 
 
 def run_root() -> Path:
+    # lazy: start-up (labkit.cluster.local loads the local backend; labkit --help imports this)
     from labkit.cluster.local.binaries import cache_dir
 
     return Path(os.environ.get("LABKIT_RUN_DIR") or cache_dir() / "run")
@@ -106,8 +109,6 @@ def remember(applied: list[tuple[str, str, str | None]], objs: Iterable[dict]) -
 def remove_applied(cluster: Any, applied: list[tuple[str, str, str | None]], timeout: float = 120.0) -> None:
     """Delete what this session applied (workloads first) and wait until its pods are gone, so the
     next notebook on the same running cluster starts from the state `labkit cluster up` left."""
-    from labkit.cluster.base import ClusterError
-
     for kind, name, ns in sorted(applied, key=lambda k: _DELETE_ORDER.get(k[0], 1)):
         with contextlib.suppress(ClusterError):
             cluster.delete(kind, name, ns)

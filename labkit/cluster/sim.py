@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from labkit.api import LoadError, load, with_defaults
+from labkit.cel.validation import validate
 from labkit.cluster.base import Cluster, ClusterError, NotFound, Source, register_backend
 from labkit.cluster.explain import format_pod_explanation
 from labkit.cluster.placements import PlacementTable, build_placements
@@ -19,12 +21,11 @@ from labkit.sim.engine import Sim, SimError
 from labkit.sim.kinds import canonical_kind
 from labkit.sim.nodes import HardwareError
 from labkit.sim.profiles import ClusterProfile, load_profile
+from labkit.sim.state import StateError, load_state, origin_of, profile_for_state
 
 
 def load_source(source: Source) -> list[dict]:
     """Objects from YAML/JSON text, a path, a dict or a list (labkit.api.load), as one-line errors."""
-    from labkit.api import LoadError, load
-
     if isinstance(source, Path):
         source = str(source)
     try:
@@ -56,8 +57,6 @@ class SimCluster(Cluster):
     def up(self, profile: str | Path | dict | ClusterProfile = "workshop") -> SimCluster:
         objs = None
         if self.state is not None:
-            from labkit.sim.state import StateError, load_state, origin_of, profile_for_state
-
             try:
                 objs = load_state(self.state)
                 self.profile = profile_for_state(objs, name=origin_of(self.state))
@@ -92,15 +91,11 @@ class SimCluster(Cluster):
     def apply(self, source: Source) -> list[dict]:
         objs = load_source(source)
         if self.validate:
-            from labkit.cel.validation import validate
-
             problems = validate(objs, kubernetes_version=self._sim.profile.kubernetes_version,
                                 feature_gates=self._sim.dra.gates or None,
                                 existing=self._sim.list("Namespace"))
             if problems:
                 raise ClusterError("\n".join(str(p) for p in problems))
-        from labkit.api import with_defaults
-
         objs = [with_defaults(o) for o in objs]
         try:
             out = self._sim.apply(objs)
@@ -153,9 +148,7 @@ class SimCluster(Cluster):
     def watch(self, callback: Callable[[Any], None], kinds: list[str] | None = None) -> None:
         """Sim only: call `callback(event)` after every change (event.type ADDED/MODIFIED/DELETED,
         event.object, event.resource_version), optionally only for some kinds."""
-        from labkit.sim.kinds import canonical_kind as ck
-
-        self._sim.store.watch(callback, kinds=[ck(k) for k in kinds] if kinds else None)
+        self._sim.store.watch(callback, kinds=[canonical_kind(k) for k in kinds] if kinds else None)
 
     def events(self) -> list[dict]:
         return self._sim.events.events()

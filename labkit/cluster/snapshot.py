@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from labkit.api import dump
 from labkit.cluster.base import NotFound
 from labkit.sim.state import STATE_KINDS
 
@@ -37,6 +38,4 @@ def cluster_state(cluster: Any) -> list[dict]:
 
 def snapshot_yaml(cluster: Any) -> str:
     """`cluster_state(cluster)` as multi-document YAML."""
-    from labkit.api import dump
-
     return dump(cluster_state(cluster), "yaml")

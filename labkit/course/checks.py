@@ -14,8 +14,14 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from fake_gpus.slices import build_slices
+from labkit.api import load, with_defaults
 from labkit.api.attributes import plain_value
 from labkit.api.quantity import parse_quantity
+from labkit.cel import CelError, compile_selector, device_input
+from labkit.cel.validation import validate
+from labkit.cluster import connect
+from labkit.cluster.base import Cluster
 from labkit.errors import LabkitError
 
 GPU_DRIVER = "gpu.nvidia.com"
@@ -79,7 +85,7 @@ def _live_clusters(args: tuple, kw: dict) -> tuple[tuple, dict, list[Any]]:
     """Replace a stopped cluster argument by a fresh private sim cluster of the same profile (the
     checkers that take the notebook's cluster only read its DeviceClasses and ResourceSlices, which a
     fresh cluster of the profile publishes alike). Returns the new args and the clusters to stop."""
-    from labkit.cluster.base import Cluster
+    # lazy: start-up (labkit.widgets loads ipywidgets and IPython; only widget checks need it)
     from labkit.widgets.sources import cluster_is_down
 
     started: list[Any] = []
@@ -90,8 +96,6 @@ def _live_clusters(args: tuple, kw: dict) -> tuple[tuple, dict, list[Any]]:
         profile = getattr(value, "profile", None)
         if profile is None:
             raise _Fail("the cluster is down", DOWN_HINT)
-        from labkit.cluster import connect
-
         fresh = connect("sim", profile, progress=False)
         started.append(fresh)
         return fresh
@@ -130,9 +134,6 @@ def checker(what: str) -> Callable[[Callable[..., str]], Callable[..., Verdict]]
 
 def _objects(text: Any) -> list[dict]:
     """Load and validate manifests like the API server would; problems become a _Fail."""
-    from labkit.api import load, with_defaults
-    from labkit.cel.validation import validate
-
     try:
         objs = load(text)
     except Exception as exc:  # noqa: BLE001 - LoadError and YAML errors alike
@@ -181,8 +182,6 @@ def _attr(device: dict, name: str) -> Any:
 
 
 def _run_on_sim(objs: list[dict], profile: str) -> Any:
-    from labkit.cluster import connect
-
     cluster = connect("sim", profile, progress=False)
     try:
         cluster.apply(objs)
@@ -254,8 +253,6 @@ def check_two_gpu_template(answer: Any) -> str:
 # 02 inventory
 
 def _same_root_nics(profile: str, gpu: str) -> tuple[str, set[str]]:
-    from fake_gpus.slices import build_slices
-
     devs = _devices(build_slices(profile, "n"))
     root = next(_attr(d, "resource.kubernetes.io/pcieRoot") for (drv, _, name), d in devs.items()
                 if drv == GPU_DRIVER and name == gpu)
@@ -282,8 +279,6 @@ def check_nics_near_gpu(answer: Any, profile: str = "dgx-a100", gpu: str = "gpu-
 @checker("selector")
 def check_big_gpu_selector(answer: Any, cluster: Any, minimum: str = "40Gi") -> str:
     """03: a selector for GPUs with at least `minimum` memory that never errors on any device."""
-    from labkit.cel import CelError, compile_selector, device_input
-
     try:
         program = compile_selector(answer)
     except CelError as exc:
@@ -319,6 +314,7 @@ def check_big_gpu_selector(answer: Any, cluster: Any, minimum: str = "40Gi") -> 
 @checker("T4 template")
 def check_t4_template(answer: Any, cluster: Any) -> str:
     """04: a ResourceClaimTemplate for one Tesla T4, chosen by its product name."""
+    # lazy: start-up (labkit.widgets loads ipywidgets and IPython; only widget checks need it)
     from labkit.widgets.logic import class_expressions, match_devices
 
     tmpl = _one(_objects(answer), "ResourceClaimTemplate")

@@ -22,6 +22,7 @@ def environment_table() -> list[tuple[str, str]]:
 
 
 def _local_status(minor: str) -> tuple[bool, str]:
+    # lazy: start-up (the local backend loads the kubernetes client, grpc and the sim)
     from labkit.cluster.local import binaries
 
     found = binaries.find(minor)
@@ -33,6 +34,7 @@ def _local_status(minor: str) -> tuple[bool, str]:
 
 def _kind_status(minor: str = "1.37") -> tuple[bool, str]:
     """The kind preflight (labkit.cluster.kind.preflight): what is missing and the command that fixes it."""
+    # lazy: start-up (the kind backend and its preflight are not needed by labkit --help)
     from labkit.cluster.kind.preflight import check_host, readiness
 
     return readiness(check_host(minor))

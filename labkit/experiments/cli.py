@@ -45,6 +45,7 @@ def _fail(msg: str) -> int:
 
 
 def list_policies(args: argparse.Namespace) -> int:
+    # lazy: to hoist (labkit --help loads labkit.experiments; this file is being edited elsewhere)
     from labkit.experiments.policies import POLICIES
 
     for name, cls in POLICIES.items():
@@ -53,6 +54,7 @@ def list_policies(args: argparse.Namespace) -> int:
 
 
 def load_trace(spec: str, *, seed: int, pods: int, rate: float, gpu_mem_gib: float) -> tuple[list, str]:
+    # lazy: to hoist (labkit --help loads labkit.experiments; this file is being edited elsewhere)
     from labkit.experiments.alibaba import SAMPLE, load_alibaba
     from labkit.experiments.traces import generate
 
@@ -70,6 +72,7 @@ def _clean(v: object) -> object:
 
 
 def run_experiment_cmd(args: argparse.Namespace) -> int:
+    # lazy: to hoist (labkit --help loads labkit.experiments; this file is being edited elsewhere)
     from labkit.cluster.base import ClusterError
     from labkit.experiments.alibaba import TraceError
     from labkit.experiments.fleet import build_fleet, fleet_variant

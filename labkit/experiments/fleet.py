@@ -93,6 +93,7 @@ def _gib(q: str) -> float:
 @lru_cache(maxsize=64)
 def node_kind(node_profile: str, mig_mode: str | None, kubernetes_version: str = "1.37",
               topology_attributes: bool = False) -> NodeKind:
+    # lazy: start-up (labkit --help imports this module; fake_gpus.slices is needed only to build a fleet)
     from fake_gpus.slices import build_slices
 
     kw: dict[str, Any] = {"kubernetes_version": kubernetes_version, "topology_attributes": topology_attributes}

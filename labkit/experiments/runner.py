@@ -55,6 +55,7 @@ class Results:
         return SummaryTable([r.summary for r in self.runs])
 
     def plot(self, path: str | Path | None = None):  # noqa: ANN201 - matplotlib Figure
+        # lazy: to hoist (plots imports matplotlib lazily itself; this file is being edited elsewhere)
         from labkit.experiments.plots import plot_results
 
         return plot_results(self, path)

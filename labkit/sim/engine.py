@@ -23,6 +23,7 @@ from labkit.sim.nodes import build_node, build_slices_for, default_device_classe
 from labkit.sim.podutil import meta
 from labkit.sim.profiles import ClusterProfile
 from labkit.sim.scheduler import Scheduler
+from labkit.sim.state import order_for_restore
 from labkit.sim.store import Store, StoreError, copy_of
 from labkit.sim.taintctl import DeviceTaintController
 from labkit.sim.workloads import WorkloadController
@@ -62,8 +63,6 @@ class Sim:
 
     def _restore(self, state: list[dict]) -> None:
         """Store the dump's objects as they are (uids, bindings, allocations, reservations kept)."""
-        from labkit.sim.state import order_for_restore
-
         have = {(o["kind"], o["metadata"]["name"]) for o in state if o["kind"] == "Namespace"}
         for ns in SYSTEM_NAMESPACES:
             if ("Namespace", ns) not in have:

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fake_gpus.catalog import node_profiles
+from labkit.api.features import SUPPORTED_VERSIONS, FeatureGateError, resolve_gates
 from labkit.api.load import LoadError, read_documents
 from labkit.errors import InputError
 
@@ -164,10 +166,6 @@ def _taints(origin: str, path: str, v: Any) -> list[dict[str, str]]:
 
 def _known_node_profiles() -> list[str] | None:
     try:
-        from fake_gpus.catalog import node_profiles
-    except ImportError:
-        return None
-    try:
         return list(node_profiles())
     except Exception:  # a catalog problem is reported when slices are built
         return None
@@ -185,8 +183,6 @@ def parse_profile(doc: Any, origin: str = "<profile>", default_name: str = "") -
     parts = version.split(".")
     if len(parts) != 2 or not all(p.isdigit() for p in parts):
         raise _err(origin, "kubernetesVersion", f'must look like "1.37" (got {version!r}); quote it in YAML')
-    from labkit.api.features import SUPPORTED_VERSIONS
-
     if version not in SUPPORTED_VERSIONS:
         quote = (f'; YAML read the number {doc["kubernetesVersion"]!r}: quote it, e.g. "1.30"'
                  if isinstance(doc.get("kubernetesVersion"), float) else "")
@@ -195,8 +191,6 @@ def parse_profile(doc: Any, origin: str = "<profile>", default_name: str = "") -
     gates = doc.get("featureGates") or {}
     if not isinstance(gates, dict) or not all(isinstance(v, bool) for v in gates.values()):
         raise _err(origin, "featureGates", "must map gate names to true/false, e.g. {DRAPrioritizedList: true}")
-    from labkit.api.features import FeatureGateError, resolve_gates
-
     try:
         resolve_gates(version, gates)
     except FeatureGateError as exc:

@@ -143,6 +143,7 @@ def prioritized_list(claims: list[dict], allocations: list[dict]) -> int:
 
 def prioritized_list_scoring(features: Any, kubernetes_version: str) -> bool:
     """DynamicResources scores firstAvailable choices from Kubernetes 1.35, with DRAPrioritizedList."""
+    # lazy: to hoist (labkit.api.features is loaded before labkit.sim; this file is being edited elsewhere)
     from labkit.api.features import normalize_version
 
     major, minor = (int(x) for x in normalize_version(kubernetes_version).split(".")[:2])

@@ -13,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from labkit.api import LoadError, load
+from labkit.api.features import DEFAULT_VERSION, SUPPORTED_VERSIONS
 from labkit.errors import InputError
 from labkit.sim.profiles import ClusterProfile, NodeSpec
 
@@ -48,8 +50,6 @@ def _fix_for_version(kind: str, want: str) -> str:
 
 def load_state(source: str | Path | list[dict] | dict) -> list[dict]:
     """The objects of a dump, checked; raises StateError with one line naming what is wrong."""
-    from labkit.api import LoadError, load
-
     origin = origin_of(source)
     if (isinstance(source, Path) and not source.is_file()) or (
             isinstance(source, str) and "\n" not in source and not Path(source).exists()):
@@ -86,8 +86,6 @@ def load_state(source: str | Path | list[dict] | dict) -> list[dict]:
 
 def state_version(objs: list[dict]) -> str:
     """The Kubernetes minor the dump's cluster runs: the oldest kubelet (nodes' nodeInfo), else the default."""
-    from labkit.api.features import DEFAULT_VERSION, SUPPORTED_VERSIONS
-
     minors = []
     for o in objs:
         if o.get("kind") != "Node":

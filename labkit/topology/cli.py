@@ -6,6 +6,10 @@ import argparse
 import json
 import sys
 
+from fake_gpus.catalog import node_profiles
+from labkit.sim.profiles import ProfileError, load_profile, profile_names
+from labkit.topology import node_graph, save_png, stats, topo_matrix
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("topology", help="draw or describe a node's NVLink / PCIe / NUMA topology")
@@ -20,9 +24,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def resolve_node(profile: str, node: str | None) -> tuple[str, str]:
     """(node name, fake_gpus node profile) for a cluster profile + node, or a node profile."""
-    from fake_gpus.catalog import node_profiles
-    from labkit.sim.profiles import ProfileError, load_profile, profile_names
-
     if profile in profile_names() or profile.endswith((".yaml", ".yml")):
         cluster = load_profile(profile)
         nodes = {n.name: n for n in cluster.nodes}
@@ -40,8 +41,6 @@ def resolve_node(profile: str, node: str | None) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from labkit.topology import node_graph, save_png, stats, topo_matrix
-
     node, node_profile = resolve_node(args.profile, args.node)  # ProfileError: labkit.cli, exit 2
     g = node_graph(node_profile, node_name=node)
     if args.png:

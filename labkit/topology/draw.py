@@ -12,7 +12,8 @@ from typing import Any
 
 import networkx as nx
 
-from labkit.topology.queries import _natural
+from fake_gpus.catalog import gpu_model
+from labkit.topology.queries import _natural, switch_chain
 
 COLOURS = {
     "socket": "#dfe7fd", "pcieRoot": "#e8f0e3", "pcieSwitch": "#f3f3f3", "gpu": "#ffffff",
@@ -41,8 +42,6 @@ def layout(g: nx.Graph) -> dict[str, tuple[float, float]]:
     def centre(children: list[str]) -> float:
         xs = [pos[c][0] for c in children if c in pos]
         return sum(xs) / len(xs) if xs else 0.0
-
-    from labkit.topology.queries import switch_chain
 
     switches = [n for n, d in g.nodes(data=True) if d.get("kind") == "pcieSwitch"]
     depth = {s: len(switch_chain(g, s)) - 1 for s in switches}
@@ -82,8 +81,6 @@ def _mig_geometry(g: nx.Graph, mig: str) -> tuple[int, int, int]:
     start = int(str(d.get("device", mig)).rsplit("-", 1)[-1])
     parent = g.nodes[d["parent"]]
     try:
-        from fake_gpus.catalog import gpu_model
-
         model = gpu_model(parent.get("model"))
         prof = model.mig_profile(str(d.get("profile")))
         return start, prof.memory_slices, model.mig_memory_slices or 8

@@ -15,6 +15,7 @@ from typing import Any
 
 import networkx as nx
 
+from fake_gpus.catalog import load_node_profile
 from labkit.api.attributes import plain_attributes
 
 #: the tier of each node kind in the drawing, top to bottom
@@ -28,8 +29,6 @@ def plain_capacity(device: dict[str, Any]) -> dict[str, str]:
 
 
 def _profile(profile: Any) -> Any:
-    from fake_gpus.catalog import load_node_profile
-
     return load_node_profile(profile) if isinstance(profile, str) else profile
 
 
@@ -42,6 +41,7 @@ def node_graph(profile: Any, slices: Iterable[dict] | None = None, node_name: st
     profile = _profile(profile)
     node_name = node_name or profile.name
     if slices is None:
+        # lazy: start-up (labkit --help imports labkit.topology; fake_gpus.slices only when no slices given)
         from fake_gpus.slices import build_slices
 
         slices = build_slices(profile, node_name)

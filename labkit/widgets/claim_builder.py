@@ -14,6 +14,7 @@ from typing import Any
 import ipywidgets as W
 
 from labkit.api import dump
+from labkit.topology import draw_node, node_graph
 from labkit.widgets.logic import (
     OPERATORS,
     ClaimSpec,
@@ -222,8 +223,6 @@ class ClaimBuilder(W.VBox):
         if node_profile is None:
             return b""
         import matplotlib.pyplot as plt
-
-        from labkit.topology import draw_node, node_graph
 
         slices = [s for s in self.inventory.slices if s["spec"].get("nodeName") == placement.node]
         g = node_graph(node_profile, slices or None, node_name=placement.node)

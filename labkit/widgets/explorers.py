@@ -9,6 +9,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from labkit.cel import CelError
 from labkit.widgets.logic import html_table, inventory_rows, match_devices
 from labkit.widgets.sources import Inventory, guarded
 
@@ -17,8 +18,6 @@ EXAMPLE = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) 
 
 def evaluate(expression: str, slices: list[dict], engine: str | None = None) -> tuple[str, list[Any]]:
     """(summary line, rows) for one expression over all devices; compile errors give no rows."""
-    from labkit.cel import CelError
-
     try:
         rows = match_devices([expression], slices, engine=engine)
     except CelError as exc:

@@ -14,10 +14,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from labkit.allocator import AllocatedState, Allocator, features_for
 from labkit.api.attributes import plain_attributes
 from labkit.cel import compile_selector
 from labkit.cel.slices import DeviceMatch, evaluate_slices
 from labkit.errors import InputError, NotFoundError
+from labkit.sim.scoring import prioritized_list, prioritized_list_scoring
 from labkit.topology.graph import plain_capacity
 
 
@@ -229,9 +231,6 @@ def allocate_on_cluster(claim: dict[str, Any], classes: list[dict], slices: list
     """Where the sim scheduler would put a pod with just this claim: among the nodes that can
     allocate it, the one whose firstAvailable choices score best (Kubernetes 1.35+), else the
     first by name."""
-    from labkit.allocator import AllocatedState, Allocator, features_for
-    from labkit.sim.scoring import prioritized_list, prioritized_list_scoring
-
     claim = claim_from_template(claim)
     claim.setdefault("metadata", {}).setdefault("uid", "00000000-0000-0000-0000-000000000001")
     features = features_for(kubernetes_version)

@@ -6,6 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from labkit.cluster.base import ClusterError
+from labkit.widgets.logic import class_expressions, iter_devices, match_devices
+
 
 @dataclass
 class Inventory:
@@ -48,8 +51,6 @@ class Inventory:
 
     def device_names_for_class(self, class_name: str) -> tuple[list[str], list[str]]:
         """(attribute names, capacity names) seen on devices that the class selects."""
-        from labkit.widgets.logic import class_expressions, iter_devices, match_devices
-
         try:
             exprs = class_expressions(self.classes, class_name)
         except KeyError:
@@ -70,8 +71,6 @@ CLUSTER_DOWN = ("the cluster is down: run the notebook's first cell (it starts t
 
 def cluster_is_down(cluster: Any) -> bool:
     """True when `cluster` was stopped (or never started): listing objects fails with ClusterError."""
-    from labkit.cluster.base import ClusterError
-
     if cluster is None:
         return False
     try:

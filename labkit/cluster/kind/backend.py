@@ -34,9 +34,13 @@ from typing import Any
 
 import yaml
 
+from fake_gpus.catalog import load_node_profile
 from fake_gpus.plugin.cdi import visible_devices
+from fake_gpus.slices import build_slices
+from labkit.api import LoadError, load
 from labkit.cluster import runstate
 from labkit.cluster.base import Cluster, ClusterError, NotFound, Source
+from labkit.cluster.explain_live import explain_pod
 from labkit.cluster.kind.config import kind_config_yaml
 from labkit.cluster.kind.driver import driver_manifests
 from labkit.cluster.kind.image import DEFAULT_IMAGE, DOCKERFILE, REPO_ROOT
@@ -291,9 +295,6 @@ class KindCluster(Cluster):
 
     def _expected_slices(self) -> dict[str, int]:
         """node -> number of ResourceSlices its driver pod publishes (as `python -m fake_gpus slices`)."""
-        from fake_gpus.catalog import load_node_profile
-        from fake_gpus.slices import build_slices
-
         assert self.profile is not None
         out = {}
         for n in self.profile.nodes:
@@ -408,8 +409,6 @@ class KindCluster(Cluster):
                                input=input, check=check)
 
     def apply(self, source: Source) -> list[dict]:
-        from labkit.api import LoadError, load
-
         try:
             objs = load(source)
         except LoadError as exc:
@@ -541,8 +540,6 @@ class KindCluster(Cluster):
         return build_placements(self.list("Pod"), self.list("ResourceClaim"), self.list("ResourceSlice"))
 
     def explain(self, pod: str, namespace: str = "default") -> str:
-        from labkit.cluster.explain_live import explain_pod
-
         return explain_pod(self, pod, namespace)
 
     def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:

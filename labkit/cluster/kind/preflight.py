@@ -20,6 +20,7 @@ from pathlib import Path
 from labkit.cluster.kind.config import minor_of
 from labkit.cluster.kind.images import KIND_MIN_VERSION, KIND_VERSION, parse_kind_version
 from labkit.cluster.kind.runner import Runner, SubprocessRunner
+from labkit.cluster.local.binaries import cache_dir
 
 #: CAP_SYS_RESOURCE's bit in /proc/<pid>/status CapBnd
 CAP_SYS_RESOURCE = 24
@@ -65,8 +66,6 @@ class HostFacts:
 def bin_dirs() -> list[Path]:
     """Where labkit's own kind and kubectl may live: ``$LABKIT_KIND_BIN_DIR``, else
     ``~/.cache/dra-labkit/bin`` (tools/build-kind-node-image.sh puts them there)."""
-    from labkit.cluster.local.binaries import cache_dir
-
     override = os.environ.get("LABKIT_KIND_BIN_DIR")
     return [Path(override)] if override else [cache_dir() / "bin"]
 

@@ -15,13 +15,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import fake_gpus
+from fake_gpus.catalog import load_node_profile
+from fake_gpus.slices import build_slices, device_classes_for
+from labkit.api import LoadError, load
+from labkit.api.features import FeatureGateError, resolve_gates
+from labkit.cluster import runstate
 from labkit.cluster.base import Cluster, ClusterError, NotFound, Source
+from labkit.cluster.explain_live import explain_pod
 from labkit.cluster.local import binaries, controlplane, nodes, pki
 from labkit.cluster.local.agent import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION, NodeAgent
 from labkit.cluster.local.binaries import Binaries, BinariesMissing
 from labkit.cluster.local.kube import ApiError, Kube
 from labkit.cluster.local.procs import Component, ProcessError, Supervisor, pid_alive, port_open
 from labkit.cluster.placements import PlacementTable, build_placements
+from labkit.sim.profiles import DEFAULT_ALLOCATABLE, load_profile
 
 #: apply order: namespaces and classes first, then claims and templates, then the rest (pods),
 #: so pods never race their claims (a stable sort keeps file order within a tier)
@@ -89,13 +97,11 @@ class LocalCluster(Cluster):
         return self.state_dir / "kubeconfig"
 
     def up(self, profile: Any = "workshop") -> LocalCluster:
-        from labkit.api.features import FeatureGateError, resolve_gates
-        from labkit.sim.profiles import load_profile
-
         if self.sup is not None or self.attached is not None:
             raise ClusterError("local cluster: already up; call down() before up() again")
         prof = load_profile(profile)
         if self.reuse:
+            # lazy: cycle (serve imports this module and runs as __main__; runpy warns if it is loaded first)
             from labkit.cluster.local import serve
 
             state = serve.running_state(prof.name)
@@ -150,8 +156,6 @@ class LocalCluster(Cluster):
         """Use the cluster a `labkit.cluster.local.serve` process keeps running."""
         import yaml
 
-        from labkit.cluster import runstate
-
         if state.get("fingerprint") != runstate.fingerprint(prof):
             raise ClusterError(f"local: the running cluster of profile {prof.name} was made from another version of "
                                f"the profile; `labkit cluster down --backend local --profile {prof.name}` first")
@@ -199,8 +203,6 @@ class LocalCluster(Cluster):
                 raise
 
     def _create_nodes(self) -> None:
-        from labkit.sim.profiles import DEFAULT_ALLOCATABLE
-
         assert self.kube and self.profile
         objs = [nodes.node_object(n, self.kubernetes_version, DEFAULT_ALLOCATABLE) for n in self.profile.nodes]
         nodes.create_nodes(self.kube, objs)
@@ -208,17 +210,12 @@ class LocalCluster(Cluster):
         self.heartbeats.start()
 
     def _apply_device_classes(self) -> None:
-        from fake_gpus.catalog import load_node_profile
-        from fake_gpus.slices import device_classes_for
-
         assert self.kube
         names = dict.fromkeys(n.node_profile for n in self.profile.nodes)
         for dc in device_classes_for([load_node_profile(n) for n in names]):
             self.kube.apply(dc)
 
     def _plugin_cmd(self) -> list[str]:
-        import fake_gpus
-
         top = Path(fake_gpus.__file__).parent / "__main__.py"
         return [sys.executable, "-m", "fake_gpus", "plugin"] if top.exists() else [sys.executable, "-m",
                                                                                    "fake_gpus.plugin"]
@@ -277,9 +274,6 @@ class LocalCluster(Cluster):
 
     def _expected_drivers(self) -> dict[str, set[str]]:
         """node -> drivers whose slices its plugin publishes (computed like the plugin does)."""
-        from fake_gpus.catalog import load_node_profile
-        from fake_gpus.slices import build_slices
-
         assert self.profile
         out = {}
         for n in self.profile.nodes:
@@ -295,8 +289,6 @@ class LocalCluster(Cluster):
         cluster that `labkit cluster up` left running: delete what this connection applied, detach."""
         atexit.unregister(self.down)
         if self.attached is not None:
-            from labkit.cluster import runstate
-
             try:
                 if self.kube is not None and pid_alive(int(self.attached.get("pid", 0))):
                     runstate.remove_applied(self, self._applied)
@@ -336,8 +328,6 @@ class LocalCluster(Cluster):
         return self.kube
 
     def apply(self, source: Source) -> list[dict]:
-        from labkit.api import LoadError, load
-
         try:
             objs = load(source)
         except LoadError as exc:
@@ -349,8 +339,6 @@ class LocalCluster(Cluster):
             try:
                 out.append(self._api().apply(obj))
                 if self.attached is not None:
-                    from labkit.cluster import runstate
-
                     runstate.remember(self._applied, out[-1:])
                 if obj.get("kind") == "Namespace" and meta.get("name"):
                     self._default_service_account(meta["name"])  # pods may follow right away
@@ -473,8 +461,6 @@ class LocalCluster(Cluster):
         return dict(per.get(container, {}))
 
     def explain(self, pod: str, namespace: str = "default") -> str:
-        from labkit.cluster.explain_live import explain_pod
-
         uid = self.get("pods", pod, namespace)["metadata"]["uid"]
         extra = [f"  node agent {a.node}: {a.errors[uid]}" for a in self.agents.values() if a.errors.get(uid)]
         return explain_pod(self, pod, namespace, kubernetes_version=self.profile.kubernetes_version, extra=extra)
@@ -484,6 +470,7 @@ class LocalCluster(Cluster):
         info = self.status_info()
         name = getattr(self.profile, "name", self.profile)
         if not info["server"]:
+            # lazy: cycle (serve imports this module and runs as __main__; runpy warns if it is loaded first)
             from labkit.cluster.local import serve
 
             state = serve.running_state(str(name))

@@ -8,6 +8,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from labkit.api.features import FEATURE_DEFAULTS, LOCKED
 from labkit.cluster.local.binaries import Binaries
 from labkit.cluster.local.pki import Pki, kubeconfig
 from labkit.cluster.local.procs import Component, Supervisor, free_port, wait_until
@@ -29,8 +30,6 @@ RUNTIME_CONFIG: dict[str, dict[str, str]] = {
 def feature_gate_flag(version: str, gates: dict[str, bool]) -> list[str]:
     """`--feature-gates=...` for the gates that differ from the version's defaults (locked ones
     are left out: they cannot be changed)."""
-    from labkit.api.features import FEATURE_DEFAULTS, LOCKED
-
     defaults, locked = FEATURE_DEFAULTS.get(version, {}), LOCKED.get(version, frozenset())
     diff = {g: v for g, v in sorted(gates.items()) if g not in locked and defaults.get(g) != v}
     return [f"--feature-gates={','.join(f'{g}={str(v).lower()}' for g, v in diff.items())}"] if diff else []

@@ -25,7 +25,9 @@ from typing import Any
 
 from labkit.cluster import runstate
 from labkit.cluster.base import ClusterError
+from labkit.cluster.local.cluster import LocalCluster
 from labkit.cluster.local.procs import pid_alive
+from labkit.sim.profiles import load_profile
 
 BACKEND = "local"
 
@@ -45,8 +47,6 @@ def running_state(profile_name: str) -> dict[str, Any] | None:
 def start(profile: Any, *, timeout: float = 300.0) -> dict[str, Any]:
     """Start the server for `profile` (name, YAML path or ClusterProfile) unless one runs; return
     its state once the cluster is up. Raises ClusterError with the server's reason on failure."""
-    from labkit.sim.profiles import load_profile
-
     prof = load_profile(profile)
     state = running_state(prof.name)
     if state is not None:
@@ -121,9 +121,6 @@ def _tail(p: Path, n: int = 3) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from labkit.cluster.local.cluster import LocalCluster
-    from labkit.sim.profiles import load_profile
-
     ap = argparse.ArgumentParser(prog="python -m labkit.cluster.local.serve")
     ap.add_argument("--profile", required=True)
     args = ap.parse_args(argv)
