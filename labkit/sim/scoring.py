@@ -18,10 +18,22 @@ DynamicResources                   2       (1.35+) nodes where a claim gets an e
 =================================  ======  ==================================================
 
 Not modelled: PodTopologySpread's default spreading of a workload's replicas, InterPodAffinity
-and ImageLocality. Ties: kube-scheduler picks one of the best nodes at random; the sim takes
-the first by name, so runs stay reproducible. Like kube-scheduler, which looks at every node
-only below 100 nodes, the sim scores only clusters smaller than :data:`SCORE_ALL_BELOW`; in
-larger ones it binds to the first feasible node by name.
+and ImageLocality.
+
+Which nodes are scored: below 100 nodes (:data:`SCORE_ALL_BELOW`) every feasible node. From 100
+nodes on, kube-scheduler stops filtering once it has found ``numFeasibleNodesToFind`` feasible
+nodes (labkit.sim.filters.num_feasible_nodes_to_find: max(5, 50 - nodes/125) percent of the
+nodes, at least 100) and scores only those; each search starts where the previous one stopped
+(``nextStartNodeIndex``), so successive pods see different parts of the fleet. The sim does the
+same, walking the nodes in name order from that rotating index.
+
+Ties: kube-scheduler picks one of the best nodes at random (reservoir sampling in selectHost);
+the sim takes the first one in the order the nodes were filtered - by name in clusters under
+100 nodes, by name from the rotating start index above - so runs stay reproducible.
+
+The plugin scores that depend only on the pod's shape and one node's state are computed per
+node (:func:`score_row`) and can be cached until that node changes; normalisation across the
+scored nodes (:func:`weighted_rows`, :func:`totals`) is redone per pod.
 """
 
 from __future__ import annotations
@@ -35,7 +47,8 @@ from labkit.allocator.nodes import term_matches
 from labkit.allocator.taints import tolerates
 from labkit.sim.resources import container_requests
 
-__all__ = ["SCORE_ALL_BELOW", "Candidate", "best", "nonzero_requests", "prioritized_list_scoring", "total_scores"]
+__all__ = ["SCORE_ALL_BELOW", "Candidate", "ScoreRow", "best", "nonzero_requests", "prioritized_list_scoring",
+           "score_row", "total_scores", "totals", "weighted_rows"]
 
 MAX_SCORE = 100
 SCORE_ALL_BELOW = 100  # kube-scheduler's minFeasibleNodesToFind
@@ -158,26 +171,66 @@ def _normalize(scores: list[int], reverse: bool) -> list[int]:
     return [MAX_SCORE - s for s in out] if reverse else out
 
 
+#: one node's raw plugin scores before normalisation: untolerated PreferNoSchedule taints,
+#: matching preferred-affinity weight, LeastAllocated, BalancedAllocation (None for best-effort
+#: pods), DynamicResources' firstAvailable score (None when not scored)
+ScoreRow = tuple[int, int, int, int | None, int | None]
+
+
+def score_row(pod: dict, claims: list[dict], c: Candidate, pod_nonzero: tuple[int, int], pod_req: tuple[int, int],
+              *, prioritized_list_scoring: bool = True) -> ScoreRow:
+    """The raw scores of one candidate node (they depend on the pod and that node only)."""
+    least = least_allocated((c.nonzero_used[0] + pod_nonzero[0], c.nonzero_used[1] + pod_nonzero[1]), c.allocatable)
+    balanced = balanced_allocation(pod_req, c.used, c.allocatable) if pod_req != (0, 0) else None
+    plist = prioritized_list(claims, c.allocations) if prioritized_list_scoring and claims else None
+    return (_intolerable_prefer_no_schedule(pod, c.node), _preferred_affinity(pod, c.node), least, balanced, plist)
+
+
+def _normalized_columns(rows: list[ScoreRow]) -> tuple[list[int], list[int], list[int] | None]:
+    taint = _normalize([r[0] for r in rows], True)
+    affinity = _normalize([r[1] for r in rows], False)
+    plist = _normalize([r[4] or 0 for r in rows], False) if rows and rows[0][4] is not None else None
+    return taint, affinity, plist
+
+
+def totals(rows: list[ScoreRow]) -> list[int]:
+    """Each node's weighted total over the scored nodes (normalised like kube-scheduler's NormalizeScore)."""
+    taint, affinity, plist = _normalized_columns(rows)
+    w = WEIGHTS
+    out = []
+    for i, r in enumerate(rows):
+        t = w["TaintToleration"] * taint[i] + w["NodeAffinity"] * affinity[i] + w["NodeResourcesFit"] * r[2]
+        if r[3] is not None:
+            t += w["NodeResourcesBalancedAllocation"] * r[3]
+        if plist is not None:
+            t += w["DynamicResources"] * plist[i]
+        out.append(t)
+    return out
+
+
+def weighted_rows(rows: list[ScoreRow]) -> list[dict[str, int]]:
+    """Per node: each plugin's weighted score and the total (key "total")."""
+    taint, affinity, plist = _normalized_columns(rows)
+    out = []
+    for i, r in enumerate(rows):
+        row = {"TaintToleration": WEIGHTS["TaintToleration"] * taint[i],
+               "NodeAffinity": WEIGHTS["NodeAffinity"] * affinity[i],
+               "NodeResourcesFit": WEIGHTS["NodeResourcesFit"] * r[2]}
+        if r[3] is not None:
+            row["NodeResourcesBalancedAllocation"] = WEIGHTS["NodeResourcesBalancedAllocation"] * r[3]
+        if plist is not None:
+            row["DynamicResources"] = WEIGHTS["DynamicResources"] * plist[i]
+        row["total"] = sum(row.values())
+        out.append(row)
+    return out
+
+
 def total_scores(pod: dict, claims: list[dict], candidates: list[Candidate], pod_nonzero: tuple[int, int],
                  pod_req: tuple[int, int], *, prioritized_list_scoring: bool = True) -> dict[str, dict[str, int]]:
     """Per candidate: each plugin's weighted score and the total (key "total")."""
-    plugins: dict[str, list[int]] = {
-        "TaintToleration": _normalize([_intolerable_prefer_no_schedule(pod, c.node) for c in candidates], True),
-        "NodeAffinity": _normalize([_preferred_affinity(pod, c.node) for c in candidates], False),
-        "NodeResourcesFit": [least_allocated((c.nonzero_used[0] + pod_nonzero[0], c.nonzero_used[1] + pod_nonzero[1]),
-                                             c.allocatable) for c in candidates],
-    }
-    if pod_req != (0, 0):  # BalancedAllocation skips best-effort pods
-        plugins["NodeResourcesBalancedAllocation"] = [balanced_allocation(pod_req, c.used, c.allocatable)
-                                                      for c in candidates]
-    if prioritized_list_scoring and claims:
-        plugins["DynamicResources"] = _normalize([prioritized_list(claims, c.allocations) for c in candidates], False)
-    out: dict[str, dict[str, int]] = {}
-    for i, c in enumerate(candidates):
-        row = {name: WEIGHTS[name] * scores[i] for name, scores in plugins.items()}
-        row["total"] = sum(row.values())
-        out[c.name] = row
-    return out
+    rows = [score_row(pod, claims, c, pod_nonzero, pod_req, prioritized_list_scoring=prioritized_list_scoring)
+            for c in candidates]
+    return {c.name: row for c, row in zip(candidates, weighted_rows(rows), strict=True)}
 
 
 def best(scores: dict[str, dict[str, int]], order: list[str]) -> str:
