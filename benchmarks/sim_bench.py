@@ -1,0 +1,218 @@
+"""Sim scheduler benchmark (run by hand; prints figures, not a test).
+
+    python benchmarks/sim_bench.py --part vs-local --nodes 16 --pods 128     # sim vs real kube-scheduler
+    python benchmarks/sim_bench.py --part scaling                            # the scaling table
+    python benchmarks/sim_bench.py --part scaling --sizes 100,1000 --pods 2000 --big-pods 0
+
+Parts:
+  vs-local  scheduler_perf's "SchedulingWithResourceClaimTemplate" shape: N nodes x 8 GPUs
+            (dgx-a100), P pods that each get a one-GPU claim from a ResourceClaimTemplate, once
+            plain and once with a CEL selector in the request. The same objects go to the sim and
+            to the `local` backend (real kube-apiserver + kube-scheduler + kube-controller-manager);
+            timed from the first apply until every pod is bound. The local backend runs one plugin
+            process per node (LABKIT_LOCAL_MAX_NODES, default 32). Prints pods/s of both and the
+            ratio (sim on wall time, like the real one; its CPU-time rate beside it).
+  scaling   each row in a fresh child process (so its peak RSS is its own): a fleet of N dgx-a100
+            nodes; "trace" = labkit.experiments' whole-gpu policy over a synthetic trace of P items
+            (what benchmarks/experiments_bench.py runs: arrivals, durations, pods waiting for GPUs),
+            "burst" = P one-GPU pods applied at once. Bring-up (building nodes and slices) is timed
+            apart and not in pods/s. Prints pods/s on CPU time (median of --repeat runs), peak
+            RSS, filter calls per pod, and the growth exponent of run time vs nodes (slope of
+            log(time) over log(nodes), least squares) for each kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+V1 = "resource.k8s.io/v1"
+CEL = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("10Gi")) >= 0'
+
+
+def fleet(nodes: int, name: str | None = None) -> dict[str, Any]:
+    return {"name": name or f"simbench-{nodes}", "kubernetesVersion": "1.37",
+            "nodes": [{"namePrefix": "gpu-", "count": nodes, "nodeProfile": "dgx-a100"}]}
+
+
+def template_pods(pods: int, cel: str | None = None, prefix: str = "p") -> list[dict[str, Any]]:
+    """One ResourceClaimTemplate (one GPU, optionally a CEL selector) and `pods` pods using it."""
+    exactly: dict[str, Any] = {"deviceClassName": "gpu.nvidia.com"}
+    if cel:
+        exactly["selectors"] = [{"cel": {"expression": cel}}]
+    objs: list[dict[str, Any]] = [{
+        "apiVersion": V1, "kind": "ResourceClaimTemplate", "metadata": {"name": f"{prefix}-gpu"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}}]
+    objs += [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{prefix}-{i:05d}"},
+              "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+                       "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": f"{prefix}-gpu"}]}}
+             for i in range(pods)]
+    return objs
+
+
+def _bound(cluster: Any, prefix: str) -> int:
+    return sum(1 for p in cluster.list("Pod", "default")
+               if p["metadata"]["name"].startswith(prefix + "-") and (p.get("spec") or {}).get("nodeName"))
+
+
+def run_burst(cluster: Any, pods: int, cel: str | None, prefix: str, poll: float | None) -> dict[str, float]:
+    """Apply the pods and wait until all are bound; wall and CPU time of this process."""
+    objs = template_pods(pods, cel, prefix)
+    w0, c0 = time.perf_counter(), time.process_time()
+    cluster.apply(objs)
+    if poll is None:  # the sim: run to quiescence
+        cluster.wait()
+    else:
+        deadline = time.monotonic() + max(600.0, pods * 2.0)
+        while _bound(cluster, prefix) < pods and time.monotonic() < deadline:
+            time.sleep(poll)
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    return {"wall_s": wall, "cpu_s": cpu, "bound": _bound(cluster, prefix)}
+
+
+# ---- part vs-local ------------------------------------------------------------------------------
+
+def vs_local(nodes: int, pods: int) -> None:
+    from labkit.cluster import connect
+
+    prof = fleet(nodes, f"simbench-local-{nodes}")
+    rows = []
+    for variant, cel in (("plain", None), ("cel", CEL)):
+        sim = connect("sim", prof, progress=False, validate=False)
+        s = run_burst(sim, pods, cel, f"s{variant}", None)
+        sim.down()
+        rows.append((variant, s))
+    print(f"local: starting {nodes} nodes (real kube-apiserver, kube-scheduler, kube-controller-manager) ...",
+          flush=True)
+    local = connect("local", prof, progress=False, reuse=False)
+    try:
+        for i, (variant, cel) in enumerate((("plain", None), ("cel", CEL))):
+            r = run_burst(local, pods, cel, f"l{variant}", 0.2)
+            s = rows[i][1]
+            sim_wall, sim_cpu = pods / s["wall_s"], pods / s["cpu_s"]
+            real = r["bound"] / r["wall_s"]
+            print(f"{nodes:>5} nodes x 8 GPUs  {pods:>5} pods  {variant:<5}  sim {sim_wall:8.1f} pods/s wall "
+                  f"({sim_cpu:8.1f} cpu, bound {s['bound']})   real kube-scheduler {real:7.1f} pods/s "
+                  f"(bound {r['bound']})   sim/real {sim_wall / real:6.1f}x", flush=True)
+            for p in local.list("Pod", "default"):
+                local.delete("Pod", p["metadata"]["name"])
+            local.delete("ResourceClaimTemplate", f"l{variant}-gpu")
+            time.sleep(2.0)  # let the claims go before the next round
+    finally:
+        local.down()
+
+
+# ---- part scaling -------------------------------------------------------------------------------
+
+def one(kind: str, nodes: int, pods: int, seed: int) -> dict[str, Any]:
+    """One measurement in this process (the parent starts a child per row)."""
+    from labkit.cluster import connect
+    from labkit.experiments import generate, run_policy, runner
+
+    prof = fleet(nodes)
+    if kind == "trace":
+        trace = generate(pods, seed=seed, rate_per_min=120.0)
+        bring_up = {"wall": 0.0, "cpu": 0.0}
+
+        def timed_connect(*a: Any, **kw: Any) -> Any:  # bring-up, timed apart
+            w, c = time.perf_counter(), time.process_time()
+            try:
+                return connect(*a, **kw)
+            finally:
+                bring_up["wall"] += time.perf_counter() - w
+                bring_up["cpu"] += time.process_time() - c
+
+        runner.connect = timed_connect
+        w0, c0 = time.perf_counter(), time.process_time()
+        run = run_policy(trace, prof, "whole-gpu", keep_cluster=True)
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        sched = run.cluster.sim.scheduler
+        out = {"wall_s": wall - bring_up["wall"], "cpu_s": cpu - bring_up["cpu"], "placed": run.summary["placed"],
+               "setup_s": bring_up["cpu"]}
+    else:
+        c0 = time.process_time()
+        cluster = connect("sim", prof, progress=False, validate=False)
+        setup = time.process_time() - c0
+        r = run_burst(cluster, pods, None, "p", None)
+        sched = cluster.sim.scheduler
+        out = {"wall_s": r["wall_s"], "cpu_s": r["cpu_s"], "placed": r["bound"], "setup_s": setup}
+    out["filter_calls"] = sched.filter_calls
+    out["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def child(kind: str, nodes: int, pods: int, seed: int) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, __file__, "--one", kind, str(nodes), str(pods), str(seed)],
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f"child {kind} {nodes} {pods} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def slope(xs: list[float], ys: list[float]) -> float:
+    """Least-squares slope of log(y) over log(x)."""
+    lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
+    mx, my = statistics.fmean(lx), statistics.fmean(ly)
+    den = sum((a - mx) ** 2 for a in lx)
+    return sum((a - mx) * (b - my) for a, b in zip(lx, ly, strict=True)) / den if den else float("nan")
+
+
+def scaling(sizes: list[int], pods: int, big_pods: int, kinds: list[str], repeat: int, seed: int) -> None:
+    print(f"{'kind':<6} {'nodes':>6} {'pods':>6} {'placed':>6} {'bring-up cpu s':>14} {'run cpu s':>9} "
+          f"{'pods/s cpu':>10} {'pods/s wall':>11} {'filters/pod':>11} {'peak RSS MB':>11}", flush=True)
+    for kind in kinds:
+        xs, ys = [], []
+        jobs = [(n, pods) for n in sizes] + ([(1000, big_pods)] if big_pods else [])
+        for n, p in jobs:
+            runs = [child(kind, n, p, seed) for _ in range(repeat)]
+            cpu = statistics.median(r["cpu_s"] for r in runs)
+            wall = statistics.median(r["wall_s"] for r in runs)
+            r = runs[0]
+            if p == pods:
+                xs.append(n)
+                ys.append(cpu)
+            print(f"{kind:<6} {n:>6} {p:>6} {r['placed']:>6} {r['setup_s']:>14.1f} {cpu:>9.2f} "
+                  f"{r['placed'] / cpu:>10.1f} {r['placed'] / wall:>11.1f} {r['filter_calls'] / max(1, r['placed']):>11.2f} "
+                  f"{max(x['maxrss_mb'] for x in runs):>11.0f}", flush=True)
+        if len(xs) >= 2:
+            print(f"{kind:<6} growth exponent of run CPU time vs nodes ({pods} pods, {min(xs)}-{max(xs)} nodes): "
+                  f"{slope(xs, ys):+.3f}  (0 = flat, 1 = linear)", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--one"]:
+        kind, nodes, pods, seed = argv[1], int(argv[2]), int(argv[3]), int(argv[4])
+        print(json.dumps(one(kind, nodes, pods, seed)))
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--part", choices=["all", "vs-local", "scaling"], default="all")
+    ap.add_argument("--nodes", type=int, default=16, help="vs-local: nodes (default 16)")
+    ap.add_argument("--pods", type=int, default=None, help="vs-local: pods (default 8 per node); scaling: pods per row (2000)")
+    ap.add_argument("--sizes", default="100,500,1000,2000,5000")
+    ap.add_argument("--big-pods", type=int, default=10_000, help="scaling: pods of the extra fleet-1000 row (0: none)")
+    ap.add_argument("--kinds", default="trace,burst")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if args.part in ("all", "vs-local"):
+        vs_local(args.nodes, args.pods or args.nodes * 8)
+    if args.part in ("all", "scaling"):
+        scaling([int(s) for s in args.sizes.split(",") if s], args.pods or 2000, args.big_pods,
+                [k for k in args.kinds.split(",") if k], args.repeat, args.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
