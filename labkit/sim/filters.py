@@ -186,9 +186,13 @@ class NodeResources:
         return node
 
 
-def filter_node(inp: FilterInputs, node: dict, res: NodeResources, dra: DraState) -> FilterResult:
+def filter_node(inp: FilterInputs, node: dict, res: NodeResources, dra: DraState,
+                dra_results: dict[str, FilterResult] | None = None) -> FilterResult:
     """Run the filter plugins for one node; reasons empty means the node fits (the Outcome then
-    holds the allocations for the pod's pending claims, then for its extended-resource claim)."""
+    holds the allocations for the pod's pending claims, then for its extended-resource claim).
+
+    `dra_results`: DynamicResources' verdicts per node for pods with the same pending claims
+    (and no extended resources), still valid for this node; used and filled in."""
     pod = inp.pod
     if (node.get("spec") or {}).get("unschedulable"):
         return ["node(s) were unschedulable"], None, None
@@ -215,6 +219,17 @@ def filter_node(inp: FilterInputs, node: dict, res: NodeResources, dra: DraState
     claims = inp.pending + ([ext_claim] if ext_claim else [])
     if not claims:
         return [], None, None
+    if dra_results is not None and ext_claim is None:
+        known = dra_results.get(name)
+        if known is None:
+            known = _allocate(node, claims, None, dra)
+            if not (known[0] and known[0][0].startswith("error: ")):
+                dra_results[name] = known
+        return known
+    return _allocate(node, claims, ext_claim, dra)
+
+
+def _allocate(node: dict, claims: list[dict], ext_claim: dict | None, dra: DraState) -> FilterResult:
     outcome = dra.allocator_for(node).allocate(node, claims)
     if outcome.status == "allocated":
         return [], outcome, ext_claim

@@ -117,7 +117,9 @@ class Attempt:
 
 @dataclass
 class _Shape:
-    """Per pod shape: filter results and raw scores of the nodes, valid until the node changes."""
+    """Per pod shape: filter results and raw scores of the nodes, valid until the node changes.
+    Also used per claims shape, for DynamicResources' verdicts alone (pods that differ only in
+    cpu/memory share those)."""
 
     inventory_epoch: int
     log_pos: int
@@ -152,6 +154,7 @@ class Scheduler:
         self.filter_calls = 0  # filter_node calls (tests count them)
         self.progress: Any = None  # optional tqdm-like wrapper for long passes
         self._shapes: OrderedDict[str, _Shape] = OrderedDict()
+        self._claim_shapes: OrderedDict[str, _Shape] = OrderedDict()
         self._nodes: list[dict] | None = None
         self._names: list[str] = []
         self._ext_classes: tuple[int, dict[str, str]] | None = None
@@ -393,16 +396,17 @@ class Scheduler:
             spec.get("tolerations"), cs,
         ], sort_keys=True, default=str)
 
-    def _shape(self, sig: str) -> _Shape:
+    def _shape(self, sig: str, shapes: OrderedDict[str, _Shape] | None = None) -> _Shape:
         """The shape's cache, with the results of every node that changed since dropped."""
+        shapes = self._shapes if shapes is None else shapes
         log = self.resources.log
-        st = self._shapes.get(sig)
+        st = shapes.get(sig)
         if st is None or st.inventory_epoch != self.inventory_epoch:
-            st = self._shapes[sig] = _Shape(self.inventory_epoch, len(log))
-            if len(self._shapes) > SHAPES_KEPT:
-                self._shapes.popitem(last=False)
+            st = shapes[sig] = _Shape(self.inventory_epoch, len(log))
+            if len(shapes) > SHAPES_KEPT:
+                shapes.popitem(last=False)
         else:
-            self._shapes.move_to_end(sig)
+            shapes.move_to_end(sig)
             if st.log_pos < len(log):
                 for name, _ in log[st.log_pos:]:
                     st.results.pop(name, None)
@@ -416,9 +420,16 @@ class Scheduler:
             self._ext_classes = (self.inventory_epoch, self.dra.extended_resource_classes())
         return self._ext_classes[1]
 
-    def _filter(self, inp: FilterInputs, node: dict) -> FilterResult:
+    def _filter(self, inp: FilterInputs, node: dict, dra_results: dict[str, FilterResult] | None) -> FilterResult:
         self.filter_calls += 1
-        return filter_node(inp, node, self.resources, self.dra)
+        return filter_node(inp, node, self.resources, self.dra, dra_results)
+
+    def _dra_results(self, inp: FilterInputs) -> dict[str, FilterResult] | None:
+        """DynamicResources' per-node verdicts shared by every pod with these pending claims."""
+        if not inp.pending or inp.ext:
+            return None
+        key = json.dumps([c.get("spec") for c in inp.pending], sort_keys=True, default=str)
+        return self._shape(key, self._claim_shapes).results
 
     def attempt(self, pod: dict) -> Attempt:
         """Find a node for `pod` (nothing is written; binder.commit() does that)."""
@@ -449,6 +460,7 @@ class Scheduler:
         sampling = n >= MIN_FEASIBLE_NODES_TO_FIND
         start = self.next_start_node_index % n if sampling else 0
         results = shape.results
+        dra_results = self._dra_results(inp)
         feasible: list[int] = []
         per_node: dict[str, list[str]] = {}
         explanations: dict[str, Any] = {}
@@ -460,7 +472,7 @@ class Scheduler:
             name = names[i]
             res = results.get(name)
             if res is None:
-                res = self._filter(inp, nodes[i])
+                res = self._filter(inp, nodes[i], dra_results)
                 if res[0] and res[0][0].startswith("error: "):
                     att.error = res[0][0][len("error: "):]
                     att.message = f'running Filter plugin "DynamicResources": {att.error}'
@@ -486,13 +498,10 @@ class Scheduler:
             return att
         chosen = feasible[0]
         if len(feasible) > 1:
-            rows = [self._score_row(shape, inp, nodes[i]) for i in feasible]
+            cached = shape.rows
+            rows = [cached.get(names[i]) or self._score_row(shape, inp, nodes[i]) for i in feasible]
             tot = totals(rows)
-            best = 0
-            for j in range(1, len(tot)):
-                if tot[j] > tot[best]:
-                    best = j
-            chosen = feasible[best]
+            chosen = feasible[tot.index(max(tot))]  # the first of the best
             att.score_nodes, att.score_rows = [names[i] for i in feasible], rows
         _, outcome, ext_claim = results[names[chosen]]
         self._choose(att, names[chosen], outcome, ext_claim, inp)

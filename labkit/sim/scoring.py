@@ -195,8 +195,12 @@ def _normalized_columns(rows: list[ScoreRow]) -> tuple[list[int], list[int], lis
 
 def totals(rows: list[ScoreRow]) -> list[int]:
     """Each node's weighted total over the scored nodes (normalised like kube-scheduler's NormalizeScore)."""
-    taint, affinity, plist = _normalized_columns(rows)
     w = WEIGHTS
+    if not any(r[0] or r[1] or r[4] for r in rows):  # the common case: only the resource scores differ
+        taint_all = w["TaintToleration"] * MAX_SCORE  # every node: no untolerated PreferNoSchedule taint
+        fit, bal = w["NodeResourcesFit"], w["NodeResourcesBalancedAllocation"]
+        return [taint_all + fit * r[2] + (bal * r[3] if r[3] is not None else 0) for r in rows]
+    taint, affinity, plist = _normalized_columns(rows)
     out = []
     for i, r in enumerate(rows):
         t = w["TaintToleration"] * taint[i] + w["NodeAffinity"] * affinity[i] + w["NodeResourcesFit"] * r[2]
