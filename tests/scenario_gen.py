@@ -4,7 +4,7 @@
 ResourceClaimTemplates / shared ResourceClaims to apply first, then pods to apply ONE AT A TIME in
 the given order (waiting until each is settled), so that allocation order is the same on every
 backend. Every pod is pinned with `nodeSelector: kubernetes.io/hostname` (kube-scheduler scores
-nodes; the sim takes the first feasible node by name), so both face the same single-node decision.
+nodes and breaks ties at random; the sim breaks them by name), so both face the same single-node decision.
 
 Requests use the DeviceClasses gpu.nvidia.com, mig.nvidia.com and nic.fake-gpus.dev with CEL
 selectors (memory compareTo, productName, MIG profile), counts 1-3 and matchAttribute constraints

@@ -9,9 +9,10 @@ from labkit.cluster import connect
 pytestmark = pytest.mark.slow
 
 
-def test_fleet_fills_nodes_in_name_order_and_reports_the_rest():
+def test_fleet_fills_every_gpu_samples_like_kube_scheduler_and_reports_the_rest():
     c = connect("sim", "fleet-1000", progress=False)
-    assert len(c.list("Node")) == 1000
+    names = [n["metadata"]["name"] for n in c.list("Node")]
+    assert len(names) == 1000
     n = 8010
     objs = [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "one-gpu"},
              "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}}]
@@ -23,13 +24,18 @@ def test_fleet_fills_nodes_in_name_order_and_reports_the_rest():
     pods = {p["metadata"]["name"]: p for p in c.list("Pod")}
     bound = [p for p in pods.values() if p["spec"].get("nodeName")]
     assert len(bound) == 8000
-    assert pods["p-00000"]["spec"]["nodeName"] == "a100-000"
-    assert pods["p-00008"]["spec"]["nodeName"] == "a100-001"
-    assert pods["p-07999"]["spec"]["nodeName"] == "h100-399"
+    # 1,000 nodes: kube-scheduler stops after 42 % (420) feasible nodes and scores those; the next
+    # pod's search starts behind them
+    sched = c.sim.scheduler
+    first, second = (sched.attempts[pods[f"p-0000{i}"]["metadata"]["uid"]] for i in (0, 1))
+    assert first.score_nodes == names[:420] and second.score_nodes == names[420:840]
+    assert pods["p-00000"]["spec"]["nodeName"] == "a100-000"  # equal scores: the first in walk order
+    assert pods["p-00001"]["spec"]["nodeName"] in names[420:840]
     assert pods["p-08000"]["status"]["conditions"][0]["message"] == \
         ("0/1000 nodes are available: 1000 cannot allocate all claims. preemption: 0/1000 nodes are "
          "available: 1000 Preemption is not helpful for scheduling.")
+    node = pods["p-00003"]["spec"]["nodeName"]
     c.delete("Pod", "p-00003")
     c.wait()
-    assert c.get("Pod", "p-08000")["spec"]["nodeName"] == "a100-000"
+    assert c.get("Pod", "p-08000")["spec"]["nodeName"] == node  # the only free GPU
     assert len(c.placements()) == 8000

@@ -11,7 +11,8 @@ Every placement goes through the sim's real scheduler + DRA allocator: a policy 
 ResourceClaim(Template)s and Pods. To steer node choice it sets a nodeSelector on
 `kubernetes.io/hostname` (what a custom scoring plugin would decide in kube-scheduler). Policies
 without node choice leave it to the sim's scheduler (labkit.sim.scoring: kube-scheduler's default
-scores below 100 nodes, the first feasible node by name above).
+scores over every node below 100 nodes; from 100 nodes on over the sample kube-scheduler's
+percentageOfNodesToScore gives, found from a rotating start).
 
 | name         | MIG mode | what it asks for                                                              | node choice |
 |--------------|----------|-------------------------------------------------------------------------------|-------------|
