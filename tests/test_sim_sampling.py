@@ -179,3 +179,24 @@ def test_filter_calls_per_pod_stay_bounded_as_the_fleet_grows():
     assert small_calls <= 100 + 2 * pods
     assert big_calls <= 600 + 2 * pods
     assert (big_calls - 600) / pods <= 2 and (small_calls - 100) / pods <= 2
+
+
+def test_pod_short_of_cpu_is_retried_when_a_bound_pod_goes(monkeypatch):
+    prof = {"name": "cpu-4", "kubernetesVersion": "1.37",
+            "nodes": [{"name": "n-0", "nodeProfile": "l4-edge", "allocatable": {"cpu": "4"}}]}
+    c = connect("sim", prof, progress=False)
+    c.apply(plain_pod("big", containers=[{"name": "c", "image": "x", "resources": {"requests": {"cpu": "3"}}}]))
+    c.wait()
+    calls = _count_attempts(monkeypatch, c.sim.scheduler, "waiting")
+    c.apply(plain_pod("waiting", containers=[{"name": "c", "image": "x", "resources": {"requests": {"cpu": "2"}}}]))
+    c.wait()
+    assert calls[0] == 1
+    assert "1 Insufficient cpu" in c.get("Pod", "waiting")["status"]["conditions"][0]["message"]
+    c.apply(plain_pod("small"))  # another pod binds: nothing freed
+    c.wait()
+    assert c.get("Pod", "small")["spec"]["nodeName"] == "n-0"
+    assert calls[0] == 1
+    c.delete("Pod", "big")  # cpu freed
+    c.wait()
+    assert calls[0] == 2
+    assert c.get("Pod", "waiting")["spec"]["nodeName"] == "n-0"
