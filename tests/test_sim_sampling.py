@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.cluster import connect
+from labkit.cluster import NotFound, connect
 from labkit.sim.filters import num_feasible_nodes_to_find
 from labkit.sim.scheduler import Scheduler
 
@@ -200,3 +200,28 @@ def test_pod_short_of_cpu_is_retried_when_a_bound_pod_goes(monkeypatch):
     c.wait()
     assert calls[0] == 2
     assert c.get("Pod", "waiting")["spec"]["nodeName"] == "n-0"
+
+
+def test_taint_controller_examines_only_changed_claims(monkeypatch):
+    c = connect("sim", fleet(4), progress=False)  # 8 L4
+    c.apply([TEMPLATE] + [gpu_pod(f"p-{i}") for i in range(6)])
+    c.wait()
+    tainted = c.placements().rows[0]
+    c.apply({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "r"},
+             "spec": {"deviceSelector": {"pool": tainted["pool"], "device": tainted["device"]},
+                      "taint": {"key": "labkit.dev/broken", "effect": "NoExecute"}}})
+    taints = c.sim.taints
+    examined: list[str] = []
+    original = taints._claim_deadlines
+    monkeypatch.setattr(taints, "_claim_deadlines",
+                        lambda claim, t, now: examined.append(claim["metadata"]["name"]) or original(claim, t, now))
+    c.wait()
+    # the taint changed: every claim is looked at; the pod on the tainted device is evicted
+    assert len({n for n in examined if n.startswith("p-")}) == 6
+    with pytest.raises(NotFound):
+        c.get("Pod", tainted["pod"])
+    examined.clear()
+    c.apply(gpu_pod("late"))  # one new claim, allocated and reserved: only it is looked at again
+    c.wait()
+    assert c.get("Pod", "late")["spec"]["nodeName"]
+    assert set(examined) == {c.get("Pod", "late")["status"]["resourceClaimStatuses"][0]["resourceClaimName"]}

@@ -5,6 +5,10 @@ driver/pool/device, spec.taint). A result's tolerations (copied from its request
 may tolerate a taint for good, or for tolerationSeconds of sim time. Evicted pods get the
 DisruptionTarget condition and a `DeviceTaintManagerEviction` event, then are deleted; the
 claim controller then frees their devices and workload controllers make replacements.
+
+Incremental: the NoExecute taints are indexed by device once per change of slices or rules
+(a taint without timeAdded counts from then, as the API server would have stamped it), and a
+claim change re-examines that claim only; a change of the taints re-examines every claim.
 """
 
 from __future__ import annotations
@@ -22,81 +26,106 @@ class DeviceTaintController:
     def __init__(self, store: Store, events: EventRecorder) -> None:
         self.store = store
         self.events = events
-        self._dirty = True
-        self._taint_index: dict[tuple[str, str, str], list[dict]] | None = None
+        self._taint_index: dict[tuple[str, str, str], list[tuple[dict, float]]] | None = None
+        self._all = True  # every claim must be examined (the taints changed)
+        self._dirty: set[tuple[str, str]] = set()  # claims changed since the last reconcile
+        self._wanted: dict[tuple[str, str], dict[str, tuple[float, str, str]]] = {}  # claim -> pod uid -> deadline
         self.deadlines: dict[str, tuple[float, str, str]] = {}  # pod uid -> (time, ns, name)
         store.watch(self._on_event, kinds=("DeviceTaintRule", "ResourceSlice", "ResourceClaim"))
 
     def _on_event(self, ev) -> None:
         if ev.kind != "ResourceClaim":
             self._taint_index = None  # the taints themselves changed: index them again
-            self._dirty = True
-        elif ev.type == "MODIFIED":
-            self._dirty = True
+            self._all = True
+        elif ev.type != "ADDED":  # a new claim has no allocation yet
+            m = ev.object.get("metadata") or {}
+            self._dirty.add((m.get("namespace", "default"), m.get("name", "")))
 
-    def _taints(self) -> dict[tuple[str, str, str], list[dict]]:
-        """NoExecute taints by device, indexed once per change of slices or rules (not per claim
-        change, which is what makes a reconcile run)."""
+    def _taints(self) -> dict[tuple[str, str, str], list[tuple[dict, float]]]:
+        """NoExecute taints by device, with the time each counts from."""
         if self._taint_index is None:
             self._taint_index = self._scan_taints()
         return self._taint_index
 
-    def _scan_taints(self) -> dict[tuple[str, str, str], list[dict]]:
-        out: dict[tuple[str, str, str], list[dict]] = {}
-        for s in self.store.list("ResourceSlice"):
+    def _scan_taints(self) -> dict[tuple[str, str, str], list[tuple[dict, float]]]:
+        now = self.store.clock.seconds
+        out: dict[tuple[str, str, str], list[tuple[dict, float]]] = {}
+
+        def add(key: tuple[str, str, str], taint: dict) -> None:
+            added = parse_timestamp(taint["timeAdded"]) if taint.get("timeAdded") else now
+            out.setdefault(key, []).append((taint, added))
+
+        slices = self.store.list("ResourceSlice")
+        for s in slices:
             spec = s.get("spec") or {}
             for d in spec.get("devices") or []:
                 for t in d.get("taints") or []:
                     if t.get("effect") == "NoExecute":
-                        out.setdefault((spec.get("driver", ""), (spec.get("pool") or {}).get("name", ""), d.get("name", "")),
-                                       []).append(t)
+                        add((spec.get("driver", ""), (spec.get("pool") or {}).get("name", ""), d.get("name", "")), t)
         rules = [r for r in self.store.list("DeviceTaintRule")
                  if ((r.get("spec") or {}).get("taint") or {}).get("effect") == "NoExecute"]
         if rules:
-            for s in self.store.list("ResourceSlice"):
+            for s in slices:
                 spec = s.get("spec") or {}
                 drv, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
                 for d in spec.get("devices") or []:
                     for r in rules:
                         sel = r["spec"].get("deviceSelector") or {}
                         if all(sel.get(k) in (None, v) for k, v in (("driver", drv), ("pool", pool), ("device", d.get("name")))):
-                            out.setdefault((drv, pool, d.get("name", "")), []).append(r["spec"]["taint"])
+                            add((drv, pool, d.get("name", "")), r["spec"]["taint"])
         return out
 
+    def _claim_deadlines(self, claim: dict, taints: dict, now: float) -> dict[str, tuple[float, str, str]]:
+        """pod uid -> when the claim's tainted devices evict it."""
+        st = claim.get("status") or {}
+        results = ((st.get("allocation") or {}).get("devices") or {}).get("results") or []
+        evict_at: float | None = None
+        for r in results:
+            for t, added in taints.get((r.get("driver", ""), r.get("pool", ""), r.get("device", "")), []):
+                tol = next((x for x in r.get("tolerations") or [] if tolerates(x, t)), None)
+                if tol is None:
+                    at = now
+                elif tol.get("tolerationSeconds") is not None:
+                    at = max(now, added + float(tol["tolerationSeconds"]))
+                else:
+                    continue
+                evict_at = at if evict_at is None else min(evict_at, at)
+        if evict_at is None:
+            return {}
+        return {ref.get("uid", ""): (evict_at, meta(claim)["namespace"], ref.get("name", ""))
+                for ref in st.get("reservedFor") or [] if ref.get("resource", "pods") == "pods"}
+
     def reconcile(self) -> None:
-        if not self._dirty:
+        if not self._all and not self._dirty:
             return
-        self._dirty = False
         taints = self._taints()
         if not taints:
+            self._all, self._dirty = False, set()
+            self._wanted.clear()
             self.deadlines.clear()
             return
         now = self.store.clock.seconds
-        wanted: dict[str, tuple[float, str, str]] = {}
-        for claim in self.store.list("ResourceClaim"):
-            st = claim.get("status") or {}
-            results = ((st.get("allocation") or {}).get("devices") or {}).get("results") or []
-            evict_after: float | None = None
-            for r in results:
-                for t in taints.get((r.get("driver", ""), r.get("pool", ""), r.get("device", "")), []):
-                    tol = next((x for x in r.get("tolerations") or [] if tolerates(x, t)), None)
-                    if tol is None:
-                        after = 0.0
-                    elif tol.get("tolerationSeconds") is not None:
-                        added = parse_timestamp(t["timeAdded"]) if t.get("timeAdded") else now
-                        after = max(0.0, added + float(tol["tolerationSeconds"]) - now)
-                    else:
-                        continue
-                    evict_after = after if evict_after is None else min(evict_after, after)
-            if evict_after is None:
-                continue
-            for ref in st.get("reservedFor") or []:
-                if ref.get("resource", "pods") == "pods":
-                    at = now + evict_after
-                    prev = wanted.get(ref.get("uid", ""))
-                    if prev is None or at < prev[0]:
-                        wanted[ref.get("uid", "")] = (at, meta(claim)["namespace"], ref.get("name", ""))
-        self.deadlines = wanted
+        if self._all:
+            self._wanted.clear()
+            claims = self.store.list("ResourceClaim")
+        else:
+            claims = []
+            for ns, name in sorted(self._dirty):
+                self._wanted.pop((ns, name), None)
+                claim = self.store.get("ResourceClaim", name, ns)
+                if claim is not None:
+                    claims.append(claim)
+        self._all, self._dirty = False, set()
+        for claim in claims:
+            wanted = self._claim_deadlines(claim, taints, now)
+            if wanted:
+                self._wanted[(meta(claim)["namespace"], meta(claim)["name"])] = wanted
+        deadlines: dict[str, tuple[float, str, str]] = {}
+        for wanted in self._wanted.values():
+            for uid, d in wanted.items():
+                if uid not in deadlines or d[0] < deadlines[uid][0]:
+                    deadlines[uid] = d
+        self.deadlines = deadlines
         self.evict_due(now)
 
     def next_deadline(self) -> float | None:
