@@ -45,7 +45,7 @@ DYNAMIC_ALLOWED = {
 #: the CEL engines were untangled (issue 15.2); 125 with one home per concept (15.3); 42 once every
 #: import without a reason was hoisted (15.1). A ratchet: lower it as they are moved to module level
 #: (issue 15), never raise it.
-LOCAL_IMPORTS_BUDGET = 42
+LOCAL_IMPORTS_BUDGET = 41
 
 
 def main() -> int:

@@ -45,6 +45,7 @@ from typing import Any
 
 from labkit.allocator.nodes import term_matches
 from labkit.allocator.taints import tolerates
+from labkit.api.features import normalize_version
 from labkit.sim.resources import container_requests
 
 __all__ = ["SCORE_ALL_BELOW", "Candidate", "ScoreRow", "best", "nonzero_requests", "prioritized_list_scoring",
@@ -156,9 +157,6 @@ def prioritized_list(claims: list[dict], allocations: list[dict]) -> int:
 
 def prioritized_list_scoring(features: Any, kubernetes_version: str) -> bool:
     """DynamicResources scores firstAvailable choices from Kubernetes 1.35, with DRAPrioritizedList."""
-    # lazy: to hoist (labkit.api.features is loaded before labkit.sim; this file is being edited elsewhere)
-    from labkit.api.features import normalize_version
-
     major, minor = (int(x) for x in normalize_version(kubernetes_version).split(".")[:2])
     return bool(getattr(features, "PrioritizedList", False)) and (major, minor) >= (1, 35)
 
