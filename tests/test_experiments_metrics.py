@@ -147,7 +147,7 @@ def test_cli_json_csv_and_plot(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("argv, msg", [
-    (["--trace", "nope.csv"], "--trace 'nope.csv': no such file"),
+    (["--trace", "nope.csv"], "trace 'nope.csv': no such file"),
     (["--policy", "bogus"], "policy 'bogus': unknown"),
     (["--fleet", "no-such-fleet"], "no-such-fleet"),
     (["--limit", "-1"], "--limit -1"),

@@ -31,7 +31,7 @@ DYNAMIC_ALLOWED = {
 #: function-local imports of labkit/fake_gpus modules allowed: 98 when the rule came in on the
 #: architecture branch; 144 after the same session merged the kind, attach and upstream work. A ratchet:
 #: lower it as they are moved to module level (issue 15), never raise it.
-LOCAL_IMPORTS_BUDGET = 144
+LOCAL_IMPORTS_BUDGET = 138
 
 
 def main() -> int:
