@@ -12,9 +12,8 @@ import pytest
 from labkit.cli import main as labkit_main
 from labkit.experiments.alibaba import SHAPE_PODS, generate_alibaba
 from labkit.experiments.fleet import alibaba_fleet, build_fleet, fleet_variant
-from labkit.experiments.metrics import WALL_CLOCK_KEYS
 from labkit.experiments.runner import run_policy
-from labkit.experiments.sweep import Cell, Options, make_grid, parse_seeds, run_sweep
+from labkit.experiments.sweep import MEASURED_KEYS, Cell, Options, make_grid, parse_seeds, run_sweep
 from labkit.experiments.traces import generate
 
 #: 2 policies x 2 traces x 2 seeds x 2 fleets = 16 small cells
@@ -30,7 +29,7 @@ def sweep_json(capsys, *argv: str) -> dict:
 
 
 def sim_only(rows: list[dict]) -> list[dict]:
-    return [{k: v for k, v in r.items() if k not in WALL_CLOCK_KEYS} for r in rows]
+    return [{k: v for k, v in r.items() if k not in MEASURED_KEYS} for r in rows]
 
 
 @pytest.fixture(scope="module")

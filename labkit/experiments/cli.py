@@ -153,8 +153,9 @@ def sweep_cmd(args: argparse.Namespace) -> int:
             w.writerow({k: "" if r.get(k) is None else r[k] for k in sweep.ROW_KEYS})
         sys.stdout.write(buf.getvalue())
     else:
-        keys = ("trace", "fleet", "seed", *(k for k in metrics.SUMMARY_KEYS if k != "pods_per_s"))
+        keys = ("trace", "fleet", "seed", *(k for k in metrics.SUMMARY_KEYS if k != "pods_per_s"), "cpu_s")
         print(metrics.SummaryTable(rows, keys))
         print(f"{len(rows)} runs on {res.engine} ({res.workers} worker{'s' if res.workers > 1 else ''}): "
-              f"{res.wall_s:.1f} s wall; the runs themselves took {res.cell_wall_s:.1f} s in all")
+              f"{res.wall_s:.1f} s wall; the runs themselves took {res.cell_wall_s:.1f} s wall, "
+              f"{res.cell_cpu_s:.1f} s CPU in all")
     return EXIT_OK

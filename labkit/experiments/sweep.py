@@ -44,7 +44,9 @@ from labkit.sim.profiles import ClusterProfile
 
 #: columns of a sweep row before the policy's summary
 CELL_KEYS = ("trace", "fleet", "seed")
-ROW_KEYS = CELL_KEYS + SUMMARY_KEYS + ("trace_items",)
+ROW_KEYS = CELL_KEYS + SUMMARY_KEYS + ("cpu_s", "trace_items")
+#: measured, not simulated: they differ from run to run (cpu_s: the cell's CPU time in its process)
+MEASURED_KEYS = (*WALL_CLOCK_KEYS, "cpu_s")
 DASK_EXTRA = "dask"
 
 
@@ -175,6 +177,7 @@ def make_grid(policies: Sequence[str], traces: Sequence[str], seeds: Sequence[in
 def run_cell(cell: Cell, options: Options = Options()) -> dict:
     """One cell (a module-level function: engines pickle it by name). Returns the row, or
     {"error": one line} for a LabKit error (so no exception has to cross a process boundary)."""
+    cpu = time.process_time()
     try:
         fleet = fleet_profile(cell.fleet)
         items, trace_name = load_trace(cell.trace, seed=cell.seed, pods=options.pods, rate=options.rate,
@@ -184,7 +187,8 @@ def run_cell(cell: Cell, options: Options = Options()) -> dict:
         run = run_policy(items, fleet, get_policy(cell.policy), tick=options.tick, seed=cell.seed)
     except LabkitError as exc:
         return {"error": f"{cell.policy} / {cell.trace} / seed {cell.seed} / {cell.fleet}: {one_line(exc)}"}
-    return {"trace": trace_name, "fleet": cell.fleet, "seed": cell.seed, **run.summary, "trace_items": len(items)}
+    return {"trace": trace_name, "fleet": cell.fleet, "seed": cell.seed, **run.summary,
+            "cpu_s": time.process_time() - cpu, "trace_items": len(items)}
 
 
 # ---- engines ---------------------------------------------------------------------------------
@@ -202,13 +206,17 @@ class SweepResult:
         than a serial run of the same cells would take; compare with a `workers=1` run)."""
         return sum(r["wall_s"] for r in self.rows)
 
+    @property
+    def cell_cpu_s(self) -> float:
+        return sum(r["cpu_s"] for r in self.rows)
+
     def sim_rows(self) -> list[dict]:
-        """Rows without the wall-clock keys: equal for every engine."""
-        return [{k: v for k, v in r.items() if k not in WALL_CLOCK_KEYS} for r in self.rows]
+        """Rows without the measured keys (MEASURED_KEYS): equal for every engine."""
+        return [{k: v for k, v in r.items() if k not in MEASURED_KEYS} for r in self.rows]
 
     def to_dict(self) -> dict:
         return {"engine": self.engine, "workers": self.workers, "wall_s": self.wall_s,
-                "cell_wall_s": self.cell_wall_s, "rows": self.rows}
+                "cell_wall_s": self.cell_wall_s, "cell_cpu_s": self.cell_cpu_s, "rows": self.rows}
 
 
 def run_sweep(cells: Sequence[Cell], options: Options = Options(), *, workers: int | None = None,
