@@ -149,3 +149,15 @@ def test_memory_selectors_do_not_round_a_gpu_out():
     for name in ("whole-gpu", "frag-aware", "topology", "dynamic-mig"):
         run = run_policy(trace, prof, name)
         assert run.summary["never_placed"] == 0 and placed_at_start(run) == 8, name
+
+
+def test_dynamic_mig_gives_a_whole_80gb_gpu_ask_the_7g_device():
+    """An Alibaba whole-GPU row asks the fleet's GPU size (80 GiB); in dynamic MIG mode the A100-80GB
+    is published as partitions only and 7g.80gb has 79 GiB: the policy still offers it."""
+    dgx = {"name": "one-dgx", "kubernetesVersion": "1.37", "nodes": [{"name": "n0", "nodeProfile": "dgx-a100"}]}
+    trace = [WorkItem("big-0", "finetune", 0.0, 60.0, 1, 80.0, 1.0), WorkItem("big-1", "finetune", 0.0, 60.0, 2, 80.0, 1.0)]
+    run = run_policy(trace, dgx, "dynamic-mig")
+    assert run.summary["never_placed"] == 0
+    devices = {r.name: r.devices for r in run.records}
+    assert len(devices["big-0"]) == 1 and len(devices["big-1"]) == 2
+    assert all("-mig-7g80gb-" in d for ds in devices.values() for d in ds), devices

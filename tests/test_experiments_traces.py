@@ -150,5 +150,5 @@ def test_unscheduled_and_running_rows(tmp_path):
 def test_missing_trace_file_is_not_found_exit_3(capsys, tmp_path):
     assert main(["experiment", "run", "--trace", str(tmp_path / "nope.csv")]) == 3
     err = capsys.readouterr().err.strip()
-    assert err == (f"labkit experiment: --trace '{tmp_path / 'nope.csv'}': no such file; "
-                   "fix: use synthetic, alibaba-sample or a CSV path")
+    assert err == (f"labkit experiment: trace '{tmp_path / 'nope.csv'}': no such file; "
+                   "use synthetic, alibaba-sample, alibaba-shape or a CSV path")

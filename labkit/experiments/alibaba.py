@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import random
+import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -176,17 +177,28 @@ def _replace(item: WorkItem, **kw: object) -> WorkItem:
     return replace(item, **kw)  # type: ignore[arg-type]
 
 
-def write_sample(path: str | Path = SAMPLE, n: int = 300, seed: int = 2023) -> None:
-    """Write a SYNTHETIC pod list in the v2023 format (no rows come from the real trace).
+#: the published shape of cluster-trace-gpu-v2023 (clusterdata README): openb_pod_list_default.csv
+#: holds 8,152 pods; the GPU nodes of openb_node_list_all_node.csv are 1,213 of 1,523
+SHAPE_PODS = 8152
+#: generated Alibaba-shaped traces put their arrivals into this window (seconds), whatever their
+#: size: 8,152 rows in 2 hours offer ~5,800 GPUs of work on average (GPU-seconds / window, shares
+#: counted by their compute), ~93% of the 6,212-GPU fleet (fleet.alibaba_fleet); a trace of N
+#: rows offers N/8,152 of that (pair it with the fleet scale N/8,152)
+SHAPE_WINDOW_S = 7200.0
+
+
+def sample_rows(n: int, seed: int = 2023, mean_gap_s: float = 20.0) -> list[list[object]]:
+    """SYNTHETIC pod-list rows in the v2023 format (no row comes from the real trace).
 
     Shape loosely follows what the ATC'23 paper reports about the trace (most GPU pods ask for a
-    share of one GPU, a minority for 1-8 whole GPUs, a few CPU-only pods) - numbers are ours."""
+    share of one GPU, a minority for 1-8 whole GPUs, a few CPU-only pods) - numbers are ours.
+    Arrival gaps are exponential with mean `mean_gap_s`."""
     rng = random.Random(seed)
     t = 0.0
-    rows = []
+    rows: list[list[object]] = []
     specs = ("", "", "", "V100M16|V100M32", "A10", "T4", "P100", "G2|G3")
     for i in range(n):
-        t += rng.expovariate(1 / 20.0)
+        t += rng.expovariate(1 / mean_gap_s)
         r = rng.random()
         if r < 0.06:
             num, milli, cpu, mem = 0, 0, rng.choice((2000, 4000, 8000)), rng.choice((4096, 8192, 16384))
@@ -203,9 +215,32 @@ def write_sample(path: str | Path = SAMPLE, n: int = 300, seed: int = 2023) -> N
         deleted = "" if phase in ("Running", "Pending") else str(int(scheduled or created) + run)
         rows.append([f"openb-pod-{i:04d}", cpu, mem, num, milli, rng.choice(specs) if num else "",
                      rng.choice(QOS), phase, created, deleted, scheduled])
+    return rows
+
+
+def _write_rows(path: str | Path, rows: list[list[object]]) -> None:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     with open(p, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(HEADER)
         w.writerows(rows)
+
+
+def write_sample(path: str | Path = SAMPLE, n: int = 300, seed: int = 2023) -> None:
+    """Write a SYNTHETIC pod list in the v2023 format (`sample_rows`; the packaged sample)."""
+    _write_rows(path, sample_rows(n, seed))
+
+
+def generate_alibaba(n: int = SHAPE_PODS, seed: int = 0, *, gpu_mem_gib: float = 80.0,
+                     window_s: float = SHAPE_WINDOW_S) -> list[WorkItem]:
+    """A SYNTHETIC trace of `n` rows with the Alibaba v2023 shape (`sample_rows`), arrivals in
+    `window_s` seconds, mapped to WorkItems exactly as `load_alibaba` maps the real file
+    (CPU-only rows are dropped, so a few percent fewer items than `n`)."""
+    if n <= 0:
+        raise TraceError(f"alibaba-shape: {n} pods; give at least 1 (e.g. alibaba-shape:800)")
+    with tempfile.TemporaryDirectory(prefix="labkit-trace-") as tmp:
+        path = Path(tmp) / f"alibaba-shape-{n}-{seed}.csv"
+        _write_rows(path, sample_rows(n, seed, mean_gap_s=window_s / n))
+        items = load_alibaba(path, gpu_mem_gib=gpu_mem_gib)
+    return items

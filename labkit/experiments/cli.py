@@ -1,4 +1,4 @@
-"""`labkit experiment run|policies`: compare placement policies on a trace and a fleet (sim backend)."""
+"""`labkit experiment run|sweep|policies`: compare placement policies on traces and fleets (sim backend)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ import io
 import json
 import math
 import sys
-from pathlib import Path
 
-from labkit.errors import NotFoundError
+from labkit.errors import LabkitError
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -20,8 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = ex.add_subparsers(dest="experiment_command", metavar="ACTION")
     run = sub.add_parser("run", help="run a trace on a fleet under one or more policies")
     run.add_argument("--trace", default="synthetic",
-                     help="synthetic | alibaba-sample | PATH to a cluster-trace-gpu-v2023 pod list CSV")
-    run.add_argument("--fleet", default="exp-small", help="cluster profile name or YAML path (default: exp-small)")
+                     help="synthetic[:PODS] | alibaba-sample | alibaba-shape[:PODS] | PATH to a cluster-trace-gpu-v2023 "
+                          "pod list CSV")
+    run.add_argument("--fleet", default="exp-small", help="cluster profile name or YAML path, or alibaba-shape[:SCALE] (default: exp-small)")
     run.add_argument("--policy", default="whole-gpu,shared",
                      help="comma-separated policy names (default: whole-gpu,shared); see `labkit experiment policies`")
     run.add_argument("-o", "--output", default="table", choices=["table", "json", "csv"])
@@ -34,6 +34,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--timeline", action="store_true", help="json: include the per-tick timelines")
     run.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
     run.set_defaults(func=run_experiment_cmd)
+    sw = sub.add_parser("sweep", help="run a grid (policies x traces x seeds x fleets) in parallel processes",
+                        description="Every cell is one `experiment run` of one policy; cells run in --workers "
+                                    "local processes, or on the Dask scheduler at --address.")
+    sw.add_argument("--policies", default=None, help="comma-separated policy names (default: all built-in)")
+    sw.add_argument("--traces", default="synthetic",
+                    help="comma-separated trace specs, as `run --trace` takes them (default: synthetic)")
+    sw.add_argument("--seeds", default="0", help="comma-separated seeds and ranges, e.g. 0-4,9 (default: 0)")
+    sw.add_argument("--fleets", default="exp-small",
+                    help="comma-separated fleets: profile names/paths or alibaba-shape[:SCALE] (default: exp-small)")
+    sw.add_argument("--workers", type=int, default=None,
+                    help="local processes (default: the CPU count; 1 = serially in this process)")
+    sw.add_argument("--address", metavar="URL",
+                    help="run on an existing Dask distributed scheduler, e.g. tcp://10.0.0.5:8786 "
+                         "(needs the 'dask' extra)")
+    sw.add_argument("--pods", type=int, default=500, help="synthetic traces without :PODS: items (default 500)")
+    sw.add_argument("--rate", type=float, default=6.0, help="synthetic traces: arrivals per minute (default 6)")
+    sw.add_argument("--tick", type=float, default=10.0, help="sim seconds per step (default 10)")
+    sw.add_argument("--limit", type=int, help="use only the first N items of each trace")
+    sw.add_argument("-o", "--output", default="table", choices=["table", "json", "csv"])
+    bar = sw.add_mutually_exclusive_group()
+    bar.add_argument("--progress", dest="progress", action="store_true", default=None,
+                     help="progress bar on stderr (default: when stderr is a terminal)")
+    bar.add_argument("--no-progress", dest="progress", action="store_false")
+    sw.set_defaults(func=sweep_cmd)
     pol = sub.add_parser("policies", help="list the built-in policies")
     pol.set_defaults(func=list_policies)
     ex.set_defaults(func=lambda args: (ex.print_help(), EXIT_BAD_INPUT)[1])
@@ -45,7 +69,7 @@ def _fail(msg: str) -> int:
 
 
 def list_policies(args: argparse.Namespace) -> int:
-    # lazy: to hoist (labkit --help loads labkit.experiments; this file is being edited elsewhere)
+    # lazy: start-up (labkit --help loads this module; policies import the sim)
     from labkit.experiments.policies import POLICIES
 
     for name, cls in POLICIES.items():
@@ -53,46 +77,30 @@ def list_policies(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def load_trace(spec: str, *, seed: int, pods: int, rate: float, gpu_mem_gib: float) -> tuple[list, str]:
-    # lazy: to hoist (labkit --help loads labkit.experiments; this file is being edited elsewhere)
-    from labkit.experiments.alibaba import SAMPLE, load_alibaba
-    from labkit.experiments.traces import generate
-
-    if spec == "synthetic":
-        return generate(pods, seed=seed, rate_per_min=rate), f"synthetic(n={pods}, seed={seed}, rate={rate:g}/min)"
-    if spec == "alibaba-sample":
-        return load_alibaba(SAMPLE, gpu_mem_gib=gpu_mem_gib), "alibaba-sample"
-    if not Path(spec).exists():
-        raise NotFoundError(f"--trace {spec!r}: no such file", fix="use synthetic, alibaba-sample or a CSV path")
-    return load_alibaba(spec, gpu_mem_gib=gpu_mem_gib), spec
-
-
 def _clean(v: object) -> object:
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
 def run_experiment_cmd(args: argparse.Namespace) -> int:
-    # lazy: to hoist (labkit --help loads labkit.experiments; this file is being edited elsewhere)
-    from labkit.cluster.base import ClusterError
-    from labkit.experiments.alibaba import TraceError
-    from labkit.experiments.fleet import build_fleet, fleet_variant
-    from labkit.experiments.metrics import SUMMARY_KEYS
-    from labkit.experiments.policies import PolicyError, get_policy
-    from labkit.experiments.runner import ExperimentError, run_experiment
+    # lazy: start-up (labkit --help loads this module; the sim loads only when an experiment runs)
+    from labkit.experiments import metrics, policies, runner, sweep
 
     if args.limit is not None and args.limit < 0:
         return _fail(f"--limit {args.limit}: must be >= 0")
     if args.pods < 0 or args.rate <= 0 or args.tick <= 0:
         return _fail("--pods must be >= 0, --rate and --tick > 0")
     try:
-        policies = [get_policy(p.strip()) for p in args.policy.split(",") if p.strip()]
-        if not policies:
+        chosen = [policies.get_policy(p.strip()) for p in args.policy.split(",") if p.strip()]
+        if not chosen:
             return _fail("--policy: give at least one policy name; see `labkit experiment policies`")
-        ref_mem = build_fleet(fleet_variant(args.fleet, "none")).common_gpu_mem_gib()
-        trace, trace_name = load_trace(args.trace, seed=args.seed, pods=args.pods, rate=args.rate, gpu_mem_gib=ref_mem)
-        res = run_experiment(trace, args.fleet, policies, tick=args.tick, seed=args.seed, limit=args.limit,
-                             progress=args.progress)
-    except (TraceError, PolicyError, ExperimentError, ClusterError, ValueError) as exc:
+        fleet = sweep.fleet_profile(args.fleet)
+        trace, trace_name = sweep.load_trace(args.trace, seed=args.seed, pods=args.pods, rate=args.rate,
+                                             gpu_mem_gib=sweep.reference_gpu_mem(fleet))
+        res = runner.run_experiment(trace, fleet, chosen, tick=args.tick, seed=args.seed, limit=args.limit,
+                                   progress=args.progress)
+    except (LabkitError, ValueError) as exc:
+        if isinstance(exc, LabkitError) and not isinstance(exc, ValueError):
+            raise  # the CLI prints it as one line with its kind's exit code (3: not found)
         return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     res.trace_name = trace_name
     if args.plot:
@@ -108,12 +116,51 @@ def run_experiment_cmd(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2, default=str).replace("NaN", "null"))
     elif args.output == "csv":
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(SUMMARY_KEYS), lineterminator="\n")
+        w = csv.DictWriter(buf, fieldnames=list(metrics.SUMMARY_KEYS), lineterminator="\n")
         w.writeheader()
         for r in res.runs:
-            w.writerow({k: ("" if _clean(r.summary[k]) is None else r.summary[k]) for k in SUMMARY_KEYS})
+            w.writerow({k: ("" if _clean(r.summary[k]) is None else r.summary[k]) for k in metrics.SUMMARY_KEYS})
         sys.stdout.write(buf.getvalue())
     else:
         print(f"trace {trace_name} on fleet {args.fleet}")
         print(res.summary())
+    return EXIT_OK
+
+
+def sweep_cmd(args: argparse.Namespace) -> int:
+    # lazy: start-up (labkit --help loads this module; the sim loads only when a sweep runs)
+    from labkit.experiments import metrics, policies, sweep
+
+    if args.workers is not None and args.workers < 1:
+        return _fail(f"--workers {args.workers}: give at least 1 (1 = serially in this process)")
+    if args.workers is not None and args.address:
+        return _fail("--workers and --address: give one (the Dask cluster has its own workers)")
+    try:
+        names = sweep.split_axis("--policies", args.policies) if args.policies is not None else list(policies.POLICIES)
+        traces = sweep.split_axis("--traces", args.traces)
+        seeds = sweep.parse_seeds(args.seeds)
+        fleets = sweep.split_axis("--fleets", args.fleets)
+        options = sweep.Options(pods=args.pods, rate=args.rate, tick=args.tick, limit=args.limit)
+        cells = sweep.make_grid(names, traces, seeds, fleets, options)
+        res = sweep.run_sweep(cells, options, workers=args.workers, address=args.address, progress=args.progress)
+    except (LabkitError, ValueError) as exc:
+        if isinstance(exc, LabkitError) and not isinstance(exc, ValueError):
+            raise  # the CLI prints it as one line with its kind's exit code
+        return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    rows = [{k: _clean(v) for k, v in r.items()} for r in res.rows]
+    if args.output == "json":
+        print(json.dumps({**res.to_dict(), "rows": rows}, indent=2, default=str).replace("NaN", "null"))
+    elif args.output == "csv":
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(sweep.ROW_KEYS), lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: "" if r.get(k) is None else r[k] for k in sweep.ROW_KEYS})
+        sys.stdout.write(buf.getvalue())
+    else:
+        keys = ("trace", "fleet", "seed", *(k for k in metrics.SUMMARY_KEYS if k != "pods_per_s"), "cpu_s")
+        print(metrics.SummaryTable(rows, keys))
+        print(f"{len(rows)} runs on {res.engine} ({res.workers} worker{'s' if res.workers > 1 else ''}): "
+              f"{res.wall_s:.1f} s wall; the runs themselves took {res.cell_wall_s:.1f} s wall, "
+              f"{res.cell_cpu_s:.1f} s CPU in all")
     return EXIT_OK

@@ -153,3 +153,23 @@ def build_fleet(profile: ClusterProfile) -> Fleet:
     for n in profile.nodes:
         kinds[n.name] = node_kind(n.node_profile, n.mig_mode, profile.kubernetes_version, profile.topology_attributes)
     return Fleet(profile, [n.name for n in sorted(profile.nodes, key=lambda s: s.name)], kinds)
+
+
+#: (name prefix, fake_gpus node profile, nodes): a stand-in for the 1,213 GPU nodes (6,212 GPUs)
+#: of cluster-trace-gpu-v2023's openb cluster, built from LabKit's catalog (it has no V100, P100,
+#: A10 or G1-G3): 8-GPU nodes 410 (3,280 GPUs), 4-GPU nodes 663 (2,652), 2-GPU nodes 140 (280).
+#: 80 GB GPUs are the most common size (4,006), so Alibaba rows map to 80 GiB per whole GPU.
+ALIBABA_NODES = (("a100x8-", "dgx-a100", 410), ("a100x4-", "mig-a100", 300),
+                 ("a100t4-", "mixed-a100-t4", 363), ("l4x2-", "l4-edge", 140))
+
+
+def alibaba_fleet(scale: float = 1.0) -> dict:
+    """A cluster profile (dict) with the openb cluster's size and GPU-count mix, each node group
+    scaled by `scale` (at least one node per group): 1.0 = 1,213 nodes / 6,212 GPUs."""
+    if not (isinstance(scale, int | float) and 0 < scale <= 10):
+        raise ValueError(f"alibaba-shape fleet scale {scale!r}: give a number in (0, 10], e.g. 0.1")
+    nodes = [{"namePrefix": prefix, "count": max(1, round(count * scale)), "nodeProfile": profile}
+             for prefix, profile, count in ALIBABA_NODES]
+    label = "alibaba-shape" if scale == 1 else f"alibaba-shape-{scale:g}"
+    return {"name": label, "kubernetesVersion": "1.37", "topologyAttributes": True,
+            "description": f"openb-shaped fleet x{scale:g}: {sum(n['count'] for n in nodes)} nodes", "nodes": nodes}

@@ -210,8 +210,11 @@ class SharedClaims(BasePolicy):
 class _MigPolicy(BasePolicy):
     def whole_or_7g(self, item: WorkItem, ctx: Context) -> list[dict]:
         """Whole GPUs; where MIG mode hides them (Ampere in dynamic mode), a full-size MIG device
-        per GPU as a second choice (firstAvailable). A 7g MIG device has no NVLink peer access."""
-        full = [p for p in ctx.fleet.mig_profiles() if p[2] == 7 and p[1] + 1e-9 >= item.gpu_mem_gib]
+        per GPU as a second choice (firstAvailable). A 7g MIG device has no NVLink peer access.
+        A whole-GPU item (gpus >= 1) takes the 7g device of a GPU as large as it asks for: 7g.80gb
+        publishes 79 GiB, and an Alibaba row's whole GPU is the fleet's 80 GiB GPU."""
+        full = [p for p in ctx.fleet.mig_profiles()
+                if p[2] == 7 and max(p[1], _nominal_gib(p[0]) if item.gpus else 0.0) + 1e-9 >= item.gpu_mem_gib]
         if self.mig_mode != "dynamic" or not full or item.gpu_units == 0:
             return self.whole_gpu_objects(item, ctx)
         count = item.gpus or 1
@@ -237,6 +240,12 @@ class _MigPolicy(BasePolicy):
 
     def objects(self, item: WorkItem, ctx: Context) -> list[dict]:
         return self.mig_objects(item, ctx)
+
+
+def _nominal_gib(profile: str) -> float:
+    """The GPU size a MIG profile name carries: 80 for 7g.80gb (0 when the name has none)."""
+    size = profile.rsplit(".", 1)[-1]
+    return float(size[:-2]) if size.endswith("gb") and size[:-2].isdigit() else 0.0
 
 
 class StaticMig(_MigPolicy):

@@ -1,0 +1,295 @@
+"""Sweeps: every (policy, trace, seed, fleet) cell of a grid, run in parallel processes.
+
+A cell is one `run_policy` on a fresh sim cluster; it is described by four plain values (names,
+paths, a seed), so a worker rebuilds the trace and fleet itself and only a summary row comes
+back (a few hundred bytes per cell). Engines:
+
+- serial (`workers=1`): in this process, in grid order;
+- local (default): a `ProcessPoolExecutor` with `workers` processes (spawned, not forked);
+- Dask distributed (`address="tcp://host:8786"`): an existing scheduler's workers. The workers
+  must import the same LabKit (same version, same `PYTHONPATH`); install with the `dask` extra.
+
+Every engine returns the rows in grid order with the same simulated figures: a cell depends
+only on its four values (and the shared options), never on which process ran it. Only the
+wall-clock keys (`metrics.WALL_CLOCK_KEYS`) differ from run to run.
+
+Specs (one home for what `labkit experiment run` and `sweep` accept):
+- trace: `synthetic[:PODS]`, `alibaba-sample`, `alibaba-shape[:PODS]` (generated with the
+  published v2023 shape, default 8,152 rows), or a path to a v2023 pod-list CSV;
+- fleet: a cluster profile name or YAML path, or `alibaba-shape[:SCALE]` (1,213 nodes / 6,212
+  GPUs at scale 1).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from labkit.errors import EngineError, InputError, LabkitError, NotFoundError, one_line
+from labkit.experiments.alibaba import SAMPLE, SHAPE_PODS, generate_alibaba, load_alibaba
+from labkit.experiments.fleet import alibaba_fleet, build_fleet, fleet_variant
+from labkit.experiments.metrics import SUMMARY_KEYS, WALL_CLOCK_KEYS
+from labkit.experiments.policies import POLICIES, get_policy
+from labkit.experiments.runner import run_policy
+from labkit.experiments.traces import WorkItem, generate
+from labkit.sim.profiles import ClusterProfile
+
+#: columns of a sweep row before the policy's summary
+CELL_KEYS = ("trace", "fleet", "seed")
+ROW_KEYS = CELL_KEYS + SUMMARY_KEYS + ("cpu_s", "trace_items")
+#: measured, not simulated: they differ from run to run (cpu_s: the cell's CPU time in its process)
+MEASURED_KEYS = (*WALL_CLOCK_KEYS, "cpu_s")
+DASK_EXTRA = "dask"
+
+
+class SweepError(InputError, ValueError):
+    """Bad sweep input (an axis, a seed, a spec) or an engine that cannot be used; one line."""
+
+
+class TraceNotFound(NotFoundError):
+    """A trace file that does not exist (exit 3, like every thing the user named that is not there)."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """What every cell shares: synthetic trace size and rate, the tick, a trace prefix limit."""
+
+    pods: int = 500
+    rate: float = 6.0
+    tick: float = 10.0
+    limit: int | None = None
+
+
+@dataclass(frozen=True)
+class Cell:
+    policy: str
+    trace: str
+    seed: int
+    fleet: str
+
+
+# ---- specs -----------------------------------------------------------------------------------
+
+def _count(spec: str, default: int) -> int:
+    name, _, arg = spec.partition(":")
+    if not arg:
+        return default
+    try:
+        n = int(arg)
+    except ValueError:
+        raise SweepError(f"trace {spec!r}: {arg!r} is not a whole number of pods; e.g. {name}:500") from None
+    if n <= 0:
+        raise SweepError(f"trace {spec!r}: {n} pods; give at least 1, e.g. {name}:500")
+    return n
+
+
+def fleet_profile(spec: str) -> str | dict:
+    """A fleet spec as `run_policy` takes it: a profile name/path, or the alibaba-shape dict."""
+    name, _, arg = spec.partition(":")
+    if name != "alibaba-shape":
+        return spec
+    try:
+        scale = float(arg) if arg else 1.0
+    except ValueError:
+        raise SweepError(f"fleet {spec!r}: {arg!r} is not a number; e.g. alibaba-shape:0.1") from None
+    try:
+        return alibaba_fleet(scale)
+    except ValueError as exc:
+        raise SweepError(f"fleet {spec!r}: {exc}") from None
+
+
+def load_trace(spec: str, *, seed: int, pods: int, rate: float, gpu_mem_gib: float) -> tuple[list[WorkItem], str]:
+    """(items, display name) for a trace spec (see the module docstring)."""
+    name = spec.partition(":")[0]
+    if name == "synthetic":
+        n = _count(spec, pods)
+        return generate(n, seed=seed, rate_per_min=rate), f"synthetic(n={n}, seed={seed}, rate={rate:g}/min)"
+    if name == "alibaba-shape":
+        n = _count(spec, SHAPE_PODS)
+        return generate_alibaba(n, seed, gpu_mem_gib=gpu_mem_gib), f"alibaba-shape(n={n}, seed={seed})"
+    if spec == "alibaba-sample":
+        return load_alibaba(SAMPLE, gpu_mem_gib=gpu_mem_gib), "alibaba-sample"
+    if not Path(spec).exists():
+        raise TraceNotFound(f"trace {spec!r}: no such file; use synthetic, alibaba-sample, alibaba-shape or a CSV path")
+    return load_alibaba(spec, gpu_mem_gib=gpu_mem_gib), spec
+
+
+def reference_gpu_mem(fleet: str | dict | ClusterProfile) -> float:
+    """The fleet's most common GPU memory (what an Alibaba row's share of one GPU is taken of)."""
+    return build_fleet(fleet_variant(fleet, "none")).common_gpu_mem_gib()
+
+
+# ---- the grid --------------------------------------------------------------------------------
+
+def split_axis(flag: str, text: str) -> list[str]:
+    """Comma-separated values of one axis: no empty list, no duplicates."""
+    values = [v.strip() for v in text.split(",")]
+    if not text.strip() or any(not v for v in values):
+        raise SweepError(f"{flag} {text!r}: an empty value; give comma-separated values, e.g. {flag} a,b")
+    dup = next((v for i, v in enumerate(values) if v in values[:i]), None)
+    if dup is not None:
+        raise SweepError(f"{flag}: {dup!r} is given twice; give each value once")
+    return values
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`0,1,5` or a range `0-4` (inclusive), or both: `0-2,7`. Seeds are whole numbers >= 0."""
+    seeds: list[int] = []
+    for part in split_axis("--seeds", text):
+        lo, dash, hi = part.partition("-")
+        try:
+            a, b = (int(lo), int(hi)) if dash else (int(part), int(part))
+        except ValueError:
+            raise SweepError(f"--seeds: {part!r} is not a seed; use whole numbers >= 0 like 0,1,2 or 0-4") from None
+        if a > b:
+            raise SweepError(f"--seeds: {part!r} runs backwards; write the range low-high, e.g. {b}-{a}")
+        seeds += [s for s in range(a, b + 1) if s not in seeds]
+    return seeds
+
+
+def make_grid(policies: Sequence[str], traces: Sequence[str], seeds: Sequence[int],
+              fleets: Sequence[str], options: Options = Options()) -> list[Cell]:
+    """The cells in grid order (trace, fleet, seed, policy) after checking every value once here,
+    so a bad name fails in one line before any work is sent out."""
+    for flag, axis in (("--policies", policies), ("--traces", traces), ("--seeds", seeds), ("--fleets", fleets)):
+        if not axis:
+            raise SweepError(f"{flag}: empty; give at least one value")
+    for p in policies:
+        if p not in POLICIES:  # cells carry names: a worker builds the policy from POLICIES
+            raise SweepError(f"--policies: {p!r} is not a built-in policy; use some of {', '.join(POLICIES)}")
+    for s in seeds:
+        if not isinstance(s, int) or isinstance(s, bool) or s < 0:
+            raise SweepError(f"--seeds: {s!r} is not a seed; use whole numbers >= 0")
+    if options.tick <= 0 or options.rate <= 0 or options.pods < 0 or (options.limit is not None and options.limit < 0):
+        raise SweepError("--tick and --rate must be > 0, --pods and --limit >= 0")
+    mem = {}
+    for f in fleets:
+        mem[f] = reference_gpu_mem(fleet_profile(f))
+    for t in traces:  # parse each trace once with the first fleet's reference GPU (errors only)
+        load_trace(t, seed=seeds[0], pods=options.pods, rate=options.rate, gpu_mem_gib=mem[fleets[0]])
+    return [Cell(p, t, s, f) for t in traces for f in fleets for s in seeds for p in policies]
+
+
+def run_cell(cell: Cell, options: Options = Options()) -> dict:
+    """One cell (a module-level function: engines pickle it by name). Returns the row, or
+    {"error": one line} for a LabKit error (so no exception has to cross a process boundary)."""
+    cpu = time.process_time()
+    try:
+        fleet = fleet_profile(cell.fleet)
+        items, trace_name = load_trace(cell.trace, seed=cell.seed, pods=options.pods, rate=options.rate,
+                                       gpu_mem_gib=reference_gpu_mem(fleet))
+        if options.limit is not None:
+            items = items[: options.limit]
+        run = run_policy(items, fleet, get_policy(cell.policy), tick=options.tick, seed=cell.seed)
+    except LabkitError as exc:
+        return {"error": f"{cell.policy} / {cell.trace} / seed {cell.seed} / {cell.fleet}: {one_line(exc)}"}
+    return {"trace": trace_name, "fleet": cell.fleet, "seed": cell.seed, **run.summary,
+            "cpu_s": time.process_time() - cpu, "trace_items": len(items)}
+
+
+# ---- engines ---------------------------------------------------------------------------------
+
+@dataclass
+class SweepResult:
+    rows: list[dict]  # grid order
+    engine: str  # "serial" | "local xN" | "dask tcp://..."
+    wall_s: float  # the whole sweep, engine start-up included
+    workers: int
+
+    @property
+    def cell_wall_s(self) -> float:
+        """Sum of the cells' own run times (each process warms its caches once, so this is more
+        than a serial run of the same cells would take; compare with a `workers=1` run)."""
+        return sum(r["wall_s"] for r in self.rows)
+
+    @property
+    def cell_cpu_s(self) -> float:
+        return sum(r["cpu_s"] for r in self.rows)
+
+    def sim_rows(self) -> list[dict]:
+        """Rows without the measured keys (MEASURED_KEYS): equal for every engine."""
+        return [{k: v for k, v in r.items() if k not in MEASURED_KEYS} for r in self.rows]
+
+    def to_dict(self) -> dict:
+        return {"engine": self.engine, "workers": self.workers, "wall_s": self.wall_s,
+                "cell_wall_s": self.cell_wall_s, "cell_cpu_s": self.cell_cpu_s, "rows": self.rows}
+
+
+def run_sweep(cells: Sequence[Cell], options: Options = Options(), *, workers: int | None = None,
+              address: str | None = None, progress: bool | None = None) -> SweepResult:
+    """Run the cells: on the Dask scheduler at `address`, else in `workers` local processes
+    (default: the CPU count; 1 = serially in this process). `progress`: a tqdm bar on stderr
+    (None: only when stderr is a terminal)."""
+    started = time.perf_counter()
+    bar = tqdm(total=len(cells), desc="sweep: cells", unit="cell", disable=None if progress is None else not progress)
+    try:
+        if address:
+            rows, engine, n = _run_dask(cells, options, address, bar.update)
+        else:
+            n = max(1, min(workers or os.cpu_count() or 1, len(cells) or 1))
+            if n == 1:
+                rows, engine = [], "serial"
+                for c in cells:
+                    rows.append(run_cell(c, options))
+                    bar.update(1)
+            else:
+                rows, engine = _run_local(cells, options, n, bar.update), f"local x{n}"
+    finally:
+        bar.close()
+    errors = [r["error"] for r in rows if "error" in r]
+    if errors:
+        more = f" (and {len(errors) - 1} more cells failed)" if len(errors) > 1 else ""
+        raise SweepError(errors[0] + more)
+    return SweepResult(rows, engine, time.perf_counter() - started, n)
+
+
+def _run_local(cells: Sequence[Cell], options: Options, n: int, tick: Callable[[int], Any]) -> list[dict]:
+    rows: list[dict | None] = [None] * len(cells)
+    # spawn: a fresh interpreter per worker (no forked locks or threads from this process)
+    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futs = {pool.submit(run_cell, c, options): i for i, c in enumerate(cells)}
+        todo = set(futs)
+        while todo:
+            done, todo = wait(todo, return_when=FIRST_COMPLETED)
+            for f in done:
+                rows[futs[f]] = f.result()
+                tick(1)
+    return [r for r in rows if r is not None]
+
+
+def _run_dask(cells: Sequence[Cell], options: Options, address: str,
+              tick: Callable[[int], Any]) -> tuple[list[dict], str, int]:
+    try:  # optional dependency (the `dask` extra): imported only for --address
+        from distributed import Client, as_completed
+    except ImportError:
+        raise SweepError(f"--address {address}: running on a Dask cluster needs the '{DASK_EXTRA}' extra; "
+                         f"fix: pip install 'dra-labkit[{DASK_EXTRA}]'") from None
+    try:
+        client = Client(address, timeout="10s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise EngineError(f"--address {address}: cannot reach a Dask scheduler ({str(exc).splitlines()[0]})",
+                          fix="start one (`dask scheduler` + `dask worker ADDRESS`) or check the address") from None
+    try:
+        n = max(1, sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values()))
+        futs = client.map(run_cell, list(cells), options=options, pure=False)
+        index = {f.key: i for i, f in enumerate(futs)}
+        rows: list[dict | None] = [None] * len(cells)
+        for f in as_completed(futs):
+            try:
+                rows[index[f.key]] = f.result()
+            except Exception as exc:  # noqa: BLE001 - a worker crash or a missing labkit there
+                raise EngineError(f"--address {address}: a Dask worker failed ({type(exc).__name__}: "
+                                  f"{str(exc).splitlines()[0] if str(exc) else ''})",
+                                  fix="the workers must import the same labkit (same PYTHONPATH / install)") from None
+            tick(1)
+    finally:
+        client.close()
+    return [r for r in rows if r is not None], f"dask {address}", n
