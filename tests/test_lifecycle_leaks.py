@@ -1,0 +1,82 @@
+"""Lifecycle without leaks (issue 17.3), the CI-sized run of tests/leaks.py: `labkit cluster up` /
+`down` cycles, an `up` interrupted by SIGINT, and a notebook kernel killed while it holds a
+cluster. Each run has its own LABKIT_RUN_DIR; what it leaves behind (processes, listening ports,
+containers, networks, run-dir files, state dirs, ~/.kube/config contexts) must be nothing.
+`tools/reliability.sh` runs 20 cycles of each backend.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import textwrap
+import time
+
+import pytest
+from jupyter_client.manager import KernelManager
+
+from . import leaks
+from .kindutil import ROOT
+
+
+@pytest.mark.local
+@pytest.mark.slow
+def test_local_up_down_cycles_leave_nothing(tmp_path):
+    for i in range(2):
+        r = leaks.cycle("local", "tiny", tmp_path / "run")
+        assert (r["upExit"], r["downExit"]) == (0, 0), r["upError"]
+        assert r["processesWhileUp"] >= 5 and r["portsWhileUp"], r  # it was really up
+        assert r["leaked"] == {}, f"cycle {i}: {r['leaked']}"
+
+
+@pytest.mark.local
+@pytest.mark.slow
+def test_local_up_interrupted_by_sigint_leaves_nothing(tmp_path):
+    r = leaks.interrupted_up("local", "tiny", tmp_path / "run", seed=3, latest=8.0)
+    assert r["leaked"] == {}, r
+
+
+@pytest.mark.local
+@pytest.mark.slow
+def test_notebook_kernel_killed_while_connected_leaves_nothing(tmp_path):
+    """A kernel that started a local cluster with connect() is SIGKILLed (no atexit, no down()):
+    the control plane it started must go with it."""
+    run_dir = tmp_path / "run"
+    env = leaks.env_for(run_dir)
+    before = leaks.snapshot(run_dir)
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(env=env, cwd=str(ROOT))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=120)
+        code = textwrap.dedent("""
+            from labkit.cluster import connect
+            c = connect("local", "tiny", progress=False)
+            print("UP", c.server, c.state_dir)
+        """)
+        reply = kc.execute_interactive(code, timeout=300)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        during = leaks.snapshot(run_dir)
+        assert len(during["processes"]) >= 5, during
+    finally:
+        kc.stop_channels()
+        os.kill(km.provisioner.pid, signal.SIGKILL)  # what a crashed or force-restarted kernel gets: no atexit
+        km.shutdown_kernel(now=True)
+    after = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        after = leaks.snapshot(run_dir)
+        if not leaks.diff(before, after):
+            break
+        time.sleep(1)
+    assert after is not None and leaks.diff(before, after) == {}
+    assert os.environ.get(leaks.MARK_ENV) is None  # the mark lives only in the children's env
+
+
+@pytest.mark.kind
+@pytest.mark.slow
+def test_kind_up_down_cycle_leaves_nothing(tmp_path):
+    r = leaks.cycle("kind", "tiny", tmp_path / "run", name="labkit-leak-check")
+    assert (r["upExit"], r["downExit"]) == (0, 0), r["upError"]
+    assert r["leaked"] == {}, r["leaked"]
