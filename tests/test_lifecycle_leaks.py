@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import textwrap
 import time
 
+import psutil
 import pytest
 from jupyter_client.manager import KernelManager
+
+from labkit.cluster.local.procs import Supervisor
 
 from . import leaks
 from .kindutil import ROOT
@@ -80,3 +85,41 @@ def test_kind_up_down_cycle_leaves_nothing(tmp_path):
     r = leaks.cycle("kind", "tiny", tmp_path / "run", name="labkit-leak-check")
     assert (r["upExit"], r["downExit"]) == (0, 0), r["upError"]
     assert r["leaked"] == {}, r["leaked"]
+
+
+def test_supervisor_watchdog_cleans_up_after_a_killed_parent(tmp_path):
+    """No control plane needed: a process that started `sleep` under a Supervisor is SIGKILLed;
+    its watchdog kills the sleep's process group and removes the directory it was told about."""
+    state = tmp_path / "state"
+    code = textwrap.dedent(f"""
+        import sys, pathlib
+        from labkit.cluster.local.procs import Supervisor
+        sup = Supervisor(pathlib.Path({str(state)!r}) / "logs")
+        sup.remove_on_death(pathlib.Path({str(state)!r}))
+        comp = sup.start("sleeper", ["sleep", "300"])
+        print(comp.pid, flush=True)
+        sys.stdin.read()
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert parent.stdout is not None
+    sleeper = int(parent.stdout.readline())
+    assert psutil.pid_exists(sleeper) and state.is_dir()
+    parent.kill()
+    parent.wait()
+    gone = psutil.wait_procs([psutil.Process(sleeper)], timeout=30)[0] if psutil.pid_exists(sleeper) else []
+    assert not psutil.pid_exists(sleeper) or gone
+    deadline = time.monotonic() + 30
+    while state.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not state.exists()
+
+
+def test_supervisor_stop_all_ends_its_watchdog(tmp_path):
+    sup = Supervisor(tmp_path / "logs")
+    comp = sup.start("sleeper", ["sleep", "300"])
+    watchdog = sup._watchdog
+    assert watchdog is not None and watchdog.poll() is None
+    sup.stop_all(timeout=5)
+    assert comp.popen.poll() is not None and watchdog.poll() is not None
+    assert "group " in (tmp_path / "logs" / "watchdog.list").read_text()

@@ -28,18 +28,29 @@ PARTS = ("faults", "node-restart", "local-cycles", "local-sigint", "kind-cycles"
 
 
 def _save(results: dict[str, Any]) -> None:
+    """Merge this run's parts into the file (another run may have written other parts)."""
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    merged = json.loads(OUT.read_text()) if OUT.exists() else {}
+    merged.update(results)
+    tmp = OUT.with_suffix(".tmp")
+    tmp.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
+    tmp.replace(OUT)
 
 
-def _cycles(backend: str, n: int, run_dir: Path, name: str | None) -> dict[str, Any]:
-    rows = [leaks.cycle(backend, "tiny", run_dir, name=name) for _ in range(n)]
-    leaked = [r["leaked"] for r in rows if r["leaked"]]
-    return {"cycles": n, "failedUps": sum(r["upExit"] != 0 for r in rows),
+def _cycles(backend: str, n: int, run_dir: Path, name: str | None, results: dict[str, Any], key: str) -> None:
+    """n up/down cycles; the counts are saved after each cycle."""
+    rows: list[dict[str, Any]] = []
+    for _ in range(n):
+        rows.append(leaks.cycle(backend, "tiny", run_dir, name=name))
+        leaked = [r["leaked"] for r in rows if r["leaked"]]
+        results[key] = {
+            "cycles": len(rows), "failedUps": sum(r["upExit"] != 0 for r in rows),
             "failedDowns": sum(r["downExit"] != 0 for r in rows), "cyclesWithLeaks": len(leaked),
             "leaked": leaked, "upSecondsMax": max(r["upSeconds"] for r in rows),
             "downSecondsMax": max(r["downSeconds"] for r in rows),
+            "processesWhileUpMin": min(r["processesWhileUp"] for r in rows),
             "errors": [r["upError"] for r in rows if r["upError"]]}
+        _save(results)
 
 
 def _sigints(backend: str, n: int, run_dir: Path, name: str | None, latest: float) -> dict[str, Any]:
@@ -61,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sigints", type=int, default=5)
     args = ap.parse_args(argv)
     parts = args.only or list(PARTS)
-    results: dict[str, Any] = json.loads(OUT.read_text()) if OUT.exists() else {}
+    results: dict[str, Any] = {}
     work = Path(tempfile.mkdtemp(prefix="lk-rel-"))
     t0 = time.monotonic()
     if {"faults", "node-restart"} & set(parts):
@@ -79,18 +90,16 @@ def main(argv: list[str] | None = None) -> int:
             if not c.attached:
                 c.down()
     if "local-cycles" in parts:
-        results["localCycles"] = _cycles("local", args.cycles, work / "local", None)
-        _save(results)
+        _cycles("local", args.cycles, work / "local", None, results, "localCycles")
     if "local-sigint" in parts:
         results["localSigint"] = _sigints("local", args.sigints, work / "local-int", None, 10.0)
         _save(results)
     if "kind-cycles" in parts:
-        results["kindCycles"] = _cycles("kind", args.cycles, work / "kind", "labkit-rel-cycle")
-        _save(results)
+        _cycles("kind", args.cycles, work / "kind", "labkit-rel-cycle", results, "kindCycles")
     if "kind-sigint" in parts:
         results["kindSigint"] = _sigints("kind", args.sigints, work / "kind-int", "labkit-rel-int", 60.0)
         _save(results)
-    results["seconds"] = round(time.monotonic() - t0, 1)
+    results["seconds:" + ",".join(parts)] = round(time.monotonic() - t0, 1)
     _save(results)
     print(json.dumps({k: {kk: vv for kk, vv in v.items() if not isinstance(vv, list | dict)} if isinstance(v, dict)
                       else v for k, v in results.items()}, indent=2))
