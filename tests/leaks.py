@@ -151,6 +151,7 @@ def interrupted_up(backend: str, profile: str, run_dir: Path, *, name: str | Non
     -- `up` may have finished first)."""
     env = env_for(run_dir)
     before = snapshot(run_dir, name)
+    started = time.time()
     at = random.Random(seed).uniform(0.5, latest)
     proc = subprocess.Popen([sys.executable, "-m", "labkit", "cluster", "up", "--backend", backend, "--profile",
                              profile, *(["--name", name] if name else [])], cwd=ROOT, env=env, text=True,
@@ -167,7 +168,21 @@ def interrupted_up(backend: str, profile: str, run_dir: Path, *, name: str | Non
         labkit("cluster", "down", "--backend", backend, "--profile", profile, env=env)
     after = _settle(run_dir, name, states | _state_dirs_named(err + out), before, wait=60.0)
     return {"sigintAfterSeconds": round(at, 1), "upFinishedFirst": finished_first, "exit": proc.returncode,
-            "stderrTail": err.strip().splitlines()[-1:] if err.strip() else [], "leaked": diff(before, after)}
+            "stderrTail": err.strip().splitlines()[-1:] if err.strip() else [], "leaked": diff(before, after),
+            "newTmpStateDirs": new_tmp_state_dirs(started)}
+
+
+def new_tmp_state_dirs(since: float) -> list[str]:
+    """/tmp/lk-* dirs (local state dirs) made after `since` that still exist. Another session on this
+    machine may own one, so this is a hint for a human, not a test assertion."""
+    out = []
+    for d in Path("/tmp").glob("lk-*"):
+        try:
+            if d.is_dir() and d.stat().st_ctime >= since:
+                out.append(str(d))
+        except OSError:
+            continue
+    return sorted(out)
 
 
 def _state_dirs_named(text: str) -> set[str]:
