@@ -18,10 +18,14 @@ import psutil
 import pytest
 from jupyter_client.manager import KernelManager
 
+from labkit.cluster.kind.backend import KindCluster
+from labkit.cluster.kind.preflight import HostFacts
+from labkit.cluster.kind.runner import RecordingRunner
 from labkit.cluster.local.procs import Supervisor
 
 from . import leaks
 from .kindutil import ROOT
+from .test_cluster_kind import ALL_TOOLS, HEALTHY
 
 
 @pytest.mark.local
@@ -93,7 +97,10 @@ def test_supervisor_watchdog_cleans_up_after_a_killed_parent(tmp_path):
     state = tmp_path / "state"
     code = textwrap.dedent(f"""
         import sys, pathlib
-        from labkit.cluster.local.procs import Supervisor
+        from labkit.cluster.kind.backend import KindCluster
+from labkit.cluster.kind.preflight import HostFacts
+from labkit.cluster.kind.runner import RecordingRunner
+from labkit.cluster.local.procs import Supervisor
         sup = Supervisor(pathlib.Path({str(state)!r}) / "logs")
         sup.remove_on_death(pathlib.Path({str(state)!r}))
         comp = sup.start("sleeper", ["sleep", "300"])
@@ -123,3 +130,31 @@ def test_supervisor_stop_all_ends_its_watchdog(tmp_path):
     sup.stop_all(timeout=5)
     assert comp.popen.poll() is not None and watchdog.poll() is not None
     assert "group " in (tmp_path / "logs" / "watchdog.list").read_text()
+
+
+class _InterruptedRunner(RecordingRunner):
+    """A machine where Ctrl-C arrives while `kind load` runs (the cluster exists by then)."""
+
+    def run(self, cmd, *, input=None, check=True, env=None):  # noqa: A002 - Runner's signature
+        if list(cmd[:3]) == ["kind", "load", "docker-image"]:
+            self.commands.append(list(cmd))
+            raise KeyboardInterrupt
+        return super().run(cmd, input=input, check=check, env=env)
+
+
+def test_kind_up_interrupted_deletes_the_half_made_cluster(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "run"))
+    runner = _InterruptedRunner(responses={
+        **HEALTHY, "kind get clusters": (0, "No kind clusters found.\n"),
+        "docker network inspect kind": (1, "Error: No such network: kind"),
+        "docker network inspect kind --format": (0, "0\n")})
+    cluster = KindCluster(runner=runner, facts=HostFacts(dict(ALL_TOOLS)),
+                          state_dir=tmp_path / "state", progress=False, image="img", workload_image="wl")
+    with pytest.raises(KeyboardInterrupt):
+        cluster.up("tiny")
+    lines = runner.lines()
+    create = lines.index("kind create cluster --name labkit-tiny --config "
+                         f"{tmp_path}/state/kind-config.yaml --kubeconfig {tmp_path}/state/kubeconfig --wait 180s")
+    assert lines[create + 1:].count("kind delete cluster --name labkit-tiny") == 1
+    assert lines[-1] == "docker network rm kind"  # this up made kind's network: it goes too
+    assert not (tmp_path / "run" / "kind-tiny").exists()
