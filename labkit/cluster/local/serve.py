@@ -157,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     # a short state dir: the plugins' unix sockets live below it (108-byte path limit)
     state_dir = Path(tempfile.mkdtemp(prefix="lk-", dir="/tmp"))
-    cluster = LocalCluster(state_dir=state_dir, keep=True, progress=False, reuse=False)
     try:
+        cluster = LocalCluster(state_dir=state_dir, keep=True, progress=False, reuse=False)
         cluster.up(prof)
     except ClusterError as exc:
         (rd / "error").write_text(str(exc))
