@@ -244,9 +244,11 @@ def check_checkpoint(c: KindCluster, node: str, ctr: str, claim_nodes: dict[str,
     claims = {cl["metadata"]["uid"]: cl for cl in kjson(c, "-n", NS, "get", "resourceclaims")["items"]}
     for uid, entry in ckpt.items():
         cl = claims.get(uid)
-        if cl is None:
-            continue  # deleted since: the kubelet's unprepare removes it (checked at the end)
-        alloc = cl.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
+        alloc = ((cl or {}).get("status", {}).get("allocation") or {}).get("devices", {}).get("results", [])
+        if cl is None or cl["metadata"].get("deletionTimestamp") or not alloc:
+            # deleted, or released after its pod ended (the controller deallocates before the kubelet
+            # has unprepared): the kubelet's unprepare removes the entry, checked at the end
+            continue
         want = sorted(x["device"] for x in alloc if x.get("driver") == DRIVER and x.get("pool") == node)
         have = sorted(d["device_name"] for d in entry.get("devices", []))
         if want != have:
