@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -73,8 +74,20 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     parts = args.only or list(PARTS)
     results: dict[str, Any] = {}
-    work = Path(tempfile.mkdtemp(prefix="lk-rel-"))
+    work = Path(tempfile.mkdtemp(prefix="labkit-reliability-"))
     t0 = time.monotonic()
+    try:
+        _run(args, parts, results, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    results["seconds:" + ",".join(parts)] = round(time.monotonic() - t0, 1)
+    _save(results)
+    print(json.dumps({k: {kk: vv for kk, vv in v.items() if not isinstance(vv, list | dict)} if isinstance(v, dict)
+                      else v for k, v in results.items()}, indent=2))
+    return 0
+
+
+def _run(args: argparse.Namespace, parts: list[str], results: dict[str, Any], work: Path) -> None:
     if {"faults", "node-restart"} & set(parts):
         c = kindutil.cluster(args.profile)
         try:
@@ -99,11 +112,6 @@ def main(argv: list[str] | None = None) -> int:
     if "kind-sigint" in parts:
         results["kindSigint"] = _sigints("kind", args.sigints, work / "kind-int", "labkit-rel-int", 60.0)
         _save(results)
-    results["seconds:" + ",".join(parts)] = round(time.monotonic() - t0, 1)
-    _save(results)
-    print(json.dumps({k: {kk: vv for kk, vv in v.items() if not isinstance(vv, list | dict)} if isinstance(v, dict)
-                      else v for k, v in results.items()}, indent=2))
-    return 0
 
 
 if __name__ == "__main__":
