@@ -129,6 +129,7 @@ def cycle(backend: str, profile: str, run_dir: Path, *, name: str | None = None)
     after = _settle(run_dir, name, states, before)
     return {"upExit": up.returncode, "downExit": down.returncode, "upSeconds": round(t_up, 1),
             "downSeconds": round(t_down, 1), "processesWhileUp": len(during["processes"]),
+            "containersWhileUp": len(during.get("containers", [])),
             "portsWhileUp": during["ports"], "leaked": diff(before, after),
             "upError": "" if up.returncode == 0 else (up.stderr or up.stdout)[-600:]}
 

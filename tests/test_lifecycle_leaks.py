@@ -88,6 +88,7 @@ def test_notebook_kernel_killed_while_connected_leaves_nothing(tmp_path):
 def test_kind_up_down_cycle_leaves_nothing(tmp_path):
     r = leaks.cycle("kind", "tiny", tmp_path / "run", name="labkit-leak-check")
     assert (r["upExit"], r["downExit"]) == (0, 0), r["upError"]
+    assert r["containersWhileUp"] == 2  # control plane + the one worker: the snapshot sees the cluster
     assert r["leaked"] == {}, r["leaked"]
 
 
