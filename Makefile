@@ -13,7 +13,7 @@ export LABKIT_CACHE ?= $(HOME)/.cache/dra-labkit
 export LABKIT_CEL_ORACLE ?= $(LABKIT_CACHE)/cel-oracle/cel-oracle
 
 .PHONY: lab test test-suites setup lint unit notebooks notebooks-local oracle controlplane browser-deps \
-        kind-engine kind-engine-stop kind-images notebooks-kind clean help
+        kind-engine kind-engine-stop kind-images notebooks-kind reliability clean help
 
 help:
 	@echo "make lab    - set up and open JupyterLab on notebooks/ (sim backend)"
@@ -94,6 +94,10 @@ test-suites: $(STAMP)
 # them inside tests/test_cluster_kind_e2e.py, on the clusters that test already has up
 notebooks-kind: $(STAMP)
 	bash tools/with-kind.sh bash tools/kind-notebooks.sh
+
+# issue 17's full-size runs (faults on kind with 200 claims, 20 up/down cycles); not part of test
+reliability: $(STAMP)
+	PYTHON=$(PY) bash tools/reliability.sh $(RELIABILITY_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 from concurrent import futures
 from pathlib import Path
 from types import ModuleType
@@ -27,12 +29,18 @@ from .gen import (
     pluginregistration_pb2_grpc,
 )
 from .health import HEALTH_SERVICES, HealthBoard, make_health_servicer
-from .paths import check_socket_path, dra_socket_path, registration_socket_path
+from .paths import MAX_SOCKET_PATH, check_socket_path, dra_socket_path, registration_socket_path
 from .state import DriverState
 
 log = logging.getLogger("fake_gpus.plugin")
 
 PLUGIN_TYPE = "DRAPlugin"
+#: fault testing (tests/test_kind_faults.py): seconds each NodePrepareResources /
+#: NodeUnprepareResources call pauses after changing the CDI specs and before writing the
+#: checkpoint, the worst moment for the plugin to die; unset or 0 = no pause
+FAULT_DELAY_ENV = "FAKE_GPUS_FAULT_DELAY_SECONDS"
+#: the log lines around that pause; a log that ends after a BEGIN was killed inside the call
+FAULT_BEGIN, FAULT_END = "fault-window BEGIN", "fault-window END"
 SUPPORTED_VERSIONS = ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
 
 
@@ -81,8 +89,28 @@ def _flush(state: DriverState, context: grpc.ServicerContext) -> None:
         context.abort(grpc.StatusCode.INTERNAL, f"writing checkpoint {state.checkpoint.path} failed: {exc}")
 
 
+def fault_delay() -> float:
+    """The pause of FAULT_DELAY_ENV (0 when unset or not a number >= 0)."""
+    try:
+        return max(0.0, float(os.environ.get(FAULT_DELAY_ENV) or 0))
+    except ValueError:
+        log.warning("%s=%r is not a number of seconds; no pause", FAULT_DELAY_ENV, os.environ.get(FAULT_DELAY_ENV))
+        return 0.0
+
+
+def _fault_window(call: str, claims: Any, delay: float) -> None:
+    if delay <= 0:
+        return
+    uids = ",".join(c.uid for c in claims)
+    log.info("%s %s %s", FAULT_BEGIN, call, uids)
+    time.sleep(delay)
+    log.info("%s %s %s", FAULT_END, call, uids)
+
+
 def make_dra_servicer(state: DriverState, pb2: ModuleType, base: type, with_share_id: bool) -> Any:
     """A DRAPlugin servicer for one API version (the messages differ only in share_id)."""
+
+    delay = fault_delay()
 
     class Servicer(base):  # type: ignore[misc, valid-type]
         def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -105,6 +133,7 @@ def make_dra_servicer(state: DriverState, pb2: ModuleType, base: type, with_shar
                                           device_name=d.device_name, cdi_device_ids=d.cdi_device_ids)
                     if with_share_id and d.share_id:
                         dev.share_id = d.share_id
+            _fault_window("NodePrepareResources", request.claims, delay)
             _flush(state, context)
             return resp
 
@@ -118,21 +147,46 @@ def make_dra_servicer(state: DriverState, pb2: ModuleType, base: type, with_shar
                 except Exception as exc:
                     log.exception("unprepare %s/%s (uid %s) failed", c.namespace, c.name, c.uid)
                     out.error = f"claim {c.namespace}/{c.name}: unpreparing failed: {exc}"
+            _fault_window("NodeUnprepareResources", request.claims, delay)
             _flush(state, context)
             return resp
 
     return Servicer()
 
 
-def _bind(server: grpc.Server, path: Path) -> None:
+def _bind(server: grpc.Server, path: Path) -> int:
+    """Listen on `path`; returns the socket file's inode (see `_unlink_own`).
+
+    gRPC removes the path it bound when the server stops. While an old plugin pod terminates (a
+    force delete, a node restart), its replacement may already listen on the same path, so the
+    socket is bound under a hidden name of this process and renamed into place: the old process's
+    shutdown then removes only its own name."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.unlink(missing_ok=True)  # stale socket from a previous run
+    staged = path.with_name(f".{path.name}.{os.getpid()}")  # the kubelet ignores dot files
+    if len(str(staged).encode()) > MAX_SOCKET_PATH:
+        staged = path  # no room for the staged name: bind in place
+    for stale in (path, staged):  # from a previous run
+        stale.unlink(missing_ok=True)
     try:
-        port = server.add_insecure_port(f"unix://{path}")
+        port = server.add_insecure_port(f"unix://{staged}")
     except RuntimeError as exc:
         raise OSError(f"cannot listen on unix socket {path}: {exc}") from exc
     if port == 0:
         raise OSError(f"cannot listen on unix socket {path}")
+    if staged != path:
+        os.replace(staged, path)
+    return path.stat().st_ino
+
+
+def _unlink_own(path: Path, inode: int | None) -> None:
+    """Remove the socket only if it is still ours (not a replacement's, see `_bind`)."""
+    try:
+        if inode is None or path.stat().st_ino == inode:
+            path.unlink(missing_ok=True)
+        else:
+            log.info("leaving %s: another plugin process listens there now", path)
+    except FileNotFoundError:
+        pass
 
 
 class PluginServer:
@@ -157,6 +211,7 @@ class PluginServer:
         self._max_workers = max_workers
         self._dra: grpc.Server | None = None
         self._reg: grpc.Server | None = None
+        self._inodes: dict[str, int] = {}
 
     def start(self) -> None:
         dra = grpc.server(futures.ThreadPoolExecutor(max_workers=self._max_workers,
@@ -172,13 +227,13 @@ class PluginServer:
             dra_health_v1alpha1_pb2_grpc.add_DRAResourceHealthServicer_to_server(make_health_servicer(
                 self.health, dra_health_v1alpha1_pb2, dra_health_v1alpha1_pb2_grpc.DRAResourceHealthServicer,
                 self._health_resend), dra)
-        _bind(dra, self.dra_socket)
+        self._inodes["_dra"] = _bind(dra, self.dra_socket)
         dra.start()
         self._dra = dra
         reg = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="reg"))
         pluginregistration_pb2_grpc.add_RegistrationServicer_to_server(self.registration, reg)
         try:
-            _bind(reg, self.registration_socket)
+            self._inodes["_reg"] = _bind(reg, self.registration_socket)
         except OSError:
             self.stop()
             raise
@@ -196,7 +251,7 @@ class PluginServer:
             if server is not None:
                 server.stop(grace).wait()
                 setattr(self, attr, None)
-            path.unlink(missing_ok=True)
+            _unlink_own(path, self._inodes.pop(attr, None))
 
     def wait_for_registration(self, timeout: float | None = None) -> bool:
         """True once the kubelet reported success; raises RegistrationFailed on a refusal."""

@@ -216,8 +216,19 @@ class KindCluster(Cluster):
         try:
             self._create(prof)
         except CommandError as exc:
+            self._remove_partial()
             raise ClusterError(f"kind cluster {self.cluster_name}: {exc}") from None
+        except BaseException:  # Ctrl-C or a failed step: no half-made cluster stays behind
+            self._remove_partial()
+            raise
         return self
+
+    def _remove_partial(self) -> None:
+        """Delete what a failed or interrupted `_create` made (kind's nodes, its network if made here)."""
+        if self.cluster_name in self.running_clusters() or self._created:
+            self._delete()
+        elif self.profile is not None:
+            runstate.clear("kind", self.profile.name)
 
     def running_clusters(self) -> list[str]:
         out = self._kind("get", "clusters", check=False)

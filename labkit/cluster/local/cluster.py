@@ -130,6 +130,8 @@ class LocalCluster(Cluster):
         self.state_dir = self._state_arg or Path(tempfile.mkdtemp(prefix="lk-", dir="/tmp"))
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.sup = Supervisor(self.state_dir / "logs")
+        if not self.keep and self._state_arg is None:  # our temp dir: gone even if this process is killed
+            self.sup.remove_on_death(self.state_dir)
         atexit.register(self.down)
         t0 = time.monotonic()
         steps: list[tuple[str, Callable[[], None]]] = [

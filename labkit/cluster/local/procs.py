@@ -1,6 +1,8 @@
 """Child processes of a local cluster: each in its own process group, logs to files, stopped in
 reverse start order (SIGTERM, wait, SIGKILL). An atexit hook stops whatever is still running if
-the Python process exits without `down()`."""
+the Python process exits without `down()`; a watchdog process does it when the Python process is
+killed (SIGKILL of a notebook kernel: no atexit), and removes the directories named with
+`remove_on_death`."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -71,6 +74,32 @@ class Component:
         return " | ".join(text[-lines:])
 
 
+#: the watchdog (python -c): waits until its parent is gone, then SIGKILLs the process groups listed
+#: in the file and removes the directories listed there ("group N" / "remove PATH" lines)
+_WATCHDOG = """
+import os, shutil, signal, sys, time
+parent, listing = int(sys.argv[1]), sys.argv[2]
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+while os.getppid() == parent:
+    time.sleep(0.5)
+try:
+    lines = open(listing).read().splitlines()
+except OSError:
+    lines = []
+for line in lines:
+    kind, _, arg = line.partition(" ")
+    if kind == "group":
+        try:
+            os.killpg(int(arg), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+for line in lines:
+    kind, _, arg = line.partition(" ")
+    if kind == "remove":
+        shutil.rmtree(arg, ignore_errors=True)
+"""
+
+
 class Supervisor:
     """Starts components and guarantees they are gone after `stop_all()` (or interpreter exit)."""
 
@@ -78,7 +107,27 @@ class Supervisor:
         self.log_dir = log_dir
         self.components: list[Component] = []
         self._lock = threading.Lock()
+        self._watchdog: subprocess.Popen[bytes] | None = None
         _LIVE.add(self)  # strong reference: an abandoned Supervisor must still be stopped at exit
+
+    @property
+    def _listing(self) -> Path:
+        return self.log_dir / "watchdog.list"
+
+    def _note(self, line: str) -> None:
+        """Tell the watchdog (started on first use) about a process group or a directory."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with open(self._listing, "a") as fh:
+            fh.write(line + "\n")
+        if self._watchdog is None:
+            self._watchdog = subprocess.Popen(
+                [sys.executable, "-S", "-c", _WATCHDOG, str(os.getpid()), str(self._listing)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True)
+
+    def remove_on_death(self, path: Path) -> None:
+        """Remove `path` if this Python process is killed before `stop_all()`."""
+        self._note(f"remove {path}")
 
     def start(self, name: str, argv: Sequence[str], *, ports: Sequence[int] = (),
               env: dict[str, str] | None = None, cwd: Path | None = None, group: str = "") -> Component:
@@ -90,6 +139,7 @@ class Supervisor:
         comp = Component(name, popen, log, tuple(ports), group or name)
         with self._lock:
             self.components.append(comp)
+        self._note(f"group {comp.pgid}")
         return comp
 
     def get(self, name: str) -> Component | None:
@@ -124,6 +174,10 @@ class Supervisor:
             while comps and comps[0].group == batch[0].group:
                 batch.append(comps.pop(0))
             self._stop_batch(batch, timeout)
+        if self._watchdog is not None:  # nothing left to guard
+            self._watchdog.kill()
+            self._watchdog.wait()
+            self._watchdog = None
         _LIVE.discard(self)
 
 

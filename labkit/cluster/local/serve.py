@@ -39,6 +39,8 @@ def running_state(profile_name: str) -> dict[str, Any] | None:
         return None
     if not pid_alive(int(state.get("pid", 0))):
         _kill_components(state)
+        if state.get("stateDir"):
+            shutil.rmtree(state["stateDir"], ignore_errors=True)
         runstate.clear(BACKEND, profile_name)
         return None
     return state
@@ -65,18 +67,34 @@ def start(profile: Any, *, timeout: float = 300.0) -> dict[str, Any]:
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, close_fds=True)
     deadline = time.monotonic() + timeout
-    while True:
-        state = runstate.read_state(BACKEND, prof.name)
-        if state is not None and state.get("pid") == proc.pid:
-            return state
-        if proc.poll() is not None:
-            why = _read(rd / "error") or _tail(rd / "serve.log")
-            runstate.clear(BACKEND, prof.name)
-            raise ClusterError(f"local cluster {prof.name}: the server exited: {why}")
-        if time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGTERM)
-            raise ClusterError(f"local cluster {prof.name}: not up after {timeout:.0f}s; see {rd / 'serve.log'}")
-        time.sleep(0.3)
+    try:
+        while True:
+            state = runstate.read_state(BACKEND, prof.name)
+            if state is not None and state.get("pid") == proc.pid:
+                return state
+            if proc.poll() is not None:
+                why = _read(rd / "error") or _tail(rd / "serve.log")
+                runstate.clear(BACKEND, prof.name)
+                raise ClusterError(f"local cluster {prof.name}: the server exited: {why}")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"local cluster {prof.name}: not up after {timeout:.0f}s; see {rd / 'serve.log'}")
+            time.sleep(0.3)
+    except BaseException:  # Ctrl-C, a timeout: the server started here goes too (it runs in its own session)
+        _stop_server(proc)
+        runstate.clear(BACKEND, prof.name)
+        raise
+
+
+def _stop_server(proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    """SIGTERM the server (it aborts a start-up under way and stops what it started); SIGKILL after `timeout`."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def stop(profile_name: str, *, timeout: float = 60.0) -> bool:
@@ -127,19 +145,29 @@ def main(argv: list[str] | None = None) -> int:
     prof = load_profile(args.profile)
     rd = runstate.run_dir(BACKEND, prof.name)
     stopping = threading.Event()
+
+    def abort(*_: object) -> None:  # during start-up: up() stops what it started and re-raises
+        raise KeyboardInterrupt
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stopping.set())
+        signal.signal(sig, abort)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     # a short state dir: the plugins' unix sockets live below it (108-byte path limit)
     state_dir = Path(tempfile.mkdtemp(prefix="lk-", dir="/tmp"))
-    cluster = LocalCluster(state_dir=state_dir, keep=True, progress=False, reuse=False)
     try:
+        cluster = LocalCluster(state_dir=state_dir, keep=True, progress=False, reuse=False)
         cluster.up(prof)
     except ClusterError as exc:
         (rd / "error").write_text(str(exc))
         shutil.rmtree(state_dir, ignore_errors=True)
         return 1
-    assert cluster.state_dir is not None
+    except KeyboardInterrupt:
+        shutil.rmtree(state_dir, ignore_errors=True)
+        return 130
+    for sig in (signal.SIGTERM, signal.SIGINT):  # up: a signal now asks for an orderly down()
+        signal.signal(sig, lambda *_: stopping.set())
+    assert cluster.state_dir is not None and cluster.sup is not None
+    cluster.sup.remove_on_death(state_dir)  # this server killed: its watchdog removes the state dir
     runstate.write_state(BACKEND, prof.name, {
         "backend": BACKEND, "profile": prof.name, "fingerprint": runstate.fingerprint(prof), "pid": os.getpid(),
         "server": cluster.server, "kubeconfig": str(cluster.kubeconfig), "stateDir": str(cluster.state_dir),

@@ -1,0 +1,44 @@
+"""Driver faults on a real kubelet (issue 17.2), the CI-sized run of tests/faultrun.py: 30 claims,
+6 pods at a time, the fake driver's plugin SIGKILLed at random moments and inside
+NodePrepareResources / NodeUnprepareResources; then a kind node restarted with prepared claims.
+`tools/reliability.sh` runs the same code with 200+ claims.
+
+Uses the running kind cluster of profile $LABKIT_FAULTS_PROFILE (default workshop) in
+$LABKIT_RUN_DIR when there is one (e.g. inside the e2e session), else starts one and removes it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from . import faultrun, kindutil
+
+pytestmark = [pytest.mark.kind, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def kind_cluster():
+    c = kindutil.cluster()
+    yield c
+    if not c.attached:
+        c.down()
+
+
+def test_plugin_killed_during_prepare_and_unprepare_loses_nothing(kind_cluster):
+    r = faultrun.run_faults(kind_cluster, claims=30, concurrency=6, kills=6, seed=17, delay=1.0)
+    assert r["problems"] == []
+    assert (r["podsRan"], r["podsWithRightDevices"], r["podsDeleted"]) == (30, 30, 30)
+    assert r["podsNotRunningInTime"] == 0 and r["claimsPreparedWithDifferentDevices"] == 0
+    assert r["kills"] >= 3 and r["checkpointInconsistent"] == 0
+    # honest about where the kills landed: at least one inside a call, read from the killed plugin's log
+    assert r["killsInsidePrepare"] + r["killsInsideUnprepare"] >= 1, r["killLog"]
+    assert (r["checkpointEntriesLeft"], r["cdiSpecsLeft"]) == (0, 0)
+
+
+def test_node_restart_brings_pods_back_with_the_same_devices(kind_cluster):
+    r = faultrun.node_restart(kind_cluster, pods=3)
+    assert r["ranBefore"] and r["claimsInCheckpointBefore"] == 3
+    assert r["cameBack"] and r["samePods"], r
+    assert r["sameDevices"], (r["devicesBefore"], r["devicesAfter"])
+    assert r["cdiSpecsAfterRestart"] >= 3  # the plugin rewrote them from its checkpoint (/var/run is a tmpfs)
+    assert r["checkpointEmptyAfterDelete"]
