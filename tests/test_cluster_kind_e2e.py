@@ -30,6 +30,7 @@ from labkit.cluster.kind.backend import SWAP_ANNOTATION, KindCluster
 from labkit.cluster.kind.preflight import check_host, find_tool
 from labkit.cluster.report import normalize_report, simulate_report
 from labkit.sim.profiles import load_profile
+from tests import test_kind_faults, test_least_privilege
 
 pytestmark = [pytest.mark.kind, pytest.mark.slow]
 
@@ -526,6 +527,25 @@ def test_workshop_generated_scenarios_match_sim(clusters):
 
 def test_workshop_notebooks_pass_on_kind(clusters):
     check_notebooks(clusters.get("workshop"), "workshop")
+
+
+# issue 17 on this cluster (their standalone forms, marked kind_standalone, start a cluster of their own)
+def test_workshop_driver_service_account_has_exactly_the_expected_rights(clusters):
+    c = clusters.get("workshop")
+    test_least_privilege.check_service_account(c)
+    test_least_privilege.check_own_node_slices(c)
+
+
+def test_workshop_driver_killed_in_prepare_and_unprepare_loses_nothing(clusters):
+    c = clusters.get("workshop")
+    clean(c)
+    test_kind_faults.check_driver_faults(c)
+
+
+def test_workshop_node_restart_brings_pods_back_with_the_same_devices(clusters):
+    c = clusters.get("workshop")
+    clean(c)
+    test_kind_faults.check_node_restart(c)
 
 
 # -- mig-lab ---------------------------------------------------------------------------------------

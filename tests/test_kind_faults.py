@@ -13,7 +13,7 @@ import pytest
 
 from . import faultrun, kindutil
 
-pytestmark = [pytest.mark.kind, pytest.mark.slow]
+pytestmark = [pytest.mark.kind, pytest.mark.kind_standalone, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +24,9 @@ def kind_cluster():
         c.down()
 
 
-def test_plugin_killed_during_prepare_and_unprepare_loses_nothing(kind_cluster):
-    r = faultrun.run_faults(kind_cluster, claims=30, concurrency=6, kills=6, seed=17, delay=1.0)
+def check_driver_faults(c) -> None:
+    """The CI-sized fault run on cluster ``c`` (make test calls it on the e2e's workshop cluster)."""
+    r = faultrun.run_faults(c, claims=30, concurrency=6, kills=6, seed=17, delay=1.0)
     assert r["problems"] == []
     assert (r["podsRan"], r["podsWithRightDevices"], r["podsDeleted"]) == (30, 30, 30)
     assert r["podsNotRunningInTime"] == 0 and r["claimsPreparedWithDifferentDevices"] == 0
@@ -35,10 +36,18 @@ def test_plugin_killed_during_prepare_and_unprepare_loses_nothing(kind_cluster):
     assert (r["checkpointEntriesLeft"], r["cdiSpecsLeft"]) == (0, 0)
 
 
-def test_node_restart_brings_pods_back_with_the_same_devices(kind_cluster):
-    r = faultrun.node_restart(kind_cluster, pods=3)
+def check_node_restart(c) -> None:
+    r = faultrun.node_restart(c, pods=3)
     assert r["ranBefore"] and r["claimsInCheckpointBefore"] == 3
     assert r["cameBack"] and r["samePods"], r
     assert r["sameDevices"], (r["devicesBefore"], r["devicesAfter"])
     assert r["cdiSpecsAfterRestart"] >= 3  # the plugin rewrote them from its checkpoint (/var/run is a tmpfs)
     assert r["checkpointEmptyAfterDelete"]
+
+
+def test_plugin_killed_during_prepare_and_unprepare_loses_nothing(kind_cluster):
+    check_driver_faults(kind_cluster)
+
+
+def test_node_restart_brings_pods_back_with_the_same_devices(kind_cluster):
+    check_node_restart(kind_cluster)

@@ -65,9 +65,8 @@ def kind_cluster():
         c.down()
 
 
-@pytest.mark.kind
-@pytest.mark.slow
-def test_driver_service_account_can_do_exactly_the_expected_list(kind_cluster):
+def check_service_account(kind_cluster: KindCluster) -> None:
+    """can-i of the driver's ServiceAccount == the committed list (make test: on the e2e's cluster)."""
     base = can_i(kind_cluster, NOBODY)  # what any authenticated ServiceAccount may do
     granted = {r: v - base.get(r, set()) for r, v in can_i(kind_cluster, SA).items()}
     granted = {r: v for r, v in granted.items() if v}
@@ -76,9 +75,7 @@ def test_driver_service_account_can_do_exactly_the_expected_list(kind_cluster):
         assert verbs <= REFERENCE.get(resource, set()), f"{resource}: {verbs} beyond NVIDIA's / the example's"
 
 
-@pytest.mark.kind
-@pytest.mark.slow
-def test_driver_may_write_resourceslices_of_its_own_node_only(kind_cluster):
+def check_own_node_slices(kind_cluster: KindCluster) -> None:
     node = sorted(kindutil.plugin_pods(kind_cluster))[0]
     probe = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "lk-rbac-probe"},
              "spec": {"driver": kindutil.DRIVER, "nodeName": node,
@@ -98,6 +95,20 @@ def test_driver_may_write_resourceslices_of_its_own_node_only(kind_cluster):
     # and the driver itself, running with its real token, published its slices through that policy
     slices = kindutil.kjson(kind_cluster, "get", "resourceslices")["items"]
     assert any(s["spec"].get("nodeName") == node and s["spec"]["driver"] == kindutil.DRIVER for s in slices)
+
+
+@pytest.mark.kind
+@pytest.mark.kind_standalone
+@pytest.mark.slow
+def test_driver_service_account_can_do_exactly_the_expected_list(kind_cluster):
+    check_service_account(kind_cluster)
+
+
+@pytest.mark.kind
+@pytest.mark.kind_standalone
+@pytest.mark.slow
+def test_driver_may_write_resourceslices_of_its_own_node_only(kind_cluster):
+    check_own_node_slices(kind_cluster)
 
 
 # -- local ------------------------------------------------------------------------------------------

@@ -84,6 +84,7 @@ def test_notebook_kernel_killed_while_connected_leaves_nothing(tmp_path):
 
 
 @pytest.mark.kind
+@pytest.mark.kind_standalone  # make test: the e2e's three up/down cycles end with the same leak check
 @pytest.mark.slow
 def test_kind_up_down_cycle_leaves_nothing(tmp_path):
     r = leaks.cycle("kind", "tiny", tmp_path / "run", name="labkit-leak-check")

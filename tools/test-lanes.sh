@@ -17,7 +17,7 @@ t0=$SECONDS
 say() { printf 'test-lanes: %s (%ds)\n' "$*" "$((SECONDS - t0))" >&2; }
 
 kind_lane() {
-  "$VENV/bin/pytest" tests -m kind -p no:cacheprovider
+  "$VENV/bin/pytest" tests -m "kind and not kind_standalone" -p no:cacheprovider
 }
 
 main_lane() {
