@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("labkit", "fake_gpus")
 GENERATED = ("fake_gpus/plugin/gen",)
 
-#: why a function-local import of our own modules is local, as the comment line above it says;
-#: "to hoist" marks one that has no reason left but sits in a file another branch is editing
-REASON_KINDS = ("start-up", "optional dependency", "cycle", "to hoist")
+#: why a function-local import of our own modules may be local, as the comment line above it says
+#: (issue 15: only start-up time or an optional dependency; a cycle is fixed, not annotated)
+REASON_KINDS = ("start-up", "optional dependency")
 REASON = re.compile(r"^\s*# lazy: (" + "|".join(map(re.escape, REASON_KINDS)) + r") \(.+\)\s*$")
 
 

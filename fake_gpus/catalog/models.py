@@ -1,7 +1,7 @@
 """Typed, immutable views of the catalog data (GPU/NIC models, node profiles).
 
-Everything here is plain data; `NodeProfile.topology()` gives the same structure as dicts for
-code that wants to build graphs without importing these classes.
+Everything here is plain data; `fake_gpus.topology.topology_structure(profile)` gives the same
+structure as dicts for code that wants to build graphs without importing these classes.
 """
 
 from __future__ import annotations
@@ -201,9 +201,3 @@ class NodeProfile:
                 return d
         raise CatalogLookupError(f"NodeProfile/{self.name}: no NVLink domain {domain_id!r}")
 
-    def topology(self) -> dict[str, Any]:
-        """Plain-data structure: sockets, roots, switches, NVLink domains, devices, links."""
-        # lazy: cycle (fake_gpus.topology imports this module's GpuSlot and NicSlot at import time)
-        from fake_gpus.topology import topology_structure
-
-        return topology_structure(self)

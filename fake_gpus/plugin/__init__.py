@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import threading
 
+from .cli import main as _main
+
 
 def main(argv: list[str] | None = None, stop: threading.Event | None = None) -> int:
     """Run the plugin (argv as for `python -m fake_gpus plugin`) until SIGTERM/SIGINT or ``stop``."""
-    # lazy: to hoist (fake_gpus.plugin.cli is light: yaml and .paths; this file is being edited elsewhere)
-    from .cli import main as _main
-
     return _main(argv, stop)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from fake_gpus.errors import InputError
+from fake_gpus.slices import device_classes
 
 from . import paths
 
@@ -185,9 +186,6 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
             server.start()
             servers.append(server)
         if args.apply_device_classes:
-            # lazy: to hoist (python -m fake_gpus loads fake_gpus.slices; this file is being edited elsewhere)
-            from fake_gpus.slices import device_classes
-
             apply_device_classes(api_client, device_classes(args.driver, args.nic_driver))
         if not args.no_publish:
             for server in servers:

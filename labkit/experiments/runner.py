@@ -24,6 +24,7 @@ from labkit.experiments.fleet import GPU_DRIVER, Fleet, build_fleet, fleet_varia
 from labkit.experiments.fragmentation import FragmentationMeter
 from labkit.experiments.ledger import Ledger
 from labkit.experiments.metrics import PodRecord, SummaryTable, summarize_run
+from labkit.experiments.plots import plot_results
 from labkit.experiments.policies import Context, Policy, PolicyError, get_policy
 from labkit.experiments.traces import WorkItem, request_mix
 from labkit.sim.podutil import claim_name_for
@@ -55,9 +56,6 @@ class Results:
         return SummaryTable([r.summary for r in self.runs])
 
     def plot(self, path: str | Path | None = None):  # noqa: ANN201 - matplotlib Figure
-        # lazy: to hoist (plots imports matplotlib lazily itself; this file is being edited elsewhere)
-        from labkit.experiments.plots import plot_results
-
         return plot_results(self, path)
 
     def to_dict(self) -> dict:

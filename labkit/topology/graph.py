@@ -16,6 +16,7 @@ from typing import Any
 import networkx as nx
 
 from fake_gpus.catalog import load_node_profile
+from fake_gpus.topology import topology_structure
 from labkit.api.attributes import plain_attributes
 
 #: the tier of each node kind in the drawing, top to bottom
@@ -45,7 +46,7 @@ def node_graph(profile: Any, slices: Iterable[dict] | None = None, node_name: st
         from fake_gpus.slices import build_slices
 
         slices = build_slices(profile, node_name)
-    structure = profile.topology()
+    structure = topology_structure(profile)
     g = nx.Graph(name=node_name, profile=profile.name)
     for item in structure["nodes"]:
         attrs = {k: v for k, v in item.items() if k != "id"}

@@ -28,6 +28,7 @@ from labkit.cluster.local.agent import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION,
 from labkit.cluster.local.binaries import Binaries, BinariesMissing
 from labkit.cluster.local.kube import ApiError, Kube
 from labkit.cluster.local.procs import Component, ProcessError, Supervisor, pid_alive, port_open
+from labkit.cluster.local.served import running_state
 from labkit.cluster.placements import PlacementTable, build_placements
 from labkit.sim.profiles import DEFAULT_ALLOCATABLE, load_profile
 
@@ -101,10 +102,7 @@ class LocalCluster(Cluster):
             raise ClusterError("local cluster: already up; call down() before up() again")
         prof = load_profile(profile)
         if self.reuse:
-            # lazy: cycle (serve imports this module and runs as __main__; runpy warns if it is loaded first)
-            from labkit.cluster.local import serve
-
-            state = serve.running_state(prof.name)
+            state = running_state(prof.name)
             if state is not None:
                 return self._attach(prof, state)
         limit = int(os.environ.get("LABKIT_LOCAL_MAX_NODES", "32"))
@@ -472,10 +470,7 @@ class LocalCluster(Cluster):
         info = self.status_info()
         name = getattr(self.profile, "name", self.profile)
         if not info["server"]:
-            # lazy: cycle (serve imports this module and runs as __main__; runpy warns if it is loaded first)
-            from labkit.cluster.local import serve
-
-            state = serve.running_state(str(name))
+            state = running_state(str(name))
             if state is None:
                 return (f"local cluster, profile {name}: not running "
                         f"(start one with `labkit cluster up --backend local --profile {name}`)")

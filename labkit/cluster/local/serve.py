@@ -27,23 +27,8 @@ from labkit.cluster import runstate
 from labkit.cluster.base import ClusterError
 from labkit.cluster.local.cluster import LocalCluster
 from labkit.cluster.local.procs import pid_alive
+from labkit.cluster.local.served import BACKEND, kill_components, running_state
 from labkit.sim.profiles import load_profile
-
-BACKEND = "local"
-
-
-def running_state(profile_name: str) -> dict[str, Any] | None:
-    """The run state of the live server for this profile, or None (stale state is removed)."""
-    state = runstate.read_state(BACKEND, profile_name)
-    if state is None:
-        return None
-    if not pid_alive(int(state.get("pid", 0))):
-        _kill_components(state)
-        if state.get("stateDir"):
-            shutil.rmtree(state["stateDir"], ignore_errors=True)
-        runstate.clear(BACKEND, profile_name)
-        return None
-    return state
 
 
 def start(profile: Any, *, timeout: float = 300.0) -> dict[str, Any]:
@@ -113,18 +98,11 @@ def stop(profile_name: str, *, timeout: float = 60.0) -> bool:
         if pid_alive(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-    _kill_components(state)
+    kill_components(state)
     if state.get("stateDir"):
         shutil.rmtree(state["stateDir"], ignore_errors=True)
     runstate.clear(BACKEND, profile_name)
     return True
-
-
-def _kill_components(state: dict[str, Any]) -> None:
-    """Last resort for a server that died without down(): its children's process groups."""
-    for pgid in state.get("componentGroups") or []:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(int(pgid), signal.SIGKILL)
 
 
 def _read(p: Path) -> str:
