@@ -41,6 +41,16 @@ def test_pki_serving_cert_is_signed_by_ca_and_names_loopback(tmp_path: Path, use
     rows = keys.token_file.read_text().splitlines()
     assert any(r.startswith(keys.tokens["admin"] + ",admin,admin,") and "system:masters" in r for r in rows)
     assert oct(keys.sa_key.stat().st_mode & 0o777) == "0o600"
+    # etcd's cert: same CA, loopback, usable as etcd's server/peer cert and the apiserver's client cert
+    etcd = x509.load_pem_x509_certificate(keys.etcd_cert.read_bytes())
+    assert etcd.issuer == ca.subject
+    pub.verify(etcd.signature, etcd.tbs_certificate_bytes, ec.ECDSA(etcd.signature_hash_algorithm))
+    etcd_sans = etcd.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "127.0.0.1" in [str(ip) for ip in etcd_sans.get_values_for_type(x509.IPAddress)]
+    oid = pytest.importorskip("cryptography.x509.oid")
+    usages = set(etcd.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
+    assert {oid.ExtendedKeyUsageOID.SERVER_AUTH, oid.ExtendedKeyUsageOID.CLIENT_AUTH} <= usages, usages
+    assert oct(keys.etcd_key.stat().st_mode & 0o777) == "0o600"
 
 
 def test_kubeconfig_has_server_ca_and_token(tmp_path: Path) -> None:

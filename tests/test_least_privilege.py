@@ -4,7 +4,8 @@ kind: the fake driver's ServiceAccount may do exactly what tests/data/rbac/fake-
 lists (beyond what every authenticated user may), nothing beyond what NVIDIA's and the example
 driver's RBAC grant, and its ResourceSlice writes are confined to its own node.
 local: every socket the control plane listens on is on 127.0.0.1, the API server speaks TLS only,
-and it refuses a request without a token.
+and it refuses a request without a token; etcd speaks mutual TLS only (a client needs this
+cluster's etcd certificate).
 """
 
 from __future__ import annotations
@@ -151,6 +152,35 @@ def test_local_control_plane_listens_on_loopback_with_tls_and_tokens(tmp_path):
         with pytest.raises(urllib.error.HTTPError) as wrong:
             urllib.request.urlopen(bad, context=ctx, timeout=30)
         assert wrong.value.code == 401
+        # etcd: mutual TLS on each of its ports, so a local user without this cluster's etcd cert
+        # reads nothing -- not over plain HTTP, not over TLS without a client certificate
+        etcd_ports = sorted(port for name, _, port in listening if name == "etcd")
+        assert len(etcd_ports) == 2, listening  # client and peer
+
+        def plain_http(p: int) -> int | None:
+            try:
+                return urllib.request.urlopen(f"http://127.0.0.1:{p}/health", timeout=30).status
+            except urllib.error.HTTPError as e:  # a TLS server's "HTTP request to an HTTPS server"
+                return e.code
+            except (urllib.error.URLError, OSError):
+                return None
+
+        pki_dir = Path(state["stateDir"]) / "pki"
+        with_cert = ssl.create_default_context(cafile=str(pki_dir / "ca.crt"))
+        with_cert.load_cert_chain(str(pki_dir / "etcd.crt"), str(pki_dir / "etcd.key"))
+        for etcd_port in etcd_ports:
+            assert plain_http(etcd_port) in (400, None), etcd_port
+            with pytest.raises((urllib.error.URLError, ConnectionError, OSError, ssl.SSLError)):
+                urllib.request.urlopen(f"https://127.0.0.1:{etcd_port}/health", context=ctx, timeout=30).read()
+        # the control: with the cluster's etcd certificate the client port answers
+        answers = []
+        for etcd_port in etcd_ports:
+            try:
+                answers.append(urllib.request.urlopen(f"https://127.0.0.1:{etcd_port}/health", context=with_cert,
+                                                      timeout=30).status)
+            except (urllib.error.URLError, OSError):
+                answers.append(None)
+        assert 200 in answers, answers
     finally:
         down = labkit("cluster", "down", "--backend", "local", "--profile", "tiny", env=env)
         assert down.returncode == 0, down.stderr

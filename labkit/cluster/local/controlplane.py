@@ -72,16 +72,25 @@ def start(sup: Supervisor, bins: Binaries, pki: Pki, state: Path, *, version: st
         gate_args = [f"--emulated-version=kube={emulated_version}", *gate_args]
     # etcd
     etcd_client, etcd_peer = free_port(), free_port()
+    # mutual TLS on both of etcd's ports: only holders of a cert from this cluster's CA (the
+    # apiserver) talk to it, not any local user
+    tls = [f"--cert-file={pki.etcd_cert}", f"--key-file={pki.etcd_key}", f"--trusted-ca-file={pki.ca_cert}",
+           "--client-cert-auth=true", f"--peer-cert-file={pki.etcd_cert}", f"--peer-key-file={pki.etcd_key}",
+           f"--peer-trusted-ca-file={pki.ca_cert}", "--peer-client-cert-auth=true"]
     etcd = sup.start("etcd", [
         bins.path("etcd"), "--name=labkit", f"--data-dir={state / 'etcd'}",
-        f"--listen-client-urls=http://127.0.0.1:{etcd_client}",
-        f"--advertise-client-urls=http://127.0.0.1:{etcd_client}",
-        f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
-        f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
-        f"--initial-cluster=labkit=http://127.0.0.1:{etcd_peer}",
+        f"--listen-client-urls=https://127.0.0.1:{etcd_client}",
+        f"--advertise-client-urls=https://127.0.0.1:{etcd_client}",
+        f"--listen-peer-urls=https://127.0.0.1:{etcd_peer}",
+        f"--initial-advertise-peer-urls=https://127.0.0.1:{etcd_peer}",
+        f"--initial-cluster=labkit=https://127.0.0.1:{etcd_peer}",
+        *tls,
         "--unsafe-no-fsync=true", "--log-level=warn", "--quota-backend-bytes=1073741824",
     ], ports=(etcd_client, etcd_peer))
-    wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{etcd_client}/health", timeout=2).status == 200,
+    etcd_tls = ssl.create_default_context(cafile=str(pki.ca_cert))
+    etcd_tls.load_cert_chain(str(pki.etcd_cert), str(pki.etcd_key))
+    wait_until(lambda: urllib.request.urlopen(f"https://127.0.0.1:{etcd_client}/health", timeout=2,
+                                              context=etcd_tls).status == 200,
                timeout, what="etcd /health", comp=etcd)
     on_step("etcd")
 
@@ -90,7 +99,8 @@ def start(sup: Supervisor, bins: Binaries, pki: Pki, state: Path, *, version: st
     server = f"https://127.0.0.1:{port}"
     apiserver = sup.start("kube-apiserver", [
         bins.path("kube-apiserver"),
-        f"--etcd-servers=http://127.0.0.1:{etcd_client}",
+        f"--etcd-servers=https://127.0.0.1:{etcd_client}", f"--etcd-cafile={pki.ca_cert}",
+        f"--etcd-certfile={pki.etcd_cert}", f"--etcd-keyfile={pki.etcd_key}",
         "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={port}",
         f"--tls-cert-file={pki.serving_cert}", f"--tls-private-key-file={pki.serving_key}",
         f"--client-ca-file={pki.ca_cert}", f"--token-auth-file={pki.token_file}",

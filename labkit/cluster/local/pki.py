@@ -1,4 +1,5 @@
-"""Throw-away PKI for a local control plane: a CA, the apiserver's serving cert, the
+"""Throw-away PKI for a local control plane: a CA, the apiserver's serving cert, etcd's cert
+(server, peer and the apiserver's client cert for etcd: etcd speaks mutual TLS only), the
 service-account key pair and bearer tokens. Generated with the `cryptography` package when it
 is installed, else with the openssl CLI."""
 
@@ -18,6 +19,8 @@ class Pki:
     ca_cert: Path
     serving_cert: Path
     serving_key: Path
+    etcd_cert: Path  # etcd's server/peer cert, also the apiserver's client cert for etcd (both EKUs)
+    etcd_key: Path
     sa_key: Path  # private (signing) key, PEM
     sa_pub: Path  # public key, PEM
     token_file: Path  # --token-auth-file
@@ -88,6 +91,11 @@ def _openssl(d: Path, hosts: tuple[str, ...]) -> dict[str, Path]:
     (d / "ext.cnf").write_text(f"subjectAltName={sans}\nextendedKeyUsage=serverAuth\nbasicConstraints=critical,CA:FALSE\n")
     run("x509", "-req", "-in", str(d / "apiserver.csr"), "-CA", str(d / "ca.crt"), "-CAkey", str(d / "ca.key"),
         "-CAcreateserial", "-out", str(d / "apiserver.crt"), "-days", "30", "-extfile", str(d / "ext.cnf"))
+    run("req", *ec, "-keyout", str(d / "etcd.key"), "-out", str(d / "etcd.csr"), "-subj", "/CN=labkit-etcd")
+    (d / "etcd.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+                                "extendedKeyUsage=serverAuth,clientAuth\nbasicConstraints=critical,CA:FALSE\n")
+    run("x509", "-req", "-in", str(d / "etcd.csr"), "-CA", str(d / "ca.crt"), "-CAkey", str(d / "ca.key"),
+        "-CAcreateserial", "-out", str(d / "etcd.crt"), "-days", "30", "-extfile", str(d / "etcd.cnf"))
     run("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(d / "sa.key"))
     run("pkey", "-in", str(d / "sa.key"), "-pubout", "-out", str(d / "sa.pub"))
     serving = d / "apiserver.crt"
@@ -95,7 +103,7 @@ def _openssl(d: Path, hosts: tuple[str, ...]) -> dict[str, Path]:
     for f in d.iterdir():
         f.chmod(0o600)
     return {"ca_cert": d / "ca.crt", "serving_cert": serving, "serving_key": d / "apiserver.key",
-            "sa_key": d / "sa.key", "sa_pub": d / "sa.pub"}
+            "etcd_cert": d / "etcd.crt", "etcd_key": d / "etcd.key", "sa_key": d / "sa.key", "sa_pub": d / "sa.pub"}
 
 
 def _cryptography(directory: Path, hosts: tuple[str, ...]) -> dict[str, Path]:
@@ -139,12 +147,28 @@ def _cryptography(directory: Path, hosts: tuple[str, ...]) -> dict[str, Path]:
         .sign(ca_key, hashes.SHA256())
     )
 
+    etcd_key = ec.generate_private_key(ec.SECP256R1())
+    etcd_cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "labkit-etcd")]))
+        .issuer_name(ca_name).public_key(etcd_key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now).not_valid_after(until)
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                                                    x509.DNSName("localhost")]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                       critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+
     sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = serialization.Encoding.PEM
     return {
         "ca_cert": _write(directory / "ca.crt", ca.public_bytes(pem)),
         "serving_cert": _write(directory / "apiserver.crt", cert.public_bytes(pem) + ca.public_bytes(pem)),
         "serving_key": _write(directory / "apiserver.key", _pem_key(key)),
+        "etcd_cert": _write(directory / "etcd.crt", etcd_cert.public_bytes(pem)),
+        "etcd_key": _write(directory / "etcd.key", _pem_key(etcd_key)),
         "sa_key": _write(directory / "sa.key", _pem_key(sa)),
         "sa_pub": _write(directory / "sa.pub", sa.public_key().public_bytes(
             pem, serialization.PublicFormat.SubjectPublicKeyInfo)),
