@@ -23,6 +23,7 @@ from typing import Any
 
 import psutil
 import yaml
+from jupyter_client.manager import KernelManager
 
 from .kindutil import ROOT, docker, run
 
@@ -188,3 +189,40 @@ def new_tmp_state_dirs(since: float) -> list[str]:
 
 def _state_dirs_named(text: str) -> set[str]:
     return {w.strip("'\",.:;()") for w in text.split() if w.startswith(("/tmp/lk-", "'/tmp/lk-"))}
+
+
+KERNEL_CODE = """
+from labkit.cluster import connect
+c = connect("local", "tiny", progress=False)
+print("UP", c.server, c.state_dir)
+"""
+
+
+def kernel_killed(run_dir: Path, settle: float = 60.0) -> dict[str, Any]:
+    """A Jupyter kernel connects a local cluster, then is SIGKILLed (no atexit, no down()), as a
+    crashed or force-restarted notebook kernel is; what it started must go with it."""
+    env = env_for(run_dir)
+    before = snapshot(run_dir)
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(env=env, cwd=str(ROOT))
+    kc = km.client()
+    kc.start_channels()
+    out: dict[str, Any] = {"connected": False, "processesWhileUp": 0}
+    try:
+        kc.wait_for_ready(timeout=120)
+        reply = kc.execute_interactive(KERNEL_CODE, timeout=300)
+        out["connected"] = reply["content"]["status"] == "ok"
+        out["processesWhileUp"] = len(snapshot(run_dir)["processes"])
+    finally:
+        kc.stop_channels()
+        os.kill(km.provisioner.pid, signal.SIGKILL)
+        km.shutdown_kernel(now=True)
+    deadline = time.monotonic() + settle
+    leaked: dict[str, list[str]] = {}
+    while time.monotonic() < deadline:
+        leaked = diff(before, snapshot(run_dir))
+        if not leaked:
+            break
+        time.sleep(1)
+    out["leaked"] = leaked
+    return out

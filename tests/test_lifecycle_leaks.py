@@ -8,7 +8,6 @@ containers, networks, run-dir files, state dirs, ~/.kube/config contexts) must b
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -16,7 +15,6 @@ import time
 
 import psutil
 import pytest
-from jupyter_client.manager import KernelManager
 
 from labkit.cluster.kind.backend import KindCluster
 from labkit.cluster.kind.preflight import HostFacts
@@ -50,36 +48,9 @@ def test_local_up_interrupted_by_sigint_leaves_nothing(tmp_path):
 def test_notebook_kernel_killed_while_connected_leaves_nothing(tmp_path):
     """A kernel that started a local cluster with connect() is SIGKILLed (no atexit, no down()):
     the control plane it started must go with it."""
-    run_dir = tmp_path / "run"
-    env = leaks.env_for(run_dir)
-    before = leaks.snapshot(run_dir)
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(env=env, cwd=str(ROOT))
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=120)
-        code = textwrap.dedent("""
-            from labkit.cluster import connect
-            c = connect("local", "tiny", progress=False)
-            print("UP", c.server, c.state_dir)
-        """)
-        reply = kc.execute_interactive(code, timeout=300)
-        assert reply["content"]["status"] == "ok", reply["content"]
-        during = leaks.snapshot(run_dir)
-        assert len(during["processes"]) >= 5, during
-    finally:
-        kc.stop_channels()
-        os.kill(km.provisioner.pid, signal.SIGKILL)  # what a crashed or force-restarted kernel gets: no atexit
-        km.shutdown_kernel(now=True)
-    after = None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        after = leaks.snapshot(run_dir)
-        if not leaks.diff(before, after):
-            break
-        time.sleep(1)
-    assert after is not None and leaks.diff(before, after) == {}
+    r = leaks.kernel_killed(tmp_path / "run")
+    assert r["connected"] and r["processesWhileUp"] >= 5, r
+    assert r["leaked"] == {}, r["leaked"]
     assert os.environ.get(leaks.MARK_ENV) is None  # the mark lives only in the children's env
 
 

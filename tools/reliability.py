@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from tests import faultrun, kindutil, leaks  # noqa: E402  (tests/ is not an installed package)
 
 OUT = ROOT / "test-artifacts" / "reliability.json"
-PARTS = ("faults", "node-restart", "local-cycles", "local-sigint", "kind-cycles", "kind-sigint")
+PARTS = ("faults", "node-restart", "local-cycles", "local-sigint", "kernel-kills", "kind-cycles", "kind-sigint")
 
 
 def _save(results: dict[str, Any]) -> None:
@@ -106,6 +106,12 @@ def _run(args: argparse.Namespace, parts: list[str], results: dict[str, Any], wo
         _cycles("local", args.cycles, work / "local", None, results, "localCycles")
     if "local-sigint" in parts:
         results["localSigint"] = _sigints("local", args.sigints, work / "local-int", None, 10.0)
+        _save(results)
+    if "kernel-kills" in parts:  # a notebook kernel holding a local cluster, SIGKILLed, --cycles times
+        runs = [leaks.kernel_killed(work / f"kernel-{i}") for i in range(args.cycles)]
+        results["kernelKills"] = {"cycles": len(runs), "connected": sum(r["connected"] for r in runs),
+                                  "cyclesWithLeaks": sum(bool(r["leaked"]) for r in runs),
+                                  "leaked": [r["leaked"] for r in runs if r["leaked"]]}
         _save(results)
     if "kind-cycles" in parts:
         _cycles("kind", args.cycles, work / "kind", "labkit-rel-cycle", results, "kindCycles")
