@@ -18,7 +18,7 @@ import yaml
 from labkit.allocator import nodes, taints
 from labkit.cli import main
 from labkit.cluster import connect
-from labkit.sim import scheduler, scoring, taintctl
+from labkit.sim import filters, scoring, taintctl
 
 TAINT = {"key": "gpu.example.com/broken", "value": "ecc", "effect": "NoSchedule"}
 
@@ -42,8 +42,8 @@ def test_toleration_rule_is_kubernetes(toleration, want):
 
 def test_sim_and_allocator_share_one_toleration_and_selector_rule():
     assert taintctl.tolerates is scoring.tolerates is taints.tolerates
-    assert scheduler.untolerated_taint is taints.untolerated_taint
-    assert scheduler.pod_matches_node_affinity is nodes.pod_matches_node_affinity
+    assert filters.untolerated_taint is taints.untolerated_taint
+    assert filters.pod_matches_node_affinity is nodes.pod_matches_node_affinity
 
 
 def test_untolerated_node_taint_ignores_prefer_no_schedule():

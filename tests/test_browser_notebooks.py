@@ -69,7 +69,11 @@ def _saved(path: Path, code_cells: int) -> dict:
     """The notebook as JupyterLab saved it, once every code cell carries an execution count."""
     nb: dict = {}
     for _ in range(240):  # a hang guard, not a performance limit
-        nb = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            nb = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:  # read while JupyterLab was writing it (an empty or partial file)
+            time.sleep(0.5)
+            continue
         if sum(1 for c in nb["cells"] if c["cell_type"] == "code" and c.get("execution_count")) == code_cells:
             return nb
         time.sleep(0.5)
