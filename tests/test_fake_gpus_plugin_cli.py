@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -25,13 +24,11 @@ from .test_fake_gpus_plugin_support import (
 )
 
 UID = "5e1f0000-0000-4000-8000-000000000001"
-HAS_FAKE_GPUS_CLI = importlib.util.find_spec("fake_gpus.__main__") is not None
 
 
 def plugin_cmd() -> list[str]:
-    # the colleague's `python -m fake_gpus` dispatches to us; fall back to our own entry point
-    return [sys.executable, "-m", "fake_gpus", "plugin"] if HAS_FAKE_GPUS_CLI else \
-        [sys.executable, "-m", "fake_gpus.plugin"]
+    """The plugin as the DaemonSet starts it: `python -m fake_gpus plugin`."""
+    return [sys.executable, "-m", "fake_gpus", "plugin"]
 
 
 def start(dirs, *extra: str) -> subprocess.Popen:
@@ -90,7 +87,6 @@ def test_subprocess_serves_and_cleans_up_on_sigterm():
         assert "Traceback" not in err
 
 
-@pytest.mark.skipif(importlib.util.find_spec("fake_gpus.slices") is None, reason="fake_gpus.slices not present")
 def test_subprocess_with_profile_serves_gpu_and_nic_drivers():
     from fake_gpus.slices import NIC_DRIVER, build_slices
 
@@ -200,7 +196,6 @@ def test_main_in_a_thread_stops_on_event():
         assert codes == [0] and not reg.exists()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("fake_gpus.slices") is None, reason="fake_gpus.slices not present")
 def test_load_slices_profile_and_empty_mig_means_profile_default():
     import argparse
 

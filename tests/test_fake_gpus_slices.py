@@ -22,6 +22,7 @@ from fake_gpus.slices import (
     device_classes,
     semver_from_nvml,
 )
+from labkit import cel
 
 PROFILES = ["dgx-a100", "dgx-h100", "t4-inference", "l4-edge", "mig-a100", "hgx-h200", "mixed-a100-t4"]
 MODES = ["none", "static", "dynamic"]
@@ -384,7 +385,6 @@ def test_all_packaged_profiles_build():
 @pytest.mark.parametrize(("profile", "mode"), [("mixed-a100-t4", "dynamic"), ("mig-a100", "static"),
                                                ("dgx-h100", "none"), ("dgx-h100", "dynamic")])
 def test_device_class_selectors_evaluate_with_labkit_cel(profile, mode):
-    cel = pytest.importorskip("labkit.cel")
     slices = build_slices(profile, "n", mig_mode=mode)
     for cls in device_classes():
         prog = cel.compile_selector(cls["spec"]["selectors"][0]["cel"]["expression"])
@@ -401,7 +401,6 @@ def test_device_class_selectors_evaluate_with_labkit_cel(profile, mode):
 
 
 def test_typical_claim_selectors_evaluate_with_labkit_cel():
-    cel = pytest.importorskip("labkit.cel")
     slices = build_slices("dgx-h100", "n", mig_mode="dynamic")
     devs = devices(slices)
 

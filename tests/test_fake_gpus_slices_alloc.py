@@ -7,12 +7,10 @@ import dataclasses
 import json
 from pathlib import Path
 
-import pytest
-
 from fake_gpus.catalog import load_node_profile
 from fake_gpus.slices import build_slices, device_classes
-
-alloc = pytest.importorskip("labkit.allocator")
+from labkit import allocator as alloc
+from labkit import cli
 
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1", "labels": {"kubernetes.io/hostname": "node-1"}}}
 
@@ -73,7 +71,6 @@ def test_gh200_mig_geometry():
 def test_sharing_by_capacity_example(capsys):
     """examples/sharing/by-capacity.yaml on nvidia-consumable-shares-memory: 30Gi + 40Gi share gpu-0
     (81559Mi), 20Gi does not fit the 9879Mi left and takes gpu-1; each claim its own share."""
-    cli = pytest.importorskip("labkit.cli")
     example = Path(__file__).parent.parent / "examples" / "sharing" / "by-capacity.yaml"
     assert cli.main(["simulate", "--profile", "nvidia-consumable-shares-memory", "-o", "json", "-f", str(example)]) == 0
     rep = json.loads(capsys.readouterr().out)
