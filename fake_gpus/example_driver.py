@@ -102,6 +102,20 @@ def _slice(node: str, driver: str, index: int, count: int, body: dict[str, Any])
                      "pool": {"name": node, "generation": 1, "resourceSliceCount": count}, **body}}
 
 
+
+def _partition(name: str, attrs: dict[str, Any], memory: int, compute: int, multi: bool,
+               counter_set: str) -> dict[str, Any]:
+    """A partitionable GPU's device (a partition or the full GPU): it consumes its own memory and
+    compute from the GPU's counter set."""
+    return {
+        "name": name,
+        "attributes": {**attrs, "partitionable": {"bool": True}},
+        "allowMultipleAllocations": multi,
+        "capacity": _gpu_caps(memory, compute, multi),
+        "consumesCounters": [{"counterSet": counter_set, "counters": {
+            "compute": {"value": str(compute)}, "memory": {"value": _qty_binary(memory)}}}],
+    }
+
 def gpu_slices(spec: ExampleDriverSpec, node: str) -> list[dict[str, Any]]:
     multi = spec.gpu_allow_multiple_allocations
     devices: list[dict[str, Any]] = []
@@ -115,22 +129,10 @@ def gpu_slices(spec: ExampleDriverSpec, node: str) -> list[dict[str, Any]]:
                                                           "memory": {"value": _qty_binary(MEMORY_BYTES)}}})
             pmem, pcpt = MEMORY_BYTES // n, COMPUTE // n
             for j in range(n):
-                devices.append({
-                    "name": f"gpu-{i}-partition-{j}",
-                    "attributes": {**attrs, "partition": {"int": j}, "partitionable": {"bool": True}},
-                    "allowMultipleAllocations": multi,
-                    "capacity": _gpu_caps(pmem, pcpt, multi),
-                    "consumesCounters": [{"counterSet": cs, "counters": {
-                        "compute": {"value": str(pcpt)}, "memory": {"value": _qty_binary(pmem)}}}],
-                })
-            devices.append({
-                "name": f"gpu-{i}-full",
-                "attributes": {**attrs, "full": {"bool": True}, "partitionable": {"bool": True}},
-                "allowMultipleAllocations": multi,
-                "capacity": _gpu_caps(MEMORY_BYTES, COMPUTE, multi),
-                "consumesCounters": [{"counterSet": cs, "counters": {
-                    "compute": {"value": str(COMPUTE)}, "memory": {"value": _qty_binary(MEMORY_BYTES)}}}],
-            })
+                devices.append(_partition(f"gpu-{i}-partition-{j}", {**attrs, "partition": {"int": j}},
+                                          pmem, pcpt, multi, cs))
+            devices.append(_partition(f"gpu-{i}-full", {**attrs, "full": {"bool": True}},
+                                      MEMORY_BYTES, COMPUTE, multi, cs))
         else:
             devices.append({"name": f"gpu-{i}", "attributes": attrs, "allowMultipleAllocations": multi,
                             "capacity": _gpu_caps(MEMORY_BYTES, COMPUTE, multi)})
