@@ -24,6 +24,7 @@ from labkit.api.load import read_documents
 from labkit.cli import main
 from labkit.cluster import ClusterError, NotFound, connect
 from labkit.cluster.report import normalize_report, simulate_report
+from tests.localutil import ready_local_cluster
 from tests.scenario_gen import Scenario, generate, pod_settled
 
 pytestmark = [pytest.mark.local, pytest.mark.slow]
@@ -34,16 +35,8 @@ ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 @pytest.fixture(scope="module")
 def local():
-    try:
-        c = connect("local", "workshop", progress=False, build=False)
-    except ClusterError as exc:
-        pytest.skip(f"local backend unavailable: {exc}")
-    try:
-        # nodes start with the not-ready taint; pods applied before it goes would sit in backoff
-        assert c.wait(until=lambda x: not any(n["spec"].get("taints") for n in x.list("Node")), timeout=120)
+    with ready_local_cluster("workshop") as c:
         yield c
-    finally:
-        c.down()
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from labkit.cluster import ClusterError, connect
+from labkit.cluster import connect
 from labkit.cluster.base import NotFound
 from labkit.cluster.report import normalize_report, simulate_report
+from tests.localutil import ready_local_cluster
 
 pytestmark = [pytest.mark.local, pytest.mark.slow]
 
@@ -30,12 +31,7 @@ def _report(cluster, path: Path) -> dict:
 
 
 def test_example_driver_demos_match_sim():
-    try:
-        local = connect("local", "example-driver", progress=False, build=False)
-    except ClusterError as exc:
-        pytest.skip(f"local backend unavailable: {exc}")
-    try:
-        assert local.wait(until=lambda c: not any(n["spec"].get("taints") for n in c.list("Node")), timeout=120)
+    with ready_local_cluster("example-driver") as local:
         for demo in DEMOS:
             path = EX / demo / f"{demo}.yaml"
             got_local = _report(local, path)
@@ -48,5 +44,3 @@ def test_example_driver_demos_match_sim():
                     with contextlib.suppress(NotFound):
                         local.delete(kind, obj["metadata"]["name"], obj["metadata"]["namespace"])
             local.wait(until=lambda c: not c.list("ResourceClaim") and not c.list("Pod"), timeout=120)
-    finally:
-        local.down()

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.cluster import ClusterError, connect
+from labkit.cluster import connect
 from tests import scoring_scenarios as sc
+from tests.localutil import ready_local_cluster
 from tests.scenario_gen import pod_settled
 
 pytestmark = [pytest.mark.local, pytest.mark.slow]
@@ -31,14 +32,8 @@ def _placed(cluster, pod: str) -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def clusters():
-    try:
-        local = connect("local", "workshop", progress=False, build=False)
-    except ClusterError as exc:
-        pytest.skip(f"local backend unavailable: {exc}")
-    assert local.wait(until=lambda c: not any(n["spec"].get("taints") for n in c.list("Node")), timeout=120)
-    sim = connect("sim", "workshop", progress=False)
-    yield sim, local
-    local.down()
+    with ready_local_cluster("workshop") as local:
+        yield connect("sim", "workshop", progress=False), local
 
 
 def test_scoring_scenarios_on_kube_scheduler(clusters):

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from labkit.cluster import ClusterError, connect
+from labkit.cluster import connect
 from labkit.cluster.base import NotFound
 from labkit.cluster.report import normalize_report, simulate_report
+from tests.localutil import ready_local_cluster
 
 pytestmark = [pytest.mark.local, pytest.mark.slow]
 
@@ -38,13 +39,7 @@ def _report(backend: str, profile: str, scenario: Path, cluster=None):
 
 @pytest.mark.parametrize("profile", sorted(_by_profile()))
 def test_scenarios_match_local(profile):
-    try:
-        local = connect("local", profile, progress=False, build=False)
-    except ClusterError as exc:
-        pytest.skip(f"local backend unavailable: {exc}")
-    try:
-        # nodes start with the not-ready taint; pods applied before it goes would sit in backoff
-        assert local.wait(until=lambda c: not any(n["spec"].get("taints") for n in c.list("Node")), timeout=120)
+    with ready_local_cluster(profile) as local:
         for scenario in _by_profile()[profile]:
             got_local = _report("local", profile, scenario, cluster=local)
             got_sim = _report("sim", profile, scenario)
@@ -57,5 +52,3 @@ def test_scenarios_match_local(profile):
             for obj in local.list("DeviceTaintRule"):  # cluster-wide state a later scenario must not see
                 local.delete("DeviceTaintRule", obj["metadata"]["name"], None)
             local.wait(until=lambda c: not c.list("ResourceClaim") and not c.list("Pod"), timeout=120)
-    finally:
-        local.down()

@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 
-from labkit.cluster import ClusterError, connect
+from labkit.cluster import connect
 from labkit.cluster.base import NotFound
 from labkit.cluster.report import normalize_report, simulate_report
+from tests.localutil import ready_local_cluster
 from tests.scenario_gen import PROFILES, Scenario, pod_settled, scenarios
 
 pytestmark = [pytest.mark.local, pytest.mark.slow]
@@ -72,16 +73,8 @@ def test_generated_scenarios_match_local(profile: str) -> None:
     cases = [s for s in scenarios(N, BASE_SEED) if s.profile == profile and s.seed not in KNOWN_OPEN]
     if not cases:
         pytest.skip(f"no generated scenarios for {profile} with N={N}")
-    try:
-        local = connect("local", profile, progress=False, build=False)
-    except ClusterError as exc:
-        pytest.skip(f"local backend unavailable: {exc}")
     failures: list[str] = []
-    try:
-        # nodes start with the not-ready taint; pods applied before it goes would sit in backoff
-        assert local.wait(
-            until=lambda c: not any(n["spec"].get("taints") for n in c.list("Node")), timeout=120
-        )
+    with ready_local_cluster(profile) as local:
         for sc in cases:
             got_local = _run(local, sc, local=True)
             got_sim = _run(connect("sim", profile, progress=False), sc, local=False)
@@ -93,6 +86,4 @@ def test_generated_scenarios_match_local(profile: str) -> None:
                     f"seed {sc.seed} ({profile}) differs; scenario in {path}\n{_diff(got_sim, got_local)}"
                 )
             _cleanup(local)
-    finally:
-        local.down()
     assert not failures, "\n\n".join(failures)
