@@ -1,7 +1,9 @@
 """Bad input through the commands as a user types them: one clear line, a non-zero exit, no traceback.
 
 Every nasty file under tests/data/nasty/ (plus a few made here: huge ones) is handed to every
-command that loads that kind of file, in a subprocess. tests/data/nasty/expected.tsv holds, per
+command that loads that kind of file, each in its own process (forked from one that imported the
+CLI once, tests/cliserver.py; a sample also runs through the real console scripts and must give
+the same answer). tests/data/nasty/expected.tsv holds, per
 command line, the exit code and the first line the user sees (stderr, or stdout when stderr is
 empty). Regenerate it after a deliberate message change with
 
@@ -15,11 +17,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
 import pytest
+
+from tests.cliserver import CliServer
 
 ROOT = Path(__file__).resolve().parents[1]
 NASTY = Path("tests/data/nasty")
@@ -97,30 +102,54 @@ def _generate() -> None:
         stream.write_text("---\n".join(docs))
 
 
-def _run(command: str) -> tuple[int, str, str, str]:
-    argv = command.split(" ")
-    if argv[0] == "fake_gpus":
-        argv = [sys.executable, "-m", "fake_gpus", *argv[1:]]
-    else:
-        argv = [LABKIT, *argv]
-    env = {**os.environ, "LABKIT_DEBUG": "", "PYTHONDONTWRITEBYTECODE": "1"}
-    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, errors="replace",
-                          env=env, stdin=subprocess.DEVNULL, check=False)
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("warning: ")]
+ENV = {**os.environ, "LABKIT_DEBUG": "", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _first_line(stdout: str, stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("warning: ")]
     if lines and lines[0].startswith("usage: "):  # argparse: the usage, then "prog: error: ..."
         lines = lines[-1:]
     if not lines:
-        lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    first = (lines[0] if lines else "").replace(f"{ROOT}/", "").replace("\t", "\\t")
-    return proc.returncode, first, proc.stdout, proc.stderr
+        lines = [ln for ln in stdout.splitlines() if ln.strip()]
+    return (lines[0] if lines else "").replace(f"{ROOT}/", "").replace("\t", "\\t")
+
+
+def _run_console_script(command: str) -> tuple[int, str, str, str]:
+    """The command as typed: the installed `labkit` script, or `python -m fake_gpus`."""
+    argv = command.split(" ")
+    argv = [sys.executable, "-m", "fake_gpus", *argv[1:]] if argv[0] == "fake_gpus" else [LABKIT, *argv]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, errors="replace",
+                          env=ENV, stdin=subprocess.DEVNULL, check=False)
+    return proc.returncode, _first_line(proc.stdout, proc.stderr), proc.stdout, proc.stderr
+
+
+_servers = threading.local()
+
+
+def _run(command: str) -> tuple[int, str, str, str]:
+    """The command in a forked process of this thread's CLI server (tests/cliserver.py)."""
+    if not hasattr(_servers, "server"):
+        _servers.server = CliServer(ENV)
+        _all_servers.append(_servers.server)
+    argv = command.split(" ")
+    program, args = ("fake_gpus", argv[1:]) if argv[0] == "fake_gpus" else ("labkit", argv)
+    rc, stdout, stderr = _servers.server.run(program, args)
+    return rc, _first_line(stdout, stderr), stdout, stderr
+
+
+_all_servers: list[CliServer] = []
 
 
 @cache
 def results() -> dict[str, tuple[int, str, str, str]]:
     _generate()
     cmds = commands()
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        return dict(zip(cmds, pool.map(_run, cmds), strict=True))
+    try:
+        with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+            return dict(zip(cmds, pool.map(_run, cmds), strict=True))
+    finally:
+        while _all_servers:
+            _all_servers.pop().close()
 
 
 def expected() -> dict[str, tuple[int, str]]:
@@ -146,6 +175,29 @@ def test_bad_input_gives_one_clear_line(command: str) -> None:
     else:
         assert rc != 0 and first, "bad input accepted silently"
     assert (rc, first) == expected()[command]
+
+
+#: one command line per command and kind of failure, run through the real console scripts
+SAMPLE = [
+    "validate -f tests/data/nasty/alias-bomb.yaml",
+    "validate -f tests/data/nasty/trailing-comma.json",
+    "validate -f tests/data/nasty/no-such-file.yaml",
+    f"validate --feature-gates DRAPrioritizedList=maybe -f {SLICES}",
+    f"cel device.driver== -f {SLICES}",
+    f"allocate --node n1 --kubernetes-version 1.2 -f {SLICES}",
+    "topology --profile tiny --node no-such-node",
+    "cluster --backend sim --profile no-such-profile up",
+    "experiment run --fleet tiny --policy no-such-policy --trace synthetic",
+    "fake_gpus slices --profile dgx-a100 --node n1 --mig sometimes",
+]
+
+
+@pytest.mark.parametrize("command", SAMPLE)
+def test_the_console_scripts_answer_like_the_forked_runs(command: str) -> None:
+    """The fast path (tests/cliserver.py) gives exactly what a user's shell gives."""
+    rc, first, stdout, stderr = _run_console_script(command)
+    assert "Traceback" not in stdout + stderr
+    assert (rc, first, stdout) == results()[command][:3]
 
 
 def test_counts_for_the_report() -> None:

@@ -1,0 +1,104 @@
+"""Run many CLI command lines quickly: each in its own forked process, from a server that imported the CLI once.
+
+A command run this way is a fresh process with the argv a user types, its own stdout and stderr,
+stdin at /dev/null and its exit code; only the ~0.5 s of importing Python modules is shared. The
+server is a separate single-threaded process (forking pytest itself, which has threads, is unsafe).
+`tests/test_bad_input.py` checks a sample against the real console scripts, so the two cannot drift.
+
+    server = CliServer(); server.run(["validate", "-f", "x.yaml"]); server.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any
+
+import labkit.cli  # noqa: F401 - imported once by the server, shared by every forked command
+from fake_gpus.cli import main as fake_main
+from labkit.__main__ import entry
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _child(program: str, args: list[str], out_path: str, err_path: str) -> None:
+    """In the forked child: become `labkit ARGS` or `python -m fake_gpus ARGS`, then exit."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(os.open(out_path, os.O_WRONLY), 1)
+    os.dup2(os.open(err_path, os.O_WRONLY), 2)
+    sys.argv = [program, *args]
+    code: Any = 0
+    try:
+        code = fake_main() if program == "fake_gpus" else entry()
+    except SystemExit as exc:
+        code = exc.code
+    except BaseException:  # what the interpreter does with an uncaught exception
+        traceback.print_exc()
+        code = 1
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed stream: nothing more to write
+            stream.flush()
+    os._exit(code & 0xFF)
+
+
+def serve() -> None:
+    """The server loop: one JSON request per stdin line, one JSON answer per stdout line."""
+    for line in sys.stdin:
+        req = json.loads(line)
+        with tempfile.TemporaryDirectory() as tmp:
+            out, err = Path(tmp, "out"), Path(tmp, "err")
+            out.touch()
+            err.touch()
+            sys.stdout.flush()
+            pid = os.fork()
+            if pid == 0:
+                os.chdir(req["cwd"])
+                os.environ.clear()
+                os.environ.update(req["env"])
+                _child(req["program"], req["args"], str(out), str(err))
+            _, status = os.waitpid(pid, 0)
+            rc = os.waitstatus_to_exitcode(status)
+            answer = {"rc": rc, "stdout": out.read_text(errors="replace"), "stderr": err.read_text(errors="replace")}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+
+
+class CliServer:
+    """A running server; `run()` one command line at a time (use one server per thread)."""
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self.env = dict(env if env is not None else os.environ)
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve"], cwd=ROOT,
+                                     env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def run(self, program: str, args: list[str], cwd: Path = ROOT) -> tuple[int, str, str]:
+        """Run `labkit ARGS` (program "labkit") or `python -m fake_gpus ARGS` (program "fake_gpus")."""
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(json.dumps({"program": program, "args": args, "cwd": str(cwd), "env": self.env}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the CLI server died (exit {self.proc.wait()}) on {program} {' '.join(args)}")
+        answer = json.loads(line)
+        return answer["rc"], answer["stdout"], answer["stderr"]
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--serve"]:
+    serve()
