@@ -6,7 +6,9 @@ learner does), then
 - every drawing cell shows a picture (an <img> with pixels, on screen);
 - every widget rendered as a widget (not as its text repr) and answers a click;
 - the solution cell shows ✅, and still does when run again after Run All (the last cell leaves the
-  cluster up; checks and widgets keep working).
+  cluster up; checks and widgets keep working);
+- the outputs JupyterLab saved pass tests/coursechecks.py (every exercise ❌ until solved, one ✅
+  answer, no `Out: True`, no unrounded number, text that quotes an output says what it shows).
 
 The first picture of each notebook (else its first widget, else the exercise verdict) is saved under
 test-artifacts/browser/NN_name.png.
@@ -23,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser_lab import ARTIFACTS, jupyter_lab, launch, missing_requirements, wait_kernel_idle
+from tests.coursechecks import output_problems, text_matches_output_problems
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 NAMES = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
@@ -270,14 +273,9 @@ def test_notebook_as_a_learner_sees_it(lab, name: str):
     saved = _saved(root / path, numbered)
     for i, c in enumerate(saved["cells"]):
         for o in c.get("outputs", []):
-            if o.get("output_type") == "error":
-                problems.append(f"cell {i}: {o.get('ename')}: {o.get('evalue')}")
-            elif o.get("name") == "stderr" and "Traceback" in "".join(o.get("text", "")):
+            if o.get("name") == "stderr" and "Traceback" in "".join(o.get("text", "")):
                 problems.append(f"cell {i}: a traceback on stderr")
-            elif "text/plain" in o.get("data", {}) and re.fullmatch(r"(True|False)", o["data"]["text/plain"]
-                                                                      if isinstance(o["data"]["text/plain"], str)
-                                                                      else "".join(o["data"]["text/plain"])):
-                problems.append(f"cell {i}: Out: {o['data']['text/plain']} after {sources[i].strip().splitlines()[-1]}")
+    problems += output_problems(saved) + text_matches_output_problems(name, saved)
     _shutdown_kernels(base)
     assert shot.stat().st_size > 5_000
     assert problems == [], f"{name}:\n" + "\n".join(problems)
