@@ -4,9 +4,10 @@ as a DaemonSet), through what a user types: `labkit cluster up --backend kind --
 
 Needs a container engine, kind, a 1.37 kubectl and a node image (make test provides them through
 tools/with-kind.sh: DOCKER_HOST, LABKIT_KIND_NODE_IMAGE, ~/.cache/dra-labkit/bin on PATH). One
-cluster per profile, shared by that profile's tests, at most one at a time (tests run in file
-order: workshop, then mig-lab, then topology-lab); each profile's notebooks (nbval, LABKIT_BACKEND=kind)
-run on that cluster too. Measured times go to test-artifacts/kind-e2e.json.
+cluster per profile, shared by that profile's tests (tests run in file order: workshop, then
+mig-lab, then topology-lab; the later two are created while the workshop fault runs wait); each
+profile's notebooks (nbval, LABKIT_BACKEND=kind) run on that cluster too. Measured times go to
+test-artifacts/kind-e2e.json.
 """
 
 from __future__ import annotations
@@ -60,24 +61,47 @@ def _host_snapshot() -> dict[str, set[str]]:
 
 
 class Clusters:
-    """`labkit cluster up` / `down` as typed, one profile at a time."""
+    """`labkit cluster up` / `down` as typed, one profile's tests at a time. The next profile's cluster
+    may be started early (`prefetch`), while a test mostly waits for kubelets (the fault runs), so its
+    creation overlaps that wait instead of adding to the lane's time."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], logs: Path) -> None:
         self.env = env
+        self.logs = logs
         self.profile: str | None = None
         self.conn: KindCluster | None = None
         self.container_ids: dict[str, list[str]] = {}
         self.final = False
+        self.pending: dict[str, tuple[subprocess.Popen[str], float]] = {}
+
+    def _up_argv(self, profile: str) -> list[str]:
+        return [sys.executable, "-m", "labkit", "cluster", "up", "--backend", "kind", "--profile", profile,
+                "--name", f"labkit-e2e-{profile}"]
+
+    def prefetch(self, profile: str) -> None:
+        """Start `labkit cluster up` for `profile` in the background; `get(profile)` takes it over."""
+        if KEEP or profile == self.profile or profile in self.pending:
+            return
+        with (self.logs / f"up-{profile}.log").open("w") as out:  # the child keeps its own descriptor
+            proc = subprocess.Popen(self._up_argv(profile), stdout=out, stderr=subprocess.STDOUT, text=True,
+                                    env=self.env, cwd=ROOT)
+        self.pending[profile] = (proc, time.monotonic())
 
     def get(self, profile: str) -> KindCluster:
         if self.profile == profile and self.conn is not None:
             return self.conn
         self.down()
         t0 = time.monotonic()
-        up = _run(sys.executable, "-m", "labkit", "cluster", "up", "--backend", "kind", "--profile", profile,
-                  "--name", f"labkit-e2e-{profile}", env=self.env)
+        if profile in self.pending:
+            proc, started = self.pending.pop(profile)
+            rc = proc.wait(timeout=900)
+            output = (self.logs / f"up-{profile}.log").read_text()
+            up = subprocess.CompletedProcess(proc.args, rc, output, "")
+            waited, wall = time.monotonic() - t0, time.monotonic() - started
+        else:
+            up = _run(*self._up_argv(profile), env=self.env)
+            waited = wall = time.monotonic() - t0
         assert up.returncode == 0, f"labkit cluster up failed:\n{up.stdout}\n{up.stderr}"
-        wall = time.monotonic() - t0
         if KEEP and "was already running" in up.stdout:  # a developer's kept cluster
             return self._connect(profile)
         assert "export KUBECONFIG=" in up.stdout and "kubectl get resourceslices" in up.stdout, up.stdout
@@ -85,7 +109,8 @@ class Clusters:
                       r"slices (\d+)s\)", up.stdout)
         assert m, up.stdout
         MEASURED[profile] = {"labkit cluster up (wall s)": round(wall, 1), "create s": int(m[2]),
-                             "images s": int(m[3]), "DaemonSets ready s": int(m[4]), "slices s": int(m[5])}
+                             "images s": int(m[3]), "DaemonSets ready s": int(m[4]), "slices s": int(m[5]),
+                             "tests waited for it s": round(waited, 1)}
         return self._connect(profile)
 
     def _connect(self, profile: str) -> KindCluster:
@@ -102,11 +127,25 @@ class Clusters:
             return
         if self.conn is not None:
             self.conn.down()
-        out = _run(sys.executable, "-m", "labkit", "cluster", "down", "--backend", "kind", "--profile", self.profile,
+        self._cli_down(self.profile)
+        self.profile, self.conn = None, None
+
+    def _cli_down(self, profile: str) -> None:
+        out = _run(sys.executable, "-m", "labkit", "cluster", "down", "--backend", "kind", "--profile", profile,
                    env=self.env)
         assert out.returncode == 0, out.stderr
-        assert f"kind cluster labkit-e2e-{self.profile} (profile {self.profile}) is down" in out.stdout, out.stdout
-        self.profile, self.conn = None, None
+        assert f"kind cluster labkit-e2e-{profile} (profile {profile}) is down" in out.stdout, out.stdout
+
+    def down_all(self) -> None:
+        """The current cluster and any started early that no test took over (a failed run)."""
+        self.final = True
+        try:
+            self.down()
+        finally:
+            for profile, (proc, _) in list(self.pending.items()):
+                proc.wait(timeout=900)
+                self.pending.pop(profile)
+                self._cli_down(profile)
 
 
 @pytest.fixture(scope="session")
@@ -123,12 +162,12 @@ def clusters(tmp_path_factory, host_before):
     run_dir = Path(KEEP) if KEEP else tmp_path_factory.mktemp("kind-run")
     os.environ["LABKIT_RUN_DIR"] = str(run_dir)  # connect() in this process finds what the CLI started
     env = {**os.environ, "LABKIT_RUN_DIR": str(run_dir)}
-    cl = Clusters(env)
+    cl = Clusters(env, run_dir)
     t0 = time.monotonic()
     try:
         yield cl
     finally:
-        cl.down()
+        cl.down_all()
         MEASURED["kind e2e tests total s"] = round(time.monotonic() - t0, 1)
         ARTIFACTS.parent.mkdir(parents=True, exist_ok=True)
         ARTIFACTS.write_text(json.dumps(MEASURED, indent=2, sort_keys=True))
@@ -539,12 +578,14 @@ def test_workshop_driver_service_account_has_exactly_the_expected_rights(cluster
 def test_workshop_driver_killed_in_prepare_and_unprepare_loses_nothing(clusters):
     c = clusters.get("workshop")
     clean(c)
+    clusters.prefetch("mig-lab")  # created while this run mostly waits for kubelets
     test_kind_faults.check_driver_faults(c)
 
 
 def test_workshop_node_restart_brings_pods_back_with_the_same_devices(clusters):
     c = clusters.get("workshop")
     clean(c)
+    clusters.prefetch("topology-lab")
     test_kind_faults.check_node_restart(c)
 
 
@@ -635,8 +676,7 @@ def test_topology_lab_notebooks_pass_on_kind(clusters):
 # -- last: nothing left behind ---------------------------------------------------------------------
 def test_down_leaves_no_container_network_or_process(clusters, host_before):
     ids = [i for profile_ids in clusters.container_ids.values() for i in profile_ids]
-    clusters.final = True
-    clusters.down()
+    clusters.down_all()
     after = _host_snapshot()
     ours = re.compile(r"labkit-e2e-")
     assert not [n for n in after["containers"] if ours.match(n)], after["containers"]
