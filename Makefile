@@ -85,8 +85,9 @@ kind-images: kind-engine
 test: $(STAMP) lint oracle controlplane browser-deps
 	bash tools/with-kind.sh $(MAKE) --no-print-directory test-suites
 
-# two lanes at once (tools/test-lanes.sh): the kind tests, and everything else (pytest, then the
-# notebooks on sim and on local); LABKIT_TEST_LANES=serial runs them one after the other
+# four lanes at once (tools/test-lanes.sh): main (pytest), course (browser, then the notebooks on
+# sim and on local), kind (the e2e) and faults (driver faults on kind); LABKIT_TEST_LANES=serial
+# runs them one after the other
 test-suites: $(STAMP)
 	bash tools/test-lanes.sh $(LOCAL_NOTEBOOKS)
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
 import yaml
 
+import labkit.cluster.kind.backend as backend_module
 from labkit.cluster import runstate
 from labkit.cluster.base import ClusterError, backend_class
 from labkit.cluster.kind.backend import KindCluster, normalize_image
@@ -23,6 +25,7 @@ from labkit.sim.profiles import load_profile
 
 ALL_TOOLS = {"docker": "docker", "podman": None, "kind": "kind", "kubectl": "kubectl"}
 KUBECTL_137 = json.dumps({"clientVersion": {"major": "1", "minor": "37", "gitVersion": "v1.37.1"}})
+NET_ID = "f00dfeed" * 8  # kind's network as the engine names it (a test value)
 HEALTHY = {"docker info": (0, "28.2.2\n"), "kind version": (0, "kind v0.33.0 go1.25.1 linux/amd64\n"),
            "kubectl version --client": (0, KUBECTL_137),
            "docker exec": (0, "[plugins]\n  enable_cdi = true\n")}
@@ -276,6 +279,7 @@ def _healthy_cluster(tmp_path: Path, deploy_dir: Path, monkeypatch, **kw) -> tup
 
     monkeypatch.setattr(backend, "driver_manifests",
                         lambda profile, image: driver_manifests(profile, image, deploy_dir=deploy_dir))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the network marker goes
     dockerfile = deploy_dir / "workload" / "Dockerfile"
     dockerfile.parent.mkdir(exist_ok=True)
     dockerfile.write_text("FROM scratch\n")
@@ -283,6 +287,7 @@ def _healthy_cluster(tmp_path: Path, deploy_dir: Path, monkeypatch, **kw) -> tup
     runner = RecordingRunner(responses={**HEALTHY, "kind get clusters": (0, "No kind clusters found.\n"),
                                         "docker image inspect": (1, "Error: No such image"),
                                         "docker network inspect kind": (1, "Error: No such network: kind"),
+                                        "docker network inspect kind --format {{.Id}}": (0, NET_ID + "\n"),
                                         "kubectl --kubeconfig": (0, _slices_json("workshop"))})
     cluster = KindCluster(runner=runner, facts=HostFacts(dict(ALL_TOOLS)), state_dir=tmp_path, progress=False, **kw)
     return cluster, runner
@@ -298,6 +303,7 @@ def test_up_runs_exactly_the_planned_commands(tmp_path, deploy_dir, monkeypatch)
     expected = [
         "docker network inspect kind",
         f"kind create cluster --name labkit-workshop --config {tmp_path}/kind-config.yaml {kc} --wait 180s",
+        "docker network inspect kind --format '{{.Id}}'",  # made here: its ID is marked as labkit's
         "docker exec labkit-workshop-worker containerd config dump",
         "docker image inspect labkit/fake-gpus:dev",
         "docker build -t labkit/fake-gpus:dev -f",
@@ -328,13 +334,34 @@ def test_up_runs_exactly_the_planned_commands(tmp_path, deploy_dir, monkeypatch)
     state = runstate.read_state("kind", "workshop")
     assert state["cluster"] == "labkit-workshop" and state["kubeconfig"] == f"{tmp_path}/kubeconfig"
     assert set(cluster.timings) >= {"create kind cluster", "driver DaemonSets ready", "total"}
-    runner.responses["docker network inspect kind --format"] = (0, "0\n")
+    runner.responses["docker network inspect kind --format {{.Id}} {{range"] = (0, f"{NET_ID} \n")
     cluster.down()
     # the network was not there before (inspect failed): it goes too, once no container uses it
     assert runner.lines()[-3:] == ["kind delete cluster --name labkit-workshop",
-                                   "docker network inspect kind --format '{{len .Containers}}'",
+                                   "docker network inspect kind --format "
+                                   "'{{.Id}} {{range .Containers}}{{.Name}} {{end}}'",
                                    "docker network rm kind"]
     assert runstate.read_state("kind", "workshop") is None
+    assert not backend_module._network_marker(NET_ID).exists()
+
+
+@pytest.mark.parametrize("users, marked, removed", [
+    ("", True, True),                                  # labkit made it (another run dir), nobody uses it
+    ("labkit-e2e-mig-lab-worker ", True, False),       # another cluster still on it
+    ("", False, False),                                # a user's or kind's own network
+])
+def test_kinds_network_goes_with_the_last_labkit_cluster_only(tmp_path, deploy_dir, monkeypatch, users, marked,
+                                                              removed):
+    cluster, runner = _healthy_cluster(tmp_path, deploy_dir, monkeypatch)
+    runner.responses["docker network inspect kind"] = (0, "[{}]")  # there before: this cluster did not make it
+    cluster.up("workshop")
+    assert not backend_module._network_marker(NET_ID).exists()
+    if marked:  # as a labkit cluster of another run dir (another lane of make test) left it
+        backend_module._network_marker(NET_ID).touch()
+    runner.responses["docker network inspect kind --format {{.Id}} {{range"] = (0, f"{NET_ID} {users}\n")
+    cluster.down()
+    assert ("docker network rm kind" in runner.lines()) == removed
+    assert backend_module._network_marker(NET_ID).exists() == (marked and not removed)
 
 
 def test_existing_images_are_not_rebuilt_and_cgroup_v1_host_gets_the_kubelet_patch(tmp_path, deploy_dir, monkeypatch):

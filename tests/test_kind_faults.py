@@ -4,7 +4,9 @@ NodePrepareResources / NodeUnprepareResources; then a kind node restarted with p
 `tools/reliability.sh` runs the same code with 200+ claims.
 
 Uses the running kind cluster of profile $LABKIT_FAULTS_PROFILE (default workshop) in
-$LABKIT_RUN_DIR when there is one (e.g. inside the e2e session), else starts one and removes it.
+$LABKIT_RUN_DIR when there is one, else starts one and removes it. make test runs this file as a
+lane of its own, on its own cluster, beside the e2e (tools/test-lanes.sh): most of its time is spent
+waiting for kubelets' retries, so it overlaps the e2e instead of adding to it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import pytest
 
 from . import faultrun, kindutil
 
-pytestmark = [pytest.mark.kind, pytest.mark.kind_standalone, pytest.mark.slow]
+pytestmark = [pytest.mark.kind, pytest.mark.kind_faults, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

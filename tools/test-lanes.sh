@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# make test's suites, in two lanes that run at the same time (run inside tools/with-kind.sh):
-#   kind  the tests on real kind clusters (pytest -m kind: the e2e, with the course's notebooks on
-#         kind, and the driver-fault tests). Most of their time is spent waiting for kubelets,
-#         containers and controllers, so they overlap well with
-#   main  everything else, one after the other: pytest -m "not kind", then the notebooks under
-#         nbval on sim, then on the local control plane.
-# The kind lane's output goes to test-artifacts/lanes/kind.log and is printed when both are done;
-# the exit status fails when either lane fails. LABKIT_TEST_LANES=serial runs them one after the other.
+# make test's suites, in four lanes that run at the same time (run inside tools/with-kind.sh):
+#   main    pytest -m "not kind and not browser": the library, the CLI, the local control plane;
+#   course  the course as a learner meets it: the real-browser tests (JupyterLab + Chromium), then
+#           the notebooks under nbval on sim, then on the local control plane;
+#   kind    the e2e on real kind clusters (tests/test_cluster_kind_e2e.py, the course's notebooks
+#           on kind included), one profile's cluster after the other;
+#   faults  the driver-fault runs on a kind cluster of their own (tests/test_kind_faults.py).
+# Most of the tests' time is waiting (for kubelets, containers, controllers, a browser, a kernel):
+# measured with two lanes, the CPUs were busy 40-85 % of each minute, so more lanes fill the gaps.
+# Each lane has its own LABKIT_RUN_DIR, so `connect()` in one never attaches to another's cluster.
+# The main lane prints as it goes; the others write test-artifacts/lanes/<lane>.log, printed at the
+# end. The exit status fails when any lane fails. LABKIT_TEST_LANES=serial runs them one by one.
 # usage: tools/test-lanes.sh [LOCAL_NOTEBOOK...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,39 +44,71 @@ cpu_summary() {
     "$LOGS/cpu.log" >&2
 }
 
-kind_lane() {
-  "$VENV/bin/pytest" tests -m "kind and not kind_standalone" -p no:cacheprovider --junitxml="$LOGS/kind.xml"
-}
+RUNS="$(mktemp -d "${TMPDIR:-/tmp}/labkit-lanes.XXXXXX")"
+lane_env() { mkdir -p "$RUNS/$1"; echo "LABKIT_RUN_DIR=$RUNS/$1"; }
 
 main_lane() {
-  local rc=0
-  "$VENV/bin/pytest" tests -m "not kind" --junitxml="$LOGS/main.xml" || rc=1
-  say "main lane: pytest done"
-  "$VENV/bin/pytest" -p no:cacheprovider --nbval-lax --nbval-current-env notebooks || rc=1
-  say "main lane: notebooks on sim done"
+  env "$(lane_env main)" "$VENV/bin/pytest" tests -m "not kind and not browser" --junitxml="$LOGS/main.xml"
+}
+
+course_lane() {
+  local rc=0 run
+  run="$(lane_env course)"
+  env "$run" "$VENV/bin/pytest" tests -m "browser and not kind" -p no:cacheprovider --junitxml="$LOGS/course.xml" || rc=1
+  say "course lane: browser tests done"
+  env "$run" "$VENV/bin/pytest" -p no:cacheprovider --nbval-lax --nbval-current-env notebooks || rc=1
+  say "course lane: notebooks on sim done"
   if [[ $# -gt 0 ]]; then
-    LABKIT_BACKEND=local "$VENV/bin/pytest" -p no:cacheprovider --nbval-lax --nbval-current-env "$@" || rc=1
-    say "main lane: notebooks on local done"
+    env "$run" LABKIT_BACKEND=local "$VENV/bin/pytest" -p no:cacheprovider --nbval-lax --nbval-current-env "$@" || rc=1
+    say "course lane: notebooks on local done"
   fi
   return $rc
 }
 
+kind_lane() {
+  env "$(lane_env kind)" "$VENV/bin/pytest" tests -m "kind and not kind_standalone and not kind_faults" \
+    -p no:cacheprovider --junitxml="$LOGS/kind.xml"
+}
+
+faults_lane() {
+  env "$(lane_env faults)" "$VENV/bin/pytest" tests -m kind_faults -p no:cacheprovider --junitxml="$LOGS/faults.xml"
+}
+
+BACKGROUND=(course kind faults)
+declare -A status
 if [[ "${LABKIT_TEST_LANES:-parallel}" == serial ]]; then
-  main_lane "$@"; main=$?
-  kind_lane; kind=$?
+  main_lane; status[main]=$?
+  course_lane "$@"; status[course]=$?
+  kind_lane; status[kind]=$?
+  faults_lane; status[faults]=$?
 else
-  kind_lane > "$LOGS/kind.log" 2>&1 &
-  kind_pid=$!
-  # an interrupted make test stops the kind lane too (its fixtures delete their clusters)
-  trap 'kill -INT $kind_pid 2>/dev/null; wait $kind_pid; stop_sampler; exit 130' INT TERM
-  say "kind lane started (pid $kind_pid, log $LOGS/kind.log)"
-  main_lane "$@"; main=$?
-  say "main lane finished (exit $main); waiting for the kind lane"
-  wait "$kind_pid"; kind=$?
+  declare -A pids
+  for lane in "${BACKGROUND[@]}"; do
+    "${lane}_lane" "$@" > "$LOGS/$lane.log" 2>&1 &
+    pids[$lane]=$!
+    say "$lane lane started (pid ${pids[$lane]}, log $LOGS/$lane.log)"
+  done
+  # an interrupted make test stops the other lanes too (the kind fixtures delete their clusters)
+  trap 'for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null; done; wait; stop_sampler; rm -rf "$RUNS"; exit 130' INT TERM
+  main_lane; status[main]=$?
+  say "main lane finished (exit ${status[main]})"
+  for lane in "${BACKGROUND[@]}"; do
+    wait "${pids[$lane]}"; status[$lane]=$?
+    say "$lane lane finished (exit ${status[$lane]})"
+  done
   trap - INT TERM
-  echo "==================================== kind lane ($LOGS/kind.log) ===================================="
-  cat "$LOGS/kind.log"
+  for lane in "${BACKGROUND[@]}"; do
+    echo "==================================== $lane lane ($LOGS/$lane.log) ===================================="
+    cat "$LOGS/$lane.log"
+  done
 fi
 cpu_summary
-say "lanes done: main exit $main, kind exit $kind"
-[[ $main == 0 && $kind == 0 ]]
+rm -rf "$RUNS"
+failed=0
+summary=""
+for lane in main "${BACKGROUND[@]}"; do
+  summary+=" $lane exit ${status[$lane]},"
+  [[ ${status[$lane]} == 0 ]] || failed=1
+done
+say "lanes done:${summary%,}"
+[[ $failed == 0 ]]

@@ -27,6 +27,7 @@ import os
 import re
 import shlex
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -61,6 +62,7 @@ SWAP_ANNOTATION = "labkit.dev/image-swapped"
 UNDECIDED_GRACE = 10.0
 #: the engine network kind puts every cluster on
 KIND_NETWORK = "kind"
+
 #: environment variables a CDI spec of the fake driver sets (what `pod_env` returns)
 DEVICE_ENV_PREFIXES = ("FAKE_", "NVIDIA_")
 
@@ -83,6 +85,14 @@ _KIND_ALIASES = {alias: kind for kind, res in RESOURCE_NAMES.items()
 def default_cluster_name(profile_name: str) -> str:
     """kind cluster name for a profile: ``labkit-<profile>`` (DNS-label safe)."""
     return ("labkit-" + re.sub(r"[^a-z0-9-]+", "-", profile_name.lower())).strip("-")[:40]
+
+
+
+def _network_marker(network_id: str) -> Path:
+    """A file that says "labkit made kind's network with this ID". It is shared by every process and
+    run dir on the host (clusters of several run dirs share the one network), and keyed on the
+    engine's network ID, so a network a user or kind made later is never taken for ours."""
+    return Path(tempfile.gettempdir()) / f"labkit-kind-network-{network_id[:16]}"
 
 
 class KindCluster(Cluster):
@@ -259,6 +269,11 @@ class KindCluster(Cluster):
         self._kind("create", "cluster", "--name", self.cluster_name, "--config", str(self.config_path),
                    "--kubeconfig", str(self.kubeconfig), "--wait", "180s")
         self._created = True
+        if self._made_network:
+            made = self.runner.run([self.engine(), "network", "inspect", KIND_NETWORK, "--format", "{{.Id}}"],
+                                   check=False)
+            if made.returncode == 0 and made.stdout.strip():
+                _network_marker(made.stdout.strip()).touch()
         worker = f"{self.cluster_name}-worker"
         check = cdi_check(self.runner, self.engine(), worker)
         if not check.ok:
@@ -379,18 +394,25 @@ class KindCluster(Cluster):
                 runstate.clear("kind", self.profile.name)
 
     def _delete(self) -> None:
-        """Delete the cluster; also kind's network when this cluster made it and nothing else uses it
-        (kind itself keeps the network)."""
+        """Delete the cluster; also kind's network once no cluster uses it, when a labkit cluster made
+        it (this one, or another in any run dir: the network's ID is marked, see `_network_marker`).
+        kind itself keeps the network, and one a user or kind made is never removed."""
         state = runstate.read_state("kind", self.profile.name) if self.profile is not None else None
         self._kind("delete", "cluster", "--name", self.cluster_name, check=False)
-        if self._made_network or (state or {}).get("madeNetwork"):
-            def unused() -> bool:  # the engine may list the deleted nodes' endpoints for a moment
-                users = self.runner.run([self.engine(), "network", "inspect", KIND_NETWORK, "--format",
-                                         "{{len .Containers}}"], check=False)
-                return users.returncode == 0 and users.stdout.strip() == "0"
+        fmt = "{{.Id}} {{range .Containers}}{{.Name}} {{end}}"
+        seen: list[str] = []
 
-            if runstate._poll(unused, 10.0, 1.0):
+        def settled() -> bool:  # the engine may list the deleted nodes' endpoints for a moment
+            out = self.runner.run([self.engine(), "network", "inspect", KIND_NETWORK, "--format", fmt], check=False)
+            seen[:] = out.stdout.split() if out.returncode == 0 else []
+            return not seen[1:] or any(not n.startswith(f"{self.cluster_name}-") for n in seen[1:])
+
+        runstate._poll(settled, 10.0, 1.0)
+        if seen and len(seen) == 1:  # the network is there and nothing uses it
+            marker = _network_marker(seen[0])
+            if marker.exists() or self._made_network or (state or {}).get("madeNetwork"):
                 self.runner.run([self.engine(), "network", "rm", KIND_NETWORK], check=False)
+                marker.unlink(missing_ok=True)
         if self.profile is not None:
             runstate.clear("kind", self.profile.name)
 
