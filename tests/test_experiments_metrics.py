@@ -194,9 +194,11 @@ def _random_ledger_ops(fleet, rng, steps):
 
 @pytest.mark.parametrize("mig", ["none", "static", "dynamic"])
 def test_ledger_cached_totals_equal_a_full_scan_bit_for_bit(mig):
-    """totals() re-reads only touched nodes; it must give exactly what a scan of every GPU gives."""
+    """totals() and the meter re-read only touched nodes; they must give exactly what a scan of
+    every GPU / node gives."""
     fleet = build_fleet(fleet_variant(alibaba_fleet(0.02), mig))
     led = Ledger(fleet)
+    meter = FragmentationMeter(led, [(0, 10.0, 0.5), (1, 0.0, 0.3), (2, 0.0, 0.2)], sharing=mig == "none")
     rng = random.Random(7)
     checked = 0
     for op, name, item, node, devs in _random_ledger_ops(fleet, rng, 600):
@@ -206,6 +208,7 @@ def test_ledger_cached_totals_equal_a_full_scan_bit_for_bit(mig):
             led.remove_pod(name)
         if rng.random() < 0.3:  # several changes between reads, as between ticks
             assert led.totals() == led.totals_scan()
+            assert meter.fleet() == meter.fleet_scan()
             checked += 1
-    assert checked > 100 and led.totals() == led.totals_scan()
+    assert checked > 100 and led.totals() == led.totals_scan() and meter.fleet() == meter.fleet_scan()
     assert led.totals_scan()["gpus_busy"] > 0
