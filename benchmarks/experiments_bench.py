@@ -17,11 +17,14 @@ Parts:
          (with the dask extra installed) on a local Dask cluster of --workers processes: wall time,
          speed-up over serial, overhead per cell = (wall x workers - serial wall) / cells, and a
          check that every engine's simulated figures equal the serial ones.
-  full   every policy on the Alibaba-shaped trace (8,152 rows x --scale) and fleet (1,213 nodes /
-         6,212 GPUs x --scale), as `labkit experiment sweep --traces alibaba-shape:N --fleets
-         alibaba-shape:SCALE` runs it, in --workers processes: the per-policy table and the total.
-         Scale 1 is the full-size experiment (the same as `labkit experiment sweep --traces
+  full   every policy (--sweep-policies) on the Alibaba-shaped trace (8,152 rows x --scale) and fleet
+         (1,213 nodes / 6,212 GPUs x --scale), as `labkit experiment sweep --traces alibaba-shape:N
+         --fleets alibaba-shape:SCALE` runs it, in --workers processes: the per-policy table and the
+         total. Scale 1 is the full-size experiment (the same as `labkit experiment sweep --traces
          alibaba-shape --fleets alibaba-shape`); a smaller scale is a subset, labelled as such.
+         Each policy's row is printed and appended to --out as soon as it finishes; a rerun with
+         the same --out skips the policies already there (an interrupted run loses only the
+         policies still running) and the final table is assembled from the file.
 Wall-clock figures depend on the machine's load; CPU time (process_time) is printed beside them.
 """
 
@@ -31,11 +34,12 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 
 from labkit.experiments import POLICIES, generate, run_policy
 from labkit.experiments.alibaba import SHAPE_PODS
 from labkit.experiments.metrics import SUMMARY_KEYS, SummaryTable
-from labkit.experiments.sweep import Options, SweepResult, make_grid, run_sweep
+from labkit.experiments.sweep import Cell, Options, RowLog, SweepResult, make_grid, run_logged, run_sweep
 
 
 def fleet(nodes: int) -> dict:
@@ -78,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep-pods", type=int, default=300)
     ap.add_argument("--no-dask", action="store_true", help="sweep: skip the Dask engine")
     ap.add_argument("--scale", type=float, default=1.0, help="full: fraction of the full size (default 1)")
+    ap.add_argument("--out", help="full: JSON-lines file of finished rows (default "
+                    "test-artifacts/experiments-full-x<SCALE>-seed<SEED>.jsonl); policies already in it are skipped")
+    ap.add_argument("--fresh", action="store_true", help="full: start --out afresh (rerun every policy)")
     args = ap.parse_args(argv)
     if args.part == "sweep":
         return sweep_part(args)
@@ -148,15 +155,31 @@ def full_part(args: argparse.Namespace) -> int:
     trace, fleet = (("alibaba-shape", "alibaba-shape") if args.scale == 1
                     else (f"alibaba-shape:{pods}", f"alibaba-shape:{args.scale:g}"))
     label = "FULL SIZE" if args.scale == 1 else f"SUBSET x{args.scale:g} of the full size"
-    print(f"{label}: labkit experiment sweep --traces {trace} --fleets {fleet} --workers {args.workers}", flush=True)
+    out = Path(args.out or f"test-artifacts/experiments-full-x{args.scale:g}-seed{args.seed}.jsonl")
+    if args.fresh and out.exists():
+        out.unlink()
+    print(f"{label}: labkit experiment sweep --traces {trace} --fleets {fleet} --workers {args.workers}; "
+          f"rows -> {out}", flush=True)
     opts = Options()
-    cells = make_grid(list(POLICIES), [trace], [args.seed], [fleet], opts)
+    cells = make_grid(args.sweep_policies.split(","), [trace], [args.seed], [fleet], opts)
+    log = RowLog(out)
+    keys = ("trace_items",) + tuple(k for k in SUMMARY_KEYS if k != "pods_per_s") + ("cpu_s",)
+    kept = [c.policy for c in cells if log.key(c, opts) in log.done]
+    if kept:
+        print(f"kept from {out} (an earlier run; --fresh reruns them): {', '.join(kept)}", flush=True)
+
+    def finished(cell: Cell, row: dict) -> None:
+        print(f"done {cell.policy:<11} placed {row['placed']}/{row['pods']}  mem util {row['mem_util_pct']:.1f}%  "
+              f"busy GPUs {row['gpus_busy_mean']:.1f}  wait p95 {row['wait_p95_s']:.0f} s  "
+              f"frag {row['frag_pct_of_free']:.1f}% of free  wall {row['wall_s']:.1f} s  cpu {row['cpu_s']:.1f} s "
+              f"(saved to {out})", flush=True)
+
     c0 = time.process_time()
-    res = run_sweep(cells, opts, workers=args.workers, progress=True)
-    print(SummaryTable(res.rows, ("trace_items",) + tuple(k for k in SUMMARY_KEYS if k != "pods_per_s") + ("cpu_s",)))
-    print(f"{label}: {len(res.rows)} policies in {res.wall_s:.1f} s wall on {res.engine} "
-          f"(runs: {res.cell_wall_s:.1f} s wall, {res.cell_cpu_s:.1f} s CPU summed; "
-          f"this process {time.process_time() - c0:.1f} s CPU)")
+    res, _ = run_logged(cells, opts, log, on_row=finished, workers=args.workers, progress=True)
+    print(SummaryTable(res.rows, keys))
+    print(f"{label}: {len(res.rows)} policies ({len(kept)} from the log) in {res.wall_s:.1f} s wall on "
+          f"{res.engine} (runs: {res.cell_wall_s:.1f} s wall, {res.cell_cpu_s:.1f} s CPU summed; "
+          f"this process {time.process_time() - c0:.1f} s CPU); rows in {out}")
     return 0
 
 

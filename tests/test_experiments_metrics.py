@@ -6,11 +6,12 @@ import csv
 import io
 import json
 import math
+import random
 
 import pytest
 
 from labkit.cli import main as labkit_main
-from labkit.experiments.fleet import DeviceInfo, GpuInfo, build_fleet, fleet_variant
+from labkit.experiments.fleet import DeviceInfo, GpuInfo, alibaba_fleet, build_fleet, fleet_variant
 from labkit.experiments.fragmentation import FragmentationMeter, node_fragmentation, states_fragmentation
 from labkit.experiments.ledger import GpuUse, Ledger
 from labkit.experiments.metrics import (
@@ -174,3 +175,40 @@ def test_compute_utilisation_never_exceeds_what_was_allocated():
     results = run_experiment(generate(120, seed=0), "exp-small", ["dynamic-mig", "static-mig", "shared"])
     for row in results.summary().rows:
         assert row["compute_util_pct"] <= 100.0, row
+
+
+def _random_ledger_ops(fleet, rng, steps):
+    """Random add/remove of pods on random devices (shared devices included) of a mixed fleet."""
+    live: list[str] = []
+    for k in range(steps):
+        if live and rng.random() < 0.4:
+            yield "remove", live.pop(rng.randrange(len(live))), None, None, None
+            continue
+        node = rng.choice(fleet.nodes)
+        names = sorted(fleet.kind_of[node].devices)
+        devs = rng.sample(names, rng.choice([1, 1, 2]))
+        item = WorkItem(f"p{k}", "inference", 0, 1, 0, round(rng.uniform(0.5, 40.0), 2), round(rng.uniform(0.05, 1.0), 3))
+        live.append(item.name)
+        yield "add", item.name, item, node, devs
+
+
+@pytest.mark.parametrize("mig", ["none", "static", "dynamic"])
+def test_ledger_cached_totals_equal_a_full_scan_bit_for_bit(mig):
+    """totals() and the meter re-read only touched nodes; they must give exactly what a scan of
+    every GPU / node gives."""
+    fleet = build_fleet(fleet_variant(alibaba_fleet(0.02), mig))
+    led = Ledger(fleet)
+    meter = FragmentationMeter(led, [(0, 10.0, 0.5), (1, 0.0, 0.3), (2, 0.0, 0.2)], sharing=mig == "none")
+    rng = random.Random(7)
+    checked = 0
+    for op, name, item, node, devs in _random_ledger_ops(fleet, rng, 600):
+        if op == "add":
+            led.add_pod(name, item, node, devs)
+        else:
+            led.remove_pod(name)
+        if rng.random() < 0.3:  # several changes between reads, as between ticks
+            assert led.totals() == led.totals_scan()
+            assert meter.fleet() == meter.fleet_scan()
+            checked += 1
+    assert checked > 100 and led.totals() == led.totals_scan() and meter.fleet() == meter.fleet_scan()
+    assert led.totals_scan()["gpus_busy"] > 0

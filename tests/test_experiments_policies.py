@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from labkit.cel.validation import validate
-from labkit.experiments import BasePolicy, PolicyError, get_policy, run_experiment, run_policy
-from labkit.experiments.fleet import build_fleet, fleet_variant
+from labkit.experiments import BasePolicy, PolicyError, get_policy, policies, run_experiment, run_policy
+from labkit.experiments.alibaba import generate_alibaba
+from labkit.experiments.fleet import alibaba_fleet, build_fleet, fleet_variant
 from labkit.experiments.ledger import Ledger
 from labkit.experiments.policies import POLICIES, Context
 from labkit.experiments.traces import WorkItem, generate, request_mix
@@ -161,3 +164,70 @@ def test_dynamic_mig_gives_a_whole_80gb_gpu_ask_the_7g_device():
     devices = {r.name: r.devices for r in run.records}
     assert len(devices["big-0"]) == 1 and len(devices["big-1"]) == 2
     assert all("-mig-7g80gb-" in d for ds in devices.values() for d in ds), devices
+
+
+def _brute_first(ctx: Context, states, score):  # noqa: ANN001
+    """The old per-node loop: the first node (fleet order) with the least score, None if none fits."""
+    best = None
+    for node in ctx.fleet.nodes:
+        s = score(states.get(node, ctx.ledger))
+        if s is not None and (best is None or s < best[0]):
+            best = (s, node)
+    return best[1] if best else None
+
+
+@pytest.mark.parametrize("name", ["topology", "frag-aware"])
+def test_node_choice_by_state_groups_equals_a_scan_of_every_node(name):
+    """Grouping nodes by state (updated from the ledger's change log) must pick exactly the node
+    a scan of every node picks, ties included, while pods come and go at random."""
+    pol = get_policy(name)
+    fleet = build_fleet(fleet_variant(alibaba_fleet(0.02), pol.mig_mode))
+    ctx = Context(fleet, Ledger(fleet), request_mix(generate_alibaba(300, 0)))
+    rng = random.Random(3)
+    probes = [WorkItem("q1", "inference", 0, 1, 0, 10.0, 0.2), WorkItem("q2", "inference", 0, 1, 0, 70.0, 0.9),
+              WorkItem("q3", "finetune", 0, 1, 1, 30.0, 1.0), WorkItem("q4", "finetune", 0, 1, 2, 60.0, 1.0, True),
+              WorkItem("q8", "finetune", 0, 1, 8, 60.0, 1.0, True)]
+    live: list[str] = []
+    decisions = set()
+    for k in range(400):
+        if live and rng.random() < 0.45:
+            ctx.ledger.remove_pod(live.pop(rng.randrange(len(live))))
+        else:
+            node = rng.choice(fleet.nodes)
+            gpus = [g.name for g in fleet.kind_of[node].gpus if g.whole]
+            if gpus:
+                devs = rng.sample(gpus, min(len(gpus), rng.choice([1, 1, 2, 4])))
+                ctx.ledger.add_pod(f"p{k}", WorkItem(f"p{k}", "inference", 0, 1, 0, rng.uniform(1, 40), 0.3), node, devs)
+                live.append(f"p{k}")
+        if k % 7:
+            continue
+        states = ctx.state.setdefault("states", policies._NodeStates(pol.sharing))
+        brute = {}
+        for i, n in enumerate(fleet.nodes):
+            brute.setdefault(states.get(n, ctx.ledger), i)
+        assert dict(states.groups(ctx.ledger)) == brute
+        for it in probes:
+            if name == "topology":
+                need = it.gpus or 1
+
+                def score(st, it=it, need=need):  # noqa: ANN001, ANN202
+                    fit = [n for n in policies._domain_free(st, it.gpu_mem_gib).values() if n >= need]
+                    return (min(fit) - need, -sum(1 for s in st if not s[1])) if fit else None
+                got = pol.choose_node(it, ctx)
+            elif it.fractional:
+                def score(st, it=it):  # noqa: ANN001, ANN202
+                    return pol._delta_new(st, it, ctx)
+                got = (pol._best_node_new(it, ctx, states) or (None, None))[1]
+            else:
+                def score(st, it=it):  # noqa: ANN001, ANN202
+                    idle = [i for i, s in enumerate(st) if s[1] and s[3] + 1e-9 >= it.gpu_mem_gib]
+                    if len(idle) < (it.gpus or 1):
+                        return None
+                    new = list(st)
+                    for i in idle[: it.gpus or 1]:
+                        new[i] = ((), False, st[i][2], st[i][3])
+                    return pol._frag(tuple(new), ctx) - pol._frag(st, ctx)
+                got = pol._best_node_whole(it, ctx, states)
+            assert got == _brute_first(ctx, states, score), (k, it.name)
+            decisions.add((it.name, got))
+    assert len(decisions) > len(probes)  # the choices did change as the fleet filled

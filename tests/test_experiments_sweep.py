@@ -4,8 +4,11 @@ same figures as running each cell serially; bad grids get one line and exit 2.""
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,9 +16,19 @@ from labkit.cli import main as labkit_main
 from labkit.experiments.alibaba import SHAPE_PODS, generate_alibaba
 from labkit.experiments.fleet import alibaba_fleet, build_fleet, fleet_variant
 from labkit.experiments.runner import run_policy
-from labkit.experiments.sweep import MEASURED_KEYS, Cell, Options, make_grid, parse_seeds, run_sweep
+from labkit.experiments.sweep import (
+    MEASURED_KEYS,
+    Cell,
+    Options,
+    RowLog,
+    make_grid,
+    parse_seeds,
+    run_logged,
+    run_sweep,
+)
 from labkit.experiments.traces import generate
 
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "experiments_bench.py"
 #: 2 policies x 2 traces x 2 seeds x 2 fleets = 16 small cells
 GRID = ["--policies", "whole-gpu,frag-aware", "--traces", "synthetic:25,alibaba-shape:40",
         "--seeds", "0-1", "--fleets", "exp-small,alibaba-shape:0.005", "--rate", "20"]
@@ -145,3 +158,56 @@ def test_alibaba_shape_has_the_published_size():
 
 def test_cells_are_small_to_ship():
     assert len(pickle.dumps((Cell("whole-gpu", "alibaba-shape", 0, "alibaba-shape"), Options()))) < 400
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def test_an_interrupted_logged_sweep_keeps_its_finished_rows(tmp_path, serial_rows):
+    """Rows reach the log as each cell finishes; a rerun runs only the missing cells and the
+    assembled rows equal an uninterrupted sweep's."""
+    opts = Options(rate=20)
+    cells = make_grid(["whole-gpu", "frag-aware"], ["synthetic:25"], [0, 1], ["exp-small"], opts)
+    path = tmp_path / "rows.jsonl"
+    seen: list[str] = []
+
+    def stop_after_two(cell, row):
+        seen.append(cell.policy)
+        if len(seen) == 2:
+            raise _Interrupt
+
+    with pytest.raises(_Interrupt):
+        run_logged(cells, opts, RowLog(path), on_row=stop_after_two, workers=1, progress=False)
+    assert len(path.read_text().splitlines()) == 2
+    with path.open("a") as fh:
+        fh.write('{"key": "torn')  # a kill mid-write
+    log = RowLog(path)
+    assert len(log.done) == 2
+    ran: list[Cell] = []
+    res, kept = run_logged(cells, opts, log, on_row=lambda c, r: ran.append(c), workers=1, progress=False)
+    assert kept == 2 and ran == cells[2:]
+    expected = [r for r in serial_rows if r["trace"].startswith("synthetic") and r["fleet"] == "exp-small"]
+    assert sim_only(res.rows) == sim_only(expected)
+    assert sim_only(RowLog(path).done.values()) == sim_only(expected)
+    res2, kept2 = run_logged(cells, opts, RowLog(path), workers=1, progress=False)  # nothing left to run
+    assert kept2 == 4 and sim_only(res2.rows) == sim_only(expected)
+
+
+def test_full_part_saves_each_row_and_resumes(tmp_path):
+    """`experiments_bench.py --part full`: a row per policy in --out; a rerun keeps them."""
+    out = tmp_path / "full.jsonl"
+    cmd = [sys.executable, str(BENCH), "--part", "full", "--scale", "0.005", "--workers", "1",
+           "--sweep-policies", "whole-gpu,shared", "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent.parent)}
+    first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=True).stdout
+    assert [ln.split()[1] for ln in first.splitlines() if ln.startswith("done ")] == ["whole-gpu", "shared"]
+    lines = out.read_text().splitlines()
+    assert [json.loads(ln)["cell"]["policy"] for ln in lines] == ["whole-gpu", "shared"]
+    out.write_text(lines[0] + "\n")  # as if killed while shared ran
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=True).stdout
+    assert "(an earlier run; --fresh reruns them): whole-gpu" in again
+    assert [ln.split()[1] for ln in again.splitlines() if ln.startswith("done ")] == ["shared"]
+    table = again[again.index("trace_items"):].splitlines()
+    assert [ln.split()[1] for ln in table[1:3]] == ["whole-gpu", "shared"]
+    assert "2 policies (1 from the log)" in again

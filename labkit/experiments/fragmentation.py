@@ -54,27 +54,42 @@ def states_fragmentation(states: tuple[GpuState, ...], mix: Mix) -> float:
 
 
 class FragmentationMeter:
-    """Fleet fragmentation with a per-node cache keyed on the ledger's node versions."""
+    """Fleet fragmentation; per-node values are re-read only for nodes the ledger touched."""
 
     def __init__(self, ledger: Ledger, mix: Mix, sharing: bool) -> None:
         self.ledger = ledger
         self.mix = mix
         self.sharing = sharing
-        self._cache: dict[str, tuple[int, float, float]] = {}
+        self._frag: list[float] = []  # by fleet position
+        self._free: list[float] = []
+        self._seen = 0  # position in ledger.changed
 
     def node(self, node: str) -> tuple[float, float]:
         """(fragmented GiB, free GiB) of one node."""
-        v = self.ledger.node_version.get(node, 0)
-        hit = self._cache.get(node)
-        if hit is not None and hit[0] == v:
-            return hit[1], hit[2]
         uses = self.ledger.gpus[node]
-        frag = node_fragmentation(uses, self.mix, self.sharing)
-        free = sum(sum(u.chunks(self.sharing)) for u in uses)
-        self._cache[node] = (v, frag, free)
-        return frag, free
+        return node_fragmentation(uses, self.mix, self.sharing), sum(sum(u.chunks(self.sharing)) for u in uses)
 
     def fleet(self) -> tuple[float, float]:
+        """(fragmented GiB, free GiB) of the fleet, summed in fleet order (as a scan of every node sums)."""
+        led = self.ledger
+        if not self._frag:
+            for n in led.fleet.nodes:
+                a, b = self.node(n)
+                self._frag.append(a)
+                self._free.append(b)
+        else:
+            for n in set(led.changed[self._seen:]):
+                i = led.index_of[n]
+                self._frag[i], self._free[i] = self.node(n)
+        self._seen = len(led.changed)
+        frag = free = 0.0
+        for a, b in zip(self._frag, self._free, strict=True):
+            frag += a
+            free += b
+        return frag, free
+
+    def fleet_scan(self) -> tuple[float, float]:
+        """fleet() recomputed from every node (the reference the cached version is tested against)."""
         frag = free = 0.0
         for n in self.ledger.fleet.nodes:
             a, b = self.node(n)

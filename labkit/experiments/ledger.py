@@ -67,6 +67,13 @@ class Ledger:
         self.pods: dict[str, tuple[WorkItem, str, list[str]]] = {}  # pod -> (item, node, devices)
         self.version = 0  # bumps on every change (cache key for policies)
         self.node_version: dict[str, int] = dict.fromkeys(fleet.nodes, 0)
+        self.changed: list[str] = []  # nodes in the order they were touched (readers keep a position)
+        self.index_of = {n: i for i, n in enumerate(fleet.nodes)}  # node -> fleet position
+        # totals(): per node, each busy GPU's (alloc mem, alloc compute, need mem, need compute),
+        # refreshed for touched nodes only; busy nodes by fleet position
+        self._rows: dict[str, list[tuple[float, float, float, float]]] = {}
+        self._dirty: set[str] = set()
+        self._busy: set[int] = set()
 
     def device(self, node: str, name: str) -> DeviceInfo | None:
         return self.fleet.kind_of[node].devices.get(name)
@@ -112,9 +119,42 @@ class Ledger:
     def _touch(self, node: str) -> None:
         self.version += 1
         self.node_version[node] = self.node_version.get(node, 0) + 1
+        self.changed.append(node)
+        self._dirty.add(node)
 
     # -- totals ----------------------------------------------------------------------------
+    def _node_rows(self, node: str) -> list[tuple[float, float, float, float]]:
+        rows = []
+        for u in self.gpus[node]:
+            if u.devices:
+                used = u.used_compute
+                # a pod cannot use more compute than its devices give it (a MIG profile chosen
+                # for its memory may have fewer SMs than the pod asked for)
+                rows.append((u.used_mem, used, sum(u.need_mem.values()), min(sum(u.need_compute.values()), used)))
+        return rows
+
     def totals(self) -> dict[str, float]:
+        """Fleet totals over busy GPUs. Only nodes touched since the last call are re-read; the
+        sums still run over the busy GPUs in fleet order, so they equal `totals_scan()` bit for bit."""
+        for node in self._dirty:
+            rows = self._rows[node] = self._node_rows(node)
+            (self._busy.add if rows else self._busy.discard)(self.index_of[node])
+        self._dirty.clear()
+        alloc_mem = alloc_comp = need_mem = need_comp = 0.0
+        busy = 0
+        nodes = self.fleet.nodes
+        for i in sorted(self._busy):
+            for am, ac, nm, nc in self._rows[nodes[i]]:
+                busy += 1
+                alloc_mem += am
+                alloc_comp += ac
+                need_mem += nm
+                need_comp += nc
+        return {"alloc_mem_gib": alloc_mem, "need_mem_gib": need_mem, "alloc_compute": alloc_comp,
+                "need_compute": need_comp, "gpus_busy": float(busy)}
+
+    def totals_scan(self) -> dict[str, float]:
+        """totals() recomputed from every GPU (the reference the cached version is tested against)."""
         alloc_mem = alloc_comp = need_mem = need_comp = 0.0
         busy = 0
         for uses in self.gpus.values():
@@ -124,8 +164,6 @@ class Ledger:
                     alloc_mem += u.used_mem
                     alloc_comp += u.used_compute
                     need_mem += sum(u.need_mem.values())
-                    # a pod cannot use more compute than its devices give it (a MIG profile chosen
-                    # for its memory may have fewer SMs than the pod asked for)
                     need_comp += min(sum(u.need_compute.values()), u.used_compute)
         return {"alloc_mem_gib": alloc_mem, "need_mem_gib": need_mem, "alloc_compute": alloc_comp,
                 "need_compute": need_comp, "gpus_busy": float(busy)}

@@ -26,6 +26,7 @@ percentageOfNodesToScore gives, found from a rotating start).
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -269,11 +270,19 @@ def _domain_free(states: tuple[GpuState, ...], min_mem: float) -> dict[str, int]
 
 
 class _NodeStates:
-    """Per-node GPU states cached on the ledger's node versions."""
+    """Per-node GPU states cached on the ledger's node versions, and the nodes grouped by state.
+
+    Node-choosing policies score a state, not a node: nodes in the same state score alike, and
+    of those the first in fleet order (fleet.nodes is sorted by name) wins ties. `groups()`
+    gives each distinct state with its first node, so a decision costs O(distinct states), not
+    O(nodes); it follows the ledger's change log, so only touched nodes are re-read."""
 
     def __init__(self, sharing: bool) -> None:
         self.sharing = sharing
         self._cache: dict[str, tuple[int, tuple[GpuState, ...]]] = {}
+        self._groups: dict[tuple[GpuState, ...], list[int]] = {}  # state -> sorted fleet positions
+        self._group_of: list[tuple[GpuState, ...]] = []  # fleet position -> the state it is grouped under
+        self._seen = 0  # position in ledger.changed
 
     def get(self, node: str, ledger: Ledger) -> tuple[GpuState, ...]:
         v = ledger.node_version.get(node, 0)
@@ -282,6 +291,31 @@ class _NodeStates:
             hit = (v, gpu_states(ledger.gpus[node], self.sharing))
             self._cache[node] = hit
         return hit[1]
+
+    def groups(self, ledger: Ledger) -> list[tuple[tuple[GpuState, ...], int]]:
+        """(state, fleet position of its first node) for every state some node is in."""
+        nodes = ledger.fleet.nodes
+        if not self._group_of:
+            for i, node in enumerate(nodes):
+                st = self.get(node, ledger)
+                self._group_of.append(st)
+                self._groups.setdefault(st, []).append(i)
+            self._seen = len(ledger.changed)
+        elif self._seen < len(ledger.changed):
+            pos = ledger.index_of
+            for node in set(ledger.changed[self._seen:]):
+                i = pos[node]
+                st, old = self.get(node, ledger), self._group_of[i]
+                if st == old:
+                    continue
+                members = self._groups[old]
+                members.remove(i)
+                if not members:
+                    del self._groups[old]
+                bisect.insort(self._groups.setdefault(st, []), i)
+                self._group_of[i] = st
+            self._seen = len(ledger.changed)
+        return [(st, members[0]) for st, members in self._groups.items()]
 
 
 class TopologyAware(BasePolicy):
@@ -300,18 +334,15 @@ class TopologyAware(BasePolicy):
             return None
         need = item.gpus or 1
         states = ctx.state.setdefault("states", _NodeStates(False))
-        best: tuple[int, int, str] | None = None
-        seen: dict[tuple, tuple[int, int] | None] = {}
-        for node in ctx.fleet.nodes:
-            st = states.get(node, ctx.ledger)
-            if st not in seen:
-                free = _domain_free(st, item.gpu_mem_gib)
-                fitting = [n for n in free.values() if n >= need]
-                seen[st] = (min(fitting) - need, -sum(1 for s in st if not s[1])) if fitting else None
-            score = seen[st]
-            if score is not None and (best is None or score < best[:2]):
-                best = (*score, node)
-        return best[2] if best else None
+        best: tuple[int, int, int] | None = None  # (score, fleet position): the first node of the best score
+        for st, first in states.groups(ctx.ledger):
+            free = _domain_free(st, item.gpu_mem_gib)
+            fitting = [n for n in free.values() if n >= need]
+            if fitting:
+                cand = (min(fitting) - need, -sum(1 for s in st if not s[1]), first)
+                if best is None or cand < best:
+                    best = cand
+        return ctx.fleet.nodes[best[2]] if best else None
 
 
 class FragmentationAware(SharedClaims):
@@ -349,19 +380,24 @@ class FragmentationAware(SharedClaims):
                 d = memo_join[key] = self._frag(tuple(new), ctx) - self._frag(st, ctx)
             if best is None or (d, node) < best[:2]:
                 best = (d, node, c.name)
-        memo: dict[tuple, float | None] = {}
-        for node in ctx.fleet.nodes:
-            st = states.get(node, ctx.ledger)
-            if st not in memo:
-                memo[st] = self._delta_new(st, item, ctx)
-            d = memo[st]
-            if d is not None and (best is None or (d, node) < best[:2]):
-                best = (d, node, None)
+        fresh = self._best_node_new(item, ctx, states)
+        if fresh is not None and (best is None or fresh < best[:2]):
+            best = (*fresh, None)
         if best is None:
             return self._new_claim(item, ctx)  # nothing fits now: it waits as Pending
         if best[2] is not None:
             return self._join(self._claims(ctx)[best[2]], item, ctx)
         return self._new_claim(item, ctx, node=best[1])
+
+    def _best_node_new(self, item: WorkItem, ctx: Context, states: _NodeStates) -> tuple[float, str] | None:
+        """(growth, node) of the best node for a new shared claim (the first node of the least growth)."""
+        best: tuple[float, str] | None = None
+        nodes = ctx.fleet.nodes
+        for st, first in states.groups(ctx.ledger):
+            d = self._delta_new(st, item, ctx)
+            if d is not None and (best is None or (d, nodes[first]) < best):
+                best = (d, nodes[first])
+        return best
 
     @staticmethod
     def _gpu_index(ctx: Context, node: str, device: str) -> int:
@@ -391,21 +427,17 @@ class FragmentationAware(SharedClaims):
     def _best_node_whole(self, item: WorkItem, ctx: Context, states: _NodeStates) -> str | None:
         need = item.gpus or 1
         best: tuple[float, str] | None = None
-        memo: dict[tuple, float | None] = {}
-        for node in ctx.fleet.nodes:
-            st = states.get(node, ctx.ledger)
-            if st not in memo:
-                idle = [i for i, s in enumerate(st) if s[1] and s[3] + 1e-9 >= item.gpu_mem_gib]
-                if len(idle) < need:
-                    memo[st] = None
-                else:
-                    new = list(st)
-                    for i in idle[:need]:
-                        new[i] = ((), False, st[i][2], st[i][3])
-                    memo[st] = self._frag(tuple(new), ctx) - self._frag(st, ctx)
-            d = memo[st]
-            if d is not None and (best is None or (d, node) < best):
-                best = (d, node)
+        nodes = ctx.fleet.nodes
+        for st, first in states.groups(ctx.ledger):
+            idle = [i for i, s in enumerate(st) if s[1] and s[3] + 1e-9 >= item.gpu_mem_gib]
+            if len(idle) < need:
+                continue
+            new = list(st)
+            for i in idle[:need]:
+                new[i] = ((), False, st[i][2], st[i][3])
+            d = self._frag(tuple(new), ctx) - self._frag(st, ctx)
+            if best is None or (d, nodes[first]) < best:
+                best = (d, nodes[first])
         return best[1] if best else None
 
 

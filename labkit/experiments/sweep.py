@@ -22,12 +22,13 @@ Specs (one home for what `labkit experiment run` and `sweep` accept):
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -224,24 +225,33 @@ class SweepResult:
 
 
 def run_sweep(cells: Sequence[Cell], options: Options = Options(), *, workers: int | None = None,
-              address: str | None = None, progress: bool | None = None) -> SweepResult:
+              address: str | None = None, progress: bool | None = None,
+              on_row: Callable[[Cell, dict], Any] | None = None) -> SweepResult:
     """Run the cells: on the Dask scheduler at `address`, else in `workers` local processes
     (default: the CPU count; 1 = serially in this process). `progress`: a tqdm bar on stderr
-    (None: only when stderr is a terminal)."""
+    (None: only when stderr is a terminal). `on_row(cell, row)` is called in this process as
+    each cell finishes (in finishing order; rows with "error" are not passed), so a caller can
+    keep finished rows of a sweep that is interrupted later."""
     started = time.perf_counter()
     bar = tqdm(total=len(cells), desc="sweep: cells", unit="cell", disable=None if progress is None else not progress)
+
+    def done(i: int, row: dict) -> None:
+        if on_row is not None and "error" not in row:
+            on_row(cells[i], row)
+        bar.update(1)
+
     try:
         if address:
-            rows, engine, n = _run_dask(cells, options, address, bar.update)
+            rows, engine, n = _run_dask(cells, options, address, done)
         else:
             n = max(1, min(workers or os.cpu_count() or 1, len(cells) or 1))
             if n == 1:
                 rows, engine = [], "serial"
-                for c in cells:
+                for i, c in enumerate(cells):
                     rows.append(run_cell(c, options))
-                    bar.update(1)
+                    done(i, rows[-1])
             else:
-                rows, engine = _run_local(cells, options, n, bar.update), f"local x{n}"
+                rows, engine = _run_local(cells, options, n, done), f"local x{n}"
     finally:
         bar.close()
     errors = [r["error"] for r in rows if "error" in r]
@@ -251,22 +261,23 @@ def run_sweep(cells: Sequence[Cell], options: Options = Options(), *, workers: i
     return SweepResult(rows, engine, time.perf_counter() - started, n)
 
 
-def _run_local(cells: Sequence[Cell], options: Options, n: int, tick: Callable[[int], Any]) -> list[dict]:
+def _run_local(cells: Sequence[Cell], options: Options, n: int, done: Callable[[int, dict], Any]) -> list[dict]:
     rows: list[dict | None] = [None] * len(cells)
     # spawn: a fresh interpreter per worker (no forked locks or threads from this process)
     with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
         futs = {pool.submit(run_cell, c, options): i for i, c in enumerate(cells)}
         todo = set(futs)
         while todo:
-            done, todo = wait(todo, return_when=FIRST_COMPLETED)
-            for f in done:
-                rows[futs[f]] = f.result()
-                tick(1)
+            finished, todo = wait(todo, return_when=FIRST_COMPLETED)
+            for f in finished:
+                i = futs[f]
+                rows[i] = f.result()
+                done(i, rows[i])
     return [r for r in rows if r is not None]
 
 
 def _run_dask(cells: Sequence[Cell], options: Options, address: str,
-              tick: Callable[[int], Any]) -> tuple[list[dict], str, int]:
+              done: Callable[[int, dict], Any]) -> tuple[list[dict], str, int]:
     try:  # optional dependency (the `dask` extra): imported only for --address
         from distributed import Client, as_completed
     except ImportError:
@@ -283,13 +294,69 @@ def _run_dask(cells: Sequence[Cell], options: Options, address: str,
         index = {f.key: i for i, f in enumerate(futs)}
         rows: list[dict | None] = [None] * len(cells)
         for f in as_completed(futs):
+            i = index[f.key]
             try:
-                rows[index[f.key]] = f.result()
+                rows[i] = f.result()
             except Exception as exc:  # noqa: BLE001 - a worker crash or a missing labkit there
                 raise EngineError(f"--address {address}: a Dask worker failed ({type(exc).__name__}: "
                                   f"{str(exc).splitlines()[0] if str(exc) else ''})",
                                   fix="the workers must import the same labkit (same PYTHONPATH / install)") from None
-            tick(1)
+            done(i, rows[i])
     finally:
         client.close()
     return [r for r in rows if r is not None], f"dask {address}", n
+
+
+# ---- a row log: finished cells survive an interrupted sweep -----------------------------------
+
+class RowLog:
+    """Sweep rows in a JSON-lines file, one line per finished cell ({"cell", "options", "row"}),
+    appended and flushed as each cell finishes. Reopening the file gives the rows of an earlier
+    (possibly interrupted) sweep: `run_logged` skips their cells. A torn last line (a kill
+    mid-write) is ignored."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.done: dict[str, dict] = {}
+        self._torn = False  # the file ends mid-line: the next row starts on a new line
+        if self.path.exists():
+            text = self.path.read_text(encoding="utf-8")
+            self._torn = bool(text) and not text.endswith("\n")
+            for line in text.splitlines():
+                try:
+                    doc = json.loads(line)
+                    self.done[doc["key"]] = doc["row"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+
+    @staticmethod
+    def key(cell: Cell, options: Options) -> str:
+        """A cell's identity in the log: its four values and the shared options."""
+        return json.dumps([asdict(cell), asdict(options)], sort_keys=True)
+
+    def add(self, cell: Cell, options: Options, row: dict) -> None:
+        k = self.key(cell, options)
+        self.done[k] = row
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(("\n" if self._torn else "") + json.dumps({"key": k, "cell": asdict(cell), "row": row}) + "\n")
+            self._torn = False
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def run_logged(cells: Sequence[Cell], options: Options, log: RowLog, *,
+               on_row: Callable[[Cell, dict], Any] | None = None, **engine: Any) -> tuple[SweepResult, int]:
+    """`run_sweep` of the cells `log` has no row for, each row appended to the log as it comes;
+    returns (result with every cell's row in grid order, how many rows came from the log).
+    `engine`: run_sweep's workers / address / progress."""
+    todo = [c for c in cells if log.key(c, options) not in log.done]
+
+    def keep(cell: Cell, row: dict) -> None:
+        log.add(cell, options, row)
+        if on_row is not None:
+            on_row(cell, row)
+
+    res = run_sweep(todo, options, on_row=keep, **engine) if todo else SweepResult([], "none (all in the log)", 0.0, 0)
+    rows = [log.done[log.key(c, options)] for c in cells]
+    return SweepResult(rows, res.engine, res.wall_s, res.workers), len(cells) - len(todo)
