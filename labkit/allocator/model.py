@@ -55,6 +55,8 @@ class DeviceInfo:
     all_nodes: bool
     node_selector: dict | None
     _scalars: dict = field(default_factory=dict, repr=False)
+    #: facts for labkit.allocator.selectors (valid as long as this view, i.e. the slice version)
+    cel_memo: dict = field(default_factory=dict, repr=False)
 
     def scalar(self, attribute: str) -> tuple[str, object] | None | object:
         """The attribute's (kind, value) as constraints compare it: None when it has no scalar
