@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import random
 
 import pytest
 
@@ -174,3 +175,47 @@ def test_compute_utilisation_never_exceeds_what_was_allocated():
     results = run_experiment(generate(120, seed=0), "exp-small", ["dynamic-mig", "static-mig", "shared"])
     for row in results.summary().rows:
         assert row["compute_util_pct"] <= 100.0, row
+
+
+def _full_totals(led: Ledger) -> dict[str, float]:
+    """Ledger.totals as a scan of every GPU of the fleet (what it computed before it kept the busy set)."""
+    alloc_mem = alloc_comp = need_mem = need_comp = 0.0
+    busy = 0
+    for uses in led.gpus.values():
+        for u in uses:
+            if u.devices:
+                busy += 1
+                alloc_mem += u.used_mem
+                alloc_comp += u.used_compute
+                need_mem += sum(u.need_mem.values())
+                need_comp += min(sum(u.need_compute.values()), u.used_compute)
+    return {"alloc_mem_gib": alloc_mem, "need_mem_gib": need_mem, "alloc_compute": alloc_comp,
+            "need_compute": need_comp, "gpus_busy": float(busy)}
+
+
+def test_incremental_totals_and_fragmentation_equal_a_full_recomputation():
+    prof = {"name": "t", "kubernetesVersion": "1.37", "nodes": [
+        {"namePrefix": "m-", "count": 3, "nodeProfile": "mig-a100", "migMode": "none"},
+        {"namePrefix": "d-", "count": 3, "nodeProfile": "dgx-a100"}]}
+    fleet = build_fleet(fleet_variant(prof, "none"))
+    led = Ledger(fleet)
+    mix = [(0, 10.0, 0.5), (2, 0.0, 0.5)]
+    meter = FragmentationMeter(led, mix, sharing=True)
+    rng = random.Random(3)
+    live: list[str] = []
+    for step in range(400):
+        if live and rng.random() < 0.45:
+            led.remove_pod(live.pop(rng.randrange(len(live))))
+        else:
+            node = rng.choice(fleet.nodes)
+            gpus = [g.name for g in fleet.kind_of[node].gpus]
+            devs = rng.sample(gpus, rng.choice([1, 1, 2]))
+            name = f"p{step}"
+            led.add_pod(name, WorkItem(name, "inference", 0, 1, 0, rng.choice([4.0, 9.5, 33.3]),
+                                       rng.choice([0.1, 0.35, 1.0])), node, devs)
+            live.append(name)
+        if step % 7 == 0:
+            assert led.totals() == _full_totals(led)  # exactly: same sums in the same order
+            fresh = FragmentationMeter(led, mix, sharing=True)
+            assert meter.fleet() == fresh.fleet()
+    assert led.totals() == _full_totals(led)

@@ -61,6 +61,12 @@ class FragmentationMeter:
         self.mix = mix
         self.sharing = sharing
         self._cache: dict[str, tuple[int, float, float]] = {}
+        nodes = ledger.fleet.nodes
+        self._index = {n: i for i, n in enumerate(nodes)}
+        self._frag = [0.0] * len(nodes)  # per node, in fleet order, as of the last fleet()
+        self._free = [0.0] * len(nodes)
+        self._dirty: set[str] = set(nodes)
+        ledger.listeners.append(self._dirty.add)
 
     def node(self, node: str) -> tuple[float, float]:
         """(fragmented GiB, free GiB) of one node."""
@@ -75,9 +81,16 @@ class FragmentationMeter:
         return frag, free
 
     def fleet(self) -> tuple[float, float]:
+        """Summed over the fleet; only the nodes the ledger changed since are computed again."""
+        index = self._index
+        for n in self._dirty:
+            i = index.get(n)
+            if i is not None:
+                self._frag[i], self._free[i] = self.node(n)
+        self._dirty.clear()
         frag = free = 0.0
-        for n in self.ledger.fleet.nodes:
-            a, b = self.node(n)
+        for a in self._frag:  # left to right, as a full recomputation adds them
             frag += a
+        for b in self._free:
             free += b
         return frag, free

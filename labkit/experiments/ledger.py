@@ -8,6 +8,7 @@ counted as allocated once, with the pods' needs added up.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from labkit.experiments.fleet import DeviceInfo, Fleet, GpuInfo
@@ -67,6 +68,12 @@ class Ledger:
         self.pods: dict[str, tuple[WorkItem, str, list[str]]] = {}  # pod -> (item, node, devices)
         self.version = 0  # bumps on every change (cache key for policies)
         self.node_version: dict[str, int] = dict.fromkeys(fleet.nodes, 0)
+        #: called with the node's name after every change on it (incremental metrics)
+        self.listeners: list[Callable[[str], None]] = []
+        self._order = {n: i for i, n in enumerate(fleet.nodes)}
+        #: the GPUs with something allocated, by (node index, GPU index): totals() reads only
+        #: these, in fleet order, instead of every GPU of the fleet on every tick
+        self._busy: dict[tuple[int, int], GpuUse] = {}
 
     def device(self, node: str, name: str) -> DeviceInfo | None:
         return self.fleet.kind_of[node].devices.get(name)
@@ -112,20 +119,29 @@ class Ledger:
     def _touch(self, node: str) -> None:
         self.version += 1
         self.node_version[node] = self.node_version.get(node, 0) + 1
+        at = self._order.get(node)
+        if at is not None:
+            for i, use in enumerate(self.gpus[node]):
+                if use.devices:
+                    self._busy[(at, i)] = use
+                else:
+                    self._busy.pop((at, i), None)
+        for listener in self.listeners:
+            listener(node)
 
     # -- totals ----------------------------------------------------------------------------
     def totals(self) -> dict[str, float]:
         alloc_mem = alloc_comp = need_mem = need_comp = 0.0
         busy = 0
-        for uses in self.gpus.values():
-            for u in uses:
-                if u.devices:
-                    busy += 1
-                    alloc_mem += u.used_mem
-                    alloc_comp += u.used_compute
-                    need_mem += sum(u.need_mem.values())
-                    # a pod cannot use more compute than its devices give it (a MIG profile chosen
-                    # for its memory may have fewer SMs than the pod asked for)
-                    need_comp += min(sum(u.need_compute.values()), u.used_compute)
+        for key in sorted(self._busy):  # the order of the full scan: the same float sums
+            u = self._busy[key]
+            if u.devices:
+                busy += 1
+                alloc_mem += u.used_mem
+                alloc_comp += u.used_compute
+                need_mem += sum(u.need_mem.values())
+                # a pod cannot use more compute than its devices give it (a MIG profile chosen
+                # for its memory may have fewer SMs than the pod asked for)
+                need_comp += min(sum(u.need_compute.values()), u.used_compute)
         return {"alloc_mem_gib": alloc_mem, "need_mem_gib": need_mem, "alloc_compute": alloc_comp,
                 "need_compute": need_comp, "gpus_busy": float(busy)}

@@ -499,7 +499,15 @@ class Scheduler:
         chosen = feasible[0]
         if len(feasible) > 1:
             cached = shape.rows
-            rows = [cached.get(names[i]) or self._score_row(shape, inp, nodes[i]) for i in feasible]
+            rows = []
+            pod_sizes: tuple[tuple[int, int], tuple[int, int]] | None = None
+            for i in feasible:
+                row = cached.get(names[i])
+                if row is None:
+                    if pod_sizes is None:  # once per pod, not per node scored
+                        pod_sizes = (nonzero_requests(pod), cpu_memory(inp.req))
+                    row = self._score_row(shape, inp, nodes[i], *pod_sizes)
+                rows.append(row)
             tot = totals(rows)
             chosen = feasible[tot.index(max(tot))]  # the first of the best
             att.score_nodes, att.score_rows = [names[i] for i in feasible], rows
@@ -507,7 +515,8 @@ class Scheduler:
         self._choose(att, names[chosen], outcome, ext_claim, inp)
         return att
 
-    def _score_row(self, shape: _Shape, inp: FilterInputs, node: dict) -> ScoreRow:
+    def _score_row(self, shape: _Shape, inp: FilterInputs, node: dict, pod_nonzero: tuple[int, int],
+                   pod_req: tuple[int, int]) -> ScoreRow:
         name = node["metadata"]["name"]
         row = shape.rows.get(name)
         if row is None:
@@ -516,8 +525,8 @@ class Scheduler:
             cand = Candidate(name=name, node=node, allocatable=cpu_memory(res.allocatable_of(node)),
                              nonzero_used=res.nonzero.get(name, (0, 0)), used=cpu_memory(res.usage.get(name, {})),
                              allocations=list(outcome.allocations[:len(inp.pending)]) if outcome is not None else [])
-            row = shape.rows[name] = score_row(inp.pod, inp.claims, cand, nonzero_requests(inp.pod),
-                                               cpu_memory(inp.req), prioritized_list_scoring=self._plist)
+            row = shape.rows[name] = score_row(inp.pod, inp.claims, cand, pod_nonzero, pod_req,
+                                               prioritized_list_scoring=self._plist)
         return row
 
     def _choose(self, att: Attempt, name: str, outcome: Any, ext_claim: dict | None, inp: FilterInputs) -> None:
