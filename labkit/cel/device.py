@@ -176,20 +176,25 @@ def shared_device_input(driver: str, device: dict[str, Any]) -> DeviceInput:
 # -- what a selector reads ---------------------------------------------------------------------
 def convertible(driver: str, device: dict[str, Any]) -> bool:
     """Would :func:`device_input` convert ``device`` without an error? (Cheap for the usual
-    string/int/bool attributes; anything else goes through the conversion itself.)"""
+    string/int/bool attributes and versions seen before; anything else goes through the
+    conversion of that attribute itself.)"""
     attrs = device.get("attributes") or {}
     caps = device.get("capacity") or {}
     if type(attrs) is not dict or type(caps) is not dict:
         return False
+    plain, good = _PLAIN_KINDS, _GOOD_VERSIONS
     for name, attr in attrs.items():
-        if type(name) is not str:
-            return False
-        if type(attr) is dict and len(attr) == 1:
-            kind, raw = next(iter(attr.items()))
-            if (kind == "string" and type(raw) is str) or (kind == "int" and type(raw) is int) \
-                    or (kind == "bool" and type(raw) is bool):
-                continue
-        if _attribute_value(name, attr)[1] is not None:
+        if type(attr) is dict and len(attr) == 1 and type(name) is str:
+            for kind, raw in attr.items():
+                if plain.get(kind) is type(raw) or (kind == "version" and type(raw) is str and raw in good):
+                    break
+            else:
+                if _attribute_value(name, attr)[1] is not None:
+                    return False
+                if kind == "version" and type(raw) is str and len(good) < 4096:
+                    good.add(raw)
+            continue
+        if type(name) is not str or _attribute_value(name, attr)[1] is not None:
             return False
     for name, cap in caps.items():
         if type(name) is not str:
@@ -201,6 +206,12 @@ def convertible(driver: str, device: dict[str, Any]) -> bool:
             except QuantityError:
                 return False
     return True
+
+
+#: attribute kinds whose value is valid when it has exactly this type (bool is not an int here)
+_PLAIN_KINDS: dict[str, type] = {"string": str, "int": int, "bool": bool}
+#: version texts that parsed as semver (parse_semver is a pure function of the text)
+_GOOD_VERSIONS: set[str] = set()
 
 
 def _frozen(value: Any) -> tuple:
