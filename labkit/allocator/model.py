@@ -159,9 +159,28 @@ class SliceInfo:
             ))
         return devices
 
-    @property
+    # read from the raw devices, so that gathering pools does not build every device's view
+    @lazy
     def uses_compat_groups(self) -> bool:
-        return any(d.uses_compat_groups for d in self.devices)
+        return any(bool(cs := dev.get("consumesCounters")) and any(cc.get("compatibilityGroups") for cc in cs)
+                   for dev in self._raw_devices)
+
+    @lazy
+    def has_binding_conditions(self) -> bool:
+        return any(dev.get("bindingConditions") is not None for dev in self._raw_devices)
+
+    @lazy
+    def device_names(self) -> list[str]:
+        return [dev.get("name", "") for dev in self._raw_devices]
+
+    @lazy
+    def consumes_counters(self) -> bool:
+        """Does any device consume counters (DeviceInfo.consumes non-empty)?"""
+        return any(dev.get("consumesCounters") for dev in self._raw_devices)
+
+    @property
+    def _raw_devices(self) -> list[dict]:
+        return (self.raw.get("spec") or {}).get("devices") or []
 
 
 def _num(value: Fraction) -> Fraction | int:
