@@ -71,9 +71,11 @@ class Ledger:
         #: called with the node's name after every change on it (incremental metrics)
         self.listeners: list[Callable[[str], None]] = []
         self._order = {n: i for i, n in enumerate(fleet.nodes)}
-        #: the GPUs with something allocated, by (node index, GPU index): totals() reads only
-        #: these, in fleet order, instead of every GPU of the fleet on every tick
-        self._busy: dict[tuple[int, int], GpuUse] = {}
+        #: the GPUs with something allocated, by (node index, GPU index), with their terms of the
+        #: totals (computed when their node changes): totals() adds only these, in fleet order,
+        #: instead of reading every GPU of the fleet on every tick
+        self._busy: dict[tuple[int, int], tuple[float, float, float, float]] = {}
+        self._busy_order: list[tuple[int, int]] | None = []
 
     def device(self, node: str, name: str) -> DeviceInfo | None:
         return self.fleet.kind_of[node].devices.get(name)
@@ -122,26 +124,36 @@ class Ledger:
         at = self._order.get(node)
         if at is not None:
             for i, use in enumerate(self.gpus[node]):
+                key = (at, i)
                 if use.devices:
-                    self._busy[(at, i)] = use
-                else:
-                    self._busy.pop((at, i), None)
+                    if key not in self._busy:
+                        self._busy_order = None
+                    self._busy[key] = _terms(use)
+                elif self._busy.pop(key, None) is not None:
+                    self._busy_order = None
         for listener in self.listeners:
             listener(node)
 
     # -- totals ----------------------------------------------------------------------------
     def totals(self) -> dict[str, float]:
         alloc_mem = alloc_comp = need_mem = need_comp = 0.0
-        busy = 0
-        for key in sorted(self._busy):  # the order of the full scan: the same float sums
-            u = self._busy[key]
-            if u.devices:
-                busy += 1
-                alloc_mem += u.used_mem
-                alloc_comp += u.used_compute
-                need_mem += sum(u.need_mem.values())
-                # a pod cannot use more compute than its devices give it (a MIG profile chosen
-                # for its memory may have fewer SMs than the pod asked for)
-                need_comp += min(sum(u.need_compute.values()), u.used_compute)
+        if self._busy_order is None:
+            self._busy_order = sorted(self._busy)
+        busy = self._busy
+        for key in self._busy_order:  # the order of a scan of the whole fleet: the same float sums
+            a, b, c, d = busy[key]
+            alloc_mem += a
+            alloc_comp += b
+            need_mem += c
+            need_comp += d
+        busy_count = len(self._busy_order)
         return {"alloc_mem_gib": alloc_mem, "need_mem_gib": need_mem, "alloc_compute": alloc_comp,
-                "need_compute": need_comp, "gpus_busy": float(busy)}
+                "need_compute": need_comp, "gpus_busy": float(busy_count)}
+
+
+def _terms(u: GpuUse) -> tuple[float, float, float, float]:
+    """One busy GPU's terms of Ledger.totals: memory and compute allocated and needed. A pod cannot
+    use more compute than its devices give it (a MIG profile chosen for its memory may have fewer
+    SMs than the pod asked for)."""
+    used_compute = u.used_compute
+    return u.used_mem, used_compute, sum(u.need_mem.values()), min(sum(u.need_compute.values()), used_compute)

@@ -172,7 +172,7 @@ class Sim:
 
     def run(self, max_rounds: int = 10_000) -> int:
         """Run until nothing changes. Returns the number of rounds."""
-        with _fewer_collections():
+        with fewer_collections():
             for i in range(1, max_rounds + 1):
                 if not self.step():
                     return i
@@ -215,7 +215,7 @@ GC_YOUNG_THRESHOLD = 10_000
 
 
 @contextmanager
-def _fewer_collections() -> Iterator[None]:
+def fewer_collections() -> Iterator[None]:
     """Collect young objects after 10,000 net allocations instead of 700 while the sim runs.
 
     The sim keeps large, long-lived caches (converted slices and pools of every node it has
