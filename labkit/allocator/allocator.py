@@ -170,7 +170,7 @@ class Allocator:
         if isinstance(prog, SelectorCompileError):
             raise prog
         try:
-            result = self.engine.matches(prog, dev.slice.driver, dev.raw)
+            result = self.engine.matches(prog, dev.slice.driver, dev.raw, dev.cel_memo)
         except Exception as exc:
             self._cel_results[key] = exc
             raise

@@ -122,10 +122,14 @@ class VariantProfile:
 
     @classmethod
     def for_features(cls, features: Features) -> VariantProfile:
-        name = select_variant(features)
-        release = int(features.version.split(".")[1])
-        modern = release >= 36 and name != "stable"
-        return cls(name, release, modern, modern, modern, modern, name != "stable", name == "experimental")
+        hit = _PROFILES.get(features)
+        if hit is None:
+            name = select_variant(features)
+            release = int(features.version.split(".")[1])
+            modern = release >= 36 and name != "stable"
+            hit = _PROFILES[features] = cls(name, release, modern, modern, modern, modern, name != "stable",
+                                            name == "experimental")
+        return hit
 
     # -- behaviour that changed between releases ---------------------------------------------
     @property
@@ -181,3 +185,7 @@ class VariantProfile:
     @property
     def shared_ids_mark_capacity_in_use(self) -> bool:
         return self.release >= 37
+
+
+#: Features -> its VariantProfile (both immutable; one Allocator is built per node)
+_PROFILES: dict[Features, VariantProfile] = {}

@@ -16,9 +16,10 @@ found by the slice dict's identity and reused only while it is provably the same
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import cached_property
+from typing import Any, Generic, TypeVar
 
 from labkit.allocator.quantities import qparse, qvalue
 from labkit.api.attributes import lookup_attribute, scalar_value
@@ -27,6 +28,32 @@ from labkit.api.attributes import lookup_attribute, scalar_value
 MISSING = object()
 
 __all__ = ["MISSING", "CapacityInfo", "DeviceInfo", "SliceInfo", "convert_slices", "slice_info", "apply_taint_rules"]
+
+
+_T = TypeVar("_T")
+
+
+class lazy(Generic[_T]):  # noqa: N801 - used like functools.cached_property
+    """functools.cached_property without its lock (Python 3.11 takes one on every first read,
+    a few microseconds; a fleet's first pass reads these for every device)."""
+
+    def __init__(self, fn: Callable[[Any], _T]) -> None:
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> _T:
+        if obj is None:
+            return self  # type: ignore[return-value]
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
+
+
+_NO_TAINTS: tuple = ()
+_NO_CONSUMES: list = []  # shared: read only
 
 
 @dataclass(eq=False)
@@ -46,7 +73,7 @@ class DeviceInfo:
     index: int
     attributes: dict
     uses_compat_groups: bool
-    taints: list[dict]
+    taints: list[dict] | tuple  # read only
     binding_conditions: list[str] | None
     binding_failure_conditions: list[str] | None
     binds_to_node: bool
@@ -55,6 +82,8 @@ class DeviceInfo:
     all_nodes: bool
     node_selector: dict | None
     _scalars: dict = field(default_factory=dict, repr=False)
+    #: facts for labkit.allocator.selectors (valid as long as this view, i.e. the slice version)
+    cel_memo: dict = field(default_factory=dict, repr=False)
 
     def scalar(self, attribute: str) -> tuple[str, object] | None | object:
         """The attribute's (kind, value) as constraints compare it: None when it has no scalar
@@ -69,7 +98,7 @@ class DeviceInfo:
         return sc
 
     # parsed on first use: a big cluster has many devices the allocator never looks at
-    @cached_property
+    @lazy
     def capacity(self) -> dict[str, CapacityInfo]:
         caps = {}
         for cname, cap in (self.raw.get("capacity") or {}).items():
@@ -77,12 +106,14 @@ class DeviceInfo:
             caps[cname] = CapacityInfo(cname, _num(qparse(text).value), text, (cap or {}).get("requestPolicy"))
         return caps
 
-    @cached_property
+    @lazy
     def consumes(self) -> list[tuple[str, dict[str, Fraction | int]]]:
-        return [(cc.get("counterSet", ""), _counters(cc.get("counters")))
-                for cc in self.raw.get("consumesCounters") or []]
+        ccs = self.raw.get("consumesCounters")
+        if not ccs:
+            return _NO_CONSUMES
+        return [(cc.get("counterSet", ""), _counters(cc.get("counters"))) for cc in ccs]
 
-    @cached_property
+    @lazy
     def plain_capacity(self) -> bool:
         """No request policy and no negative value: an unrequested use always fits."""
         return all(c.policy is None and c.value >= 0 for c in self.capacity.values())
@@ -106,37 +137,50 @@ class SliceInfo:
 
     # built on first use: an Allocator is often built per scheduling attempt over a whole
     # fleet's slices, and only the slices of the nodes it is asked about are looked at
-    @cached_property
+    @lazy
     def devices(self) -> list[DeviceInfo]:
         spec = self.raw.get("spec") or {}
         extra = apply_taint_rules(spec, self.taint_rules) if self.taint_rules else {}
         driver, pool = self.driver, self.pool
         devices = []
         for i, dev in enumerate(spec.get("devices") or []):
-            consumes = dev.get("consumesCounters")
-            name = dev.get("name", "")
-            devices.append(DeviceInfo(
-                name=name,
-                id=(driver, pool, name),
-                raw=dev,
-                slice=self,
-                index=i,
-                attributes=dev.get("attributes") or {},
-                uses_compat_groups=bool(consumes) and any(cc.get("compatibilityGroups") for cc in consumes),
-                taints=list(dev.get("taints") or []) + extra.get(i, []),
-                binding_conditions=dev.get("bindingConditions"),
-                binding_failure_conditions=dev.get("bindingFailureConditions"),
-                binds_to_node=bool(dev.get("bindsToNode")),
-                allow_multi=bool(dev.get("allowMultipleAllocations")),
-                node_name=dev.get("nodeName") or "",
-                all_nodes=bool(dev.get("allNodes")),
-                node_selector=dev.get("nodeSelector"),
+            get = dev.get
+            consumes = get("consumesCounters")
+            name = get("name", "")
+            taints = get("taints")
+            more = extra.get(i) if extra else None
+            devices.append(DeviceInfo(  # positional, in field order: a fleet builds many
+                name, (driver, pool, name), dev, self, i, get("attributes") or {},
+                bool(consumes) and any(cc.get("compatibilityGroups") for cc in consumes),
+                (list(taints or ()) + more) if more else (list(taints) if taints else _NO_TAINTS),
+                get("bindingConditions"), get("bindingFailureConditions"), bool(get("bindsToNode")),
+                bool(get("allowMultipleAllocations")), get("nodeName") or "", bool(get("allNodes")),
+                get("nodeSelector"),
             ))
         return devices
 
-    @property
+    # read from the raw devices, so that gathering pools does not build every device's view
+    @lazy
     def uses_compat_groups(self) -> bool:
-        return any(d.uses_compat_groups for d in self.devices)
+        return any(bool(cs := dev.get("consumesCounters")) and any(cc.get("compatibilityGroups") for cc in cs)
+                   for dev in self._raw_devices)
+
+    @lazy
+    def has_binding_conditions(self) -> bool:
+        return any(dev.get("bindingConditions") is not None for dev in self._raw_devices)
+
+    @lazy
+    def device_names(self) -> list[str]:
+        return [dev.get("name", "") for dev in self._raw_devices]
+
+    @lazy
+    def consumes_counters(self) -> bool:
+        """Does any device consume counters (DeviceInfo.consumes non-empty)?"""
+        return any(dev.get("consumesCounters") for dev in self._raw_devices)
+
+    @property
+    def _raw_devices(self) -> list[dict]:
+        return (self.raw.get("spec") or {}).get("devices") or []
 
 
 def _num(value: Fraction) -> Fraction | int:

@@ -45,7 +45,7 @@ class Pool:
         return f"{self.driver}/{self.pool}"
 
     def has_binding_conditions(self) -> bool:
-        return any(d.binding_conditions is not None for s in self.device_slices for d in s.devices)
+        return any(s.has_binding_conditions for s in self.device_slices)
 
 
 def _matches(node: dict, s: SliceInfo, what: str, fn) -> bool:
@@ -159,10 +159,10 @@ def _build_pool(driver: str, name: str, slices: list[SliceInfo], features: Featu
                 others.append(s)
     seen: set[str] = set()
     for s in device_slices:
-        for d in s.devices:
-            if d.name in seen:
-                return _invalid(driver, name, f"duplicate device name {d.name}")
-            seen.add(d.name)
+        for dev_name in s.device_names:
+            if dev_name in seen:
+                return _invalid(driver, name, f"duplicate device name {dev_name}")
+            seen.add(dev_name)
     if not pd:
         return Pool(driver, name, device_slices=device_slices)
     counter_sets: dict[str, dict[str, Fraction]] = {}
@@ -173,6 +173,8 @@ def _build_pool(driver: str, name: str, slices: list[SliceInfo], features: Featu
             counter_sets[cs_name] = counters
     for group in (device_slices, others):
         for s in group:
+            if not s.consumes_counters:
+                continue
             for d in s.devices:
                 for cs_name, counters in d.consumes:
                     if cs_name not in counter_sets:

@@ -2,6 +2,13 @@
 
 Compilation is lazy (an expression that never meets a device never fails, as upstream) and
 cached per expression; the ``device`` input is converted once per device.
+
+Results are shared between devices: when the text of an expression tells which parts of
+``device`` it reads (labkit.cel.literals.device_references; e.g. the driver and one attribute),
+its result is memoised per those parts' values (labkit.cel.device.projection), so the GPUs of a
+fleet, which differ in uuid and PCI address, are converted and evaluated for a DeviceClass
+selector about once, not once per device. Only devices that convert without error use it, and
+errors are never memoised.
 """
 
 from __future__ import annotations
@@ -9,10 +16,17 @@ from __future__ import annotations
 from typing import Any
 
 from labkit.cel import CelCompileError, compile_selector
-from labkit.cel.device import shared_device_input
+from labkit.cel.device import convertible, projection, shared_device_input
+from labkit.cel.literals import device_references
 from labkit.errors import InputError
 
 __all__ = ["SelectorEngine", "SelectorCompileError", "SelectorRuntimeError"]
+
+#: (engine, flags, expression, projection) -> result; oldest entries dropped first
+_SHARED_RESULTS: dict[tuple, bool] = {}
+_SHARED_RESULTS_MAX = 1 << 16
+#: expression -> its device references (None: not told by its text)
+_REFS: dict[str, tuple | None] = {}
 
 
 class SelectorCompileError(InputError):
@@ -71,8 +85,45 @@ class SelectorEngine:
             return inp
         return inp[0]
 
-    def matches(self, prog: Any, driver: str, device: dict) -> bool:
-        """Evaluate; raises SelectorRuntimeError with Kubernetes' text."""
+    def matches(self, prog: Any, driver: str, device: dict, memo: dict | None = None) -> bool:
+        """Evaluate; raises SelectorRuntimeError with Kubernetes' text.
+
+        ``memo``: a dict that lives as long as ``device`` is unchanged (the allocator's DeviceInfo
+        keeps one), for facts about the device worth keeping between Allocators."""
+        shared = None
+        if not callable(self.engine) or isinstance(self.engine, str):
+            shared = self._shared_key(prog.expr, driver, device, memo)
+            if shared is not None:
+                hit = _SHARED_RESULTS.get(shared)
+                if hit is not None:
+                    return hit
+        result = self._evaluate(prog, driver, device)
+        if shared is not None:
+            if len(_SHARED_RESULTS) >= _SHARED_RESULTS_MAX:
+                del _SHARED_RESULTS[next(iter(_SHARED_RESULTS))]
+            _SHARED_RESULTS[shared] = result
+        return result
+
+    def _shared_key(self, expr: str, driver: str, device: dict, memo: dict | None) -> tuple | None:
+        try:
+            refs = _REFS[expr]
+        except KeyError:
+            refs = _REFS[expr] = device_references(expr) if len(_REFS) < 4096 else None
+        if refs is None or type(driver) is not str:
+            return None
+        ok = memo.get("convertible") if memo is not None else None
+        if ok is None:
+            ok = convertible(driver, device)
+            if memo is not None:
+                memo["convertible"] = ok
+        if not ok:
+            return None
+        proj = projection(refs, driver, device)
+        if proj is None:
+            return None
+        return (self.engine, self.consumable_capacity, self.list_type_attributes, expr, proj)
+
+    def _evaluate(self, prog: Any, driver: str, device: dict) -> bool:
         inp = self._input(driver, device)
         cache = getattr(inp, "cache", None)
         if cache is not None:

@@ -67,7 +67,14 @@ def q_to_msg(q: Quantity) -> Any:
 
 
 def s_to_msg(s: Semver) -> Any:
-    return SemverMsg(labkitValue=s.key())
+    return _semver_msg(s.key())
+
+
+@lru_cache(maxsize=4096)
+def _semver_msg(key: str) -> Any:
+    """One message per version text: building one costs tens of microseconds, and every GPU of
+    a fleet carries the same few versions (activations only read them)."""
+    return SemverMsg(labkitValue=key)
 
 
 @lru_cache(maxsize=4096)

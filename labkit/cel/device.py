@@ -7,12 +7,14 @@ The conversion is done once per device; engines keep their own converted forms i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from labkit.api.quantity import Quantity, QuantityError, parse_quantity
-from labkit.cel.semver import SemverError, parse_semver
+from labkit.cel.literals import DeviceRef
+from labkit.cel.semver import Semver, SemverError, parse_semver
 
-__all__ = ["DeviceInput", "device_input", "split_qualified_name"]
+__all__ = ["DeviceInput", "convertible", "device_input", "projection", "split_qualified_name"]
 
 _SCALARS = {"int": int, "bool": bool, "string": str}
 _LISTS = {"ints": int, "bools": bool, "strings": str, "versions": None}
@@ -40,13 +42,20 @@ def split_qualified_name(name: str, driver: str) -> tuple[str, str]:
     return (domain, ident) if sep else (driver, name)
 
 
+@lru_cache(maxsize=4096)
+def _version(text: str) -> Semver:
+    """parse_semver, memoised: every GPU of a fleet carries the same few driver versions
+    (exceptions are not memoised; Semver is immutable)."""
+    return parse_semver(text)
+
+
 def _attribute_value(name: str, attr: Any) -> tuple[Any, str | None]:
     if not isinstance(attr, dict) or len(attr) != 1:
         return None, f"attribute {name}: unsupported attribute value"
     kind, raw = next(iter(attr.items()))
     try:
         if kind == "version":
-            return parse_semver(str(raw)), None
+            return _version(str(raw)), None
         if kind in _SCALARS:
             typ = _SCALARS[kind]
             if typ is int and isinstance(raw, bool) or not isinstance(raw, typ):
@@ -57,7 +66,7 @@ def _attribute_value(name: str, attr: Any) -> tuple[Any, str | None]:
                 raise TypeError
             typ = _LISTS[kind]
             if typ is None:
-                return [parse_semver(str(v)) for v in raw], None
+                return [_version(str(v)) for v in raw], None
             if any(not isinstance(v, typ) or (typ is int and isinstance(v, bool)) for v in raw):
                 raise TypeError
             return list(raw), None
@@ -162,3 +171,88 @@ def shared_device_input(driver: str, device: dict[str, Any]) -> DeviceInput:
             del _SHARED[next(iter(_SHARED))]
     _SHARED[key] = inp  # (re)insert last: least recently used entries come first
     return inp
+
+
+# -- what a selector reads ---------------------------------------------------------------------
+def convertible(driver: str, device: dict[str, Any]) -> bool:
+    """Would :func:`device_input` convert ``device`` without an error? (Cheap for the usual
+    string/int/bool attributes and versions seen before; anything else goes through the
+    conversion of that attribute itself.)"""
+    attrs = device.get("attributes") or {}
+    caps = device.get("capacity") or {}
+    if type(attrs) is not dict or type(caps) is not dict:
+        return False
+    plain, good = _PLAIN_KINDS, _GOOD_VERSIONS
+    for name, attr in attrs.items():
+        if type(attr) is dict and len(attr) == 1 and type(name) is str:
+            for kind, raw in attr.items():
+                if plain.get(kind) is type(raw) or (kind == "version" and type(raw) is str and raw in good):
+                    break
+            else:
+                if _attribute_value(name, attr)[1] is not None:
+                    return False
+                if kind == "version" and type(raw) is str and len(good) < 4096:
+                    good.add(raw)
+            continue
+        if type(name) is not str or _attribute_value(name, attr)[1] is not None:
+            return False
+    for name, cap in caps.items():
+        if type(name) is not str:
+            return False
+        raw = cap.get("value") if isinstance(cap, dict) else cap
+        if not isinstance(raw, Quantity):
+            try:
+                parse_quantity(str(raw))
+            except QuantityError:
+                return False
+    return True
+
+
+#: attribute kinds whose value is valid when it has exactly this type (bool is not an int here)
+_PLAIN_KINDS: dict[str, type] = {"string": str, "int": int, "bool": bool}
+#: version texts that parsed as semver (parse_semver is a pure function of the text)
+_GOOD_VERSIONS: set[str] = set()
+
+
+def _frozen(value: Any) -> tuple:
+    """A raw JSON value as a hashable key that keeps 1, True and "1" apart."""
+    if type(value) is dict:
+        return (dict, tuple((k, _frozen(v)) for k, v in value.items()))
+    if type(value) is list:
+        return (list, tuple(_frozen(v) for v in value))
+    hash(value)  # TypeError for anything else unhashable
+    return (type(value), value)
+
+
+def projection(refs: tuple[DeviceRef, ...], driver: str, device: dict[str, Any]) -> tuple | None:
+    """The values of ``device`` (a ResourceSlice device entry of ``driver``) that the references
+    ``refs`` (labkit.cel.literals.device_references) read, as a hashable key: two convertible
+    devices with equal keys give every selector with those references the same result. None when
+    a value cannot be keyed."""
+    out: list[Any] = []
+    try:
+        for what, domain, ident in refs:
+            if what == "driver":
+                out.append(driver)
+                continue
+            if what == "multi":
+                out.append(bool(device.get("allowMultipleAllocations", False)))
+                continue
+            entries = device.get(what) or {}
+            if domain is None:
+                out.append(_frozen(entries))
+            elif ident is None:
+                out.append(tuple((name, _frozen(v)) for name, v in entries.items()
+                                 if split_qualified_name(name, driver)[0] == domain))
+            else:
+                # a bare name is in the driver's domain; the qualified one may be there as well
+                bare = entries.get(ident, _ABSENT) if domain == driver and "/" not in ident else _ABSENT
+                full = entries.get(f"{domain}/{ident}", _ABSENT)
+                out.append((_frozen(bare) if bare is not _ABSENT else None,
+                            _frozen(full) if full is not _ABSENT else None))
+    except TypeError:
+        return None
+    return tuple(out)
+
+
+_ABSENT = object()

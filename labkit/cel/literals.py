@@ -142,3 +142,111 @@ def receiver_start(expr: str, end: int, spans: list[tuple[int, int]]) -> int:
             break
         i -= 1
     return i + 1
+
+
+# --- which parts of `device` an expression reads (for sharing results between devices) ------------
+
+#: a reference read by an expression: ("driver",), ("multi",) for allowMultipleAllocations,
+#: (map, None, None) for all of device.attributes/capacity, (map, domain, None) for one domain,
+#: (map, domain, name) for one attribute/capacity entry
+DeviceRef = tuple[str, str | None, str | None]
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PLAIN_STRING = re.compile(r"""'([^'\\\n]*)'|"([^"\\\n]*)\"""")
+_WS = " \t\r\n"
+
+
+def _skip(expr: str, i: int) -> int:
+    while i < len(expr) and expr[i] in _WS:
+        i += 1
+    return i
+
+
+def _plain_string(expr: str, i: int) -> tuple[str, int] | None:
+    """A string literal without escapes at ``i``: (its text, index after it)."""
+    if expr.startswith(("'''", '"""'), i):
+        return None
+    m = _PLAIN_STRING.match(expr, i)
+    if m is None:
+        return None
+    return (m.group(1) if m.group(1) is not None else m.group(2)), m.end()
+
+
+def _index(expr: str, i: int) -> tuple[str, int] | None:
+    """``[ "text" ]`` at ``i`` (no optional ``[?``): (text, index after ``]``)."""
+    if i >= len(expr) or expr[i] != "[":
+        return None
+    lit = _plain_string(expr, _skip(expr, i + 1))
+    if lit is None:
+        return None
+    j = _skip(expr, lit[1])
+    return (lit[0], j + 1) if j < len(expr) and expr[j] == "]" else None
+
+
+def _device_ref(expr: str, i: int) -> DeviceRef | None:
+    """The reference of the ``device`` that ends at ``i`` (None: used in any other way)."""
+    i = _skip(expr, i)
+    if i >= len(expr) or expr[i] != ".":
+        return None
+    m = _IDENT.match(expr, _skip(expr, i + 1))
+    if m is None:
+        return None
+    field = m.group(0)
+    if field == "driver":
+        return ("driver", None, None)
+    if field == "allowMultipleAllocations":
+        return ("multi", None, None)
+    if field not in ("attributes", "capacity"):
+        return None
+    dom = _index(expr, _skip(expr, m.end()))
+    if dom is None:
+        return (field, None, None)  # the whole map, whatever is done with it
+    j = _skip(expr, dom[1])
+    key = _index(expr, j)
+    if key is not None:
+        return (field, dom[0], key[0])
+    if j < len(expr) and expr[j] == ".":
+        sel = _IDENT.match(expr, _skip(expr, j + 1))
+        if sel is not None:
+            after = _skip(expr, sel.end())
+            if after >= len(expr) or expr[after] != "(":  # not a macro or method on the domain map
+                return (field, dom[0], sel.group(0))
+    return (field, dom[0], None)
+
+
+def device_references(expr: str) -> tuple[DeviceRef, ...] | None:
+    """The parts of the CEL variable ``device`` that ``expr`` reads, told from its text; None when
+    that cannot be told (``device`` used as a value, bound by a macro or cel.bind, escapes, raw or
+    triple-quoted strings, comments). A selector's result is then a function of those parts alone
+    (with the device convertible at all), which lets identical parts of different devices share it.
+    """
+    refs: list[DeviceRef] = []
+    i, n, prev = 0, len(expr), ""
+    while i < n:
+        c = expr[i]
+        if c in _WS:
+            i += 1
+            continue
+        if c in "'\"":
+            lit = _plain_string(expr, i)
+            if lit is None:
+                return None
+            i, prev = lit[1], '"'
+            continue
+        if c == "/" and expr.startswith("//", i):
+            return None
+        m = _IDENT.match(expr, i)
+        if m is not None:
+            j = m.end()
+            if j < n and expr[j] in "'\"":  # r"...", b'...'
+                return None
+            if m.group(0) == "device" and prev != ".":
+                ref = _device_ref(expr, j)
+                if ref is None:
+                    return None
+                refs.append(ref)
+            i, prev = j, "a"
+            continue
+        prev = c
+        i += 1
+    return tuple(dict.fromkeys(refs))

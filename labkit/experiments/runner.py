@@ -27,6 +27,7 @@ from labkit.experiments.metrics import PodRecord, SummaryTable, summarize_run
 from labkit.experiments.plots import plot_results
 from labkit.experiments.policies import Context, Policy, PolicyError, get_policy
 from labkit.experiments.traces import WorkItem, request_mix
+from labkit.sim.engine import fewer_collections
 from labkit.sim.podutil import claim_name_for
 from labkit.sim.profiles import ClusterProfile
 
@@ -88,6 +89,7 @@ def _devices(cluster: Any, pod: dict) -> tuple[list[str], list[tuple[str, list[s
     return devs, named
 
 
+@fewer_collections()  # the whole run, not each tick's sim run() alone (see labkit.sim.engine)
 def run_policy(trace: list[WorkItem], profile: str | Path | dict | ClusterProfile, policy: str | Policy, *,
                tick: float = 10.0, seed: int = 0, validate: bool = False, progress: bool = False,
                keep_cluster: bool = False, max_ticks: int = 1_000_000, horizon: float | None = None) -> PolicyRun:

@@ -9,7 +9,9 @@ Everything is deterministic for a given seed and input order: names, uids, place
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import gc
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from labkit.errors import InputError
@@ -170,9 +172,10 @@ class Sim:
 
     def run(self, max_rounds: int = 10_000) -> int:
         """Run until nothing changes. Returns the number of rounds."""
-        for i in range(1, max_rounds + 1):
-            if not self.step():
-                return i
+        with fewer_collections():
+            for i in range(1, max_rounds + 1):
+                if not self.step():
+                    return i
         raise SimError(f"the sim did not settle after {max_rounds} rounds (a controller keeps writing)")
 
     def advance(self, seconds: float) -> None:
@@ -205,3 +208,29 @@ class Sim:
     def pod_uid(self, name: str, namespace: str = "default") -> str | None:
         pod = self.store.get("Pod", name, namespace)
         return meta(pod)["uid"] if pod else None
+
+
+#: CPython's first GC threshold while the sim runs (default 700)
+GC_YOUNG_THRESHOLD = 10_000
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Collect young objects after 10,000 net allocations instead of 700 while the sim runs.
+
+    The sim keeps large, long-lived caches (converted slices and pools of every node it has
+    looked at, filter results per pod shape); CPython's collector reconsiders a full collection
+    every 100 young ones, and each full one walks all of those objects: with a 5,000-node fleet
+    that was about 40 % of the run time, and it grows with the fleet. With fewer young
+    collections the full ones come about 14 times less often; garbage cycles still go (later),
+    so memory stays proportional to what is kept. The previous thresholds are restored on exit.
+    """
+    old = gc.get_threshold()
+    if old[0] >= GC_YOUNG_THRESHOLD or not gc.isenabled():
+        yield
+        return
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)

@@ -123,9 +123,13 @@ class _Shape:
 
     inventory_epoch: int
     log_pos: int
-    results: dict[str, FilterResult] = field(default_factory=dict)
+    results: dict[str, FilterResult] = field(default_factory=dict)  # per claims shape: by node name
     rows: dict[str, ScoreRow] = field(default_factory=dict)
     failed: Attempt | None = None  # no node fitted, and nothing changed since
+    # per pod shape: by node index (Scheduler.nodes() order), None = not known; a list, so the
+    # walk over the sampled nodes is an index per node, not a dict lookup
+    by_index: list[FilterResult | None] = field(default_factory=list)
+    rows_by_index: list[ScoreRow | None] = field(default_factory=list)
 
 
 def _waiting(pod: dict) -> bool:
@@ -157,6 +161,7 @@ class Scheduler:
         self._claim_shapes: OrderedDict[str, _Shape] = OrderedDict()
         self._nodes: list[dict] | None = None
         self._names: list[str] = []
+        self._index: dict[str, int] = {}  # node name -> its index in self._nodes
         self._ext_classes: tuple[int, dict[str, str]] | None = None
         self._plist = prioritized_list_scoring(dra.features, dra.kubernetes_version)
         self._in_pass = False
@@ -249,6 +254,7 @@ class Scheduler:
         if self._nodes is None:
             self._nodes = self.store.list("Node")  # sorted by name
             self._names = [n["metadata"]["name"] for n in self._nodes]
+            self._index = {name: i for i, name in enumerate(self._names)}
         return self._nodes
 
     def new_attempt(self, **kw: Any) -> Attempt:
@@ -397,20 +403,32 @@ class Scheduler:
         ], sort_keys=True, default=str)
 
     def _shape(self, sig: str, shapes: OrderedDict[str, _Shape] | None = None) -> _Shape:
-        """The shape's cache, with the results of every node that changed since dropped."""
+        """The shape's cache, with the results of every node that changed since dropped. Pod
+        shapes (``shapes`` None) keep them by node index, claims shapes by node name."""
+        by_index = shapes is None
         shapes = self._shapes if shapes is None else shapes
         log = self.resources.log
         st = shapes.get(sig)
-        if st is None or st.inventory_epoch != self.inventory_epoch:
+        n = len(self._names)
+        if st is None or st.inventory_epoch != self.inventory_epoch or (by_index and len(st.by_index) != n):
             st = shapes[sig] = _Shape(self.inventory_epoch, len(log))
+            if by_index:
+                st.by_index, st.rows_by_index = [None] * n, [None] * n
             if len(shapes) > SHAPES_KEPT:
                 shapes.popitem(last=False)
         else:
             shapes.move_to_end(sig)
             if st.log_pos < len(log):
-                for name, _ in log[st.log_pos:]:
-                    st.results.pop(name, None)
-                    st.rows.pop(name, None)
+                if by_index:
+                    index = self._index
+                    for name, _ in log[st.log_pos:]:
+                        i = index.get(name)
+                        if i is not None:
+                            st.by_index[i] = st.rows_by_index[i] = None
+                else:
+                    for name, _ in log[st.log_pos:]:
+                        st.results.pop(name, None)
+                        st.rows.pop(name, None)
                 st.log_pos = len(log)
                 st.failed = None
         return st
@@ -459,38 +477,37 @@ class Scheduler:
         to_find = num_feasible_nodes_to_find(n, self.percentage_of_nodes_to_score)
         sampling = n >= MIN_FEASIBLE_NODES_TO_FIND
         start = self.next_start_node_index % n if sampling else 0
-        results = shape.results
+        results = shape.by_index
         dra_results = self._dra_results(inp)
         feasible: list[int] = []
         per_node: dict[str, list[str]] = {}
         explanations: dict[str, Any] = {}
-        processed = 0
-        for j in range(n):
-            i = start + j
-            if i >= n:
-                i -= n
-            name = names[i]
-            res = results.get(name)
+        stop = start + n  # walk start..n-1, then 0..start-1 (i - n)
+        i = start
+        while i < stop:
+            k = i - n if i >= n else i
+            i += 1
+            res = results[k]
             if res is None:
-                res = self._filter(inp, nodes[i], dra_results)
+                res = self._filter(inp, nodes[k], dra_results)
                 if res[0] and res[0][0].startswith("error: "):
                     att.error = res[0][0][len("error: "):]
                     att.message = f'running Filter plugin "DynamicResources": {att.error}'
                     att.per_node, att.explanations = per_node, explanations
                     return att
-                results[name] = res
-            processed += 1
-            reasons, outcome, _ = res
+                results[k] = res
+            reasons = res[0]
             if reasons:
+                name = names[k]
                 per_node[name] = reasons
-                if outcome is not None:
-                    explanations[name] = outcome  # its .explanation is computed lazily, on demand
+                if res[1] is not None:
+                    explanations[name] = res[1]  # its .explanation is computed lazily, on demand
             else:
-                feasible.append(i)
+                feasible.append(k)
                 if len(feasible) >= to_find:
                     break
         if sampling:
-            self.next_start_node_index = (start + processed) % n
+            self.next_start_node_index = i % n  # moved on by the number of nodes looked at
         att.per_node, att.explanations = per_node, explanations
         if not feasible:
             att.message = fit_error_message(n, per_node)
@@ -498,26 +515,33 @@ class Scheduler:
             return att
         chosen = feasible[0]
         if len(feasible) > 1:
-            cached = shape.rows
-            rows = [cached.get(names[i]) or self._score_row(shape, inp, nodes[i]) for i in feasible]
+            cached = shape.rows_by_index
+            rows = [cached[i] for i in feasible]
+            if None in rows:
+                pod_sizes = (nonzero_requests(pod), cpu_memory(inp.req))  # once per pod, not per node
+                for j, i in enumerate(feasible):
+                    if rows[j] is None:
+                        rows[j] = self._score_row(shape, inp, i, *pod_sizes)
             tot = totals(rows)
             chosen = feasible[tot.index(max(tot))]  # the first of the best
             att.score_nodes, att.score_rows = [names[i] for i in feasible], rows
-        _, outcome, ext_claim = results[names[chosen]]
+        _, outcome, ext_claim = results[chosen]
         self._choose(att, names[chosen], outcome, ext_claim, inp)
         return att
 
-    def _score_row(self, shape: _Shape, inp: FilterInputs, node: dict) -> ScoreRow:
-        name = node["metadata"]["name"]
-        row = shape.rows.get(name)
+    def _score_row(self, shape: _Shape, inp: FilterInputs, i: int, pod_nonzero: tuple[int, int],
+                   pod_req: tuple[int, int]) -> ScoreRow:
+        """The raw scores of node ``i`` (an index into nodes()) for this pod shape, kept on the shape."""
+        row = shape.rows_by_index[i]
         if row is None:
             res = self.resources
-            outcome = shape.results[name][1]
+            node, name = self._nodes[i], self._names[i]  # type: ignore[index]
+            outcome = shape.by_index[i][1]  # type: ignore[index]
             cand = Candidate(name=name, node=node, allocatable=cpu_memory(res.allocatable_of(node)),
                              nonzero_used=res.nonzero.get(name, (0, 0)), used=cpu_memory(res.usage.get(name, {})),
                              allocations=list(outcome.allocations[:len(inp.pending)]) if outcome is not None else [])
-            row = shape.rows[name] = score_row(inp.pod, inp.claims, cand, nonzero_requests(inp.pod),
-                                               cpu_memory(inp.req), prioritized_list_scoring=self._plist)
+            row = shape.rows_by_index[i] = score_row(inp.pod, inp.claims, cand, pod_nonzero, pod_req,
+                                                     prioritized_list_scoring=self._plist)
         return row
 
     def _choose(self, att: Attempt, name: str, outcome: Any, ext_claim: dict | None, inp: FilterInputs) -> None:
