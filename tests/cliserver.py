@@ -11,6 +11,7 @@ server is a separate single-threaded process (forking pytest itself, which has t
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import subprocess
@@ -53,8 +54,18 @@ def _child(program: str, args: list[str], out_path: str, err_path: str) -> None:
     os._exit(code & 0xFF)
 
 
+#: modules the commands import on first use (their dependencies too: the kubernetes client, the
+#: CEL engines); imported once here so no forked command pays for them. A warm-up only: a module
+#: missing from this list is imported by the command itself, as in a user's shell.
+WARM = ("labkit.cluster.sim", "labkit.cluster.explain", "labkit.cel.engine_cpp", "labkit.cel.diagnose",
+        "labkit.experiments.sweep", "fake_gpus.slices")
+
+
 def serve() -> None:
     """The server loop: one JSON request per stdin line, one JSON answer per stdout line."""
+    for name in WARM:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
     for line in sys.stdin:
         req = json.loads(line)
         with tempfile.TemporaryDirectory() as tmp:
