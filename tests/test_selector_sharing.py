@@ -9,6 +9,7 @@ import random
 
 import pytest
 
+import labkit.allocator.selectors as selectors
 from labkit.allocator.selectors import SelectorEngine, SelectorRuntimeError
 from labkit.cel import compile_selector
 from labkit.cel.device import convertible, device_input, projection
@@ -126,3 +127,22 @@ def test_a_device_edited_in_place_is_seen_through_the_shared_memo():
     assert engine.matches(prog, DRV, dev, {}) is True
     dev["attributes"]["type"]["string"] = "mig"
     assert SelectorEngine().matches(prog, DRV, dev, {}) is False
+
+
+def test_shared_results_stay_bounded_and_drop_the_oldest(monkeypatch):
+    """Full, the memo drops its oldest entry for each new one (every device unique, as 1,024
+    devices with an index attribute each): bounded, newest kept, results still right."""
+    monkeypatch.setattr(selectors, "_SHARED_RESULTS", type(selectors._SHARED_RESULTS)())
+    monkeypatch.setattr(selectors, "_SHARED_RESULTS_MAX", 50)
+    engine = SelectorEngine()
+    expr = f"device.attributes['{DRV}'].index % 3 == 0"
+    prog = engine.compile(expr)
+    for i in range(200):
+        dev = {"name": f"d{i}", "attributes": {f"{DRV}/index": {"int": i}}}
+        assert engine.matches(prog, DRV, dev, {}) == (i % 3 == 0)
+    keys = list(selectors._SHARED_RESULTS)
+    assert len(keys) == 50
+    newest = {"name": "d199", "attributes": {f"{DRV}/index": {"int": 199}}}
+    assert selectors.SelectorEngine()._shared_key(expr, DRV, newest, None) == keys[-1]
+    oldest = {"name": "d0", "attributes": {f"{DRV}/index": {"int": 0}}}
+    assert engine._shared_key(expr, DRV, oldest, None) not in selectors._SHARED_RESULTS

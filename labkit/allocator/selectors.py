@@ -13,6 +13,7 @@ errors are never memoised.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 from labkit.cel import CelCompileError, compile_selector
@@ -23,7 +24,7 @@ from labkit.errors import InputError
 __all__ = ["SelectorEngine", "SelectorCompileError", "SelectorRuntimeError"]
 
 #: (engine, flags, expression, projection) -> result; oldest entries dropped first
-_SHARED_RESULTS: dict[tuple, bool] = {}
+_SHARED_RESULTS: OrderedDict[tuple, bool] = OrderedDict()
 _SHARED_RESULTS_MAX = 1 << 16
 #: expression -> its device references (None: not told by its text)
 _REFS: dict[str, tuple | None] = {}
@@ -90,17 +91,29 @@ class SelectorEngine:
 
         ``memo``: a dict that lives as long as ``device`` is unchanged (the allocator's DeviceInfo
         keeps one), for facts about the device worth keeping between Allocators."""
-        shared = None
-        if not callable(self.engine) or isinstance(self.engine, str):
-            shared = self._shared_key(prog.expr, driver, device, memo)
-            if shared is not None:
-                hit = _SHARED_RESULTS.get(shared)
-                if hit is not None:
-                    return hit
+        if callable(self.engine) and not isinstance(self.engine, str):  # a custom engine: no caching here
+            return self._evaluate(prog, driver, device)
+        mkey = ("match", self.engine, self.consumable_capacity, self.list_type_attributes, prog.expr)
+        if memo is not None:  # this device, unchanged, asked before (by any Allocator)
+            hit = memo.get(mkey)
+            if hit is not None:
+                return hit
+        shared = self._shared_key(prog.expr, driver, device, memo)
+        if shared is not None:
+            hit = _SHARED_RESULTS.get(shared)
+            if hit is not None:
+                if memo is not None:
+                    memo[mkey] = hit
+                return hit
         result = self._evaluate(prog, driver, device)
+        if memo is not None:
+            memo[mkey] = result
         if shared is not None:
             if len(_SHARED_RESULTS) >= _SHARED_RESULTS_MAX:
-                del _SHARED_RESULTS[next(iter(_SHARED_RESULTS))]
+                # the oldest goes; OrderedDict pops it in O(1) (a plain dict's first key after many
+                # deletions from the front costs a scan over the holes: quadratic when every
+                # device is unique, as in allocator_bench's `all`)
+                _SHARED_RESULTS.popitem(last=False)
             _SHARED_RESULTS[shared] = result
         return result
 
