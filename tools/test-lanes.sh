@@ -6,8 +6,10 @@
 #   kind    the e2e on real kind clusters (tests/test_cluster_kind_e2e.py, the course's notebooks
 #           on kind included), one profile's cluster after the other;
 #   faults  the driver-fault runs on a kind cluster of their own (tests/test_kind_faults.py).
-# Most of the tests' time is waiting (for kubelets, containers, controllers, a browser, a kernel):
-# measured with two lanes, the CPUs were busy 40-85 % of each minute, so more lanes fill the gaps.
+# Much of a lane's time is waiting (for kubelets, containers, controllers, a browser, a kernel), so
+# lanes overlap. Measured on 2 cores (fresh clone, warm cache, quiet machine): the CPUs were busy
+# 92 % of the run with four lanes, so more lanes would not help; only less work would (the per-minute
+# figures are printed at the end).
 # Each lane has its own LABKIT_RUN_DIR, so `connect()` in one never attaches to another's cluster.
 # The main lane prints as it goes; the others write test-artifacts/lanes/<lane>.log, printed at the
 # end. The exit status fails when any lane fails. LABKIT_TEST_LANES=serial runs them one by one.
