@@ -19,6 +19,7 @@ from labkit.cel.literals import (
     STRING_LITERAL,
     first_outside_strings,
     receiver_start,
+    rewrite_each,
     split_call,
     string_spans,
     strip_strings,
@@ -101,17 +102,15 @@ def rewrite_bind(expr: str) -> str:
     celpy has no cel.bind macro. cel-go evaluates ``init`` lazily (an error in it only matters
     if ``x`` is used), and CEL has no side effects, so inlining keeps the semantics.
     """
-    while True:
-        spans = string_spans(expr)
-        m = first_outside_strings(_BIND, expr, spans)
-        if m is None:
-            return expr
+    def inline(expr: str, m: re.Match[str], spans: list[tuple[int, int]]) -> str:
         split = split_call(expr, m.end() - 1, spans)
         if split is None or len(split[0]) != 3 or not re.fullmatch(r"\s*[A-Za-z_]\w*\s*", split[0][0]):
             raise CelCompileError("compilation failed: cel.bind needs (name, value, expression)",
                                   "write cel.bind(x, <value>, <expression using x>)")
         (name, init, body), end = split
-        expr = f"{expr[:m.start()]}({substitute(body.strip(), name.strip(), f'({init.strip()})')}){expr[end:]}"
+        return f"{expr[:m.start()]}({substitute(body.strip(), name.strip(), f'({init.strip()})')}){expr[end:]}"
+
+    return rewrite_each(_BIND, expr, inline)
 
 
 _OPT_FIELD = re.compile(r"\.\s*\?\s*([A-Za-z_]\w*)\s*\.\s*(orValue|hasValue)\s*\(")

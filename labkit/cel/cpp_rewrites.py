@@ -17,16 +17,16 @@ estimator (:mod:`labkit.cel.cost`) maps them back to what cel-go's AST has.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from labkit.cel.errors import CelCompileError
 from labkit.cel.literals import (
     HAS_DEVICE_FIELD,
     STRING_LITERAL,
-    first_outside_strings,
     receiver_start,
+    rewrite_each,
     split_call,
-    string_spans,
     substitute,
 )
 
@@ -121,16 +121,14 @@ def _inline_device_binds(expr: str) -> str:
     """``cel.bind(d, device, body)`` -> ``body`` with ``d`` replaced by ``device``: labkit declares
     ``device.driver``, ``device.attributes``... as variables, so ``device`` alone is no value."""
 
-    while True:
-        spans = string_spans(expr)
-        m = first_outside_strings(_BIND_DEVICE, expr, spans)
-        if m is None:
-            return expr
+    def inline(expr: str, m: re.Match[str], spans: list[tuple[int, int]]) -> str | None:
         split = split_call(expr, expr.index("(", m.start()), spans)
         if split is None or len(split[0]) != 3:
-            return expr
+            return None
         body = substitute(split[0][2].strip(), m.group(1), "device")
-        expr = f"{expr[:m.start()]}({body}){expr[split[1]:]}"
+        return f"{expr[:m.start()]}({body}){expr[split[1]:]}"
+
+    return rewrite_each(_BIND_DEVICE, expr, inline)
 
 
 _FORMAT_NAMED = re.compile(r"(?<![.\w])format\s*\.\s*named\s*\(")
@@ -139,19 +137,17 @@ _FORMAT_NAMED = re.compile(r"(?<![.\w])format\s*\.\s*named\s*\(")
 def _rewrite_format_named(expr: str) -> str:
     """``format.named(n)`` -> ``optional.of(<format n>)`` or ``optional.none()``."""
 
-    n = 0
-    while True:
-        spans = string_spans(expr)
-        m = first_outside_strings(_FORMAT_NAMED, expr, spans)
-        if m is None:
-            return expr
+    names = itertools.count()
+
+    def named(expr: str, m: re.Match[str], spans: list[tuple[int, int]]) -> str:
         split = split_call(expr, m.end() - 1, spans)
         if split is None or len(split[0]) != 1:
             raise CelCompileError("compilation failed: format.named() takes one string", 'write format.named("dns1123Label")')
-        v = f"__labkit_formatName{n}__"
-        n += 1
-        expr = (f"{expr[:m.start()]}cel.bind({v}, {split[0][0].strip()}, {FORMAT_KNOWN}({v}) ? "
+        v = f"__labkit_formatName{next(names)}__"
+        return (f"{expr[:m.start()]}cel.bind({v}, {split[0][0].strip()}, {FORMAT_KNOWN}({v}) ? "
                 f"optional.of({FORMAT_NAMED}({v})) : optional.none()){expr[split[1]:]}")
+
+    return rewrite_each(_FORMAT_NAMED, expr, named)
 
 
 def _rewrite_macros(expr: str) -> str:
@@ -165,22 +161,23 @@ def _rewrite_macros(expr: str) -> str:
     The receiver is bound once with ``cel.bind``.
     """
 
-    n = 0
-    while True:
-        spans = string_spans(expr)
-        m = first_outside_strings(_EXPANDED_MACROS, expr, spans)
-        if m is None:
-            return expr
+    names = itertools.count()
+
+    def expand_one(expr: str, m: re.Match[str], spans: list[tuple[int, int]]) -> str:
         expand, usage = _EXPANSIONS[m.group(1)]
         split = split_call(expr, m.end() - 1, spans)
         start = receiver_start(expr, m.start(), spans)
-        v = f"__labkit_{m.group(1)}{n}__"
-        body = expand(v, [a.strip() for a in split[0]]) if split and start < m.start() else None
+        if split is None or start >= m.start():
+            body = None
+        else:
+            v = f"__labkit_{m.group(1)}{next(names)}__"
+            body = expand(v, [a.strip() for a in split[0]])
         if body is None or split is None:
             raise CelCompileError(f"compilation failed: {m.group(1)}() needs a receiver and the right arguments",
                                   f"write {usage}")
-        n += 1
-        expr = f"{expr[:start]}cel.bind({v}, {expr[start:m.start()]}, {body}){expr[split[1]:]}"
+        return f"{expr[:start]}cel.bind({v}, {expr[start:m.start()]}, {body}){expr[split[1]:]}"
+
+    return rewrite_each(_EXPANDED_MACROS, expr, expand_one)
 
 
 _SORT_BY_ERROR = re.compile(r"<input>:(\d+):(\d+): found no matching overload for '"

@@ -9,6 +9,7 @@ empty map" rule.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _SELECTED = re.compile(r"\b(?:attributes|capacity)\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
@@ -80,6 +81,22 @@ def in_string(pos: int, spans: list[tuple[int, int]]) -> bool:
 def first_outside_strings(pattern: re.Pattern[str], expr: str, spans: list[tuple[int, int]]) -> re.Match[str] | None:
     """The first match of ``pattern`` that does not start inside a string literal."""
     return next((m for m in pattern.finditer(expr) if not in_string(m.start(), spans)), None)
+
+
+def rewrite_each(pattern: re.Pattern[str], expr: str,
+                 rewrite: Callable[[str, re.Match[str], list[tuple[int, int]]], str | None]) -> str:
+    """``expr`` after ``rewrite(expr, match, spans)`` has replaced, one after the other, each first
+    match of ``pattern`` outside string literals (looked for again in the rewritten text), until
+    none is left or ``rewrite`` returns None (the rest stays as it is)."""
+    while True:
+        spans = string_spans(expr)
+        m = first_outside_strings(pattern, expr, spans)
+        if m is None:
+            return expr
+        new = rewrite(expr, m, spans)
+        if new is None:
+            return expr
+        expr = new
 
 
 def split_call(expr: str, open_paren: int, spans: list[tuple[int, int]]) -> tuple[list[str], int] | None:
