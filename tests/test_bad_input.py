@@ -3,9 +3,9 @@
 Every nasty file under tests/data/nasty/ (plus a few made here: huge ones) is handed to every
 command that loads that kind of file, each in its own process (forked from one that imported the
 CLI once, tests/cliserver.py; a sample also runs through the real console scripts and must give
-the same answer). tests/data/nasty/expected.tsv holds, per
-command line, the exit code and the first line the user sees (stderr, or stdout when stderr is
-empty). Regenerate it after a deliberate message change with
+the same answer). tests/data/nasty/expected.tsv holds, per command line, the exit code and the
+first line the user sees (stderr, or stdout when stderr is empty). Regenerate it after a
+deliberate message change with
 
     .venv/bin/python tests/test_bad_input.py --regenerate
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
@@ -123,33 +122,32 @@ def _run_console_script(command: str) -> tuple[int, str, str, str]:
     return proc.returncode, _first_line(proc.stdout, proc.stderr), proc.stdout, proc.stderr
 
 
-_servers = threading.local()
-
-
-def _run(command: str) -> tuple[int, str, str, str]:
-    """The command in a forked process of this thread's CLI server (tests/cliserver.py)."""
-    if not hasattr(_servers, "server"):
-        _servers.server = CliServer(ENV)
-        _all_servers.append(_servers.server)
+def _run(server: CliServer, command: str) -> tuple[int, str, str, str]:
+    """The command in a process forked by `server` (tests/cliserver.py)."""
     argv = command.split(" ")
     program, args = ("fake_gpus", argv[1:]) if argv[0] == "fake_gpus" else ("labkit", argv)
-    rc, stdout, stderr = _servers.server.run(program, args)
+    rc, stdout, stderr = server.run(program, args)
     return rc, _first_line(stdout, stderr), stdout, stderr
-
-
-_all_servers: list[CliServer] = []
 
 
 @cache
 def results() -> dict[str, tuple[int, str, str, str]]:
+    """Every command's (exit code, first line, stdout, stderr): one CLI server per CPU, each
+    running its share of the commands one after the other."""
     _generate()
     cmds = commands()
+    workers = max(2, os.cpu_count() or 2)
+    servers = [CliServer(ENV) for _ in range(workers)]
     try:
-        with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-            return dict(zip(cmds, pool.map(_run, cmds), strict=True))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            shares = pool.map(lambda i: [_run(servers[i], c) for c in cmds[i::workers]], range(workers))
+            out: dict[str, tuple[int, str, str, str]] = {}
+            for i, share in enumerate(shares):
+                out.update(zip(cmds[i::workers], share, strict=True))
     finally:
-        while _all_servers:
-            _all_servers.pop().close()
+        for server in servers:
+            server.close()
+    return {c: out[c] for c in cmds}
 
 
 def expected() -> dict[str, tuple[int, str]]:
