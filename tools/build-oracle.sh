@@ -3,7 +3,9 @@
 # structured allocator, through the Go module proxy.
 #   bash tools/build-oracle.sh [VERSION...]     VERSION: 0.37 (default), 0.36, 0.35, 0.34 or a full v0.3x.y
 # Binaries: ${LABKIT_CACHE:-$HOME/.cache/dra-labkit}/oracle/oracle-<version>; oracle-0.37 is the one tests use.
-# A build is skipped when the binary is newer than every source file.
+# A build is skipped when the binary was built from the same inputs: a digest of the sources, this
+# script, the gate table and the release, kept beside it (<binary>.inputs). A digest, not mtimes:
+# a fresh clone's files are all newer than the cache.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -21,10 +23,10 @@ fi
 # Newest patch releases known to work; the go.mod in tools/oracle pins 0.37.
 declare -A pins=([0.34]=v0.34.13 [0.35]=v0.35.10 [0.36]=v0.36.6 [0.37]=v0.37.2)
 
-newer_than_sources() { # $1 binary
-  [[ -x "$1" ]] || return 1
-  [[ -z "$(find "$src" -type f \( -name '*.go' -o -name 'go.mod' -o -name 'go.sum' \) -newer "$1" -print -quit)" ]] \
-    && [[ "$1" -nt "${BASH_SOURCE[0]}" ]] && [[ "$1" -nt "$gates_json" ]]
+inputs_digest() { # $1 release
+  { echo "$1"; find "$src" -type f \( -name '*.go' -o -name 'go.mod' -o -name 'go.sum' \) -print0 | sort -z \
+      | xargs -0 sha256sum | sed "s|$src/||"; sha256sum < "${BASH_SOURCE[0]}"; sha256sum < "$gates_json"; } \
+    | sha256sum | cut -c1-32
 }
 
 build_one() {
@@ -37,7 +39,9 @@ build_one() {
     return 1
   fi
   bin="$out_dir/oracle-$minor"
-  if newer_than_sources "$bin"; then
+  local digest
+  digest="$(inputs_digest "$full")"
+  if [[ -x "$bin" && "$(cat "$bin.inputs" 2>/dev/null)" == "$digest" ]]; then
     echo "$bin (up to date)"
     return 0
   fi
@@ -59,6 +63,7 @@ build_one() {
     rm -rf "$work"
   fi
   mv "$bin.tmp" "$bin"
+  echo "$digest" > "$bin.inputs"
   echo "$bin (built $full in $((SECONDS - start))s)"
 }
 
