@@ -14,7 +14,6 @@ each pod's devices before and after.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import threading
@@ -39,6 +38,7 @@ from .kindutil import (
     kubectl,
     node_containers,
     node_exec,
+    obj,
     plugin_pods,
     poll,
     run,
@@ -119,16 +119,14 @@ def _claim(c: KindCluster, pod: dict[str, Any]) -> dict[str, Any] | None:
     names = [s.get("resourceClaimName") for s in pod.get("status", {}).get("resourceClaimStatuses") or []]
     if not names or not names[0]:
         return None
-    out = kubectl(c, "-n", NS, "get", "resourceclaim", names[0], "-o", "json", check=False)
-    return json.loads(out) if out.strip() else None
+    return obj(c, "ResourceClaim", names[0], NS)
 
 
 def _one_pod(c: KindCluster, name: str, timeout: float, hold: float) -> PodResult:
     r = PodResult(name)
     try:
         kubectl(c, "apply", "-f", "-", input=yaml.safe_dump(_pod(c, name)))
-        pod = poll(lambda: (p := json.loads(kubectl(c, "-n", NS, "get", "pod", name, "-o", "json"))) and _ready(p) and p,
-                   timeout, 1.0)
+        pod = poll(lambda: (p := obj(c, "Pod", name, NS)) and _ready(p) and p, timeout, 1.0)
         if not pod:
             r.error = "not Running within the timeout"
         else:
@@ -149,8 +147,7 @@ def _one_pod(c: KindCluster, name: str, timeout: float, hold: float) -> PodResul
     except Exception as exc:  # one pod's trouble is a result, not the end of the run
         r.error = f"{type(exc).__name__}: {exc}"
     kubectl(c, "-n", NS, "delete", "pod", name, "--wait=false", check=False)
-    r.deleted = bool(poll(lambda: not kubectl(c, "-n", NS, "get", "pod", name, "--ignore-not-found", "-o", "name",
-                                              check=False).strip(), timeout, 1.0))
+    r.deleted = bool(poll(lambda: obj(c, "Pod", name, NS) is None, timeout, 1.0))
     if not r.deleted and not r.error:
         r.error = "not deleted within the timeout"
     return r
@@ -184,9 +181,8 @@ class Killer:
             self.done.append(self.kill(node, aimed))
 
     def _status(self, pod: str) -> dict[str, Any]:
-        out = kubectl(self.c, "-n", DRIVER_NS, "get", "pod", pod, "-o", "json", check=False)
-        sts = json.loads(out).get("status", {}).get("containerStatuses") or [{}] if out.strip() else [{}]
-        return sts[0]
+        p = obj(self.c, "Pod", pod, DRIVER_NS)
+        return ((p or {}).get("status", {}).get("containerStatuses") or [{}])[0]
 
     def kill(self, node: str, aimed: str) -> Kill:
         ctr = self.ctrs[node]
@@ -241,7 +237,7 @@ def check_checkpoint(c: KindCluster, node: str, ctr: str, claim_nodes: dict[str,
     kubelet still unprepares), and every Running pod of the run on this node has its claim in it."""
     problems = []
     ckpt = {uid: e for uid, e in checkpoint(ctr).items() if e.get("namespace") == NS}
-    claims = {cl["metadata"]["uid"]: cl for cl in kjson(c, "-n", NS, "get", "resourceclaims")["items"]}
+    claims = {cl["metadata"]["uid"]: cl for cl in c.list("ResourceClaim", NS)}
     for uid, entry in ckpt.items():
         cl = claims.get(uid)
         alloc = ((cl or {}).get("status", {}).get("allocation") or {}).get("devices", {}).get("results", [])
@@ -254,7 +250,7 @@ def check_checkpoint(c: KindCluster, node: str, ctr: str, claim_nodes: dict[str,
         if want != have:
             problems.append(f"checkpoint on {node}: claim {entry['name']} (uid {uid}) has {have}, "
                             f"the API server allocated {want}")
-    for pod in kjson(c, "-n", NS, "get", "pods")["items"]:
+    for pod in c.list("Pod", NS):
         if pod["spec"].get("nodeName") != node or not _ready(pod) or pod["metadata"].get("deletionTimestamp"):
             continue
         cl = _claim(c, pod)
@@ -310,7 +306,7 @@ def run_faults(c: KindCluster, *, claims: int = 30, concurrency: int = 6, kills:
         killer.claim_nodes[r.claim_uid] = r.node
     uids = {r.claim_uid for r in results if r.claim_uid}
     # claims go with their pods; wait until the API server has none left, then for the kubelets' unprepares
-    poll(lambda: not kjson(c, "-n", NS, "get", "resourceclaims")["items"], 180, 2.0)
+    poll(lambda: not c.list("ResourceClaim", NS), 180, 2.0)
     left = poll(lambda: (lo := leftovers(c, uids)) and not lo["checkpoint"] and not lo["cdi"] and lo, 180, 3.0) \
         or leftovers(c, uids)
     current = [kubectl(c, "-n", DRIVER_NS, "logs", pod, "-c", "plugin", check=False) for pod in plugin_pods(c).values()]
@@ -354,28 +350,28 @@ def node_restart(c: KindCluster, *, pods: int = 3, timeout: float = 300.0) -> di
         pod = _pod(c, name)
         pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
         kubectl(c, "apply", "-f", "-", input=yaml.safe_dump(pod))
-    ok = poll(lambda: all(_ready(p) for p in kjson(c, "-n", NS, "get", "pods")["items"]
+    ok = poll(lambda: all(_ready(p) for p in c.list("Pod", NS)
                           if p["metadata"]["name"] in names), timeout, 1.0)
     before = {n: _gpu_names(c.pod_env(n, NS)) for n in names} if ok else {}
-    uids_before = {n: kjson(c, "-n", NS, "get", "pod", n)["metadata"]["uid"] for n in names}
+    uids_before = {n: c.get("Pod", n, NS)["metadata"]["uid"] for n in names}
     ctr = node_containers(c)[node]
     from_ckpt = {e["name"] for e in checkpoint(ctr).values() if e.get("namespace") == NS}
     t1 = time.monotonic()
     run(docker(), "restart", ctr, check=True, timeout=180)
 
     def back() -> bool:
-        ps = kjson(c, "-n", NS, "get", "pods")["items"]
+        ps = c.list("Pod", NS)
         restarted = [p for p in ps if p["metadata"]["name"] in names and _ready(p)
                      and any(s.get("restartCount", 0) > 0 for s in p["status"].get("containerStatuses") or [])]
         return len(restarted) == len(names)
 
     came_back = bool(poll(back, timeout, 2.0))
     after = {n: _gpu_names(c.pod_env(n, NS)) for n in names} if came_back else {}
-    uids_after = {n: kjson(c, "-n", NS, "get", "pod", n)["metadata"]["uid"] for n in names} if came_back else {}
+    uids_after = {n: c.get("Pod", n, NS)["metadata"]["uid"] for n in names} if came_back else {}
     specs_after = cdi_specs(ctr)
     for name in names:
         kubectl(c, "-n", NS, "delete", "pod", name, "--wait=false", check=False)
-    poll(lambda: not kjson(c, "-n", NS, "get", "resourceclaims")["items"], 180, 2.0)
+    poll(lambda: not c.list("ResourceClaim", NS), 180, 2.0)
     left = poll(lambda: not [u for u, e in checkpoint(ctr).items() if e.get("namespace") == NS], 120, 2.0)
     return {
         "node": node, "pods": pods, "ranBefore": bool(ok), "claimsInCheckpointBefore": len(from_ckpt),

@@ -19,6 +19,7 @@ from typing import Any
 from fake_gpus.plugin.cdi import spec_path
 from fake_gpus.plugin.paths import DEFAULT_CDI_DIR, DEFAULT_PLUGINS_DIR, checkpoint_path
 from labkit.cluster import connect
+from labkit.cluster.base import NotFound
 from labkit.cluster.kind.backend import KindCluster
 from labkit.cluster.kind.preflight import find_tool
 
@@ -59,6 +60,15 @@ def kjson(c: KindCluster, *args: str) -> Any:
     return json.loads(kubectl(c, *args, "-o", "json"))
 
 
+def obj(c: KindCluster, kind: str, name: str, namespace: str | None = "default") -> dict[str, Any] | None:
+    """One object read through the cluster's API connection (the loops poll; a kubectl process per
+    read costs a Go start and a TLS handshake), None when it does not exist."""
+    try:
+        return c.get(kind, name, namespace)
+    except NotFound:
+        return None
+
+
 def node_exec(node: str, *cmd: str, check: bool = True, timeout: float = 60) -> str:
     """Run a command inside a kind node container."""
     return run(docker(), "exec", node, *cmd, check=check, timeout=timeout).stdout
@@ -68,7 +78,7 @@ def node_containers(c: KindCluster) -> dict[str, str]:
     """node name -> its engine container. LabKit registers kind workers under the profile's node
     names, so the two differ; they share the node's InternalIP."""
     ips = {}
-    for n in kjson(c, "get", "nodes")["items"]:
+    for n in c.list("Node"):
         for a in n["status"].get("addresses", []):
             if a["type"] == "InternalIP":
                 ips[a["address"]] = n["metadata"]["name"]
@@ -86,7 +96,7 @@ def node_containers(c: KindCluster) -> dict[str, str]:
 
 def plugin_pods(c: KindCluster) -> dict[str, str]:
     """node -> name of the fake driver pod there."""
-    pods = kjson(c, "-n", DRIVER_NS, "get", "pods")["items"]
+    pods = c.list("Pod", DRIVER_NS)
     return {p["spec"]["nodeName"]: p["metadata"]["name"] for p in pods
             if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "fake-gpus-kubelet-plugin"
             and p["spec"].get("nodeName")}

@@ -215,3 +215,34 @@ def test_an_emulating_server_picks_the_older_allocator_profile():
         live.down()
     finally:
         old.down()
+
+
+def test_kind_backend_reads_through_one_api_connection(local, tmp_path):
+    """The kind backend's reads and deletes go over a kept-alive connection to the API server named
+    in its kubeconfig (here the local control plane's): the same objects and errors kubectl gave,
+    one connection for many calls, and a new one when the kubeconfig file changes."""
+    import shutil
+
+    from labkit.cluster.kind.backend import KindCluster
+
+    kind = KindCluster(state_dir=tmp_path, progress=False)
+    shutil.copy(local.kubeconfig, kind.kubeconfig)
+    local.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "lk-api-read", "namespace": "default"}})
+    names = [n["metadata"]["name"] for n in kind.list("nodes")]
+    assert names == sorted(n["metadata"]["name"] for n in local.list("Node")) and names
+    assert {s["kind"] for s in kind.list("ResourceSlice")} == {"ResourceSlice"}
+    first = kind._api()
+    assert kind.get("Node", names[0])["metadata"]["name"] == names[0]
+    assert kind._api() is first  # the same connection for every call
+    with pytest.raises(NotFound, match="Pod default/no-such-pod not found"):
+        kind.get("Pod", "no-such-pod")
+    assert kind.list("NoSuchKind") == []  # a kind the server does not serve: nothing of it exists
+    kind.delete("configmap", "lk-api-read")
+    assert local.wait(until=lambda c: not any(o["metadata"]["name"] == "lk-api-read" for o in c.list("ConfigMap")),
+                      timeout=30)
+    with pytest.raises(NotFound):
+        kind.delete("ConfigMap", "lk-api-read")
+    kind.kubeconfig.write_text(kind.kubeconfig.read_text())  # rewritten (an attach does that): reconnect
+    os.utime(kind.kubeconfig, ns=(time.time_ns(), time.time_ns() + 1_000_000))
+    assert kind.list("Node") and kind._api() is not first
+    kind._close_api()

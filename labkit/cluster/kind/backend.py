@@ -28,6 +28,7 @@ import re
 import shlex
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +41,7 @@ from fake_gpus.plugin.cdi import visible_devices
 from fake_gpus.slices import build_slices
 from labkit.api import LoadError, load
 from labkit.cluster import runstate
+from labkit.cluster.attach import KubeconfigCluster
 from labkit.cluster.base import Cluster, ClusterError, NotFound, Source
 from labkit.cluster.explain_live import explain_pod
 from labkit.cluster.kind.config import kind_config_yaml
@@ -133,6 +135,9 @@ class KindCluster(Cluster):
         self._node_images: set[str] | None = None
         self._swapped_seen: set[str] = set()
         self.timings: dict[str, float] = {}
+        self._api_conn: KubeconfigCluster | None = None
+        self._api_key: tuple[str, int] | None = None
+        self._api_lock = threading.Lock()
 
     # -- paths and tools -------------------------------------------------------------------
     @property
@@ -380,6 +385,7 @@ class KindCluster(Cluster):
         if self.attached:
             runstate.remove_applied(self, self._applied)
             self.attached = False
+            self._close_api()
             return
         if self._created:
             if not self.keep:
@@ -398,6 +404,7 @@ class KindCluster(Cluster):
         it (this one, or another in any run dir: the network's ID is marked, see `_network_marker`).
         kind itself keeps the network, and one a user or kind made is never removed."""
         state = runstate.read_state("kind", self.profile.name) if self.profile is not None else None
+        self._close_api()
         self._kind("delete", "cluster", "--name", self.cluster_name, check=False)
         fmt = "{{.Id}} {{range .Containers}}{{.Name}} {{end}}"
         seen: list[str] = []
@@ -437,6 +444,28 @@ class KindCluster(Cluster):
         return "\n".join(lines)
 
     # -- objects ---------------------------------------------------------------------------
+    def _api(self) -> KubeconfigCluster | None:
+        """The API server over one kept-alive HTTPS connection, for reads and deletes; None when
+        the runner only records commands (they are then kubectl commands, which is what the unit
+        tests read). A kubectl process per call cost ~0.1 s of CPU (a Go start, a TLS handshake)
+        and ten times the API server's work of a request on an open connection, and `wait()`, the
+        tests and the course poll every second. Made again when the kubeconfig file changes."""
+        if not self.runner.live or not self.kubeconfig.exists():
+            self._close_api()
+            return None
+        key = (str(self.kubeconfig.resolve()), self.kubeconfig.stat().st_mtime_ns)
+        with self._api_lock:  # tests and widgets read from several threads
+            if self._api_conn is None or self._api_key != key:
+                self._close_api()
+                self._api_conn = KubeconfigCluster(kubeconfig=self.kubeconfig, read_only=False, progress=False).up()
+                self._api_key = key
+            return self._api_conn
+
+    def _close_api(self) -> None:
+        if self._api_conn is not None:
+            self._api_conn.down()
+        self._api_conn, self._api_key = None, None
+
     def _kubectl(self, *args: str, input: str | None = None, check: bool = True):
         return self.runner.run([self._tool("kubectl"), "--kubeconfig", str(self.kubeconfig), *args],
                                input=input, check=check)
@@ -460,6 +489,13 @@ class KindCluster(Cluster):
 
     def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
         kind = _kind_of(kind)
+        if (api := self._api()) is not None:
+            ns = namespace if kind not in CLUSTER_SCOPED and namespace else None
+            try:
+                api.delete(kind, name, ns)
+            except NotFound:
+                raise NotFound(f"{kind} {namespace}/{name} not found") from None
+            return
         args = ["delete", _resource(kind), name, "--wait=false"]
         if kind not in CLUSTER_SCOPED and namespace:
             args += ["-n", namespace]
@@ -471,6 +507,11 @@ class KindCluster(Cluster):
 
     def get(self, kind: str, name: str, namespace: str | None = "default") -> dict:
         kind = _kind_of(kind)
+        if (api := self._api()) is not None:
+            try:
+                return api.get(kind, name, namespace)
+            except NotFound:
+                raise NotFound(f"{kind} {namespace}/{name} not found") from None
         args = ["get", _resource(kind), name, "-o", "json"]
         if kind not in CLUSTER_SCOPED and namespace:
             args += ["-n", namespace]
@@ -483,6 +524,14 @@ class KindCluster(Cluster):
 
     def list(self, kind: str, namespace: str | None = None) -> list[dict]:
         kind = _kind_of(kind)
+        if (api := self._api()) is not None:
+            try:
+                items = api.list(kind, namespace)
+            except NotFound:  # an API this cluster does not serve (e.g. an alpha DRA kind): nothing of it exists
+                return []
+            for o in items:
+                o.setdefault("kind", kind)
+            return items
         args = ["get", _resource(kind), "-o", "json"]
         if kind not in CLUSTER_SCOPED:
             args += ["-n", namespace] if namespace else ["-A"]

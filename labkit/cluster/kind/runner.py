@@ -25,6 +25,10 @@ class CommandError(EngineError, RuntimeError):
 
 
 class Runner(ABC):
+    #: True when the commands really run, so a real API server is there to talk to over HTTP (the
+    #: kind backend then reads objects through one kept-alive connection instead of kubectl)
+    live = True
+
     @abstractmethod
     def run(self, cmd: Sequence[str], *, input: str | None = None, check: bool = True,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -56,8 +60,10 @@ class SubprocessRunner(Runner):
 
 @dataclass
 class RecordingRunner(Runner):
-    """Records commands; `responses` maps a command prefix (space-joined) to (exit code, stdout)."""
+    """Records commands; `responses` maps a command prefix (space-joined) to (exit code, stdout).
+    Object reads and deletes go through it as kubectl commands (there is no API server to talk to)."""
 
+    live = False
     responses: dict[str, tuple[int, str]] = field(default_factory=dict)
     commands: list[list[str]] = field(default_factory=list)
     inputs: list[str | None] = field(default_factory=list)

@@ -187,7 +187,8 @@ class Kube:
 
     def delete(self, kind: str, name: str, namespace: str | None = None, *, grace: int | None = None) -> dict:
         r = self.resource(kind)
-        body = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        # dependents go in the background, as with kubectl (a Job's API default would orphan its pods)
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
         if grace is not None:
             body["gracePeriodSeconds"] = grace
         return self.request("DELETE", r.path(namespace or "default", name), body=body)
