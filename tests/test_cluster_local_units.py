@@ -244,3 +244,47 @@ def test_older_minor_emulates_on_cached_newer_binaries(tmp_path: Path, monkeypat
         binaries.for_profile("1.33", build=False)
     with pytest.raises(binaries.BinariesMissing):
         binaries.for_profile("1.35", build=False, exact=True)
+
+
+def test_a_kind_the_server_does_not_serve_is_not_rediscovered_on_every_call(monkeypatch) -> None:
+    """Polls that list an optional kind the server lacks (explain's snapshot lists DeviceTaintRule)
+    fetched the whole API discovery each time; now once per MISS_TTL seconds."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from labkit.cluster.local import kube
+
+    paths: list[str] = []
+    docs = {"/api": {"items": [{"metadata": {"name": ""}, "versions": [{"version": "v1", "resources": [
+        {"resource": "pods", "responseKind": {"kind": "Pod"}, "scope": "Namespaced"}]}]}]},
+        "/apis": {"items": []}, "/api/v1/pods": {"items": [{"metadata": {"name": "p"}}]}}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            paths.append(self.path)
+            body = json.dumps(docs.get(self.path.split("?")[0], {})).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        k = kube.Kube(f"http://127.0.0.1:{httpd.server_port}", "token")
+        for _ in range(3):
+            with pytest.raises(kube.ApiError, match="not served"):
+                k.list("DeviceTaintRule")
+        assert paths.count("/apis") == 1  # one discovery for three calls
+        assert k.list("Pod")[0]["kind"] == "Pod" and paths.count("/apis") == 1
+        monkeypatch.setattr(kube, "MISS_TTL", 0.0)  # the TTL is over: the server may serve it by now
+        with pytest.raises(kube.ApiError):
+            k.list("DeviceTaintRule")
+        assert paths.count("/apis") == 2
+        k.close()
+    finally:
+        httpd.shutdown()

@@ -73,7 +73,7 @@ kind_lane() {
 }
 
 faults_lane() {
-  env "$(lane_env faults)" "$VENV/bin/pytest" tests -m kind_faults -p no:cacheprovider --junitxml="$LOGS/faults.xml"
+  env "$(lane_env faults)" LABKIT_FAULTS_PROFILE="${LABKIT_FAULTS_PROFILE:-tiny}" "$VENV/bin/pytest" tests -m kind_faults -p no:cacheprovider --junitxml="$LOGS/faults.xml"
 }
 
 BACKGROUND=(course kind faults)

@@ -594,17 +594,18 @@ class KindCluster(Cluster):
             if until is not None:
                 if until(self):
                     return True
-            else:
-                pods = self.list("Pod")
-                claims = self.list("ResourceClaim")
-                snapshot = json.dumps([[(p["metadata"]["namespace"], p["metadata"]["name"], p["spec"].get("nodeName"),
-                                         p.get("status", {}).get("phase")) for p in pods],
-                                       [(c["metadata"]["name"], bool(c.get("status", {}).get("allocation")),
-                                         len(c.get("status", {}).get("reservedFor") or [])) for c in claims]])
-                if snapshot != previous:
-                    previous, since = snapshot, time.monotonic()
-                elif all(_settled(p) for p in pods) or time.monotonic() - since >= UNDECIDED_GRACE:
-                    return True
+                time.sleep(0.25)  # a read is a request on an open connection: cheap enough to ask often
+                continue
+            pods = self.list("Pod")
+            claims = self.list("ResourceClaim")
+            snapshot = json.dumps([[(p["metadata"]["namespace"], p["metadata"]["name"], p["spec"].get("nodeName"),
+                                     p.get("status", {}).get("phase")) for p in pods],
+                                   [(c["metadata"]["name"], bool(c.get("status", {}).get("allocation")),
+                                     len(c.get("status", {}).get("reservedFor") or [])) for c in claims]])
+            if snapshot != previous:
+                previous, since = snapshot, time.monotonic()
+            elif all(_settled(p) for p in pods) or time.monotonic() - since >= UNDECIDED_GRACE:
+                return True
             time.sleep(1.0)
         return False
 

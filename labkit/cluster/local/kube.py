@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -48,6 +49,10 @@ class Resource:
         return base
 
 
+#: seconds a kind the server did not serve is taken as still not served (polls that list it, such
+#: as explain's snapshot of an optional alpha kind, would otherwise rediscover every API group each time)
+MISS_TTL = 30.0
+
 _DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
                      "application/json")
 
@@ -78,6 +83,7 @@ class Kube:
         self._api = k8s.ApiClient(cfg)
         self._pool = self._api.rest_client.pool_manager
         self._by_kind: dict[str, list[Resource]] = {}
+        self._missed: dict[str, float] = {}  # kind -> when discovery last did not find it
         self._lock = threading.Lock()
 
     # -- raw ---------------------------------------------------------------------------------
@@ -126,8 +132,10 @@ class Kube:
     def resource(self, kind: str, api_version: str | None = None) -> Resource:
         """The resource for `kind` (preferring `api_version`, else the group's preferred version)."""
         key = kind.lower()
-        if key not in self._by_kind:
+        if key not in self._by_kind and time.monotonic() - self._missed.get(key, -MISS_TTL) >= MISS_TTL:
             self.discover()
+            if key not in self._by_kind:
+                self._missed[key] = time.monotonic()
         found = self._by_kind.get(key) or []
         if api_version:
             exact = [r for r in found if r.api_version == api_version]
