@@ -5,7 +5,8 @@
 #           the notebooks under nbval on sim, then on the local control plane;
 #   kind    the e2e on real kind clusters (tests/test_cluster_kind_e2e.py, the course's notebooks
 #           on kind included), one profile's cluster after the other;
-#   faults  the driver-fault runs on a kind cluster of their own (tests/test_kind_faults.py).
+#   faults  the driver-fault runs on a kind cluster of their own (tests/test_kind_faults.py), of
+#           profile tiny (one worker: enough for plugin kills and a node restart, half the CPU).
 # Much of a lane's time is waiting (for kubelets, containers, controllers, a browser, a kernel), so
 # lanes overlap. Measured on 2 cores (fresh clone, warm cache, quiet machine): the CPUs were busy
 # 92 % of the run with four lanes, so more lanes would not help; only less work would (the per-minute

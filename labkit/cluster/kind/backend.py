@@ -1,8 +1,10 @@
 """`KindCluster`: a real kind cluster (Docker or Podman) running the fake_gpus driver.
 
-Everything goes through a `Runner`, and `plan()` lists the commands `up()` runs on a machine where
-nothing exists yet, so the whole flow is testable without a container engine
-(tests/test_cluster_kind.py); tests/test_cluster_kind_e2e.py runs it for real.
+Every command goes through a `Runner`, and `plan()` lists the commands `up()` runs on a machine
+where nothing exists yet, so the whole flow is testable without a container engine
+(tests/test_cluster_kind.py); tests/test_cluster_kind_e2e.py runs it for real. Object reads and
+deletes (`get`, `list`, `wait`, `placements`, `explain`...) go over one kept-alive connection to the
+API server (the `kubeconfig` backend's client, see `_api`); `apply` and `exec` run kubectl.
 
 A cluster stays up until `labkit cluster down` (or `down()` of the connection that created it):
 its kubeconfig and state live in the run dir (`labkit.cluster.runstate`), and `up()` of another
