@@ -6,7 +6,14 @@ from dataclasses import replace
 
 from labkit.cluster import connect
 from labkit.sim.profiles import load_profile
-from labkit.sim.scoring import balanced_allocation, least_allocated, nonzero_requests, prioritized_list
+from labkit.sim.scoring import (
+    balanced_allocation,
+    least_allocated,
+    nonzero_requests,
+    prioritized_list,
+    simple_total,
+    totals,
+)
 from tests import scoring_scenarios as sc
 
 
@@ -77,3 +84,10 @@ def test_plugin_formulas():
     claim = {"spec": {"devices": {"requests": [{"name": "r", "firstAvailable": [{"name": "a"}, {"name": "b"}]}]}}}
     alloc = {"devices": {"results": [{"request": "r/b"}]}}
     assert prioritized_list([claim], [alloc]) == 7
+
+
+def test_simple_total_is_totals_common_case():
+    plain = [(0, 0, 80, 90, None), (0, 0, 75, None, None), (0, 0, 0, 100, 0)]
+    assert totals(plain) == [simple_total(r) for r in plain]
+    for needs_normalising in ((1, 0, 80, 90, None), (0, 5, 80, 90, None), (0, 0, 80, 90, 7)):
+        assert simple_total(needs_normalising) is None

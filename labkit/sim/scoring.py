@@ -49,7 +49,7 @@ from labkit.api.features import normalize_version
 from labkit.sim.resources import container_requests
 
 __all__ = ["SCORE_ALL_BELOW", "Candidate", "ScoreRow", "best", "nonzero_requests", "prioritized_list_scoring",
-           "score_row", "total_scores", "totals", "weighted_rows"]
+           "score_row", "simple_total", "total_scores", "totals", "weighted_rows"]
 
 MAX_SCORE = 100
 SCORE_ALL_BELOW = 100  # kube-scheduler's minFeasibleNodesToFind
@@ -189,6 +189,17 @@ def _normalized_columns(rows: list[ScoreRow]) -> tuple[list[int], list[int], lis
     affinity = _normalize([r[1] for r in rows], False)
     plist = _normalize([r[4] or 0 for r in rows], False) if rows and rows[0][4] is not None else None
     return taint, affinity, plist
+
+
+def simple_total(row: ScoreRow) -> int | None:
+    """The row's weighted total when nothing needs normalising (no untolerated PreferNoSchedule
+    taint, no preferred affinity, no firstAvailable score): :func:`totals` gives this value for
+    every row when all rows are like that. None otherwise."""
+    if row[0] or row[1] or row[4]:
+        return None
+    w = WEIGHTS
+    return (w["TaintToleration"] * MAX_SCORE + w["NodeResourcesFit"] * row[2]
+            + (w["NodeResourcesBalancedAllocation"] * row[3] if row[3] is not None else 0))
 
 
 def totals(rows: list[ScoreRow]) -> list[int]:
