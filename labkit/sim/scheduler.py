@@ -213,6 +213,7 @@ class Scheduler:
         if ev.kind == "Node":
             self._nodes = None
             self.resources.allocatable.clear()
+            self.resources.cpu_mem.clear()
         if ev.kind == "ResourceClaim":
             ann = meta(ev.object).get("annotations") or {}
             generated = "resource.kubernetes.io/pod-claim-name" in ann or "resource.kubernetes.io/extended-resource-claim" in ann
@@ -563,8 +564,10 @@ class Scheduler:
             res = self.resources
             node, name = self._nodes[i], self._names[i]  # type: ignore[index]
             outcome = shape.by_index[i][1]  # type: ignore[index]
-            cand = Candidate(name=name, node=node, allocatable=cpu_memory(res.allocatable_of(node)),
-                             nonzero_used=res.nonzero.get(name, (0, 0)), used=cpu_memory(res.usage.get(name, {})),
+            cm = res.cpu_mem.get(name)
+            if cm is None:
+                cm = res.cpu_mem[name] = (cpu_memory(res.allocatable_of(node)), cpu_memory(res.usage.get(name, {})))
+            cand = Candidate(name=name, node=node, allocatable=cm[0], nonzero_used=res.nonzero.get(name, (0, 0)), used=cm[1],
                              allocations=list(outcome.allocations[:len(inp.pending)]) if outcome is not None else [])
             row = shape.rows_by_index[i] = score_row(inp.pod, inp.claims, cand, pod_nonzero, pod_req,
                                                      prioritized_list_scoring=self._plist)

@@ -146,9 +146,12 @@ def prioritized_list(claims: list[dict], allocations: list[dict]) -> int:
     score, pending = 0, iter(allocations)
     for claim in claims:
         allocation = (claim.get("status") or {}).get("allocation") or next(pending, None) or {}
+        requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+        if not any(req.get("firstAvailable") for req in requests):
+            continue  # nothing to score (the allocation's results need not be read)
         chosen = {r.get("request", "") for r in (allocation.get("devices") or {}).get("results") or []
                   if "/" in r.get("request", "")}
-        for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        for req in requests:
             for i, sub in enumerate(req.get("firstAvailable") or []):
                 if f"{req.get('name')}/{sub.get('name')}" in chosen:
                     score += FIRST_AVAILABLE_MAX - i
