@@ -37,6 +37,9 @@ import json
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import compress
+from operator import is_not, itemgetter
 from typing import Any
 
 from labkit.sim import podgroups
@@ -86,8 +89,12 @@ MAX_RESERVED_FOR = 256
 SHAPES_KEPT = 256
 #: _Shape.status values: no verdict kept, the node passed every filter, a filter rejected it
 UNKNOWN, FEASIBLE, INFEASIBLE = 0, 1, 2
-#: the next node whose verdict is not a kept "feasible"
+#: the next node whose verdict is not a kept "feasible" ("infeasible")
 _NOT_FEASIBLE = re.compile(rb"[^\x01]")
+_NOT_INFEASIBLE = re.compile(rb"[^\x02]")
+#: a kept FilterResult's reasons and detail (allocator Outcome or text; None: none)
+_REASONS, _DETAIL = itemgetter(0), itemgetter(1)
+_IS_SOMETHING = partial(is_not, None)
 
 
 @dataclass
@@ -501,11 +508,19 @@ class Scheduler:
         for lo, hi in ((start, n), (0, start)):
             k = lo
             while k < hi and len(feasible) < to_find:
-                m = _NOT_FEASIBLE.search(status, k, hi)
-                j = m.start() if m is not None else hi
-                if j > k:  # a run of nodes known to be feasible: taken as a whole
-                    j = min(j, k + to_find - len(feasible))
+                known = status[k]
+                if known == FEASIBLE:  # a run of nodes known to be feasible: taken as a whole
+                    m = _NOT_FEASIBLE.search(status, k, hi)
+                    j = min(m.start() if m is not None else hi, k + to_find - len(feasible))
                     feasible.extend(range(k, j))
+                    k = j
+                    continue
+                if known == INFEASIBLE:  # a run of nodes known to be infeasible: their reasons, as a whole
+                    m = _NOT_INFEASIBLE.search(status, k, hi)
+                    j = m.start() if m is not None else hi
+                    run, details = names[k:j], list(map(_DETAIL, results[k:j]))
+                    per_node.update(zip(run, map(_REASONS, results[k:j])))
+                    explanations.update(compress(zip(run, details), map(_IS_SOMETHING, details)))
                     k = j
                     continue
                 res = results[k]
