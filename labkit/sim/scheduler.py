@@ -28,7 +28,9 @@ requests, node selection, tolerations, claims) and node, and dropped only for th
 state changed since (labkit.sim.filters.NodeResources.log), or for all nodes when something
 cluster-wide changed (Nodes, DeviceClasses, slices, rules; or any allocation while slices without
 nodeName exist). A pod then costs about one allocator call (the node the previous pod of its
-shape went to) however large the fleet.
+shape went to) however large the fleet. A status byte per node and shape (unknown, feasible,
+infeasible) lets the sampling walk take runs of nodes whose verdict is kept in one step each
+(in C), so looking at the 500-780 nodes a large fleet samples costs little more than at 100.
 """
 
 from __future__ import annotations
