@@ -8,7 +8,7 @@ import pytest
 
 from labkit.cluster import NotFound, connect
 from labkit.sim.filters import num_feasible_nodes_to_find
-from labkit.sim.scheduler import Scheduler
+from labkit.sim.scheduler import FEASIBLE, INFEASIBLE, UNKNOWN, Scheduler
 
 TEMPLATE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "one-gpu"},
             "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}}
@@ -225,3 +225,57 @@ def test_taint_controller_examines_only_changed_claims(monkeypatch):
     c.wait()
     assert c.get("Pod", "late")["spec"]["nodeName"]
     assert set(examined) == {c.get("Pod", "late")["status"]["resourceClaimStatuses"][0]["resourceClaimName"]}
+
+
+def _check_status(shape) -> None:
+    """The walk's status bytes say what the kept filter results say."""
+    want = bytes(UNKNOWN if r is None else INFEASIBLE if r[0] else FEASIBLE for r in shape.by_index)
+    assert bytes(shape.status) == want
+
+
+def test_kept_verdicts_follow_node_changes():
+    """The walk skips nodes whose kept verdict is "feasible"; a node whose devices were taken
+    (or freed) since is filtered again and its verdict changes."""
+    c = connect("sim", fleet(150), progress=False)  # 150 nodes x 2 L4; 100 feasible nodes per search
+    sched = c.sim.scheduler
+    names = [n["metadata"]["name"] for n in c.list("Node")]
+    two = {**TEMPLATE, "metadata": {"name": "two-gpu"},
+           "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+               "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 2}}]}}}}
+    c.apply([TEMPLATE, two, gpu_pod("g0")])
+    c.wait()
+    att = sched.attempts[c.get("Pod", "g0")["metadata"]["uid"]]
+    shape = sched._shapes[att.shape]
+    assert att.node == names[0] and sched.next_start_node_index == 100
+    assert bytes(shape.status[:100]) == bytes([FEASIBLE]) * 100 and not any(shape.status[100:])
+    # both GPUs of nodes 100..104 taken (a search that finds one node walks all 150: start unchanged)
+    hogs = [{**gpu_pod(f"hog-{k}", nodeSelector={"kubernetes.io/hostname": names[k]}),
+             "spec": {"containers": [{"name": "c", "image": "x"}], "nodeSelector": {"kubernetes.io/hostname": names[k]},
+                      "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "two-gpu"}]}}
+            for k in range(100, 105)]
+    for h in hogs:
+        c.apply(h)
+        c.wait()
+        assert c.get("Pod", h["metadata"]["name"])["spec"]["nodeName"]
+    assert sched.next_start_node_index == 100
+    c.apply(gpu_pod("g1"))
+    c.wait()
+    att = sched.attempts[c.get("Pod", "g1")["metadata"]["uid"]]
+    shape = sched._shapes[att.shape]
+    assert list(att.per_node) == names[100:105]
+    assert all(r == ["cannot allocate all claims"] for r in att.per_node.values())
+    assert att.score_nodes == names[105:150] + names[0:55]  # node 0 (one GPU left) filtered again: still fits
+    assert att.node == names[105] and sched.next_start_node_index == 55
+    assert bytes(shape.status[100:105]) == bytes([INFEASIBLE]) * 5
+    _check_status(shape)
+    c.delete("Pod", "hog-100")  # node 100's GPUs are free again
+    c.wait()
+    sched.next_start_node_index = 100
+    c.apply(gpu_pod("g2"))
+    c.wait()
+    att = sched.attempts[c.get("Pod", "g2")["metadata"]["uid"]]
+    shape = sched._shapes[att.shape]
+    assert list(att.per_node) == names[101:105]
+    assert att.score_nodes[0] == names[100] and att.node == names[100]
+    assert shape.status[100] == FEASIBLE
+    _check_status(shape)

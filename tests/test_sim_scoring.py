@@ -6,7 +6,14 @@ from dataclasses import replace
 
 from labkit.cluster import connect
 from labkit.sim.profiles import load_profile
-from labkit.sim.scoring import balanced_allocation, least_allocated, nonzero_requests, prioritized_list
+from labkit.sim.scoring import (
+    balanced_allocation,
+    least_allocated,
+    nonzero_requests,
+    prioritized_list,
+    simple_total,
+    totals,
+)
 from tests import scoring_scenarios as sc
 
 
@@ -77,3 +84,31 @@ def test_plugin_formulas():
     claim = {"spec": {"devices": {"requests": [{"name": "r", "firstAvailable": [{"name": "a"}, {"name": "b"}]}]}}}
     alloc = {"devices": {"results": [{"request": "r/b"}]}}
     assert prioritized_list([claim], [alloc]) == 7
+
+
+def test_simple_total_is_totals_common_case():
+    plain = [(0, 0, 80, 90, None), (0, 0, 75, None, None), (0, 0, 0, 100, 0)]
+    assert totals(plain) == [simple_total(r) for r in plain]
+    for needs_normalising in ((1, 0, 80, 90, None), (0, 5, 80, 90, None), (0, 0, 80, 90, 7)):
+        assert simple_total(needs_normalising) is None
+
+
+def test_kept_cpu_memory_of_a_node_goes_when_its_pods_change():
+    """LeastAllocated reads a node's used cpu/memory from a per-node cache: a pod bound to the
+    node (or gone from it) must drop it."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
+    c = connect("sim", load_profile("workshop"), progress=False)
+    sched = c.sim.scheduler
+    c.apply([{**pod, "metadata": {"name": "a"}}])
+    c.wait()
+    first = c.get("Pod", "a")["spec"]["nodeName"]
+    assert first not in sched.resources.cpu_mem  # the bind dropped what "a"'s scoring kept
+    assert len(sched.resources.cpu_mem) >= 1
+    c.apply([{**pod, "metadata": {"name": "b"}}])
+    c.wait()
+    assert c.get("Pod", "b")["spec"]["nodeName"] != first  # LeastAllocated saw "a" on the first node
+    assert sched.resources.cpu_mem[first][1] == (1000, 1 << 30)
+    c.delete("Pod", "a")
+    c.wait()
+    assert first not in sched.resources.cpu_mem

@@ -152,6 +152,9 @@ class NodeResources:
         self.nonzero: dict[str, tuple[int, int]] = {}  # node -> sum of kube-scheduler's nonzero cpu/memory
         self.pods_on: dict[str, int] = {}
         self.allocatable: dict[str, dict[str, Fraction]] = {}  # node -> parsed status.allocatable
+        #: node -> (allocatable, used) cpu/memory as scoring counts them (milli-CPU, bytes); an
+        #: entry goes when the node's pods change, all go with `allocatable`
+        self.cpu_mem: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {}
         self.log: list[tuple[str, str]] = []
 
     def allocatable_of(self, node: dict) -> dict[str, Fraction]:
@@ -163,6 +166,7 @@ class NodeResources:
 
     def account(self, uid: str, node: str, req: dict[str, Fraction], nonzero: tuple[int, int]) -> None:
         self.bound[uid] = (node, req, nonzero)
+        self.cpu_mem.pop(node, None)
         use = self.usage.setdefault(node, {})
         for k, v in req.items():
             use[k] = use.get(k, Fraction(0)) + v
@@ -176,6 +180,7 @@ class NodeResources:
 
     def unaccount(self, uid: str) -> str:
         node, req, nonzero = self.bound.pop(uid)
+        self.cpu_mem.pop(node, None)
         use = self.usage.get(node, {})
         for k, v in req.items():
             use[k] = use.get(k, Fraction(0)) - v

@@ -28,14 +28,20 @@ requests, node selection, tolerations, claims) and node, and dropped only for th
 state changed since (labkit.sim.filters.NodeResources.log), or for all nodes when something
 cluster-wide changed (Nodes, DeviceClasses, slices, rules; or any allocation while slices without
 nodeName exist). A pod then costs about one allocator call (the node the previous pod of its
-shape went to) however large the fleet.
+shape went to) however large the fleet. A status byte per node and shape (unknown, feasible,
+infeasible) lets the sampling walk take runs of nodes whose verdict is kept in one step each
+(in C), so looking at the 500-780 nodes a large fleet samples costs little more than at 100.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import compress
+from operator import is_not, itemgetter
 from typing import Any
 
 from labkit.sim import podgroups
@@ -71,6 +77,7 @@ from labkit.sim.scoring import (
     nonzero_requests,
     prioritized_list_scoring,
     score_row,
+    simple_total,
     totals,
     weighted_rows,
 )
@@ -82,6 +89,14 @@ COMPONENT = "default-scheduler"
 MAX_RESERVED_FOR = 256
 #: pod shapes whose per-node filter results are kept (least recently used ones are dropped)
 SHAPES_KEPT = 256
+#: _Shape.status values: no verdict kept, the node passed every filter, a filter rejected it
+UNKNOWN, FEASIBLE, INFEASIBLE = 0, 1, 2
+#: the next node whose verdict is not a kept "feasible" ("infeasible")
+_NOT_FEASIBLE = re.compile(rb"[^\x01]")
+_NOT_INFEASIBLE = re.compile(rb"[^\x02]")
+#: a kept FilterResult's reasons and detail (allocator Outcome or text; None: none)
+_REASONS, _DETAIL = itemgetter(0), itemgetter(1)
+_IS_SOMETHING = partial(is_not, None)
 
 
 @dataclass
@@ -130,6 +145,12 @@ class _Shape:
     # walk over the sampled nodes is an index per node, not a dict lookup
     by_index: list[FilterResult | None] = field(default_factory=list)
     rows_by_index: list[ScoreRow | None] = field(default_factory=list)
+    # per pod shape, by node index: UNKNOWN, FEASIBLE or INFEASIBLE (by_index's verdict), so the
+    # walk skips runs of known feasible nodes in C (a regular expression over the bytes)
+    status: bytearray = field(default_factory=bytearray)
+    # per pod shape, by node index: the row's total when no score needs normalising (see
+    # scoring.totals' common case), else None; valid while rows_by_index[i] is
+    simple_by_index: list[int | None] = field(default_factory=list)
 
 
 def _waiting(pod: dict) -> bool:
@@ -201,6 +222,7 @@ class Scheduler:
         if ev.kind == "Node":
             self._nodes = None
             self.resources.allocatable.clear()
+            self.resources.cpu_mem.clear()
         if ev.kind == "ResourceClaim":
             ann = meta(ev.object).get("annotations") or {}
             generated = "resource.kubernetes.io/pod-claim-name" in ann or "resource.kubernetes.io/extended-resource-claim" in ann
@@ -413,7 +435,8 @@ class Scheduler:
         if st is None or st.inventory_epoch != self.inventory_epoch or (by_index and len(st.by_index) != n):
             st = shapes[sig] = _Shape(self.inventory_epoch, len(log))
             if by_index:
-                st.by_index, st.rows_by_index = [None] * n, [None] * n
+                st.by_index, st.rows_by_index, st.simple_by_index = [None] * n, [None] * n, [None] * n
+                st.status = bytearray(n)
             if len(shapes) > SHAPES_KEPT:
                 shapes.popitem(last=False)
         else:
@@ -424,7 +447,8 @@ class Scheduler:
                     for name, _ in log[st.log_pos:]:
                         i = index.get(name)
                         if i is not None:
-                            st.by_index[i] = st.rows_by_index[i] = None
+                            st.by_index[i] = st.rows_by_index[i] = st.simple_by_index[i] = None
+                            st.status[i] = UNKNOWN
                 else:
                     for name, _ in log[st.log_pos:]:
                         st.results.pop(name, None)
@@ -477,37 +501,54 @@ class Scheduler:
         to_find = num_feasible_nodes_to_find(n, self.percentage_of_nodes_to_score)
         sampling = n >= MIN_FEASIBLE_NODES_TO_FIND
         start = self.next_start_node_index % n if sampling else 0
-        results = shape.by_index
+        results, status = shape.by_index, shape.status
         dra_results = self._dra_results(inp)
         feasible: list[int] = []
         per_node: dict[str, list[str]] = {}
         explanations: dict[str, Any] = {}
-        stop = start + n  # walk start..n-1, then 0..start-1 (i - n)
-        i = start
-        while i < stop:
-            k = i - n if i >= n else i
-            i += 1
-            res = results[k]
-            if res is None:
-                res = self._filter(inp, nodes[k], dra_results)
-                if res[0] and res[0][0].startswith("error: "):
-                    att.error = res[0][0][len("error: "):]
-                    att.message = f'running Filter plugin "DynamicResources": {att.error}'
-                    att.per_node, att.explanations = per_node, explanations
-                    return att
-                results[k] = res
-            reasons = res[0]
-            if reasons:
-                name = names[k]
-                per_node[name] = reasons
-                if res[1] is not None:
-                    explanations[name] = res[1]  # its .explanation is computed lazily, on demand
-            else:
-                feasible.append(k)
-                if len(feasible) >= to_find:
-                    break
+        looked = 0  # nodes looked at: start..n-1, then 0..start-1
+        for lo, hi in ((start, n), (0, start)):
+            k = lo
+            while k < hi and len(feasible) < to_find:
+                known = status[k]
+                if known == FEASIBLE:  # a run of nodes known to be feasible: taken as a whole
+                    m = _NOT_FEASIBLE.search(status, k, hi)
+                    j = min(m.start() if m is not None else hi, k + to_find - len(feasible))
+                    feasible.extend(range(k, j))
+                    k = j
+                    continue
+                if known == INFEASIBLE:  # a run of nodes known to be infeasible: their reasons, as a whole
+                    m = _NOT_INFEASIBLE.search(status, k, hi)
+                    j = m.start() if m is not None else hi
+                    run, details = names[k:j], list(map(_DETAIL, results[k:j]))
+                    per_node.update(zip(run, map(_REASONS, results[k:j])))
+                    explanations.update(compress(zip(run, details), map(_IS_SOMETHING, details)))
+                    k = j
+                    continue
+                res = results[k]
+                if res is None:
+                    res = self._filter(inp, nodes[k], dra_results)
+                    if res[0] and res[0][0].startswith("error: "):
+                        att.error = res[0][0][len("error: "):]
+                        att.message = f'running Filter plugin "DynamicResources": {att.error}'
+                        att.per_node, att.explanations = per_node, explanations
+                        return att
+                    results[k] = res
+                    status[k] = INFEASIBLE if res[0] else FEASIBLE
+                reasons = res[0]
+                if reasons:
+                    name = names[k]
+                    per_node[name] = reasons
+                    if res[1] is not None:
+                        explanations[name] = res[1]  # its .explanation is computed lazily, on demand
+                else:
+                    feasible.append(k)
+                k += 1
+            looked += k - lo
+            if len(feasible) >= to_find:
+                break
         if sampling:
-            self.next_start_node_index = i % n  # moved on by the number of nodes looked at
+            self.next_start_node_index = (start + looked) % n  # moved on by the number of nodes looked at
         att.per_node, att.explanations = per_node, explanations
         if not feasible:
             att.message = fit_error_message(n, per_node)
@@ -522,7 +563,10 @@ class Scheduler:
                 for j, i in enumerate(feasible):
                     if rows[j] is None:
                         rows[j] = self._score_row(shape, inp, i, *pod_sizes)
-            tot = totals(rows)
+            simple = shape.simple_by_index
+            tot = [simple[i] for i in feasible]
+            if None in tot:  # some score needs normalising over these nodes
+                tot = totals(rows)
             chosen = feasible[tot.index(max(tot))]  # the first of the best
             att.score_nodes, att.score_rows = [names[i] for i in feasible], rows
         _, outcome, ext_claim = results[chosen]
@@ -537,11 +581,14 @@ class Scheduler:
             res = self.resources
             node, name = self._nodes[i], self._names[i]  # type: ignore[index]
             outcome = shape.by_index[i][1]  # type: ignore[index]
-            cand = Candidate(name=name, node=node, allocatable=cpu_memory(res.allocatable_of(node)),
-                             nonzero_used=res.nonzero.get(name, (0, 0)), used=cpu_memory(res.usage.get(name, {})),
+            cm = res.cpu_mem.get(name)
+            if cm is None:
+                cm = res.cpu_mem[name] = (cpu_memory(res.allocatable_of(node)), cpu_memory(res.usage.get(name, {})))
+            cand = Candidate(name=name, node=node, allocatable=cm[0], nonzero_used=res.nonzero.get(name, (0, 0)), used=cm[1],
                              allocations=list(outcome.allocations[:len(inp.pending)]) if outcome is not None else [])
             row = shape.rows_by_index[i] = score_row(inp.pod, inp.claims, cand, pod_nonzero, pod_req,
                                                      prioritized_list_scoring=self._plist)
+            shape.simple_by_index[i] = simple_total(row)
         return row
 
     def _choose(self, att: Attempt, name: str, outcome: Any, ext_claim: dict | None, inp: FilterInputs) -> None:

@@ -49,7 +49,7 @@ from labkit.api.features import normalize_version
 from labkit.sim.resources import container_requests
 
 __all__ = ["SCORE_ALL_BELOW", "Candidate", "ScoreRow", "best", "nonzero_requests", "prioritized_list_scoring",
-           "score_row", "total_scores", "totals", "weighted_rows"]
+           "score_row", "simple_total", "total_scores", "totals", "weighted_rows"]
 
 MAX_SCORE = 100
 SCORE_ALL_BELOW = 100  # kube-scheduler's minFeasibleNodesToFind
@@ -146,9 +146,12 @@ def prioritized_list(claims: list[dict], allocations: list[dict]) -> int:
     score, pending = 0, iter(allocations)
     for claim in claims:
         allocation = (claim.get("status") or {}).get("allocation") or next(pending, None) or {}
+        requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+        if not any(req.get("firstAvailable") for req in requests):
+            continue  # nothing to score (the allocation's results need not be read)
         chosen = {r.get("request", "") for r in (allocation.get("devices") or {}).get("results") or []
                   if "/" in r.get("request", "")}
-        for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        for req in requests:
             for i, sub in enumerate(req.get("firstAvailable") or []):
                 if f"{req.get('name')}/{sub.get('name')}" in chosen:
                     score += FIRST_AVAILABLE_MAX - i
@@ -189,6 +192,17 @@ def _normalized_columns(rows: list[ScoreRow]) -> tuple[list[int], list[int], lis
     affinity = _normalize([r[1] for r in rows], False)
     plist = _normalize([r[4] or 0 for r in rows], False) if rows and rows[0][4] is not None else None
     return taint, affinity, plist
+
+
+def simple_total(row: ScoreRow) -> int | None:
+    """The row's weighted total when nothing needs normalising (no untolerated PreferNoSchedule
+    taint, no preferred affinity, no firstAvailable score): :func:`totals` gives this value for
+    every row when all rows are like that. None otherwise."""
+    if row[0] or row[1] or row[4]:
+        return None
+    w = WEIGHTS
+    return (w["TaintToleration"] * MAX_SCORE + w["NodeResourcesFit"] * row[2]
+            + (w["NodeResourcesBalancedAllocation"] * row[3] if row[3] is not None else 0))
 
 
 def totals(rows: list[ScoreRow]) -> list[int]:
