@@ -88,8 +88,9 @@ kind-images: kind-engine
 test: $(STAMP) lint oracle controlplane browser-deps
 	bash tools/with-kind.sh $(MAKE) --no-print-directory test-suites
 
-# four lanes at once (tools/test-lanes.sh): main (pytest), course (browser, then the notebooks on
-# sim and on local), kind (the e2e) and faults (driver faults on kind); LABKIT_TEST_LANES=serial
+# five lanes at once (tools/test-lanes.sh): main (pytest), local (the tests on the local control
+# plane), course (browser, then the notebooks on sim and on local), kind (the e2e) and faults
+# (driver faults on kind); LABKIT_TEST_LANES=serial
 # runs them one after the other
 test-suites: $(STAMP)
 	bash tools/test-lanes.sh $(LOCAL_NOTEBOOKS)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# make test's suites, in four lanes that run at the same time (run inside tools/with-kind.sh):
-#   main    pytest -m "not kind and not browser": the library, the CLI, the local control plane;
+# make test's suites, in five lanes that run at the same time (run inside tools/with-kind.sh):
+#   main    pytest -m "not kind and not browser and not local": the library, the CLI, the wheel;
+#   local   pytest -m "local and not kind and not browser": the tests on the local control plane
+#           (real kube-apiserver / kube-scheduler / kube-controller-manager);
 #   course  the course as a learner meets it: the real-browser tests (JupyterLab + Chromium), then
 #           the notebooks under nbval on sim, then on the local control plane;
 #   kind    the e2e on real kind clusters (tests/test_cluster_kind_e2e.py, the course's notebooks
@@ -8,9 +10,10 @@
 #   faults  the driver-fault runs on a kind cluster of their own (tests/test_kind_faults.py), of
 #           profile tiny (one worker: enough for plugin kills and a node restart, half the CPU).
 # Much of a lane's time is waiting (for kubelets, containers, controllers, a browser, a kernel), so
-# lanes overlap. Measured on 2 cores (fresh clone, warm cache, quiet machine): the CPUs were busy
-# 92 % of the run with four lanes, so more lanes would not help; only less work would (the per-minute
-# figures are printed at the end).
+# lanes overlap. On 2 cores the CPUs are busy ~90 % of the run (the per-minute figures are printed
+# at the end), so lanes help only by evening out the longest chain: the main lane was the last to
+# end (one pytest thread among the kind clusters' many) until its local-control-plane half became
+# a lane of its own.
 # Each lane has its own LABKIT_RUN_DIR, so `connect()` in one never attaches to another's cluster.
 # The main lane prints as it goes; the others write test-artifacts/lanes/<lane>.log, printed at the
 # end. The exit status fails when any lane fails. LABKIT_TEST_LANES=serial runs them one by one.
@@ -51,7 +54,12 @@ RUNS="$(mktemp -d "${TMPDIR:-/tmp}/labkit-lanes.XXXXXX")"
 lane_env() { mkdir -p "$RUNS/$1"; echo "LABKIT_RUN_DIR=$RUNS/$1"; }
 
 main_lane() {
-  env "$(lane_env main)" "$VENV/bin/pytest" tests -m "not kind and not browser" --junitxml="$LOGS/main.xml"
+  env "$(lane_env main)" "$VENV/bin/pytest" tests -m "not kind and not browser and not local" --junitxml="$LOGS/main.xml"
+}
+
+local_lane() {
+  env "$(lane_env local)" "$VENV/bin/pytest" tests -m "local and not kind and not browser" -p no:cacheprovider \
+    --junitxml="$LOGS/local.xml"
 }
 
 course_lane() {
@@ -77,10 +85,11 @@ faults_lane() {
   env "$(lane_env faults)" LABKIT_FAULTS_PROFILE="${LABKIT_FAULTS_PROFILE:-tiny}" "$VENV/bin/pytest" tests -m kind_faults -p no:cacheprovider --junitxml="$LOGS/faults.xml"
 }
 
-BACKGROUND=(course kind faults)
+BACKGROUND=(local course kind faults)
 declare -A status
 if [[ "${LABKIT_TEST_LANES:-parallel}" == serial ]]; then
   main_lane; status[main]=$?
+  local_lane; status[local]=$?
   course_lane "$@"; status[course]=$?
   kind_lane; status[kind]=$?
   faults_lane; status[faults]=$?
