@@ -157,7 +157,8 @@ def interrupted_up(backend: str, profile: str, run_dir: Path, *, name: str | Non
     at = random.Random(seed).uniform(0.5, latest)
     proc = subprocess.Popen([sys.executable, "-m", "labkit", "cluster", "up", "--backend", backend, "--profile",
                              profile, *(["--name", name] if name else [])], cwd=ROOT, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=_default_sigint)
     try:
         proc.wait(timeout=at)
         finished_first = True
@@ -172,6 +173,14 @@ def interrupted_up(backend: str, profile: str, run_dir: Path, *, name: str | Non
     return {"sigintAfterSeconds": round(at, 1), "upFinishedFirst": finished_first, "exit": proc.returncode,
             "stderrTail": err.strip().splitlines()[-1:] if err.strip() else [], "leaked": diff(before, after),
             "newTmpStateDirs": new_tmp_state_dirs(started)}
+
+
+def _default_sigint() -> None:
+    """Ctrl-C's target is a terminal's foreground job, where SIGINT has its default action. A test run
+    in the background (make test's lanes: bash makes asynchronous commands ignore SIGINT, and an
+    ignored signal stays ignored across exec) would otherwise start a `labkit` that Python never
+    gives a KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def new_tmp_state_dirs(since: float) -> list[str]:
