@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
@@ -88,7 +89,10 @@ def wait_kernel_idle(base: str, path: str, timeout: float = 90.0) -> None:
     """The DOM says 'idle' before the kernel is connected; ask the server instead."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        sessions = json.loads(urllib.request.urlopen(base + "/api/sessions", timeout=2).read())
+        try:
+            sessions = json.loads(urllib.request.urlopen(base + "/api/sessions", timeout=10).read())
+        except (TimeoutError, urllib.error.URLError):  # the server is busy (a kernel starting on a loaded machine)
+            continue
         for s in sessions:
             kernel = s.get("kernel") or {}
             if s.get("path") == path and kernel.get("execution_state") == "idle" and kernel.get("connections", 0) >= 1:
