@@ -98,7 +98,7 @@ def _wait_run_all(page, base: str, path: str) -> None:
 
 
 def _shutdown_kernels(base: str) -> None:
-    for s in json.loads(urllib.request.urlopen(base + "/api/sessions", timeout=5).read()):
+    for s in json.loads(urllib.request.urlopen(base + "/api/sessions", timeout=60).read()):
         req = urllib.request.Request(f"{base}/api/sessions/{s['id']}", method="DELETE")
         urllib.request.urlopen(req, timeout=30).read()
 
