@@ -492,11 +492,10 @@ class KindCluster(Cluster):
     def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
         kind = _kind_of(kind)
         if (api := self._api()) is not None:
-            ns = namespace if kind not in CLUSTER_SCOPED and namespace else None
             try:
-                api.delete(kind, name, ns)
+                api.delete(kind, name, namespace)  # a cluster-scoped kind's path has no namespace
             except NotFound:
-                raise NotFound(f"{kind} {namespace}/{name} not found") from None
+                raise _not_found(kind, name, namespace) from None
             return
         args = ["delete", _resource(kind), name, "--wait=false"]
         if kind not in CLUSTER_SCOPED and namespace:
@@ -504,7 +503,7 @@ class KindCluster(Cluster):
         result = self._kubectl(*args, check=False)
         if result.returncode != 0:
             if "NotFound" in (result.stderr or result.stdout):
-                raise NotFound(f"{kind} {namespace}/{name} not found")
+                raise _not_found(kind, name, namespace)
             raise ClusterError(_one_line(result.stderr or result.stdout))
 
     def get(self, kind: str, name: str, namespace: str | None = "default") -> dict:
@@ -513,14 +512,14 @@ class KindCluster(Cluster):
             try:
                 return api.get(kind, name, namespace)
             except NotFound:
-                raise NotFound(f"{kind} {namespace}/{name} not found") from None
+                raise _not_found(kind, name, namespace) from None
         args = ["get", _resource(kind), name, "-o", "json"]
         if kind not in CLUSTER_SCOPED and namespace:
             args += ["-n", namespace]
         result = self._kubectl(*args, check=False)
         if result.returncode != 0:
             if "NotFound" in (result.stderr or result.stdout):
-                raise NotFound(f"{kind} {namespace}/{name} not found")
+                raise _not_found(kind, name, namespace)
             raise ClusterError(_one_line(result.stderr or result.stdout))
         return json.loads(result.stdout)
 
@@ -694,6 +693,11 @@ def _kind_of(kind: str) -> str:
 
 def _resource(kind: str) -> str:
     return RESOURCE_NAMES.get(kind, kind.lower() + "s")
+
+
+def _not_found(kind: str, name: str, namespace: str | None) -> NotFound:
+    """The one NotFound message of get/delete, whether kubectl or the API connection said so."""
+    return NotFound(f"{kind} {namespace}/{name} not found")
 
 
 def _one_line(text: str) -> str:
