@@ -1,4 +1,5 @@
-"""labkit.sim.engine.fewer_collections: the collector's settings while the sim runs."""
+"""What the sim does to stay fast on a big fleet: the collector's settings while it runs
+(labkit.sim.engine.fewer_collections) and slices converted as they arrive (labkit.sim.dra)."""
 
 from __future__ import annotations
 
@@ -63,3 +64,39 @@ def test_disabled_collector_is_left_alone(unfrozen):
             assert gc.get_freeze_count() == 0
     finally:
         gc.enable()
+
+
+def test_survivors_of_a_collection_are_frozen_until_the_block_ends(unfrozen):
+    """An object that lives through one collection inside a block is not walked by later ones."""
+    with fewer_collections():
+        frozen_at_start = gc.get_freeze_count()
+        kept = [[i] for i in range(1000)]
+        gc.collect(0)  # kept survives: frozen after this collection
+        assert gc.get_freeze_count() >= frozen_at_start + len(kept)
+        assert not any(o is kept for o in gc.get_objects())
+    assert gc.get_freeze_count() == 0
+    assert all(getattr(c, "__name__", "") != "_freeze_survivors" for c in gc.callbacks)
+    before = gc.get_freeze_count()
+    gc.collect(0)  # outside a block, collections freeze nothing
+    assert gc.get_freeze_count() == before == 0
+
+
+def test_the_sim_converts_a_slice_when_it_arrives():
+    """Like kube-scheduler's informer: slices and their devices are converted as they are stored,
+    not in the first scheduling cycle that looks at them; an updated slice is converted anew."""
+    from labkit.allocator.model import _SLICES
+    from labkit.cluster import connect
+
+    c = connect("sim", "tiny", progress=False)
+    stored = c.sim.store.list("ResourceSlice")
+    assert stored
+    for raw in stored:
+        entry = _SLICES.get(id(raw))
+        assert entry is not None and entry.raw is raw
+        devices = entry.info.__dict__.get("devices")  # already built, not lazily on first read
+        assert devices is not None and all("convertible" in d.cel_memo for d in devices)
+    gpu = next(s for s in stored if s["spec"]["devices"])
+    edited = {**gpu, "spec": {**gpu["spec"], "devices": gpu["spec"]["devices"][:1]}}
+    c.apply([edited])
+    now = c.sim.store.get("ResourceSlice", gpu["metadata"]["name"], None)
+    assert len(_SLICES[id(now)].info.__dict__["devices"]) == 1

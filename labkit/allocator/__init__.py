@@ -4,10 +4,10 @@
     outcome = Allocator(features_for("1.37"), classes, slices, allocated_claims).allocate(node, claims)
 """
 
-from labkit.allocator.allocator import Allocator, Outcome
+from labkit.allocator.allocator import Allocator, Outcome, prepare_slices
 from labkit.allocator.errors import AllocationError
 from labkit.allocator.features import Features, features_for, select_variant
 from labkit.allocator.state import AllocatedState
 
 __all__ = ["Allocator", "AllocatedState", "AllocationError", "Features", "Outcome", "features_for",
-           "select_variant"]
+           "prepare_slices", "select_variant"]

@@ -15,10 +15,14 @@ from labkit.allocator.model import MISSING, SliceInfo, slice_info
 from labkit.allocator.nodes import NodeSelectorError, node_matches
 from labkit.allocator.pools import Pool, PoolError, gather_pools
 from labkit.allocator.result import build_results
-from labkit.allocator.selectors import SelectorCompileError, SelectorEngine, SelectorRuntimeError
+from labkit.allocator.selectors import (
+    SelectorCompileError,
+    SelectorEngine,
+    learn_device,
+)
 from labkit.allocator.state import AllocatedState
 
-__all__ = ["Allocator", "Outcome"]
+__all__ = ["Allocator", "Outcome", "prepare_slices"]
 
 #: (features, node key, the node's slice views) -> pools; the views are the slices' identity
 _POOLS: dict[tuple, list[Pool]] = {}
@@ -34,6 +38,21 @@ def _rules_key(rules: list[dict], versioned: bool) -> object:
         if all(rv for _, rv in stamps):
             return tuple(stamps)
     return json.dumps(rules, sort_keys=True, default=repr)
+
+
+def prepare_slices(slices: list[dict], taint_rules: list[dict] = (), *, versioned: bool = False) -> None:
+    """Convert ``slices`` now instead of in the first Allocator that looks at them: the slice and
+    device views with their parsed capacities and counters, and for each device what its first
+    selector would work out (whether it converts to CEL, its values as keys). kube-scheduler converts slices in its ResourceSlice informer as they arrive (kubernetes
+    PR 134105), not in a scheduling cycle; the sim calls this on every slice event. Allocators
+    given the same ``taint_rules`` and ``versioned`` reuse the work (see labkit.allocator.model)."""
+    rules = list(taint_rules)
+    key = _rules_key(rules, versioned)
+    for raw in slices:
+        info = slice_info(raw, rules, key, versioned)
+        for dev in info.devices:
+            dev.capacity, dev.consumes  # noqa: B018 - parsed now (the API decodes quantities on arrival)
+            learn_device(info.driver, dev.raw, dev.cel_memo)
 
 
 @dataclass
@@ -189,39 +208,81 @@ class Allocator:
         hit = self._candidates.get(key)
         if hit is not None:
             return hit
-        class_sels = [((s or {}).get("cel") or {}).get("expression", "")
-                      for s in (rd.class_obj.get("spec") or {}).get("selectors") or []]
+        class_sels = tuple(((s or {}).get("cel") or {}).get("expression", "")
+                           for s in (rd.class_obj.get("spec") or {}).get("selectors") or [])
         binding_ok = self.features.DeviceBindingAndStatus
         shared_key = None
         if self._engine_key is not None:
-            shared_key = (self._engine_key, binding_ok, tuple(class_sels), tuple(rd.selectors))
+            shared_key = (self._engine_key, binding_ok, class_sels, tuple(rd.selectors))
             hit = pool.candidates.get(shared_key)
             if hit is not None:
                 self._candidates[key] = hit
                 return hit
-        positions: list[int] = []
-        entries: list[tuple] = []
+        # the class's selectors first, once per pool and class (a request's selectors are only
+        # evaluated on devices the class lets through, as upstream does per device)
+        entries = self._class_entries(pool, class_sels, binding_ok)
+        if rd.selectors:
+            entries = self._screen(entries, rd.selectors, "claim")
+        if any(dev.slice.per_device for _, dev, _ in entries):
+            kept = []
+            for entry in entries:
+                _, dev, err = entry
+                if err is None and dev.slice.per_device:
+                    try:
+                        if not node_matches(node, dev.node_name, dev.all_nodes, dev.node_selector):
+                            continue
+                    except NodeSelectorError as exc:
+                        entry = (entry[0], dev, ("node", 0, str(exc)))
+                kept.append(entry)
+            entries = kept
+        hit = ([pos for pos, _, _ in entries], entries)
+        self._candidates[key] = hit
+        if shared_key is not None:
+            pool.candidates[shared_key] = hit
+        return hit
+
+    def _class_entries(self, pool: Pool, class_sels: tuple[str, ...], binding_ok: bool) -> list[tuple]:
+        """``(position, device, error)`` of the devices of ``pool`` that its DeviceClass selectors
+        let through (or fail on with an error), kept per pool and class."""
+        key = ("class", self._engine_key, binding_ok, class_sels)
+        store = pool.candidates if self._engine_key is not None else self._candidates
+        hit = store.get(key if self._engine_key is not None else (id(pool), *key))
+        if hit is not None:
+            return hit
+        entries = []
         pos = -1
         for s in pool.device_slices:
             for dev in s.devices:
                 pos += 1
-                if not binding_ok and dev.binding_conditions:
-                    continue
-                ok, err = self._check_selectors(dev, class_sels, "class")
-                if ok and err is None:
-                    ok, err = self._check_selectors(dev, rd.selectors, "claim")
-                if ok and err is None and s.per_device:
-                    try:
-                        ok = node_matches(node, dev.node_name, dev.all_nodes, dev.node_selector)
-                    except NodeSelectorError as exc:
-                        err = ("node", 0, str(exc))
-                if ok or err is not None:
-                    positions.append(pos)
-                    entries.append((pos, dev, err))
-        self._candidates[key] = (positions, entries)
-        if shared_key is not None:
-            pool.candidates[shared_key] = (positions, entries)
-        return positions, entries
+                if binding_ok or not dev.binding_conditions:
+                    entries.append((pos, dev, None))
+        if class_sels:
+            entries = self._screen(entries, class_sels, "class")
+        store[key if self._engine_key is not None else (id(pool), *key)] = entries
+        return entries
+
+    def _screen(self, entries: list[tuple], exprs, who: str) -> list[tuple]:
+        """``entries`` without the devices one of ``exprs`` rejects; a device on which one fails
+        to compile or evaluate gets that error (``(who-compile|who-runtime, index, text)``) and
+        is not tried with the next. Entries that carry an error already pass unchanged."""
+        alive = [e for e in entries if e[2] is None]
+        failed: dict[int, tuple] = {}
+        for i, expr in enumerate(exprs):
+            if not alive:
+                break
+            still = []
+            for entry, verdict in zip(alive, self.engine.verdicts(expr, [e[1] for e in alive]), strict=True):
+                if verdict is True:
+                    still.append(entry)
+                elif verdict is not False:
+                    kind = "compile" if isinstance(verdict, SelectorCompileError) else "runtime"
+                    failed[entry[0]] = (entry[0], entry[1], (f"{who}-{kind}", i, str(verdict)))
+            alive = still
+        if len(alive) == len(entries):
+            return entries
+        passed = {e[0] for e in alive}
+        return [e if e[2] is not None or e[0] in passed else failed[e[0]]
+                for e in entries if e[2] is not None or e[0] in passed or e[0] in failed]
 
     def attribute_index(self, entries: list[tuple], attribute: str) -> AttributeIndex:
         """``entries`` (from :meth:`candidates`) grouped by their scalar value of ``attribute``."""
@@ -230,17 +291,6 @@ class Allocator:
         if ix is None:
             ix = self._indexes[key] = AttributeIndex(entries, attribute)
         return ix
-
-    def _check_selectors(self, dev, exprs: list[str], who: str) -> tuple[bool, tuple | None]:
-        for i, expr in enumerate(exprs):
-            try:
-                if not self.eval_selector(expr, dev):
-                    return False, None
-            except SelectorCompileError as exc:
-                return False, (f"{who}-compile", i, str(exc))
-            except SelectorRuntimeError as exc:
-                return False, (f"{who}-runtime", i, str(exc))
-        return True, None
 
     def pools_for(self, node: dict) -> list[Pool]:
         meta = (node or {}).get("metadata") or {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from labkit.allocator.features import Features, VariantProfile
 from labkit.allocator.model import SliceInfo
@@ -35,7 +36,7 @@ class Pool:
     other_slices: list[SliceInfo] = field(default_factory=list)
     counter_sets: dict[str, dict[str, Fraction]] = field(default_factory=dict)
     #: candidate devices per (engine, class and request selectors), filled by the Allocator
-    candidates: dict[tuple, tuple[list[int], list[tuple]]] = field(default_factory=dict, repr=False)
+    candidates: dict[tuple, Any] = field(default_factory=dict, repr=False)
 
     @property
     def id(self) -> tuple[str, str]:

@@ -17,17 +17,27 @@ from collections import OrderedDict
 from typing import Any
 
 from labkit.cel import CelCompileError, compile_selector
-from labkit.cel.device import convertible, projection, shared_device_input
+from labkit.cel.device import convertible, frozen_entries, projection, shared_device_input
 from labkit.cel.literals import device_references
 from labkit.errors import InputError
 
-__all__ = ["SelectorEngine", "SelectorCompileError", "SelectorRuntimeError"]
+__all__ = ["SelectorEngine", "SelectorCompileError", "SelectorRuntimeError", "learn_device"]
 
 #: (engine, flags, expression, projection) -> result; oldest entries dropped first
 _SHARED_RESULTS: OrderedDict[tuple, bool] = OrderedDict()
 _SHARED_RESULTS_MAX = 1 << 16
 #: expression -> its device references (None: not told by its text)
 _REFS: dict[str, tuple | None] = {}
+
+
+def learn_device(driver: str, device: dict, memo: dict) -> None:
+    """Work out now, into ``memo`` (the device view's, see SelectorEngine.matches), what the first
+    selector to meet ``device`` would otherwise: whether it converts to CEL at all, and its
+    attribute and capacity values as keys (labkit.cel.device.frozen_entries)."""
+    if type(driver) is str and "convertible" not in memo:
+        memo["convertible"] = ok = convertible(driver, device)
+        if ok:
+            memo["frozen"] = frozen_entries(device)
 
 
 class SelectorCompileError(InputError):
@@ -117,6 +127,32 @@ class SelectorEngine:
             _SHARED_RESULTS[shared] = result
         return result
 
+    def verdicts(self, expr: str, devices: list) -> list:
+        """:meth:`matches` on each device view (``.slice.driver``, ``.raw``, ``.cel_memo``) in one
+        go: True, False, or the SelectorCompileError / SelectorRuntimeError it gave."""
+        prog = self.compile(expr)
+        if isinstance(prog, SelectorCompileError):
+            return [prog] * len(devices)
+        out: list = []
+        if callable(self.engine) and not isinstance(self.engine, str):
+            for d in devices:
+                try:
+                    out.append(self._evaluate(prog, d.slice.driver, d.raw))
+                except SelectorRuntimeError as exc:
+                    out.append(exc)
+            return out
+        mkey = ("match", self.engine, self.consumable_capacity, self.list_type_attributes, expr)
+        for d in devices:
+            memo = d.cel_memo
+            hit = memo.get(mkey)
+            if hit is None:
+                try:
+                    hit = self.matches(prog, d.slice.driver, d.raw, memo)
+                except SelectorRuntimeError as exc:
+                    hit = exc
+            out.append(hit)
+        return out
+
     def _shared_key(self, expr: str, driver: str, device: dict, memo: dict | None) -> tuple | None:
         try:
             refs = _REFS[expr]
@@ -131,7 +167,7 @@ class SelectorEngine:
                 memo["convertible"] = ok
         if not ok:
             return None
-        proj = projection(refs, driver, device)
+        proj = projection(refs, driver, device, memo.get("frozen") if memo is not None else None)
         if proj is None:
             return None
         return (self.engine, self.consumable_capacity, self.list_type_attributes, expr, proj)

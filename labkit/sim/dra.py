@@ -5,16 +5,18 @@ cluster-wide slices whose nodeSelector/allNodes reach it) and shares one `Alloca
 is updated incrementally as claims are allocated and freed. Any change to DeviceClasses,
 ResourceSlices or DeviceTaintRules drops the per-node allocators; the new ones reuse the
 converted slices, pools and selector results of every unchanged slice (labkit.allocator.model).
+A slice is converted when it arrives (labkit.allocator.prepare_slices), as kube-scheduler's
+informer does, so that a scheduling cycle does not pay for it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from labkit.allocator import AllocatedState, Allocator, features_for
+from labkit.allocator import AllocatedState, Allocator, features_for, prepare_slices
 from labkit.allocator.nodes import NodeSelectorError, selector_matches
 from labkit.api.features import FEATURE_DEFAULTS, normalize_version
-from labkit.sim.store import Store
+from labkit.sim.store import Store, WatchEvent
 
 
 def split_gates(version: str, gates: dict[str, bool]) -> tuple[dict[str, bool], dict[str, bool]]:
@@ -47,7 +49,13 @@ class DraState:
         self._allocators: dict[str, Any] = {}
         self._slices: dict[str, list[dict]] | None = None
         self._cluster_wide: list[dict] = []
-        store.watch(lambda ev: self.invalidate(), kinds=("DeviceClass", "ResourceSlice", "DeviceTaintRule"))
+        store.watch(self._on_inventory, kinds=("DeviceClass", "ResourceSlice", "DeviceTaintRule"))
+
+    def _on_inventory(self, ev: WatchEvent) -> None:
+        self.invalidate()
+        if ev.type != "DELETED" and ev.kind == "ResourceSlice":
+            # converted as it arrives, like kube-scheduler's informer: not in a scheduling cycle
+            prepare_slices([ev.object], self.store.list("DeviceTaintRule"), versioned=True)
 
     def invalidate(self) -> None:
         self._allocators.clear()

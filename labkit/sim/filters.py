@@ -169,7 +169,7 @@ class NodeResources:
         self.cpu_mem.pop(node, None)
         use = self.usage.setdefault(node, {})
         for k, v in req.items():
-            use[k] = use.get(k, Fraction(0)) + v
+            use[k] = use.get(k, 0) + v
         self.pods_on[node] = self.pods_on.get(node, 0) + 1
         cpu, mem = self.nonzero.get(node, (0, 0))
         self.nonzero[node] = (cpu + nonzero[0], mem + nonzero[1])
@@ -183,7 +183,7 @@ class NodeResources:
         self.cpu_mem.pop(node, None)
         use = self.usage.get(node, {})
         for k, v in req.items():
-            use[k] = use.get(k, Fraction(0)) - v
+            use[k] = use.get(k, 0) - v
         self.pods_on[node] = self.pods_on.get(node, 1) - 1
         cpu, mem = self.nonzero.get(node, (0, 0))
         self.nonzero[node] = (cpu - nonzero[0], mem - nonzero[1])

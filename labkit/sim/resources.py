@@ -6,11 +6,14 @@ from fractions import Fraction
 
 from labkit.api.quantity import parse_quantity
 
-Requests = dict[str, Fraction]
+Requests = dict[str, Fraction | int]
 
 
-def _q(value: object) -> Fraction:
-    return Fraction(parse_quantity(str(value)).value)
+def _q(value: object) -> Fraction | int:
+    """The exact value; an int when whole (int arithmetic is many times faster than Fraction's,
+    and a filter adds and compares these for every node it looks at)."""
+    v = Fraction(parse_quantity(str(value)).value)
+    return v.numerator if v.denominator == 1 else v
 
 
 def container_requests(container: dict) -> Requests:
@@ -27,10 +30,10 @@ def pod_requests(pod: dict) -> Requests:
     total: Requests = {}
     for c in spec.get("containers") or []:
         for k, v in container_requests(c).items():
-            total[k] = total.get(k, Fraction(0)) + v
+            total[k] = total.get(k, 0) + v
     for c in spec.get("initContainers") or []:
         for k, v in container_requests(c).items():
-            total[k] = max(total.get(k, Fraction(0)), v)
+            total[k] = max(total.get(k, 0), v)
     return total
 
 
@@ -63,8 +66,8 @@ def insufficient(req: Requests, used: Requests, alloc: Requests, pods_used: int)
         amount = req[name]
         if amount == 0:
             continue
-        if is_extended(name) and name not in alloc:
+        if name not in alloc and is_extended(name):
             continue
-        if used.get(name, Fraction(0)) + amount > alloc.get(name, Fraction(0)):
+        if used.get(name, 0) + amount > alloc.get(name, 0):
             reasons.append(f"Insufficient {name}")
     return reasons
