@@ -12,7 +12,7 @@ import pytest
 import labkit.allocator.selectors as selectors
 from labkit.allocator.selectors import SelectorEngine, SelectorRuntimeError, learn_device
 from labkit.cel import compile_selector
-from labkit.cel.device import convertible, device_input, frozen_entries, projection
+from labkit.cel.device import convertible, device_input, projection
 from labkit.cel.literals import device_references
 
 DRV = "gpu.example.com"
@@ -110,16 +110,10 @@ def test_shared_results_equal_a_fresh_evaluation_of_every_device():
 
 
 def test_devices_learned_in_advance_give_the_same_results():
-    """The sim learns each device when its slice arrives (learn_device: convertible, values as
-    keys); matches() and verdicts() through that memo equal a fresh evaluation of every device."""
+    """The sim learns each device when its slice arrives (learn_device: does it convert to CEL);
+    verdicts() through that memo equals a fresh evaluation of every device."""
     rng = random.Random(11)
     devices = [_device(rng, i) for i in range(300)]
-    for dev in devices:
-        frozen = frozen_entries(dev)
-        for expr in EXPRESSIONS:
-            refs = device_references(expr) or ()
-            if frozen is not None:
-                assert projection(refs, DRV, dev, frozen) == projection(refs, DRV, dev), (expr, dev)
 
     class View:  # what Allocator.candidates hands verdicts(): a device view
         def __init__(self, raw: dict) -> None:
@@ -128,7 +122,7 @@ def test_devices_learned_in_advance_give_the_same_results():
             learn_device(DRV, raw, self.cel_memo)
 
     views = [View(d) for d in devices]
-    assert any("frozen" in v.cel_memo for v in views) and not all(v.cel_memo["convertible"] for v in views)
+    assert any(v.cel_memo["convertible"] for v in views) and not all(v.cel_memo["convertible"] for v in views)
     for expr in EXPRESSIONS:
         got = SelectorEngine().verdicts(expr, views)
         for view, verdict in zip(views, got, strict=True):

@@ -42,8 +42,8 @@ def _rules_key(rules: list[dict], versioned: bool) -> object:
 
 def prepare_slices(slices: list[dict], taint_rules: list[dict] = (), *, versioned: bool = False) -> None:
     """Convert ``slices`` now instead of in the first Allocator that looks at them: the slice and
-    device views with their parsed capacities and counters, and for each device what its first
-    selector would work out (whether it converts to CEL, its values as keys). kube-scheduler converts slices in its ResourceSlice informer as they arrive (kubernetes
+    device views, and for each device what its first selector would work out (whether it converts
+    to CEL). kube-scheduler converts slices in its ResourceSlice informer as they arrive (kubernetes
     PR 134105), not in a scheduling cycle; the sim calls this on every slice event. Allocators
     given the same ``taint_rules`` and ``versioned`` reuse the work (see labkit.allocator.model)."""
     rules = list(taint_rules)
@@ -51,7 +51,6 @@ def prepare_slices(slices: list[dict], taint_rules: list[dict] = (), *, versione
     for raw in slices:
         info = slice_info(raw, rules, key, versioned)
         for dev in info.devices:
-            dev.capacity, dev.consumes  # noqa: B018 - parsed now (the API decodes quantities on arrival)
             learn_device(info.driver, dev.raw, dev.cel_memo)
 
 

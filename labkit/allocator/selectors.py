@@ -17,7 +17,7 @@ from collections import OrderedDict
 from typing import Any
 
 from labkit.cel import CelCompileError, compile_selector
-from labkit.cel.device import convertible, frozen_entries, projection, shared_device_input
+from labkit.cel.device import convertible, projection, shared_device_input
 from labkit.cel.literals import device_references
 from labkit.errors import InputError
 
@@ -32,12 +32,9 @@ _REFS: dict[str, tuple | None] = {}
 
 def learn_device(driver: str, device: dict, memo: dict) -> None:
     """Work out now, into ``memo`` (the device view's, see SelectorEngine.matches), what the first
-    selector to meet ``device`` would otherwise: whether it converts to CEL at all, and its
-    attribute and capacity values as keys (labkit.cel.device.frozen_entries)."""
+    selector to meet ``device`` would otherwise: whether it converts to CEL at all."""
     if type(driver) is str and "convertible" not in memo:
-        memo["convertible"] = ok = convertible(driver, device)
-        if ok:
-            memo["frozen"] = frozen_entries(device)
+        memo["convertible"] = convertible(driver, device)
 
 
 class SelectorCompileError(InputError):
@@ -167,7 +164,7 @@ class SelectorEngine:
                 memo["convertible"] = ok
         if not ok:
             return None
-        proj = projection(refs, driver, device, memo.get("frozen") if memo is not None else None)
+        proj = projection(refs, driver, device)
         if proj is None:
             return None
         return (self.engine, self.consumable_capacity, self.list_type_attributes, expr, proj)

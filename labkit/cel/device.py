@@ -224,41 +224,11 @@ def _frozen(value: Any) -> tuple:
     return (type(value), value)
 
 
-def frozen_entries(device: dict[str, Any]) -> dict[str, dict[str, tuple]] | None:
-    """``device``'s attributes and capacity, each value as :func:`projection` keys it, worked out
-    once (None when one cannot be keyed, or the device is not a plain dict of dicts)."""
-    out: dict[str, dict[str, tuple]] = {}
-    try:
-        for what in ("attributes", "capacity"):
-            entries = device.get(what) or {}
-            if type(entries) is not dict:
-                return None
-            out[what] = {name: _frozen(v) for name, v in entries.items()}
-    except TypeError:
-        return None
-    return out
-
-
-def projection(refs: tuple[DeviceRef, ...], driver: str, device: dict[str, Any],
-               frozen: dict[str, dict[str, tuple]] | None = None) -> tuple | None:
+def projection(refs: tuple[DeviceRef, ...], driver: str, device: dict[str, Any]) -> tuple | None:
     """The values of ``device`` (a ResourceSlice device entry of ``driver``) that the references
     ``refs`` (labkit.cel.literals.device_references) read, as a hashable key: two convertible
     devices with equal keys give every selector with those references the same result. None when
-    a value cannot be keyed. ``frozen``: :func:`frozen_entries` of this device, if known."""
-    if frozen is not None:
-        out_: list[Any] = []
-        for what, domain, ident in refs:
-            if what == "driver":
-                out_.append(driver)
-            elif what == "multi":
-                out_.append(bool(device.get("allowMultipleAllocations", False)))
-            elif domain is None or ident is None or what not in frozen:
-                return projection(refs, driver, device)
-            else:
-                keyed = frozen[what]
-                bare = keyed.get(ident) if domain == driver and "/" not in ident else None
-                out_.append((bare, keyed.get(f"{domain}/{ident}")))
-        return tuple(out_)
+    a value cannot be keyed."""
     out: list[Any] = []
     try:
         for what, domain, ident in refs:
