@@ -69,7 +69,7 @@ class Outcome:
     def explanation(self):
         """Why (not): computed on first access, in a separate pass (never changes the result)."""
         if self._explanation is None and self._explain is not None:
-            self._explanation = self._explain()
+            self._explanation = self._explain(self)
             self._explain = None
         return self._explanation
 
@@ -325,8 +325,10 @@ class Allocator:
         limit) the attempt ends like kube-scheduler's cancelled filter: status ``error`` with
         ``TIMEOUT_ERROR`` (upstream's search is exponential in bad cases; Go cuts it the same way).
         """
-        def later(outcome: Outcome):
-            return lambda: explain(self, node, claims, outcome)
+        # called with the outcome (a closure over it would make every cached outcome a cycle
+        # that only the garbage collector frees)
+        def later(outcome: Outcome) -> Any:
+            return explain(self, node, claims, outcome)
 
         try:
             try:
@@ -350,5 +352,5 @@ class Allocator:
         except AllocationError as exc:
             outcome = Outcome("unsatisfiable" if exc.node_scoped else "error", error=exc.message,
                               node_scoped=exc.node_scoped)
-        outcome._explain = later(outcome)
+        outcome._explain = later
         return outcome
