@@ -12,9 +12,9 @@ if ! command -v go >/dev/null 2>&1; then
   echo "build-cel-oracle: Go is not installed; the CEL oracle tests will be skipped" >&2
   exit 0
 fi
-digest="$({ find "$src" -type f -print0 | sort -z | xargs -0 sha256sum | sed "s|$src/||"; sha256sum < "${BASH_SOURCE[0]}"; } \
-  | sha256sum | cut -c1-32)"
-if [[ -x "$out" && "$(cat "$out.inputs" 2>/dev/null)" == "$digest" ]]; then
+source "$here/build-inputs.sh"
+digest="$(inputs_digest "" "$src" "${BASH_SOURCE[0]}")"
+if built_from "$out" "$digest"; then
   echo "$out (up to date)"
   exit 0
 fi

@@ -4,8 +4,7 @@
 #   bash tools/build-oracle.sh [VERSION...]     VERSION: 0.37 (default), 0.36, 0.35, 0.34 or a full v0.3x.y
 # Binaries: ${LABKIT_CACHE:-$HOME/.cache/dra-labkit}/oracle/oracle-<version>; oracle-0.37 is the one tests use.
 # A build is skipped when the binary was built from the same inputs: a digest of the sources, this
-# script, the gate table and the release, kept beside it (<binary>.inputs). A digest, not mtimes:
-# a fresh clone's files are all newer than the cache.
+# script, the gate table and the release, kept beside it (<binary>.inputs; see build-inputs.sh).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,11 +22,7 @@ fi
 # Newest patch releases known to work; the go.mod in tools/oracle pins 0.37.
 declare -A pins=([0.34]=v0.34.13 [0.35]=v0.35.10 [0.36]=v0.36.6 [0.37]=v0.37.2)
 
-inputs_digest() { # $1 release
-  { echo "$1"; find "$src" -type f \( -name '*.go' -o -name 'go.mod' -o -name 'go.sum' \) -print0 | sort -z \
-      | xargs -0 sha256sum | sed "s|$src/||"; sha256sum < "${BASH_SOURCE[0]}"; sha256sum < "$gates_json"; } \
-    | sha256sum | cut -c1-32
-}
+source "$here/build-inputs.sh"
 
 build_one() {
   local want="$1" minor full bin
@@ -40,8 +35,8 @@ build_one() {
   fi
   bin="$out_dir/oracle-$minor"
   local digest
-  digest="$(inputs_digest "$full")"
-  if [[ -x "$bin" && "$(cat "$bin.inputs" 2>/dev/null)" == "$digest" ]]; then
+  digest="$(inputs_digest "$full" "$src" "${BASH_SOURCE[0]}" "$gates_json")"
+  if built_from "$bin" "$digest"; then
     echo "$bin (up to date)"
     return 0
   fi
