@@ -243,9 +243,12 @@ class Allocator:
     def _class_entries(self, pool: Pool, class_sels: tuple[str, ...], binding_ok: bool) -> list[tuple]:
         """``(position, device, error)`` of the devices of ``pool`` that its DeviceClass selectors
         let through (or fail on with an error), kept per pool and class."""
-        key = ("class", self._engine_key, binding_ok, class_sels)
-        store = pool.candidates if self._engine_key is not None else self._candidates
-        hit = store.get(key if self._engine_key is not None else (id(pool), *key))
+        # on the shared pool when the engine is one of labkit.cel's (like candidates), else here
+        if self._engine_key is not None:
+            store, key = pool.candidates, ("class", self._engine_key, binding_ok, class_sels)
+        else:
+            store, key = self._candidates, ("class", id(pool), binding_ok, class_sels)
+        hit = store.get(key)
         if hit is not None:
             return hit
         entries = []
@@ -257,7 +260,7 @@ class Allocator:
                     entries.append((pos, dev, None))
         if class_sels:
             entries = self._screen(entries, class_sels, "class")
-        store[key if self._engine_key is not None else (id(pool), *key)] = entries
+        store[key] = entries
         return entries
 
     def _screen(self, entries: list[tuple], exprs, who: str) -> list[tuple]:
