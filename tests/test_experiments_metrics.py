@@ -211,4 +211,10 @@ def test_ledger_cached_totals_equal_a_full_scan_bit_for_bit(mig):
             assert meter.fleet() == meter.fleet_scan()
             checked += 1
     assert checked > 100 and led.totals() == led.totals_scan() and meter.fleet() == meter.fleet_scan()
+    # the meter works a state out once for all nodes in it: each node's figure is still its own
+    mix = meter.mix
+    for n in fleet.nodes:
+        uses = led.gpus[n]
+        assert meter.node(n) == (node_fragmentation(uses, mix, meter.sharing),
+                                 sum(sum(u.chunks(meter.sharing)) for u in uses))
     assert led.totals_scan()["gpus_busy"] > 0

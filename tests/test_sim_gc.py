@@ -95,8 +95,33 @@ def test_the_sim_converts_a_slice_when_it_arrives():
         assert entry is not None and entry.raw is raw
         devices = entry.info.__dict__.get("devices")  # already built, not lazily on first read
         assert devices is not None and all("convertible" in d.cel_memo for d in devices)
+        # capacities and counters parsed, and the slice's own facts worked out
+        assert all("capacity" in d.__dict__ and "consumes" in d.__dict__ for d in devices)
+        assert {"device_names", "consumes_counters", "uses_compat_groups"} <= entry.info.__dict__.keys()
     gpu = next(s for s in stored if s["spec"]["devices"])
     edited = {**gpu, "spec": {**gpu["spec"], "devices": gpu["spec"]["devices"][:1]}}
     c.apply([edited])
     now = c.sim.store.get("ResourceSlice", gpu["metadata"]["name"], None)
     assert len(_SLICES[id(now)].info.__dict__["devices"]) == 1
+
+
+def test_devices_with_the_same_capacities_share_one_parsed_map():
+    """The GPUs of a fleet share their parsed capacity map; other values, or a request policy,
+    get their own, and a slice edited in place is read anew (its values, not the shared map's)."""
+    from labkit.allocator.model import convert_slices
+
+    def dev(name: str, memory: dict) -> dict:
+        return {"name": name, "capacity": {"memory": memory}}
+
+    raw = {"metadata": {"name": "s"}, "spec": {"driver": "d", "pool": {"name": "p", "resourceSliceCount": 1},
+                                                "nodeName": "n", "devices": [
+        dev("a", {"value": "80Gi"}), dev("b", {"value": "80Gi"}), dev("c", {"value": "40Gi"}),
+        dev("d", {"value": "80Gi", "requestPolicy": {"default": "1Gi"}})]}}
+    a, b, c, d = convert_slices([raw])[0].devices
+    assert a.capacity is b.capacity and a.capacity["memory"].value == 80 * 2**30
+    assert c.capacity["memory"].value == 40 * 2**30 and c.capacity is not a.capacity
+    assert d.capacity is not a.capacity and d.capacity["memory"].policy == {"default": "1Gi"}
+    assert a.plain_capacity and not d.plain_capacity
+    raw["spec"]["devices"][0]["capacity"]["memory"]["value"] = "20Gi"
+    again = convert_slices([raw])[0].devices
+    assert again[0].capacity["memory"].value == 20 * 2**30 and again[1].capacity["memory"].value == 80 * 2**30

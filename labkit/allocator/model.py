@@ -15,6 +15,7 @@ found by the slice dict's identity and reused only while it is provably the same
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -97,13 +98,27 @@ class DeviceInfo:
         self._scalars[attribute] = sc
         return sc
 
-    # parsed on first use: a big cluster has many devices the allocator never looks at
+    # parsed on first use (or when the slice arrives, SliceInfo.convert_all): a big cluster has
+    # many devices the allocator never looks at
     @lazy
     def capacity(self) -> dict[str, CapacityInfo]:
+        raw = self.raw.get("capacity") or {}
+        try:  # the GPUs of a fleet share a few capacity maps: one parsed, read-only copy of each
+            key = tuple((cname, cap["value"]) for cname, cap in raw.items()
+                        if type(cap) is dict and len(cap) == 1 and type(cap.get("value")) is str)
+            if len(key) != len(raw):
+                key = None
+        except TypeError:
+            key = None
+        caps = _CAPACITY_CACHE.get(key) if key is not None else None
+        if caps is not None:
+            return caps
         caps = {}
-        for cname, cap in (self.raw.get("capacity") or {}).items():
+        for cname, cap in raw.items():
             text = str((cap or {}).get("value", "0"))
             caps[cname] = CapacityInfo(cname, _num(qparse(text).value), text, (cap or {}).get("requestPolicy"))
+        if key is not None and len(_CAPACITY_CACHE) < 100_000:
+            _CAPACITY_CACHE[key] = caps
         return caps
 
     @lazy
@@ -178,6 +193,16 @@ class SliceInfo:
         """Does any device consume counters (DeviceInfo.consumes non-empty)?"""
         return any(dev.get("consumesCounters") for dev in self._raw_devices)
 
+    def convert_all(self) -> None:
+        """Work out now what the first scheduling cycle to look at this slice would: the device
+        views and their parsed capacities and counters, and the slice's own facts. (Go has every
+        quantity parsed when the informer decodes the object.)"""
+        self.uses_compat_groups, self.has_binding_conditions, self.device_names, self.consumes_counters  # noqa: B018
+        for dev in self.devices:
+            # bad input is reported where it is read, as before
+            with contextlib.suppress(Exception):
+                dev.consumes, dev.plain_capacity  # noqa: B018 - plain_capacity parses capacity
+
     @property
     def _raw_devices(self) -> list[dict]:
         return (self.raw.get("spec") or {}).get("devices") or []
@@ -189,6 +214,8 @@ def _num(value: Fraction) -> Fraction | int:
 
 
 _COUNTER_CACHE: dict[tuple, dict[str, Fraction | int]] = {}
+#: ((name, value text), ...) -> parsed capacity map, for maps without request policies (read only)
+_CAPACITY_CACHE: dict[tuple, dict[str, CapacityInfo]] = {}
 
 
 def _counters(counters: dict | None) -> dict[str, Fraction | int]:

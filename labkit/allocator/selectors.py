@@ -30,6 +30,15 @@ _SHARED_RESULTS_MAX = 1 << 16
 _REFS: dict[str, tuple | None] = {}
 
 
+def _refs(expr: str) -> tuple | None:
+    """The parts of ``device`` that ``expr`` reads (memoised; None: its text does not tell)."""
+    try:
+        return _REFS[expr]
+    except KeyError:
+        refs = _REFS[expr] = device_references(expr) if len(_REFS) < 4096 else None
+        return refs
+
+
 def learn_device(driver: str, device: dict, memo: dict) -> None:
     """Work out now, into ``memo`` (the device view's, see SelectorEngine.matches), what the first
     selector to meet ``device`` would otherwise: whether it converts to CEL at all."""
@@ -105,24 +114,7 @@ class SelectorEngine:
             hit = memo.get(mkey)
             if hit is not None:
                 return hit
-        shared = self._shared_key(prog.expr, driver, device, memo)
-        if shared is not None:
-            hit = _SHARED_RESULTS.get(shared)
-            if hit is not None:
-                if memo is not None:
-                    memo[mkey] = hit
-                return hit
-        result = self._evaluate(prog, driver, device)
-        if memo is not None:
-            memo[mkey] = result
-        if shared is not None:
-            if len(_SHARED_RESULTS) >= _SHARED_RESULTS_MAX:
-                # the oldest goes; OrderedDict pops it in O(1) (a plain dict's first key after many
-                # deletions from the front costs a scan over the holes: quadratic when every
-                # device is unique, as in allocator_bench's `all`)
-                _SHARED_RESULTS.popitem(last=False)
-            _SHARED_RESULTS[shared] = result
-        return result
+        return self._decide(prog, mkey, _refs(prog.expr), driver, device, memo)
 
     def verdicts(self, expr: str, devices: list) -> list:
         """:meth:`matches` on each device view (``.slice.driver``, ``.raw``, ``.cel_memo``) in one
@@ -139,35 +131,50 @@ class SelectorEngine:
                     out.append(exc)
             return out
         mkey = ("match", self.engine, self.consumable_capacity, self.list_type_attributes, expr)
+        refs = _refs(expr)
+        decide = self._decide
         for d in devices:
             memo = d.cel_memo
             hit = memo.get(mkey)
             if hit is None:
                 try:
-                    hit = self.matches(prog, d.slice.driver, d.raw, memo)
+                    hit = decide(prog, mkey, refs, d.slice.driver, d.raw, memo)
                 except SelectorRuntimeError as exc:
                     hit = exc
             out.append(hit)
         return out
 
-    def _shared_key(self, expr: str, driver: str, device: dict, memo: dict | None) -> tuple | None:
-        try:
-            refs = _REFS[expr]
-        except KeyError:
-            refs = _REFS[expr] = device_references(expr) if len(_REFS) < 4096 else None
-        if refs is None or type(driver) is not str:
-            return None
-        ok = memo.get("convertible") if memo is not None else None
-        if ok is None:
-            ok = convertible(driver, device)
-            if memo is not None:
-                memo["convertible"] = ok
-        if not ok:
-            return None
-        proj = projection(refs, driver, device)
-        if proj is None:
-            return None
-        return (self.engine, self.consumable_capacity, self.list_type_attributes, expr, proj)
+    def _decide(self, prog: Any, mkey: tuple, refs: tuple | None, driver: str, device: dict,
+                memo: dict | None) -> bool:
+        """The result of ``prog`` on a device not in its memo: shared with every device whose
+        parts the expression reads (``refs``) are equal, else evaluated (and then shared)."""
+        shared = None
+        if refs is not None and type(driver) is str:
+            ok = memo.get("convertible") if memo is not None else None
+            if ok is None:
+                ok = convertible(driver, device)
+                if memo is not None:
+                    memo["convertible"] = ok
+            if ok:
+                proj = projection(refs, driver, device)
+                if proj is not None:
+                    shared = (mkey, proj)
+                    hit = _SHARED_RESULTS.get(shared)
+                    if hit is not None:
+                        if memo is not None:
+                            memo[mkey] = hit
+                        return hit
+        result = self._evaluate(prog, driver, device)
+        if memo is not None:
+            memo[mkey] = result
+        if shared is not None:
+            if len(_SHARED_RESULTS) >= _SHARED_RESULTS_MAX:
+                # the oldest goes; OrderedDict pops it in O(1) (a plain dict's first key after many
+                # deletions from the front costs a scan over the holes: quadratic when every
+                # device is unique, as in allocator_bench's `all`)
+                _SHARED_RESULTS.popitem(last=False)
+            _SHARED_RESULTS[shared] = result
+        return result
 
     def _evaluate(self, prog: Any, driver: str, device: dict) -> bool:
         inp = self._input(driver, device)

@@ -217,9 +217,14 @@ _GOOD_VERSIONS: set[str] = set()
 def _frozen(value: Any) -> tuple:
     """A raw JSON value as a hashable key that keeps 1, True and "1" apart."""
     if type(value) is dict:
-        return (dict, tuple((k, _frozen(v)) for k, v in value.items()))
+        if len(value) == 1:  # an attribute ({"string": "gpu"}): most keys are made of these
+            for k, v in value.items():
+                t = type(v)
+                if t is str or t is int or t is bool:
+                    return (dict, ((k, (t, v)),))
+        return (dict, tuple([(k, _frozen(v)) for k, v in value.items()]))
     if type(value) is list:
-        return (list, tuple(_frozen(v) for v in value))
+        return (list, tuple([_frozen(v) for v in value]))
     hash(value)  # TypeError for anything else unhashable
     return (type(value), value)
 

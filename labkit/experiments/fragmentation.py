@@ -66,11 +66,18 @@ class FragmentationMeter:
         self._frag: list[float] = []  # by fleet position
         self._free: list[float] = []
         self._seen = 0  # position in ledger.changed
+        self._by_states: dict[tuple[GpuState, ...], float] = {}
 
     def node(self, node: str) -> tuple[float, float]:
         """(fragmented GiB, free GiB) of one node."""
         uses = self.ledger.gpus[node]
-        return node_fragmentation(uses, self.mix, self.sharing), sum(sum(u.chunks(self.sharing)) for u in uses)
+        states = gpu_states(uses, self.sharing)
+        frag = self._by_states.get(states)
+        if frag is None:  # nodes of one kind in the same state (idle ones, say) are worked out once
+            frag = states_fragmentation(states, self.mix)
+            if len(self._by_states) < 65_536:
+                self._by_states[states] = frag
+        return frag, sum(sum(s[0]) for s in states)
 
     def fleet(self) -> tuple[float, float]:
         """(fragmented GiB, free GiB) of the fleet, summed left to right in fleet order (as
