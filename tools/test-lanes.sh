@@ -50,6 +50,30 @@ cpu_summary() {
     "$LOGS/cpu.log" >&2
 }
 
+# CPU seconds: the machine's busy time over the run (from /proc/stat, USER_HZ = 100), and each
+# lane's own processes (bash `times`: the children it waited for; a kind cluster's containers
+# are dockerd's children, so they are in the machine's figure only)
+busy_jiffies() { local line; read -r line < /proc/stat; set -- $line; echo $(( $2 + $4 + $7 + $8 )); }
+busy0=$(busy_jiffies)
+run_lane() {
+  local lane=$1 rc
+  shift
+  "${lane}_lane" "$@"; rc=$?
+  times > "$LOGS/$lane.times"  # in this shell: `times` in a pipe or $(...) would see a fresh process
+  awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); sub("s", "", a[2]); t += a[1] * 60 + a[2] }
+       printf "%.0f\n", t }' "$LOGS/$lane.times" > "$LOGS/$lane.cpu"
+  return $rc
+}
+cpu_split() {
+  local lane total=$(( ($(busy_jiffies) - busy0) / 100 )) own=0 line=""
+  for lane in "$@"; do
+    local s; s=$(cat "$LOGS/$lane.cpu" 2>/dev/null || echo 0)
+    own=$((own + s)); line+=" $lane $s,"
+  done
+  printf 'test-lanes: CPU seconds: machine busy %d; the lanes own processes:%s; the rest (kind clusters, dockerd) %d\n' \
+    "$total" "${line%,}" "$((total - own))" >&2
+}
+
 RUNS="$(mktemp -d "${TMPDIR:-/tmp}/labkit-lanes.XXXXXX")"
 lane_env() { mkdir -p "$RUNS/$1"; echo "LABKIT_RUN_DIR=$RUNS/$1"; }
 
@@ -88,21 +112,21 @@ faults_lane() {
 BACKGROUND=(local course kind faults)
 declare -A status
 if [[ "${LABKIT_TEST_LANES:-parallel}" == serial ]]; then
-  main_lane; status[main]=$?
-  local_lane; status[local]=$?
-  course_lane "$@"; status[course]=$?
-  kind_lane; status[kind]=$?
-  faults_lane; status[faults]=$?
+  (run_lane main); status[main]=$?
+  (run_lane local); status[local]=$?
+  (run_lane course "$@"); status[course]=$?
+  (run_lane kind); status[kind]=$?
+  (run_lane faults); status[faults]=$?
 else
   declare -A pids
   for lane in "${BACKGROUND[@]}"; do
-    "${lane}_lane" "$@" > "$LOGS/$lane.log" 2>&1 &
+    run_lane "$lane" "$@" > "$LOGS/$lane.log" 2>&1 &
     pids[$lane]=$!
     say "$lane lane started (pid ${pids[$lane]}, log $LOGS/$lane.log)"
   done
   # an interrupted make test stops the other lanes too (the kind fixtures delete their clusters)
   trap 'for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null; done; wait; stop_sampler; rm -rf "$RUNS"; exit 130' INT TERM
-  main_lane; status[main]=$?
+  (run_lane main); status[main]=$?
   say "main lane finished (exit ${status[main]})"
   for lane in "${BACKGROUND[@]}"; do
     wait "${pids[$lane]}"; status[$lane]=$?
@@ -115,6 +139,7 @@ else
   done
 fi
 cpu_summary
+cpu_split main "${BACKGROUND[@]}"
 rm -rf "$RUNS"
 failed=0
 summary=""
