@@ -28,13 +28,15 @@ say() { printf 'test-lanes: %s (%ds)\n' "$*" "$((SECONDS - t0))" >&2; }
 
 # how busy the CPUs were, per minute, from /proc/stat (whether more lanes could help); niced
 # processes (the nice column) are left out, so a niced side job does not count as the tests' load
+cpu_jiffies() {  # "busy total" since boot, in USER_HZ (1/100 s)
+  local line; read -r line < /proc/stat; set -- $line
+  echo "$(( $2 + $4 + $7 + $8 )) $(( $2 + $3 + $4 + $5 + $6 + $7 + $8 ))"
+}
 cpu_sampler() {
-  local prev_busy prev_total busy total line minute=0
-  read -r line < /proc/stat; set -- $line
-  prev_busy=$(( $2 + $4 + $7 + $8 )); prev_total=$(( $2 + $3 + $4 + $5 + $6 + $7 + $8 ))
+  local prev_busy prev_total busy total minute=0
+  read -r prev_busy prev_total <<< "$(cpu_jiffies)"
   while sleep 60; do
-    read -r line < /proc/stat; set -- $line
-    busy=$(( $2 + $4 + $7 + $8 )); total=$(( $2 + $3 + $4 + $5 + $6 + $7 + $8 ))
+    read -r busy total <<< "$(cpu_jiffies)"
     minute=$((minute + 1))
     printf '%d %d\n' "$minute" $(( total > prev_total ? 100 * (busy - prev_busy) / (total - prev_total) : 0 ))
     prev_busy=$busy; prev_total=$total
@@ -50,11 +52,10 @@ cpu_summary() {
     "$LOGS/cpu.log" >&2
 }
 
-# CPU seconds: the machine's busy time over the run (from /proc/stat, USER_HZ = 100), and each
-# lane's own processes (bash `times`: the children it waited for; a kind cluster's containers
-# are dockerd's children, so they are in the machine's figure only)
-busy_jiffies() { local line; read -r line < /proc/stat; set -- $line; echo $(( $2 + $4 + $7 + $8 )); }
-busy0=$(busy_jiffies)
+# CPU seconds: the machine's busy time over the run (cpu_jiffies), and each lane's own processes
+# (bash `times`: the children it waited for; a kind cluster's containers are dockerd's children,
+# so they are in the machine's figure only)
+read -r busy0 _ <<< "$(cpu_jiffies)"
 run_lane() {
   local lane=$1 rc
   shift
@@ -65,7 +66,9 @@ run_lane() {
   return $rc
 }
 cpu_split() {
-  local lane total=$(( ($(busy_jiffies) - busy0) / 100 )) own=0 line=""
+  local lane busy total own=0 line=""
+  read -r busy _ <<< "$(cpu_jiffies)"
+  total=$(( (busy - busy0) / 100 ))
   for lane in "$@"; do
     local s; s=$(cat "$LOGS/$lane.cpu" 2>/dev/null || echo 0)
     own=$((own + s)); line+=" $lane $s,"

@@ -43,9 +43,10 @@ def _rules_key(rules: list[dict], versioned: bool) -> object:
 def prepare_slices(slices: list[dict], taint_rules: list[dict] = (), *, versioned: bool = False) -> None:
     """Convert ``slices`` now instead of in the first Allocator that looks at them: the slice and
     device views with parsed capacities and counters, and for each device what its first selector
-    would work out (whether it converts to CEL). kube-scheduler converts slices in its ResourceSlice informer as they arrive (kubernetes
-    PR 134105), not in a scheduling cycle; the sim calls this on every slice event. Allocators
-    given the same ``taint_rules`` and ``versioned`` reuse the work (see labkit.allocator.model)."""
+    would work out (whether it converts to CEL). kube-scheduler converts slices in its
+    ResourceSlice informer as they arrive (kubernetes PR 134105), not in a scheduling cycle; the
+    sim calls this on every slice event. Allocators given the same ``taint_rules`` and
+    ``versioned`` reuse the work (see labkit.allocator.model)."""
     rules = list(taint_rules)
     key = _rules_key(rules, versioned)
     for raw in slices:

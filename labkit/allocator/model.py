@@ -103,12 +103,11 @@ class DeviceInfo:
     @lazy
     def capacity(self) -> dict[str, CapacityInfo]:
         raw = self.raw.get("capacity") or {}
-        try:  # the GPUs of a fleet share a few capacity maps: one parsed, read-only copy of each
-            key = tuple((cname, cap["value"]) for cname, cap in raw.items()
-                        if type(cap) is dict and len(cap) == 1 and type(cap.get("value")) is str)
-            if len(key) != len(raw):
-                key = None
-        except TypeError:
+        # the GPUs of a fleet share a few capacity maps: one parsed, read-only copy of each (only
+        # maps of plain value texts: the key is then made of strings)
+        key: tuple | None = tuple((cname, cap["value"]) for cname, cap in raw.items()
+                                  if type(cap) is dict and len(cap) == 1 and type(cap.get("value")) is str)
+        if len(key) != len(raw):
             key = None
         caps = _CAPACITY_CACHE.get(key) if key is not None else None
         if caps is not None:
