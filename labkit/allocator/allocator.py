@@ -54,6 +54,7 @@ def prepare_slices(slices: list[dict], taint_rules: list[dict] = (), *, versione
         info.convert_all()
         for dev in info.devices:
             learn_device(info.driver, dev.raw, dev.cel_memo)
+        info.content_key  # noqa: B018 - after learn_device, whose findings it reads
 
 
 @dataclass
@@ -325,6 +326,10 @@ class Allocator:
             self._pool_cache[key] = pools
         return pools
 
+    def explanation(self, node: dict, claims: list[dict], outcome: Outcome) -> Any:
+        """Why (not) ``outcome`` for these claims on ``node``, worked out in a separate pass."""
+        return explain(self, node, claims, outcome)
+
     def allocate(self, node: dict, claims: list[dict], timeout: float | None = FILTER_TIMEOUT) -> Outcome:
         """One scheduling attempt for ``node``. After ``timeout`` seconds of search (None: no
         limit) the attempt ends like kube-scheduler's cancelled filter: status ``error`` with
@@ -333,7 +338,7 @@ class Allocator:
         # called with the outcome (a closure over it would make every cached outcome a cycle
         # that only the garbage collector frees)
         def later(outcome: Outcome) -> Any:
-            return explain(self, node, claims, outcome)
+            return self.explanation(node, claims, outcome)
 
         try:
             try:

@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from labkit.allocator.quantities import qparse, qvalue
 from labkit.api.attributes import lookup_attribute, scalar_value
+from labkit.cel.device import convertible, frozen_json
 
 #: a device without the attribute a constraint names
 MISSING = object()
@@ -148,6 +149,7 @@ class SliceInfo:
     skip_node_operations: list[str]
     raw: dict
     taint_rules: list[dict] = field(default_factory=list, repr=False)
+    _columns: dict[str, tuple | None] = field(default_factory=dict, repr=False)  # column()
 
     # built on first use: an Allocator is often built per scheduling attempt over a whole
     # fleet's slices, and only the slices of the nodes it is asked about are looked at
@@ -192,6 +194,60 @@ class SliceInfo:
         """Does any device consume counters (DeviceInfo.consumes non-empty)?"""
         return any(dev.get("consumesCounters") for dev in self._raw_devices)
 
+    @lazy
+    def content_key(self) -> tuple | None:
+        """What a search reads from this slice apart from its names (slice, pool, node) and its
+        devices' attributes (see :meth:`column`), as a hashable key; None when more than
+        its nodeName ties the slice to one node or its results to one allocation, or when a
+        device does not convert to CEL (labkit.allocator.twins)."""
+        spec = self.raw.get("spec") or {}
+        if (not self.node_name or self.all_nodes or self.node_selector is not None or self.per_device
+                or self.skip_node_operations or self.has_binding_conditions):
+            return None
+        devices = []
+        try:
+            for view in self.devices:
+                dev = view.raw
+                if type(dev) is not dict or dev.get("allowMultipleAllocations") or dev.get("bindsToNode"):
+                    return None  # shareIDs and consumed capacity belong to one allocation
+                ok = view.cel_memo.get("convertible")
+                if ok is None:
+                    ok = convertible(self.driver, dev)
+                if not ok:
+                    return None  # a selector fails on it, with a message that names it
+                devices.append(_content(dev))
+            return (self.driver, self.count, frozen_json(spec.get("sharedCounters")), tuple(devices))
+        except TypeError:  # something unhashable in hand-written input
+            return None
+
+    def column(self, name: str) -> tuple | None:
+        """The attribute ``name`` (as the devices spell it) on each device, in order: ``(kind,
+        raw)`` with lists as tuples, None where a device lacks it; None when a value is not like
+        that (memoised)."""
+        try:
+            return self._columns[name]
+        except KeyError:
+            pass
+        out: list | None = []
+        for dev in self._raw_devices:
+            value = ((dev.get("attributes") if type(dev) is dict else None) or {}).get(name)
+            if value is None:
+                out.append(None)  # type: ignore[union-attr]
+                continue
+            if type(value) is not dict or len(value) != 1:
+                out = None
+                break
+            ((kind, raw),) = value.items()
+            if type(raw) is list:
+                raw = tuple(raw)
+            try:
+                out.append(_interned((kind, raw)))  # type: ignore[union-attr]
+            except TypeError:  # unhashable
+                out = None
+                break
+        column = self._columns[name] = tuple(out) if out is not None else None
+        return column
+
     def convert_all(self) -> None:
         """Work out now what the first scheduling cycle to look at this slice would: the device
         views and their parsed capacities and counters, and the slice's own facts. (Go has every
@@ -210,6 +266,31 @@ class SliceInfo:
 def _num(value: Fraction) -> Fraction | int:
     """ints where possible: much faster arithmetic, same exact results."""
     return int(value) if value.denominator == 1 else value
+
+
+def _content(dev: dict) -> tuple:
+    """A device entry without its attributes, as a hashable key (TypeError: not hashable)."""
+    capacity = dev.get("capacity")
+    if len(dev) == 3 and "name" in dev and "attributes" in dev and type(capacity) is dict:
+        # the usual device: a name and plain capacities
+        plain = tuple([(name, c["value"]) for name, c in capacity.items()
+                       if type(c) is dict and len(c) == 1 and type(c.get("value")) is str])
+        if len(plain) == len(capacity) and type(dev["name"]) is str:
+            return (dev["name"], plain)
+    return frozen_json({k: v for k, v in dev.items() if k != "attributes"})
+
+
+#: attribute values as SliceInfo.column holds them, one object per value (a fleet repeats most)
+_VALUES: dict[tuple, tuple] = {}
+
+
+def _interned(value: tuple) -> tuple:
+    hit = _VALUES.get(value)
+    if hit is None:
+        if len(_VALUES) >= 1 << 18:
+            _VALUES.clear()
+        hit = _VALUES[value] = value
+    return hit
 
 
 _COUNTER_CACHE: dict[tuple, dict[str, Fraction | int]] = {}

@@ -30,6 +30,9 @@ class AllocatedState:
     shared_devices: dict[DeviceID, int] = field(default_factory=dict)
     #: device -> "ns/name" of claims holding it (for explanations)
     owners: dict[DeviceID, list[str]] = field(default_factory=dict)
+    #: (driver, pool) -> how many results on its devices were added or removed so far (a cache
+    #: of what is in use in one pool stays valid while its count does)
+    changes: dict[tuple[str, str], int] = field(default_factory=dict)
     consumable_capacity: bool = True
 
     @classmethod
@@ -88,10 +91,13 @@ class AllocatedState:
                     del self.devices[device_id]
 
     def _results(self, allocation_result: dict):
+        changes = self.changes
         for result in ((allocation_result or {}).get("devices") or {}).get("results") or []:
             if result.get("adminAccess"):
                 continue
             device_id = (result.get("driver", ""), result.get("pool", ""), result.get("device", ""))
+            pool = device_id[:2]
+            changes[pool] = changes.get(pool, 0) + 1
             share = result.get("shareID") if self.consumable_capacity else None
             yield result, device_id, share
 

@@ -14,7 +14,7 @@ from labkit.api.quantity import Quantity, QuantityError, parse_quantity
 from labkit.cel.literals import DeviceRef
 from labkit.cel.semver import Semver, SemverError, parse_semver
 
-__all__ = ["DeviceInput", "convertible", "device_input", "projection", "split_qualified_name"]
+__all__ = ["DeviceInput", "convertible", "device_input", "frozen_json", "projection", "split_qualified_name"]
 
 _SCALARS = {"int": int, "bool": bool, "string": str}
 _LISTS = {"ints": int, "bools": bool, "strings": str, "versions": None}
@@ -227,6 +227,12 @@ def _frozen(value: Any) -> tuple:
         return (list, tuple([_frozen(v) for v in value]))
     hash(value)  # TypeError for anything else unhashable
     return (type(value), value)
+
+
+def frozen_json(value: Any) -> tuple:
+    """A JSON value (dicts, lists, scalars) as a hashable key that keeps 1, True and "1" apart;
+    TypeError for anything else unhashable."""
+    return _frozen(value)
 
 
 def projection(refs: tuple[DeviceRef, ...], driver: str, device: dict[str, Any]) -> tuple | None:

@@ -6,15 +6,30 @@ is updated incrementally as claims are allocated and freed. Any change to Device
 ResourceSlices or DeviceTaintRules drops the per-node allocators; the new ones reuse the
 converted slices, pools and selector results of every unchanged slice (labkit.allocator.model).
 A slice is converted when it arrives (labkit.allocator.prepare_slices), as kube-scheduler's
-informer does, so that a scheduling cycle does not pay for it.
+informer does, so that a scheduling cycle does not pay for it. Nodes whose devices look the same
+to a claims shape share one search (:meth:`DraState.allocate`, labkit.allocator.twins): a fleet
+of a few node kinds costs a few searches per shape, not one per node.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
-from labkit.allocator import AllocatedState, Allocator, features_for, prepare_slices
+from labkit.allocator import AllocatedState, Allocator, Outcome, features_for, prepare_slices
+from labkit.allocator.model import slice_info
 from labkit.allocator.nodes import NodeSelectorError, selector_matches
+from labkit.allocator.twins import (
+    NodeTwin,
+    TwinTable,
+    attribute_key,
+    claims_refs,
+    in_use,
+    kept,
+    node_twin,
+    shareable,
+    twin_outcome,
+)
 from labkit.api.features import FEATURE_DEFAULTS, normalize_version
 from labkit.sim.store import Store, WatchEvent
 
@@ -49,6 +64,14 @@ class DraState:
         self._allocators: dict[str, Any] = {}
         self._slices: dict[str, list[dict]] | None = None
         self._cluster_wide: list[dict] = []
+        #: twin nodes (labkit.allocator.twins): off to compare with every node's own search
+        self.twins = True
+        self.inventory_epoch = 0  # bumped by every inventory change (TwinTable.epoch)
+        self._twins_ok: bool | None = None
+        #: node -> (twin, content number, [pools' change counts, devices in use then])
+        self._node_twins: dict[str, tuple[NodeTwin | None, int, list]] = {}
+        self._twin_attributes: dict[tuple, dict[str, int | None]] = {}  # refs -> node -> attributes number
+        self._interned: dict[tuple, int] = {}  # contents and attribute keys -> their numbers
         store.watch(self._on_inventory, kinds=("DeviceClass", "ResourceSlice", "DeviceTaintRule"))
 
     def _on_inventory(self, ev: WatchEvent) -> None:
@@ -60,6 +83,11 @@ class DraState:
     def invalidate(self) -> None:
         self._allocators.clear()
         self._slices = None
+        self.inventory_epoch += 1
+        self._twins_ok = None
+        self._node_twins.clear()
+        self._twin_attributes.clear()
+        self._interned.clear()
 
     def _index(self) -> dict[str, list[dict]]:
         if self._slices is None:
@@ -104,6 +132,61 @@ class DraState:
             self._allocators[name] = alloc
         return alloc
 
+    def allocate(self, node: dict, claims: list[dict], table: TwinTable | None = None) -> Outcome:
+        """The node's Allocator's outcome for ``claims``, or, with ``table`` (kept by the caller
+        for claims of this shape), that of a twin node asked before (labkit.allocator.twins)."""
+        found = self._twin_key(node, claims, table) if table is not None and self.twins else None
+        if found is None:
+            return self.allocator_for(node).allocate(node, claims)
+        key, pools = found
+        name = node["metadata"]["name"]
+        entry = table.outcomes.get(key)  # type: ignore[union-attr]
+        if entry is not None:
+            table.hits += 1  # type: ignore[union-attr]
+            return twin_outcome(entry, pools, name, partial(_explain_later, self, node, claims))
+        outcome = self.allocator_for(node).allocate(node, claims)
+        if shareable(outcome, name):
+            table.outcomes[key] = kept(outcome, pools, name)  # type: ignore[union-attr]
+        return outcome
+
+    def _twin_key(self, node: dict, claims: list[dict], table: TwinTable) -> tuple[tuple, tuple] | None:
+        """(the key, the node's pools in search order), or None when the node has no twin."""
+        if table.epoch != self.inventory_epoch:
+            table.epoch, table.outcomes = self.inventory_epoch, {}
+            table.refs = claims_refs(claims, {c["metadata"]["name"]: c for c in self.store.list("DeviceClass")})
+            table.attributes = self._twin_attributes.setdefault(table.refs, {}) if table.refs is not None else {}
+        if table.refs is None:
+            return None
+        if self._twins_ok is None:
+            self._index()
+            self._twins_ok = not self._cluster_wide and not self.store.count("DeviceTaintRule")
+        if not self._twins_ok:
+            return None
+        name = node["metadata"]["name"]
+        try:
+            twin, content, used = self._node_twins[name]
+        except KeyError:
+            twin = node_twin([slice_info(raw, [], (), True) for raw in self._index().get(name, ())], self.features)
+            # the content as a number: hashing the nested tuple for every filter would cost more
+            content = self._interned.setdefault(twin.content, len(self._interned)) if twin is not None else -1
+            used = [None, None]  # [the pools' change counts, the devices in use then]
+            self._node_twins[name] = (twin, content, used)
+        if twin is None:
+            return None
+        try:
+            attributes = table.attributes[name]
+        except KeyError:
+            found = attribute_key(twin, table.refs)
+            attributes = table.attributes[name] = (
+                self._interned.setdefault(found, len(self._interned)) if found is not None else None)
+        if attributes is None:
+            return None
+        changes = self.allocated.changes
+        counts = tuple([changes.get(p, 0) for p in twin.pools])
+        if used[0] != counts:
+            used[0], used[1] = counts, in_use(twin, self.allocated)
+        return ((content, attributes, used[1]), twin.pools) if used[1] is not None else None
+
     def extended_resource_classes(self) -> dict[str, str]:
         """extendedResourceName -> DeviceClass name (DRAExtendedResource). Every class also backs
         its implicit name `deviceclass.resource.kubernetes.io/<class>` (KEP-5004)."""
@@ -115,3 +198,9 @@ class DraState:
         for c in self.store.list("DeviceClass"):
             out.setdefault(f"deviceclass.resource.kubernetes.io/{c['metadata']['name']}", c["metadata"]["name"])
         return out
+
+
+def _explain_later(dra: DraState, node: dict, claims: list[dict], outcome: Outcome) -> Any:
+    """A twin's outcome explained for its own node (called with the outcome, so that a kept
+    outcome is not a reference cycle)."""
+    return dra.allocator_for(node).explanation(node, claims, outcome)

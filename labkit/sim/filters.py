@@ -19,6 +19,7 @@ from typing import Any
 
 from labkit.allocator.nodes import node_selector_matches, pod_matches_node_affinity
 from labkit.allocator.taints import untolerated_taint
+from labkit.allocator.twins import TwinTable
 from labkit.sim.dra import DraState
 from labkit.sim.podutil import EXTENDED_RESOURCES_KEY, meta
 from labkit.sim.resources import insufficient, is_extended, node_allocatable
@@ -192,12 +193,13 @@ class NodeResources:
 
 
 def filter_node(inp: FilterInputs, node: dict, res: NodeResources, dra: DraState,
-                dra_results: dict[str, FilterResult] | None = None) -> FilterResult:
+                dra_results: dict[str, FilterResult] | None = None, dra_twins: TwinTable | None = None) -> FilterResult:
     """Run the filter plugins for one node; reasons empty means the node fits (the Outcome then
     holds the allocations for the pod's pending claims, then for its extended-resource claim).
 
     `dra_results`: DynamicResources' verdicts per node for pods with the same pending claims
-    (and no extended resources), still valid for this node; used and filled in."""
+    (and no extended resources), still valid for this node; used and filled in. `dra_twins`: the
+    twin outcomes for those claims (labkit.allocator.twins), used and filled in too."""
     pod = inp.pod
     if (node.get("spec") or {}).get("unschedulable"):
         return ["node(s) were unschedulable"], None, None
@@ -227,15 +229,16 @@ def filter_node(inp: FilterInputs, node: dict, res: NodeResources, dra: DraState
     if dra_results is not None and ext_claim is None:
         known = dra_results.get(name)
         if known is None:
-            known = _allocate(node, claims, None, dra)
+            known = _allocate(node, claims, None, dra, dra_twins)
             if not (known[0] and known[0][0].startswith("error: ")):
                 dra_results[name] = known
         return known
     return _allocate(node, claims, ext_claim, dra)
 
 
-def _allocate(node: dict, claims: list[dict], ext_claim: dict | None, dra: DraState) -> FilterResult:
-    outcome = dra.allocator_for(node).allocate(node, claims)
+def _allocate(node: dict, claims: list[dict], ext_claim: dict | None, dra: DraState,
+              twins: TwinTable | None = None) -> FilterResult:
+    outcome = dra.allocate(node, claims, twins)
     if outcome.status == "allocated":
         return [], outcome, ext_claim
     if outcome.status == "error":

@@ -44,6 +44,7 @@ from itertools import compress
 from operator import is_not, itemgetter
 from typing import Any
 
+from labkit.allocator.twins import TwinTable
 from labkit.sim import podgroups
 from labkit.sim.binding import Binder
 from labkit.sim.dra import DraState
@@ -139,6 +140,7 @@ class _Shape:
     inventory_epoch: int
     log_pos: int
     results: dict[str, FilterResult] = field(default_factory=dict)  # per claims shape: by node name
+    twins: TwinTable = field(default_factory=TwinTable)  # per claims shape: outcomes of twin nodes
     rows: dict[str, ScoreRow] = field(default_factory=dict)
     failed: Attempt | None = None  # no node fitted, and nothing changed since
     # per pod shape: by node index (Scheduler.nodes() order), None = not known; a list, so the
@@ -462,16 +464,19 @@ class Scheduler:
             self._ext_classes = (self.inventory_epoch, self.dra.extended_resource_classes())
         return self._ext_classes[1]
 
-    def _filter(self, inp: FilterInputs, node: dict, dra_results: dict[str, FilterResult] | None) -> FilterResult:
+    def _filter(self, inp: FilterInputs, node: dict, dra: _Shape | None) -> FilterResult:
         self.filter_calls += 1
-        return filter_node(inp, node, self.resources, self.dra, dra_results)
+        if dra is None:
+            return filter_node(inp, node, self.resources, self.dra)
+        return filter_node(inp, node, self.resources, self.dra, dra.results, dra.twins)
 
-    def _dra_results(self, inp: FilterInputs) -> dict[str, FilterResult] | None:
-        """DynamicResources' per-node verdicts shared by every pod with these pending claims."""
+    def _dra_results(self, inp: FilterInputs) -> _Shape | None:
+        """DynamicResources' per-node verdicts (and twin outcomes) shared by every pod with these
+        pending claims."""
         if not inp.pending or inp.ext:
             return None
         key = json.dumps([c.get("spec") for c in inp.pending], sort_keys=True, default=str)
-        return self._shape(key, self._claim_shapes).results
+        return self._shape(key, self._claim_shapes)
 
     def attempt(self, pod: dict) -> Attempt:
         """Find a node for `pod` (nothing is written; binder.commit() does that)."""

@@ -1,0 +1,208 @@
+"""Twin nodes: one search answers for every node whose devices look the same to a set of claims.
+
+A fleet is built from a few node kinds, so many nodes hold the same devices in the same state.
+Their ResourceSlices differ in names (node, pool, slice), in ids such as a GPU's uuid or PCI
+address, and often in nothing else that a search reads. For such nodes the search walks the same
+steps and takes the same devices; only the pool and node names in the results differ.
+kube-scheduler once kept an "equivalence class cache" in the same spirit.
+
+Two nodes are twins for the claims of one shape (the same request specs) when this key is equal
+for both (:class:`NodeTwin`, :func:`twin_key`):
+
+- every slice the node sees is its own (``nodeName``; no cluster-wide slices, no
+  DeviceTaintRules: the caller checks those), each pool complete in one generation, and no
+  device carries what ties a result to one node or one allocation (binding conditions,
+  ``bindsToNode``, multiple allocations, node operations);
+- per pool, in search order (driver, then pool name), and per slice in the order the node lists
+  them: everything the search reads except names and attributes (``SliceInfo.content_key``);
+- per device, whether it converts to CEL, and the values of the attributes and capacities that
+  the claims' selectors, their classes' selectors and their constraints read
+  (:func:`claims_refs`, labkit.cel.device.projection): a selector that reads a uuid makes
+  every node distinct, as it should;
+- which of the node's devices are in use (a node with a shared device or consumed capacity in
+  use has no twin).
+
+Only outcomes without an error are shared (an error names claims and devices), and the
+explanation of a twin's outcome is worked out for its own node, on demand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from labkit.allocator.allocator import Outcome
+from labkit.allocator.features import Features
+from labkit.allocator.model import SliceInfo
+from labkit.allocator.state import AllocatedState
+from labkit.cel.literals import device_references
+
+__all__ = ["NodeTwin", "TwinTable", "attribute_key", "claims_refs", "in_use", "kept", "node_twin", "renamed",
+           "shareable", "twin_outcome"]
+
+@dataclass
+class TwinTable:
+    """The twin outcomes of one claims shape, for one inventory (DeviceClasses, slices, taint
+    rules): ``epoch`` says which; the owner empties the table when it changes. ``hits`` counts
+    the searches it saved."""
+
+    epoch: int = -1
+    refs: tuple | None = None  # claims_refs() of the shape's claims
+    #: node name -> its attribute_key() as a number, shared by the tables whose claims read the same refs
+    attributes: dict[str, int | None] = field(default_factory=dict)
+    #: key -> (outcome with results of its own, the pools it was found on)
+    outcomes: dict[tuple, tuple[Outcome, tuple[tuple[str, str], ...]]] = field(default_factory=dict)
+    hits: int = 0
+
+
+@dataclass(frozen=True)
+class NodeTwin:
+    """What a node's own slices give its key, worked out once per node and inventory."""
+
+    content: tuple  # per pool: (driver, slice content keys)
+    pools: tuple[tuple[str, str], ...]  # (driver, pool name), in search order
+    ids: tuple[tuple[str, str, str], ...]  # the devices, in search order
+    slices: tuple[SliceInfo, ...]  # in search order
+
+
+def node_twin(own: list[SliceInfo], features: Features) -> NodeTwin | None:
+    """The node's part of the key from its own slices (in the order the node lists them), or
+    None when it cannot have a twin."""
+    by_pool: dict[tuple[str, str], list[SliceInfo]] = {}
+    for s in own:
+        if s.content_key is None:
+            return None
+        if ((not features.PartitionableDevices and (s.per_device is not None or s.shared_counters))
+                or (not features.CompatibilityGroups and s.uses_compat_groups)):
+            return None  # a slice the allocator leaves out: its pool then depends on other slices
+        by_pool.setdefault((s.driver, s.pool), []).append(s)
+    content, pools, ids, ordered = [], [], [], []
+    for (driver, pool), slices in sorted(by_pool.items(), key=lambda kv: kv[0]):
+        if len(slices) != slices[0].count or any(s.generation != slices[0].generation for s in slices):
+            return None  # incomplete or mixed generations: the pool depends on other slices
+        content.append((driver, tuple(s.content_key for s in slices)))
+        pools.append((driver, pool))
+        ordered += slices
+        for s in slices:
+            ids += [d.id for d in s.devices]
+    return NodeTwin(tuple(content), tuple(pools), tuple(ids), tuple(ordered))
+
+
+def claims_refs(claims: list[dict], classes: dict[str, dict]) -> tuple | None:
+    """The attributes (``(domain, id)``) that the claims' selectors, their DeviceClasses'
+    selectors and their constraints read; None when that cannot be told. (Everything else
+    they can read, the driver and capacities, is in ``SliceInfo.content_key``.)"""
+    refs: list[tuple[str, str]] = []
+
+    def add(ref: tuple[str, str]) -> None:
+        if ref not in refs:
+            refs.append(ref)
+
+    def add_expression(expr: Any) -> bool:
+        found = device_references(expr) if type(expr) is str else None
+        if found is None:
+            return False
+        for what, domain, ident in found:
+            if what == "attributes":
+                if domain is None or ident is None:
+                    return False  # a whole map: every value counts
+                add((domain, ident))
+        return True
+
+    for claim in claims:
+        devices = ((claim.get("spec") or {}).get("devices")) or {}
+        for req in devices.get("requests") or []:
+            exact = req.get("exactly")
+            subs = [exact] if exact is not None else list(req.get("firstAvailable") or [])
+            if not subs:
+                return None
+            for sub in subs:
+                cls = classes.get(sub.get("deviceClassName", ""))
+                if cls is None:
+                    return None
+                for sel in list((cls.get("spec") or {}).get("selectors") or []) + list(sub.get("selectors") or []):
+                    if not add_expression(((sel or {}).get("cel") or {}).get("expression")):
+                        return None
+        for c in devices.get("constraints") or []:
+            for kind in ("matchAttribute", "distinctAttribute"):
+                name = c.get(kind)
+                if name is None:
+                    continue
+                domain, sep, ident = name.partition("/") if type(name) is str else ("", "", "")
+                if not (sep and domain and ident):
+                    return None
+                add((domain, ident))
+    return tuple(refs)
+
+
+def attribute_key(twin: NodeTwin, refs: tuple) -> tuple | None:
+    """Per slice and attribute in ``refs``: its values on the slice's devices, under the bare
+    name (for the slice's driver's own domain) and under the qualified one."""
+    out = []
+    for s in twin.slices:
+        for domain, ident in refs:
+            bare = s.column(ident) if domain == s.driver and "/" not in ident else ()
+            full = s.column(f"{domain}/{ident}")
+            if bare is None or full is None:
+                return None
+            out.append((bare, full))
+    return tuple(out)
+
+
+def in_use(twin: NodeTwin, state: AllocatedState) -> tuple | None:
+    """The positions of the node's devices in use now; None when one of them is shared or has
+    capacity consumed."""
+    if state.shared_devices or state.capacity:
+        shared, capacity = state.shared_devices, state.capacity
+        if any(i in shared or i in capacity for i in twin.ids):
+            return None
+    used = state.devices
+    return tuple([k for k, i in enumerate(twin.ids) if i in used])
+
+
+def _node_selector(name: str) -> dict:
+    return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}]}
+
+
+def shareable(outcome: Outcome, node_name: str) -> bool:
+    """Can ``outcome`` serve a twin: no error, and every node selector is the node's own name."""
+    if outcome.error is not None or outcome.status not in ("allocated", "unsatisfiable"):
+        return False
+    mine = _node_selector(node_name)
+    return all(a.get("nodeSelector", mine) == mine for a in outcome.allocations)
+
+
+def renamed(allocations: list[dict], src_pools: tuple[tuple[str, str], ...], pools: tuple[tuple[str, str], ...],
+            node_name: str) -> list[dict]:
+    """A twin's allocation results (:func:`shareable`) for the node ``node_name`` whose pools, in
+    search order, are ``pools``: new dicts where a name changes, the rest shared (allocation
+    results are read only; the binder writes a copy)."""
+    names = {src: dst[1] for src, dst in zip(src_pools, pools, strict=True)}
+    out = []
+    for a in allocations:
+        a = dict(a)
+        devices = a.get("devices")
+        if devices:
+            devices = a["devices"] = dict(devices)
+            results = devices.get("results")
+            if results:
+                devices["results"] = [{**r, "pool": names[(r["driver"], r["pool"])]} for r in results]
+        if "nodeSelector" in a:
+            a["nodeSelector"] = _node_selector(node_name)
+        out.append(a)
+    return out
+
+
+def twin_outcome(entry: tuple[Outcome, tuple[tuple[str, str], ...]], pools: tuple[tuple[str, str], ...],
+                 node_name: str, later: Callable[[Outcome], Any]) -> Outcome:
+    """The outcome a twin's search gave, for this node; ``later`` explains it (for this node)."""
+    src, src_pools = entry
+    out = Outcome(src.status, renamed(src.allocations, src_pools, pools, node_name), steps=src.steps)
+    out._explain = later
+    return out
+
+
+def kept(outcome: Outcome, pools: tuple[tuple[str, str], ...], node_name: str) -> tuple[Outcome, tuple[tuple[str, str], ...]]:
+    """A table entry for ``outcome`` (its results' dicts of its own)."""
+    return (Outcome(outcome.status, renamed(outcome.allocations, pools, pools, node_name), steps=outcome.steps), pools)
