@@ -74,6 +74,8 @@ def _read_yaml(path: Path, what: str) -> Any:
     except RecursionError:
         raise CatalogError(f"{what} {path}: nested too deeply to read; fix: flatten the file") from None
     except yaml.YAMLError as e:
+        if "maximum nesting depth" in str(e):  # libyaml's own limit (PyYAML 6.0.4 wheels)
+            raise CatalogError(f"{what} {path}: nested too deeply to read; fix: flatten the file") from None
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise CatalogError(f"{what} {path}:{where}: not valid YAML ({getattr(e, 'problem', e)})") from None

@@ -273,6 +273,12 @@ _TOO_DEEP = ("nested too deeply to read (hundreds of levels of lists or mappings
              "fix: flatten the document")
 
 
+def _too_deep(exc: yaml.YAMLError) -> bool:
+    """libyaml's own limit (PyYAML 6.0.4 wheels): "exceeded maximum nesting depth" (the pure
+    Python parser hits RecursionError instead)."""
+    return "maximum nesting depth" in str(exc)
+
+
 class _JSONDuplicate(ValueError):
     pass
 
@@ -313,8 +319,9 @@ def _parse_text(text: str, origin: str) -> list[Any]:
     try:
         docs = list(yaml.load_all(text, Loader=_Loader))  # noqa: S506 - safe loader subclass
         return [_unshare(doc, origin, number) for number, doc in enumerate(docs, start=1)]
-    except yaml.YAMLError:
-        pass
+    except yaml.YAMLError as exc:
+        if _too_deep(exc):
+            raise LoadError(f"{origin}: {_TOO_DEEP}") from None
     except LoadError:
         raise
     except RecursionError:
