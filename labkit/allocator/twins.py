@@ -194,13 +194,34 @@ def renamed(allocations: list[dict], src_pools: tuple[tuple[str, str], ...], poo
     return out
 
 
+class RenamedOutcome(Outcome):
+    """A twin's outcome for another node: its results are renamed when first read (most twin
+    outcomes are only looked at as feasible or not)."""
+
+    def __init__(self, src: Outcome, src_pools: tuple[tuple[str, str], ...], pools: tuple[tuple[str, str], ...],
+                 node_name: str, later: Callable[[Outcome], Any]) -> None:
+        super().__init__(src.status, steps=src.steps)
+        self._renaming: tuple | None = (src.allocations, src_pools, pools, node_name) if src.allocations else None
+        self._explain = later
+
+    @property  # type: ignore[override]
+    def allocations(self) -> list[dict]:
+        if self._renaming is not None:
+            self._allocations = renamed(*self._renaming)
+            self._renaming = None
+        return self._allocations
+
+    @allocations.setter
+    def allocations(self, value: list[dict]) -> None:
+        self._allocations = value
+        self._renaming = None
+
+
 def twin_outcome(entry: tuple[Outcome, tuple[tuple[str, str], ...]], pools: tuple[tuple[str, str], ...],
                  node_name: str, later: Callable[[Outcome], Any]) -> Outcome:
     """The outcome a twin's search gave, for this node; ``later`` explains it (for this node)."""
     src, src_pools = entry
-    out = Outcome(src.status, renamed(src.allocations, src_pools, pools, node_name), steps=src.steps)
-    out._explain = later
-    return out
+    return RenamedOutcome(src, src_pools, pools, node_name, later)
 
 
 def kept(outcome: Outcome, pools: tuple[tuple[str, str], ...], node_name: str) -> tuple[Outcome, tuple[tuple[str, str], ...]]:

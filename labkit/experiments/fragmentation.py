@@ -11,8 +11,8 @@ w_r), the free memory of a node that r cannot use; the node's fragmentation is t
 
 from __future__ import annotations
 
-from functools import reduce
-from operator import add
+import math
+from fractions import Fraction
 
 from labkit.experiments.ledger import GpuUse, Ledger
 
@@ -67,6 +67,7 @@ class FragmentationMeter:
         self._free: list[float] = []
         self._seen = 0  # position in ledger.changed
         self._by_states: dict[tuple[GpuState, ...], float] = {}
+        self._frag_total = self._free_total = Fraction(0)  # exact sums of _frag and _free
 
     def node(self, node: str) -> tuple[float, float]:
         """(fragmented GiB, free GiB) of one node."""
@@ -80,23 +81,32 @@ class FragmentationMeter:
         return frag, sum(sum(s[0]) for s in states)
 
     def fleet(self) -> tuple[float, float]:
-        """(fragmented GiB, free GiB) of the fleet, summed left to right in fleet order (as
-        fleet_scan() sums: equal bit for bit). reduce(add) runs in C, this is called every tick of
-        a trace; unlike sum() it adds plainly on every Python version (3.12's sum() compensates)."""
+        """(fragmented GiB, free GiB) of the fleet: the exact sums of the nodes' values, rounded
+        once (what math.fsum gives, so fleet_scan() is equal bit for bit). Called every tick of a
+        trace, it updates the exact totals for the nodes the ledger touched, instead of adding up
+        the whole fleet again."""
         led = self.ledger
         if not self._frag:
             for n in led.fleet.nodes:
                 a, b = self.node(n)
                 self._frag.append(a)
                 self._free.append(b)
+            self._frag_total = sum(map(Fraction, self._frag), Fraction(0))
+            self._free_total = sum(map(Fraction, self._free), Fraction(0))
         else:
             for n in set(led.changed[self._seen:]):
                 i = led.index_of[n]
-                self._frag[i], self._free[i] = self.node(n)
+                a, b = self.node(n)
+                if a != self._frag[i]:
+                    self._frag_total += Fraction(a) - Fraction(self._frag[i])
+                    self._frag[i] = a
+                if b != self._free[i]:
+                    self._free_total += Fraction(b) - Fraction(self._free[i])
+                    self._free[i] = b
         self._seen = len(led.changed)
-        return reduce(add, self._frag, 0.0), reduce(add, self._free, 0.0)
+        return float(self._frag_total), float(self._free_total)
 
     def fleet_scan(self) -> tuple[float, float]:
         """fleet() recomputed from every node (the reference the cached version is tested against)."""
         per_node = [self.node(n) for n in self.ledger.fleet.nodes]
-        return reduce(add, (a for a, _ in per_node), 0.0), reduce(add, (b for _, b in per_node), 0.0)
+        return math.fsum(a for a, _ in per_node), math.fsum(b for _, b in per_node)

@@ -137,6 +137,8 @@ class FilterInputs:
     pending: list[dict]  # those the allocator must allocate
     ext_classes: dict[str, str]
     ext: list[ExtRequest]
+    #: does any claim have a firstAvailable request (else scoring never reads the allocations)
+    first_available: bool = False
 
 
 class NodeResources:

@@ -502,7 +502,9 @@ class Scheduler:
         inp = FilterInputs(pod=pod, req=req, claims=claims,
                            allocated=[c for c in claims if (c.get("status") or {}).get("allocation")],
                            pending=[c for c in claims if not (c.get("status") or {}).get("allocation")],
-                           ext_classes=ext_classes, ext=extended_requests(pod, req, ext_classes))
+                           ext_classes=ext_classes, ext=extended_requests(pod, req, ext_classes),
+                           first_available=any(r.get("firstAvailable") for c in claims
+                                               for r in ((c.get("spec") or {}).get("devices") or {}).get("requests") or ()))
         to_find = num_feasible_nodes_to_find(n, self.percentage_of_nodes_to_score)
         sampling = n >= MIN_FEASIBLE_NODES_TO_FIND
         start = self.next_start_node_index % n if sampling else 0
@@ -590,7 +592,9 @@ class Scheduler:
             if cm is None:
                 cm = res.cpu_mem[name] = (cpu_memory(res.allocatable_of(node)), cpu_memory(res.usage.get(name, {})))
             cand = Candidate(name=name, node=node, allocatable=cm[0], nonzero_used=res.nonzero.get(name, (0, 0)), used=cm[1],
-                             allocations=list(outcome.allocations[:len(inp.pending)]) if outcome is not None else [])
+                             # only a firstAvailable choice is scored from them (a twin's are renamed when read)
+                             allocations=(list(outcome.allocations[:len(inp.pending)])
+                                          if outcome is not None and inp.first_available else []))
             row = shape.rows_by_index[i] = score_row(inp.pod, inp.claims, cand, pod_nonzero, pod_req,
                                                      prioritized_list_scoring=self._plist)
             shape.simple_by_index[i] = simple_total(row)
