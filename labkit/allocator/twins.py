@@ -7,18 +7,19 @@ steps and takes the same devices; only the pool and node names in the results di
 kube-scheduler once kept an "equivalence class cache" in the same spirit.
 
 Two nodes are twins for the claims of one shape (the same request specs) when this key is equal
-for both (:class:`NodeTwin`, :func:`twin_key`):
+for both (built by the caller, labkit.sim.dra.DraState, from :func:`node_twin`,
+:func:`attribute_key` and :func:`in_use`):
 
 - every slice the node sees is its own (``nodeName``; no cluster-wide slices, no
   DeviceTaintRules: the caller checks those), each pool complete in one generation, and no
   device carries what ties a result to one node or one allocation (binding conditions,
-  ``bindsToNode``, multiple allocations, node operations);
+  ``bindsToNode``, multiple allocations, node operations) or fails to convert to CEL;
 - per pool, in search order (driver, then pool name), and per slice in the order the node lists
-  them: everything the search reads except names and attributes (``SliceInfo.content_key``);
-- per device, whether it converts to CEL, and the values of the attributes and capacities that
-  the claims' selectors, their classes' selectors and their constraints read
-  (:func:`claims_refs`, labkit.cel.device.projection): a selector that reads a uuid makes
-  every node distinct, as it should;
+  them: everything the search reads except names and attributes (``SliceInfo.content_key``,
+  worked out when the slice arrives; capacities and the driver are in it);
+- per slice, the values of the attributes that the claims' selectors, their classes' selectors
+  and their constraints read (:func:`claims_refs`, ``SliceInfo.column``): a selector that reads
+  a uuid makes every node distinct, as it should;
 - which of the node's devices are in use (a node with a shared device or consumed capacity in
   use has no twin).
 
