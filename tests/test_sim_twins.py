@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from labkit.allocator.twins import TwinTable
+from labkit.allocator.twins import TwinTable, claims_refs
 from labkit.cluster import connect
 from labkit.experiments import generate, run_policy
 from labkit.sim.dra import DraState
@@ -248,3 +248,16 @@ def test_binds_are_identical_with_and_without_twins(policy, monkeypatch):
         runs[on] = ([(r.name, r.node, r.start, r.end, r.devices) for r in run.records], hits)
     assert runs[True][0] == runs[False][0]
     assert runs[False][1] == 0 and runs[True][1] > 0
+
+
+def test_claims_of_an_unexpected_shape_have_no_twin():
+    classes = {"gpu.nvidia.com": {"spec": {"selectors": [{"cel": {"expression": "device.driver == 'x'"}}]}}}
+    odd = [_claim("c", ["not a request"]), _claim("d", [{"name": "g", "exactly": "gpu"}]),
+           _claim("e", [{"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com", "selectors": ["x"]}}]),
+           _claim("f", [{"name": "g", "exactly": _exactly("gpu.nvidia.com", 1, None)}], [{"matchAttribute": 3}])]
+    for claim in odd:
+        assert claims_refs([claim], classes) is None
+    good = _claim("g", [{"name": "g", "exactly": _exactly(
+        "gpu.nvidia.com", 1, "device.attributes['gpu.nvidia.com'].uuid == 'u'")}],
+        [{"matchAttribute": "resource.kubernetes.io/pcieRoot"}])
+    assert claims_refs([good], classes) == (("gpu.nvidia.com", "uuid"), ("resource.kubernetes.io", "pcieRoot"))

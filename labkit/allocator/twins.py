@@ -42,6 +42,7 @@ from labkit.cel.literals import device_references
 __all__ = ["NodeTwin", "TwinTable", "attribute_key", "claims_refs", "in_use", "kept", "node_twin", "renamed",
            "shareable", "twin_outcome"]
 
+
 @dataclass
 class TwinTable:
     """The twin outcomes of one claims shape, for one inventory (DeviceClasses, slices, taint
@@ -92,8 +93,16 @@ def node_twin(own: list[SliceInfo], features: Features) -> NodeTwin | None:
 
 def claims_refs(claims: list[dict], classes: dict[str, dict]) -> tuple | None:
     """The attributes (``(domain, id)``) that the claims' selectors, their DeviceClasses'
-    selectors and their constraints read; None when that cannot be told. (Everything else
-    they can read, the driver and capacities, is in ``SliceInfo.content_key``.)"""
+    selectors and their constraints read; None when that cannot be told, or for claims of an
+    unexpected shape (their own search reports what is wrong). (Everything else they can read,
+    the driver and capacities, is in ``SliceInfo.content_key``.)"""
+    try:
+        return _claims_refs(claims, classes)
+    except (AttributeError, TypeError):
+        return None
+
+
+def _claims_refs(claims: list[dict], classes: dict[str, dict]) -> tuple | None:
     refs: list[tuple[str, str]] = []
 
     def add(ref: tuple[str, str]) -> None:
