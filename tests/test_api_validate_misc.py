@@ -63,11 +63,11 @@ def test_type_errors() -> None:
 def test_old_apis_name_the_modern_equivalent() -> None:
     rc = {"apiVersion": "resource.k8s.io/v1alpha2", "kind": "ResourceClass", "metadata": {"name": "gpu"},
           "driverName": "gpu.example.com"}
-    assert one(rc) == ("ResourceClass/gpu: kind: ResourceClass was removed in Kubernetes 1.32 (classic DRA); "
+    assert one(rc) == ("ResourceClass/gpu: kind: ResourceClass was removed in Kubernetes 1.31 (classic DRA); "
                        "use a DeviceClass (resource.k8s.io/v1) with CEL selectors")
     old = claim()
     old["apiVersion"] = "resource.k8s.io/v1alpha2"
-    assert "classic DRA, removed in Kubernetes 1.32" in one(old)
+    assert "classic DRA, removed by Kubernetes 1.31" in one(old)
     c = claim()
     c["spec"] = {"resourceClassName": "gpu", "parametersRef": {"kind": "ConfigMap", "name": "x"}}
     found = messages(c)

@@ -8,13 +8,13 @@ __all__ = ["check_legacy"]
 
 _V1 = "resource.k8s.io/v1"
 _REMOVED_KINDS = {
-    "ResourceClass": "ResourceClass was removed in Kubernetes 1.32 (classic DRA); use a DeviceClass "
+    "ResourceClass": "ResourceClass was removed in Kubernetes 1.31 (classic DRA); use a DeviceClass "
                      "(resource.k8s.io/v1) with CEL selectors",
     "PodSchedulingContext": "PodSchedulingContext was removed in Kubernetes 1.32 (classic DRA); the "
                             "scheduler allocates from ResourceSlices now, delete this object",
-    "ResourceClaimParameters": "ResourceClaimParameters was removed in Kubernetes 1.32; put the settings "
+    "ResourceClaimParameters": "ResourceClaimParameters was removed in Kubernetes 1.31; put the settings "
                                "into the claim's spec.devices.config[].opaque.parameters",
-    "ResourceClassParameters": "ResourceClassParameters was removed in Kubernetes 1.32; put the settings "
+    "ResourceClassParameters": "ResourceClassParameters was removed in Kubernetes 1.31; put the settings "
                                "into the DeviceClass's spec.config[].opaque.parameters",
 }
 _BETA_SHAPE = ("deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations")
@@ -27,7 +27,7 @@ def check_legacy(obj: dict, sink: Sink) -> tuple[bool, set[str]]:
         sink.add("kind", _REMOVED_KINDS[kind])
         return True, set()
     if api in ("resource.k8s.io/v1alpha1", "resource.k8s.io/v1alpha2"):
-        sink.add("apiVersion", f"{api} was classic DRA, removed in Kubernetes 1.32; use {_V1} "
+        sink.add("apiVersion", f"{api} was classic DRA, removed by Kubernetes 1.31; use {_V1} "
                                "(requests under spec.devices.requests[].exactly)")
         return True, set()
     if api.startswith("resource.k8s.io/") and api != _V1:
@@ -49,12 +49,12 @@ def check_legacy(obj: dict, sink: Sink) -> tuple[bool, set[str]]:
         base = "spec" if kind == "ResourceClaim" else "spec.spec"
         claim_spec = spec if kind == "ResourceClaim" else as_dict(spec.get("spec"))
         for fld, msg in (
-            ("resourceClassName", "resourceClassName was removed in Kubernetes 1.32 (classic DRA); name "
+            ("resourceClassName", "resourceClassName was removed in Kubernetes 1.31 (classic DRA); name "
                                   "a DeviceClass in spec.devices.requests[].exactly.deviceClassName"),
-            ("parametersRef", "parametersRef was removed in Kubernetes 1.32 (classic DRA); put settings "
+            ("parametersRef", "parametersRef was removed in Kubernetes 1.31 (classic DRA); put settings "
                               "into spec.devices.config[].opaque.parameters or CEL selectors"),
             ("allocationMode", "spec.allocationMode (WaitForFirstConsumer/Immediate) was removed in "
-                               "Kubernetes 1.32; allocation happens when a pod is scheduled"),
+                               "Kubernetes 1.31; allocation happens when a pod is scheduled"),
         ):
             if fld in claim_spec:
                 sink.add(f"{base}.{fld}", msg)
