@@ -198,6 +198,52 @@ def visible_devices(env: dict[str, str]) -> dict[str, str]:
     return out
 
 
+# ------------------------------------------------------------------ what NVIDIA's real driver gives instead
+# NVIDIA's DRA driver builds its claim CDI specs with the container toolkit's nvcdi library, whose
+# common edits always set NVIDIA_VISIBLE_DEVICES=void (so the NVIDIA runtime hook injects no GPU a
+# second time) and whose device edits carry the GPU as device nodes, driver-library mounts and
+# hooks (dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/cdi.go; nvidia-container-toolkit
+# pkg/nvcdi). The fake driver instead writes the GPU's UUID into NVIDIA_VISIBLE_DEVICES so a
+# learner sees which GPU a container got; `nvidia_container_view` says what a real container sees.
+
+#: the control device nodes nvcdi's common edits give every container with an NVIDIA GPU
+NVIDIA_CONTROL_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
+_MINOR_RE = re.compile(r"^gpu-(\d+)")
+
+
+def nvidia_container_view(env: dict[str, str]) -> dict[str, list[str]]:
+    """What NVIDIA's real driver hands the container that got the GPUs of ``env`` (an env as
+    `resolve_env` returns it): ``env``, ``deviceNodes``, ``mounts``, ``hooks`` and ``check`` (how to
+    see the GPU from inside). ``{}`` when the container got no GPU."""
+    ids = [m.group(2) for k in env if (m := _NAME_KEY.match(k)) and m.group(1) == "GPU"
+           and f"FAKE_GPU_{m.group(2)}_POOL" in env]
+    if not ids:
+        return {}
+    nodes: list[str] = []
+    checks: list[str] = []
+    nvidia = False
+    for i in ids:
+        name, kind = env[f"FAKE_GPU_{i}_NAME"], env.get(f"FAKE_GPU_{i}_TYPE", "gpu")
+        if kind == "vfio":  # passthrough: the VFIO group, never the NVIDIA runtime
+            nodes += ["/dev/vfio/vfio", f"/dev/vfio/<IOMMU group of {env.get(f'FAKE_GPU_{i}_PCI_BUS_ID', name)}>"]
+            continue
+        nvidia = True
+        minor = _MINOR_RE.match(name)
+        nodes.append(f"/dev/nvidia{minor.group(1)}" if minor else f"/dev/nvidia<minor of {name}>")
+        if kind == "mig":
+            nodes.append(f"/dev/nvidia-caps/nvidia-cap<N> (access to MIG {env.get(f'FAKE_GPU_{i}_MIG_PROFILE', name)})")
+        checks.append(f"nvidia-smi -L lists {env.get(f'FAKE_GPU_{i}_UUID', name)}")
+    view = {"env": ["NVIDIA_VISIBLE_DEVICES=void"], "deviceNodes": _dedup(nodes), "mounts": [], "hooks": [],
+            "check": checks}
+    if nvidia:
+        view["deviceNodes"] = _dedup(nodes + list(NVIDIA_CONTROL_NODES))
+        view["mounts"] = ["driver libraries (libcuda.so, libnvidia-ml.so, ...)", "nvidia-smi and firmware"]
+        view["hooks"] = ["nvidia-cdi-hook create-symlinks", "nvidia-cdi-hook update-ldcache"]
+    if any(env.get(k) == "MPS" for k in env if k.endswith("_SHARING_STRATEGY")):
+        view["env"].append("CUDA_MPS_PIPE_DIRECTORY=... (the MPS control daemon of the claim)")
+    return view
+
+
 def _claim_env(claim: dict[str, Any], driver: str) -> dict[str, str]:
     meta = claim.get("metadata") or {}
     return {

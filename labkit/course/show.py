@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from fake_gpus.plugin.cdi import nvidia_container_view
 from labkit.api.attributes import plain_attributes
 
 HIDDEN_ENV = ("FAKE_DRA_CLAIM", "FAKE_DRA_CLAIM_UID")
@@ -44,6 +45,19 @@ def show_env(env: Mapping[str, str], prefixes: Sequence[str] = ("NVIDIA_VISIBLE_
     """The device variables of a container's environment, one per line, sorted."""
     keys = sorted(k for k in env if k.startswith(tuple(prefixes)) and k not in HIDDEN_ENV)
     return "\n".join(f"{k}={env[k]}" for k in keys) if keys else "(no device variables)"
+
+
+def show_container_view(env: Mapping[str, str], keys: Sequence[str] = ("NVIDIA_VISIBLE_DEVICES", "FAKE_GPU_DEVICES")) -> str:
+    """Side by side: what the container got from the fake driver (``keys`` of its env) and what
+    NVIDIA's real driver would hand the same container (`fake_gpus.plugin.cdi.nvidia_container_view`)."""
+    real = nvidia_container_view(dict(env))
+    left = [f"{k}={env[k]}" for k in keys if k in env] or ["(no GPU)"]
+    right = [*real.get("env", []), *(f"device node {n}" for n in real.get("deviceNodes", [])),
+             *(f"mount {m}" for m in real.get("mounts", [])), *(f"hook {h}" for h in real.get("hooks", [])),
+             *(f"inside: {c}" for c in real.get("check", []))] or ["(no GPU)"]
+    rows = [(left[i] if i < len(left) else "", right[i] if i < len(right) else "")
+            for i in range(max(len(left), len(right)))]
+    return table(rows, ("this lab (fake driver)", "NVIDIA's driver (real cluster)"))
 
 
 def device_table(slices: Iterable[dict], node: str, driver: str | None = None) -> str:
