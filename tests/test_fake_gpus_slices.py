@@ -302,7 +302,7 @@ def test_more_than_128_devices_split_into_two_slices(tmp_path):
     check_slice_rules(slices, (1, 37))
 
 
-def test_nic_slices():
+def test_nic_slices(tmp_path):
     slices = build_slices("dgx-h100", "node-a")
     nic = [s for s in slices if s["spec"]["driver"] == NIC_DRIVER]
     assert len(nic) == 1 and nic[0]["spec"]["pool"] == {"name": "node-a", "generation": 1, "resourceSliceCount": 1}
@@ -310,13 +310,19 @@ def test_nic_slices():
     assert len(devs) == 10
     by = {d["name"]: d for d in devs}
     assert by["nic-0"]["attributes"]["model"] == {"string": "ConnectX-7"}
-    assert by["nic-8"]["attributes"]["type"] == {"string": "dpu"}
+    assert by["nic-8"]["attributes"]["type"] == {"string": "nic"}  # storage ConnectX-7 (BlueField-3 is DGX B200's)
     assert by["nic-0"]["attributes"]["linkSpeedGbps"] == {"int": 400}
     # NIC 0 shares GPU 0's PCIe root (alignment via matchAttribute on pcieRoot)
     gpu0 = devices(slices)[0]
     assert (by["nic-0"]["attributes"]["resource.kubernetes.io/pcieRoot"]
             == gpu0["attributes"]["resource.kubernetes.io/pcieRoot"])
     assert not [s for s in build_slices("t4-inference", "n") if s["spec"]["driver"] == NIC_DRIVER]
+    dpu_profile = tmp_path / "dpu.yaml"
+    dpu_profile.write_text("name: dpu\nsockets: [{id: 0, numaNode: 0}]\npcieRoots: [{id: pci0000:00, socket: 0}]\n"
+                           "gpus: []\n"
+                           "nics: [{index: 0, model: BlueField-3, pciBusID: '0000:29:00.0', pcieRoot: pci0000:00}]\n")
+    dpu = [d for s in build_slices(str(dpu_profile), "n") if s["spec"]["driver"] == NIC_DRIVER for d in s["spec"]["devices"]]
+    assert dpu[0]["attributes"]["type"] == {"string": "dpu"}
     custom = build_slices("dgx-h100", "n", driver="gpu.example.com", nic_driver="net.example.com")
     assert {s["spec"]["driver"] for s in custom} == {"gpu.example.com", "net.example.com"}
 
@@ -412,7 +418,9 @@ def test_typical_claim_selectors_evaluate_with_labkit_cel():
     assert len(matching("device.attributes['gpu.nvidia.com'].profile == '3g.40gb'", migs)) == 2 * 8
     big = matching("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0")
     assert "gpu-0" in big and "gpu-0-mig-7g80gb-0-0" in big and "gpu-0-mig-3g40gb-9-0" not in big
-    assert matching("device.attributes['resource.kubernetes.io'].pcieRoot == 'pci0000:80' && "
+    assert matching("device.attributes['resource.kubernetes.io'].pcieRoot == 'pci0000:97' && "
+                    "device.attributes['gpu.nvidia.com'].type == 'gpu'") == ["gpu-4"]  # one GPU per root on a DGX H100
+    assert matching("device.attributes['resource.kubernetes.io'].numaNode == 1 && "
                     "device.attributes['gpu.nvidia.com'].type == 'gpu'") == [f"gpu-{i}" for i in range(4, 8)]
     assert len(matching("device.attributes['gpu.nvidia.com'].cudaComputeCapability.isGreaterThan(semver('8.9.0'))")) \
         == len(devs)

@@ -71,7 +71,7 @@ def test_gpu_and_nic_share_pcie_root():
     for s in c.list("ResourceSlice"):
         for d in s["spec"]["devices"]:
             for r in by_req.values():
-                if s["spec"]["driver"] == r["driver"] and d["name"] == r["device"]:
+                if (s["spec"]["driver"], s["spec"]["pool"]["name"], d["name"]) == (r["driver"], r["pool"], r["device"]):
                     roots.add(d["attributes"]["resource.kubernetes.io/pcieRoot"]["string"])
     assert len(roots) == 1
 
