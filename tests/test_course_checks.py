@@ -262,7 +262,7 @@ GOOD_MEM = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi"))
 def test_fixed_debug_pod(capsys):
     verdict(capsys, checks.check_fixed_debug_pod(debug("gpu.nvidia.com", GOOD_MEM)), "✅")
     out = verdict(capsys, checks.check_fixed_debug_pod(debug("nvidia.com/gpu", GOOD_MEM)), "❌")
-    assert "DNS subdomain" in out
+    assert "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters" in out
     out = verdict(capsys, checks.check_fixed_debug_pod(
         debug("gpu.nvidia.com", 'device.capacity["gpu.nvidia.com"].memory >= quantity("40Gi")')), "❌")
     assert "reject" in out

@@ -46,8 +46,10 @@ def dns_subdomain(value: str) -> list[str]:
     if len(value) > DNS_SUBDOMAIN_MAX:
         msgs.append(f"must be no more than {DNS_SUBDOMAIN_MAX} characters")
     if not _SUBDOMAIN.fullmatch(value):
-        msgs.append("must be a DNS subdomain: lowercase letters, digits, '-' and '.', starting "
-                    "and ending with a letter or digit (e.g. 'gpu.example.com')")
+        # the API server's own words (apimachinery IsDNS1123Subdomain)
+        msgs.append("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                    f"validation is '{_SUBDOMAIN.pattern}')")
     return msgs
 
 

@@ -385,8 +385,7 @@ class Scheduler:
         for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
             name, templated = claim_name_for(pod, entry)
             if name is None:
-                return claims, (f'waiting for resource claim controller to create the resourceclaim for '
-                                f'pod claim "{entry.get("name")}"')
+                return claims, f'pod "{ns}/{meta(pod)["name"]}": ResourceClaim not created yet'  # PreEnqueue, as upstream
             claim = self.store.get("ResourceClaim", name, ns)
             if claim is None:
                 return claims, f'resourceclaim "{name}" not found'
@@ -406,8 +405,22 @@ class Scheduler:
             if st.get("allocation") and len(reserved) >= MAX_RESERVED_FOR and not any(
                     r.get("uid") == meta(pod)["uid"] for r in reserved):
                 return claims, "resourceclaim in use"
+            if not st.get("allocation") and (missing := self._missing_class(claim)):
+                return claims, missing
             claims.append(claim)
         return claims, None
+
+    def _missing_class(self, claim: dict) -> str | None:
+        """kube-scheduler's PreFilter check (validateDeviceClass): a claim to allocate whose request or
+        subrequest names a DeviceClass that does not exist leaves the pod unschedulable."""
+        for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+            exactly = req.get("exactly") or {}
+            named = [(req.get("name"), exactly.get("deviceClassName"))] if exactly else [
+                (f'{req.get("name")}/{sub.get("name")}', sub.get("deviceClassName")) for sub in req.get("firstAvailable") or []]
+            for name, cls in named:
+                if cls and self.store.get("DeviceClass", cls) is None:
+                    return f"request {name}: device class {cls} does not exist"
+        return None
 
     def _signature(self, pod: dict, claims: list[dict]) -> str:
         spec = pod.get("spec") or {}
@@ -488,7 +501,7 @@ class Scheduler:
         att.claims = claims
         if msg:
             att.prefilter = msg
-            att.gated = msg.startswith("waiting for") or msg.endswith("not found")
+            att.gated = msg.startswith("waiting for") or msg.endswith(("not found", "not created yet"))
             att.message = (f"0/{n} nodes are available: {msg}. preemption: 0/{n} nodes are "
                            f"available: {n} Preemption is not helpful for scheduling.")
             return att
