@@ -11,6 +11,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from tests.coursefacts import (
+    quoted_message_problems,
+    registry_quotes,
+    symptom_quotes,
+    topology_output_problems,
+)
+
 
 def _joined(value: Any) -> str:
     return "".join(value) if isinstance(value, list) else str(value or "")
@@ -69,9 +76,12 @@ def _markdown(nb: Mapping[str, Any]) -> list[str]:
 
 
 def text_matches_output_problems(name: str, nb: Mapping[str, Any]) -> list[str]:
-    """Sentences that quote an output say what the output says (notebooks 06 and 09)."""
+    """Sentences that quote an output say what the output says (notebooks 06, 07 and 09), and every
+    Kubernetes message a lesson quotes is upstream's and printed by the kit (tests/coursefacts.py)."""
     shown = all_outputs(nb)
-    problems: list[str] = []
+    problems: list[str] = quoted_message_problems(registry_quotes(_markdown(nb)), shown)
+    if name.startswith("07_"):
+        problems += topology_output_problems("dgx-h100", shown)
     if name.startswith("06_"):
         listing = next((ln for ln in shown.splitlines() if "devices for gpu-0:" in ln), "")
         text = "\n".join(_markdown(nb))
@@ -84,11 +94,7 @@ def text_matches_output_problems(name: str, nb: Mapping[str, Any]) -> list[str]:
         rows = [ln for ln in table.splitlines() if ln.startswith("| ") and "symptom" not in ln]
         if len(rows) != 6:
             problems.append(f"09: the symptom table has {len(rows)} rows, not 6")
-        for row in rows:
-            for quoted in re.findall(r"`([^`]+)`", row.split("|")[1]):
-                for piece in (p.strip() for p in quoted.split("…")):
-                    if piece and piece not in shown:
-                        problems.append(f"09: the table quotes {piece!r}, which no output shows")
+        problems += [f"09: {p}" for p in quoted_message_problems(symptom_quotes(_markdown(nb)), shown)]
         pending = [ln for ln in shown.splitlines() if ln.endswith("Pending  -")]
         if len(pending) != 4:  # "four are valid objects ... stay Pending"
             problems.append(f"09: {len(pending)} pods shown Pending, the text says four")
