@@ -177,3 +177,13 @@ def test_counts_in_the_docs_are_the_repositorys():
     gang = yaml.safe_load((ROOT / "examples" / "gangs" / "train.yaml").read_text(encoding="utf-8").split("\n---\n")[0])
     m = re.search(r"a PodGroup of (\d+) workers", readme)
     assert m and int(m.group(1)) == gang["spec"]["schedulingPolicy"]["gang"]["minCount"]
+
+
+# ------------------------------------------------------------------------- 5. sources in every lesson
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem[:2])
+def test_every_lesson_ends_with_how_we_know(path: Path):
+    text = path.read_text(encoding="utf-8")
+    section = text.partition("\n## How we know\n")[2]
+    assert section, f"{path.name}: no '## How we know' section after the recap"
+    assert text.index("## Recap") < text.index("## How we know")
+    assert re.search(r"^- .*(/|KEP-\d+|https://)", section, flags=re.M), f"{path.name}: its sources name no document"
