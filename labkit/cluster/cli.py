@@ -9,9 +9,13 @@ from pathlib import Path
 
 from labkit.cluster import runstate
 from labkit.cluster.base import ClusterError, backend_class, backends, connect
-from labkit.cluster.report import report_table, simulate_report
+from labkit.cluster.report import claim_users, report_tables, simulate_report
 from labkit.cluster.runstate import usage_lines
+from labkit.output import HUMAN, add_output_arg, dump_doc, print_table, resolve_format
 from labkit.sim.profiles import ProfileError, load_profile
+
+#: what a command that prints objects offers with -o (labkit.output)
+OBJECT_FORMATS = ("table", "wide", "json", "yaml", "name")
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 #: `labkit cluster status`: no such cluster is running
@@ -42,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="what-if: start the sim from a real cluster's dump (`labkit snapshot -o DUMP` or "
                           "`kubectl get ... -A -o yaml`) instead of a profile; existing pods and allocations stay")
     sim.add_argument("--backend", default="sim", choices=backends())
-    sim.add_argument("-o", "--output", default="json", choices=["json", "table"])
+    add_output_arg(sim, OBJECT_FORMATS, "json")
     sim.add_argument("--seed", type=int, default=0, help="sim only: seed for names and uids (default 0)")
     sim.add_argument("--advance", type=float, default=0.0, metavar="SECONDS",
                      help="sim only: let this much simulated time pass after applying (Jobs finish)")
@@ -221,16 +225,31 @@ def run_simulate(args: argparse.Namespace) -> int:
                 return _fail(f"--advance: the {args.backend} backend has no simulated time; drop --advance")
             cluster.advance(args.advance)
         report = simulate_report(cluster)
+        users = claim_users(cluster)
     except ClusterError as exc:
         return _fail(str(exc))
     finally:
         if args.backend != "sim":
             cluster.down()
-    if args.output == "json":
-        print(json.dumps(report, indent=2, sort_keys=False))
-    else:
-        print(report_table(report))
+    print_report(report, resolve_format(args.output, "json"), users)
     return EXIT_OK
+
+
+def print_report(report: dict, fmt: str, users: dict | None = None) -> None:
+    """A simulate report in ``fmt`` (labkit.output): two tables (pods, claims), the JSON/YAML
+    document, or kubectl's ``kind/name`` lines."""
+    if fmt in HUMAN:
+        pods, claims = report_tables(report, wide=fmt == "wide", users=users)
+        print_table(pods, fmt)
+        print()
+        print_table(claims, fmt)
+    elif fmt == "name":
+        for p in report["pods"]:
+            print(f"pod/{p['name']}")
+        for c in report["claims"]:
+            print(f"resourceclaim.resource.k8s.io/{c['name']}")
+    else:
+        sys.stdout.write(dump_doc(report, fmt))
 
 
 def _path(f: str):  # noqa: ANN202
