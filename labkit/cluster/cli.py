@@ -6,12 +6,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from labkit.cluster import runstate
 from labkit.cluster.base import ClusterError, backend_class, backends, connect
+from labkit.cluster.describe import KINDS, describe
 from labkit.cluster.report import claim_users, report_tables, simulate_report
 from labkit.cluster.runstate import usage_lines
-from labkit.output import HUMAN, add_output_arg, dump_doc, print_table, resolve_format
+from labkit.output import HUMAN, add_output_arg, dump_doc, print_table, resolve_format, terminal_width
 from labkit.sim.profiles import ProfileError, load_profile
 
 #: what a command that prints objects offers with -o (labkit.output)
@@ -51,6 +53,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sim.add_argument("--advance", type=float, default=0.0, metavar="SECONDS",
                      help="sim only: let this much simulated time pass after applying (Jobs finish)")
     sim.set_defaults(func=run_simulate)
+
+    de = subparsers.add_parser(
+        "describe", help="the whole story of one pod or claim: conditions, devices, explanation, events",
+        description="Like kubectl describe, on a fresh sim with the manifests applied (-f, as `labkit simulate`), "
+                    "on a state dump (--state, plus -f for what-if), or on a real cluster (--kubeconfig).")
+    de.add_argument("kind", choices=sorted(KINDS), metavar="pod|claim")
+    de.add_argument("name", metavar="NAME", help="NAME or NAMESPACE/NAME")
+    de.add_argument("-n", "--namespace", default="default", help="namespace of NAME (default: default)")
+    de.add_argument("-f", "--filename", dest="files", action="extend", nargs="+", default=[],
+                    help="manifests to apply to a fresh sim first (as `labkit simulate -f`)")
+    de.add_argument("--profile", default=None, help="cluster profile for -f (default: workshop)")
+    de.add_argument("--state", metavar="DUMP", help="start the sim from this dump (`labkit snapshot -o DUMP`)")
+    de.add_argument("--backend", default="sim", choices=backends(), help="with -f: the backend to run them on")
+    de.add_argument("--seed", type=int, default=0, help="sim only: seed for names and uids (default 0)")
+    de.add_argument("--advance", type=float, default=0.0, metavar="SECONDS",
+                    help="sim only: let this much simulated time pass after applying")
+    de.add_argument("--kubeconfig", help="describe it on this real cluster instead (read-only)")
+    de.add_argument("--context", help="kubeconfig context (default: its current-context)")
+    de.set_defaults(func=run_describe)
 
 
 def _fail(msg: str) -> int:
@@ -200,38 +221,79 @@ def _print_status(status: object) -> None:
     print(status if isinstance(status, str) else json.dumps(status, indent=2, default=str))
 
 
-def run_simulate(args: argparse.Namespace) -> int:
+def _simulated(args: argparse.Namespace) -> Any:
+    """The cluster of `simulate` (and `describe -f`): the profile's or the dump's, the files applied,
+    run until nothing changes. The caller ends it (cluster.down()) when it is not the sim."""
     kw = {"seed": args.seed, "progress": sys.stderr.isatty()} if args.backend == "sim" else {}
     if args.state is not None:
         if args.backend != "sim":
-            return _fail(f"--state: a dump is replayed on the sim backend only; drop --backend {args.backend}")
+            raise _Usage(f"--state: a dump is replayed on the sim backend only; drop --backend {args.backend}")
         if args.profile is not None:
-            return _fail("--state and --profile: the dump already says which nodes there are; drop --profile")
+            raise _Usage("--state and --profile: the dump already says which nodes there are; drop --profile")
         kw["state"] = Path(args.state)
-    try:
-        cluster = connect(args.backend, args.profile or "workshop", **kw)
-    except ClusterError as exc:
-        return _fail(str(exc))
+    cluster = connect(args.backend, args.profile or "workshop", **kw)
     try:
         applied = 0
         for f in args.files:
             applied += len(cluster.apply(sys.stdin.read() if f == "-" else _path(f)) or ())
-        if not applied:  # kubectl apply refuses this too ("no objects passed to apply")
-            return _fail(f"{', '.join(args.files)}: no objects (the input is empty or only comments); "
+        if args.files and not applied:  # kubectl apply refuses this too ("no objects passed to apply")
+            raise _Usage(f"{', '.join(args.files)}: no objects (the input is empty or only comments); "
                          "fix: give manifests with apiVersion, kind and metadata")
         cluster.wait()
         if args.advance:
             if not hasattr(cluster, "advance"):
-                return _fail(f"--advance: the {args.backend} backend has no simulated time; drop --advance")
+                raise _Usage(f"--advance: the {args.backend} backend has no simulated time; drop --advance")
             cluster.advance(args.advance)
-        report = simulate_report(cluster)
-        users = claim_users(cluster)
-    except ClusterError as exc:
-        return _fail(str(exc))
-    finally:
+    except BaseException:
         if args.backend != "sim":
             cluster.down()
+        raise
+    return cluster
+
+
+class _Usage(Exception):
+    """A bad combination of options: `error: ...`, exit 2 (as `_fail`)."""
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    try:
+        cluster = _simulated(args)
+        try:
+            report = simulate_report(cluster)
+            users = claim_users(cluster)
+        finally:
+            if args.backend != "sim":
+                cluster.down()
+    except (ClusterError, _Usage) as exc:
+        return _fail(str(exc))
     print_report(report, resolve_format(args.output, "json"), users)
+    return EXIT_OK
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    ns, _, name = args.name.rpartition("/")
+    namespace = ns or args.namespace
+    if not name or "/" in ns:
+        return _fail(f"{args.name!r}: give the object as NAME or NAMESPACE/NAME")
+    if args.kubeconfig or args.context:
+        if args.files or args.state or args.profile:
+            return _fail("--kubeconfig describes what runs on that cluster; drop -f, --state and --profile")
+        cluster = connect("kubeconfig", kubeconfig=args.kubeconfig, context=args.context, progress=False)
+    elif args.files or args.state:
+        try:
+            cluster = _simulated(args)
+        except _Usage as exc:
+            return _fail(str(exc))
+    else:
+        return _fail("describe what? give the manifests (-f FILE, run on a fresh sim), a state dump "
+                     "(--state DUMP) or a real cluster (--kubeconfig FILE)")
+    try:
+        # NotFound (exit 3) goes to labkit.cli as one line
+        text = describe(cluster, args.kind, name, namespace, width=terminal_width())
+    finally:
+        if args.backend != "sim" or args.kubeconfig or args.context:
+            cluster.down()
+    print(text)
     return EXIT_OK
 
 
