@@ -10,11 +10,11 @@ from typing import Any
 
 from labkit.cluster import runstate
 from labkit.cluster.base import ClusterError, backend_class, backends, connect
-from labkit.cluster.describe import KINDS, describe
+from labkit.cluster.describe import KINDS, describe, object_names
 from labkit.cluster.report import claim_users, report_tables, simulate_report
 from labkit.cluster.runstate import usage_lines
 from labkit.output import HUMAN, add_output_arg, dump_doc, print_table, resolve_format, terminal_width
-from labkit.sim.profiles import ProfileError, load_profile
+from labkit.sim.profiles import ProfileError, load_profile, profile_names
 
 #: what a command that prints objects offers with -o (labkit.output)
 OBJECT_FORMATS = ("table", "wide", "json", "yaml", "name")
@@ -33,7 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cl.add_argument("action", choices=["up", "down", "status"])
     cl.add_argument("--backend", default=None, choices=backends(), help="sim, local or kind (default: sim; "
                     "status without --backend lists every running cluster)")
-    cl.add_argument("--profile", default=None, help="cluster profile name or YAML path (default: workshop)")
+    cl.add_argument("--profile", default=None,
+                    help="cluster profile name or YAML path (default: workshop)").completer = complete_profiles
     cl.add_argument("--name", default=None, help="kind only: cluster name (default: labkit-<profile>)")
     cl.add_argument("--no-swap-images", dest="swap_images", action="store_false", default=None,
                     help="kind only: run workload images as written (your cluster can pull and run them); by "
@@ -43,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sim = subparsers.add_parser("simulate", help="apply manifests to a fresh cluster and print where pods landed")
     sim.add_argument("-f", "--filename", dest="files", action="extend", nargs="+", required=True,
                      help="YAML/JSON manifests (repeatable; '-' reads stdin)")
-    sim.add_argument("--profile", default=None, help="cluster profile name or YAML path (default: workshop)")
+    sim.add_argument("--profile", default=None,
+                     help="cluster profile name or YAML path (default: workshop)").completer = complete_profiles
     sim.add_argument("--state", metavar="DUMP",
                      help="what-if: start the sim from a real cluster's dump (`labkit snapshot -o DUMP` or "
                           "`kubectl get ... -A -o yaml`) instead of a profile; existing pods and allocations stay")
@@ -59,11 +61,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Like kubectl describe, on a fresh sim with the manifests applied (-f, as `labkit simulate`), "
                     "on a state dump (--state, plus -f for what-if), or on a real cluster (--kubeconfig).")
     de.add_argument("kind", choices=sorted(KINDS), metavar="pod|claim")
-    de.add_argument("name", metavar="NAME", help="NAME or NAMESPACE/NAME")
+    de.add_argument("name", metavar="NAME", help="NAME or NAMESPACE/NAME").completer = _complete_names
     de.add_argument("-n", "--namespace", default="default", help="namespace of NAME (default: default)")
-    de.add_argument("-f", "--filename", dest="files", action="extend", nargs="+", default=[],
-                    help="manifests to apply to a fresh sim first (as `labkit simulate -f`)")
-    de.add_argument("--profile", default=None, help="cluster profile for -f (default: workshop)")
+    de.add_argument("-f", "--filename", dest="files", action="append", default=[], metavar="FILE",
+                    help="manifests to apply to a fresh sim first (as `labkit simulate -f`; repeatable)")
+    de.add_argument("--profile", default=None,
+                    help="cluster profile for -f (default: workshop)").completer = complete_profiles
     de.add_argument("--state", metavar="DUMP", help="start the sim from this dump (`labkit snapshot -o DUMP`)")
     de.add_argument("--backend", default="sim", choices=backends(), help="with -f: the backend to run them on")
     de.add_argument("--seed", type=int, default=0, help="sim only: seed for names and uids (default 0)")
@@ -72,6 +75,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     de.add_argument("--kubeconfig", help="describe it on this real cluster instead (read-only)")
     de.add_argument("--context", help="kubeconfig context (default: its current-context)")
     de.set_defaults(func=run_describe)
+
+
+def complete_profiles(prefix: str, **_: Any) -> list[str]:
+    """Shell completion (argcomplete) of --profile: the cluster profiles found by name."""
+    return [n for n in profile_names() if n.startswith(prefix)]
+
+
+def _complete_names(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
+    """Shell completion of `describe KIND NAME`: the objects of that kind in the -f files or the dump."""
+    kind = KINDS.get((getattr(parsed_args, "kind", None) or "pod").lower(), "Pod")
+    sources = list(getattr(parsed_args, "files", None) or []) + (
+        [parsed_args.state] if getattr(parsed_args, "state", None) else [])
+    return [n for n in object_names(kind, sources) if n.startswith(prefix)]
 
 
 def _fail(msg: str) -> int:

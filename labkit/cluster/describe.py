@@ -13,16 +13,34 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from labkit.api import LoadError, load_files
 from labkit.cluster.base import NotFound
 from labkit.cluster.report import claim_users
 from labkit.output import DEFAULT_WIDTH, Table
 from labkit.sim.podutil import claim_entries, claim_name_for
 
-__all__ = ["KINDS", "describe"]
+__all__ = ["KINDS", "describe", "object_names"]
 
 #: what `labkit describe` takes (kubectl's short names too) -> the Kubernetes kind
 KINDS = {"pod": "Pod", "pods": "Pod", "po": "Pod", "claim": "ResourceClaim", "claims": "ResourceClaim",
          "resourceclaim": "ResourceClaim", "resourceclaims": "ResourceClaim"}
+
+
+def object_names(kind: str, sources: list[str]) -> list[str]:
+    """Names of the objects of ``kind`` in manifest files or a state dump (NAMESPACE/NAME outside
+    the default namespace), for shell completion: unreadable files give nothing, never an error."""
+    names: list[str] = []
+    for src in sources:
+        try:
+            objs = load_files([src])
+        except (LoadError, OSError):
+            continue
+        for o in objs:
+            if isinstance(o, dict) and o.get("kind") == kind:
+                m = o.get("metadata") or {}
+                ns = m.get("namespace") or "default"
+                names.append(m.get("name", "") if ns == "default" else f"{ns}/{m.get('name', '')}")
+    return sorted(set(names))
 
 
 def describe(cluster: Any, kind: str, name: str, namespace: str = "default", *,

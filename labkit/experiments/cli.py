@@ -10,6 +10,7 @@ import math
 import sys
 
 from labkit.errors import LabkitError
+from labkit.sim.profiles import profile_names
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -21,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--trace", default="synthetic",
                      help="synthetic[:PODS] | alibaba-sample | alibaba-shape[:PODS] | PATH to a cluster-trace-gpu-v2023 "
                           "pod list CSV")
-    run.add_argument("--fleet", default="exp-small", help="cluster profile name or YAML path, or alibaba-shape[:SCALE] (default: exp-small)")
+    run.add_argument("--fleet", default="exp-small", help="cluster profile name or YAML path, or "
+                     "alibaba-shape[:SCALE] (default: exp-small)").completer = _complete_fleets
     run.add_argument("--policy", default="whole-gpu,shared",
                      help="comma-separated policy names (default: whole-gpu,shared); see `labkit experiment policies`")
     run.add_argument("-o", "--output", default="table", choices=["table", "json", "csv"])
@@ -61,6 +63,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pol = sub.add_parser("policies", help="list the built-in policies")
     pol.set_defaults(func=list_policies)
     ex.set_defaults(func=lambda args: (ex.print_help(), EXIT_BAD_INPUT)[1])
+
+
+def _complete_fleets(prefix: str, **_: object) -> list[str]:
+    """Shell completion of --fleet: the cluster profiles found by name, and the Alibaba-shaped fleet."""
+    return [n for n in [*profile_names(), "alibaba-shape"] if n.startswith(prefix)]
 
 
 def _fail(msg: str) -> int:

@@ -14,12 +14,18 @@ from labkit.topology import node_graph, save_png, stats, topo_matrix
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("topology", help="draw or describe a node's NVLink / PCIe / NUMA topology")
     p.add_argument("--profile", required=True,
-                   help="a cluster profile (workshop, mig-lab, ...) or a fake_gpus node profile (dgx-a100, ...)")
+                   help="a cluster profile (workshop, mig-lab, ...) or a fake_gpus node profile (dgx-a100, ...)"
+                   ).completer = _complete_profiles
     p.add_argument("--node", help="node of the cluster profile (default: its first node)")
     p.add_argument("--png", metavar="FILE", help="write a picture of the node")
     p.add_argument("--json", action="store_true", help="print graph statistics as JSON")
     p.add_argument("--matrix", action="store_true", help="print the nvidia-smi topo -m style matrix")
     p.set_defaults(func=run)
+
+
+def _complete_profiles(prefix: str, **_: object) -> list[str]:
+    """Shell completion of --profile: cluster profiles, then fake_gpus node profiles."""
+    return [n for n in [*profile_names(), *node_profiles()] if n.startswith(prefix)]
 
 
 def resolve_node(profile: str, node: str | None) -> tuple[str, str]:
