@@ -193,10 +193,13 @@ class Table:
         return self.render(None)
 
 
-def print_table(table: Table, fmt: str, stream: TextIO | None = None) -> None:
-    """``table`` on ``stream`` (stdout): cut to the terminal's width for ``table``, whole for ``wide``."""
+def print_table(table: Table, fmt: str, stream: TextIO | None = None, *, fit_pipe: bool = True) -> None:
+    """``table`` on ``stream`` (stdout): fitted to the terminal's width for ``table``, whole for
+    ``wide``. ``fit_pipe=False``: off a terminal, one line per row as for ``wide`` (a command whose
+    table is also what scripts read keeps that form)."""
     stream = stream or sys.stdout
-    text = table.render(None if fmt == "wide" else terminal_width(stream), color_enabled(stream), stream)
+    fit = fmt != "wide" and (fit_pipe or _isatty(stream))
+    text = table.render(terminal_width(stream) if fit else None, color_enabled(stream), stream)
     print(text, file=stream)
 
 

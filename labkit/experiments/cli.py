@@ -34,7 +34,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--rate", type=float, default=6.0, help="synthetic trace: arrivals per minute (default 6)")
     run.add_argument("--tick", type=float, default=10.0, help="sim seconds per step (default 10)")
     run.add_argument("--timeline", action="store_true", help="json: include the per-tick timelines")
-    run.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
+    run_bar = run.add_mutually_exclusive_group()
+    run_bar.add_argument("--progress", dest="progress", action="store_true", default=None,
+                         help="progress bar on stderr (default: when stderr is a terminal)")
+    run_bar.add_argument("--no-progress", dest="progress", action="store_false")
     run.set_defaults(func=run_experiment_cmd)
     sw = sub.add_parser("sweep", help="run a grid (policies x traces x seeds x fleets) in parallel processes",
                         description="Every cell is one `experiment run` of one policy; cells run in --workers "
@@ -104,7 +107,7 @@ def run_experiment_cmd(args: argparse.Namespace) -> int:
         trace, trace_name = sweep.load_trace(args.trace, seed=args.seed, pods=args.pods, rate=args.rate,
                                              gpu_mem_gib=sweep.reference_gpu_mem(fleet))
         res = runner.run_experiment(trace, fleet, chosen, tick=args.tick, seed=args.seed, limit=args.limit,
-                                   progress=args.progress)
+                                   progress=sys.stderr.isatty() if args.progress is None else args.progress)
     except (LabkitError, ValueError) as exc:
         if isinstance(exc, LabkitError) and not isinstance(exc, ValueError):
             raise  # the CLI prints it as one line with its kind's exit code (3: not found)
