@@ -27,8 +27,8 @@ from typing import Any, TextIO, TypeVar
 import yaml
 from tqdm import tqdm
 
-__all__ = ["HUMAN", "Table", "add_output_arg", "color_enabled", "dump_doc", "first_line", "paint",
-           "progress", "resolve_format", "terminal_width"]
+__all__ = ["HUMAN", "Table", "add_output_arg", "color_enabled", "dump_doc", "first_line", "fit_text", "paint",
+           "print_table", "print_text", "progress", "resolve_format", "terminal_width"]
 
 T = TypeVar("T")
 
@@ -117,8 +117,10 @@ class Table:
 
     def __init__(self, headers: Sequence[str], rows: Iterable[Sequence[Any]] = (), *,
                  wrap: Sequence[int] = (), shrink: Sequence[int] = (), min_width: int = 12,
-                 style: Callable[[int, str], str | None] | None = None, detail: int | None = None) -> None:
+                 style: Callable[[int, str], str | None] | None = None, detail: int | None = None,
+                 right: Sequence[int] = ()) -> None:
         self.detail = detail
+        self.right = set(right)
         self.headers = [h.upper() for h in headers]
         self.rows = [[" ".join(("" if v is None else str(v)).split()) for v in r] for r in rows]
         self.wrap = list(wrap)
@@ -160,11 +162,37 @@ class Table:
                 parts = []
                 for i, lines in enumerate(cells):
                     value = lines[k] if k < len(lines) else ""
-                    padded = value if i == last else value.ljust(w[i])
+                    padded = (value.rjust(w[i]) if i in self.right else
+                              value if i == last else value.ljust(w[i]))
                     style = "bold" if n == 0 else (self.style(i, row[i]) if self.style else None)
-                    parts.append(paint(value, style, color) + padded[len(value):] if style and value else padded)
+                    if style and value:
+                        pad = len(padded) - len(value)
+                        padded = (padded[:pad] + paint(value, style, color) if i in self.right
+                                  else paint(value, style, color) + padded[len(value):])
+                    parts.append(padded)
                 out.append("  ".join(parts).rstrip())
         return "\n".join(out)
+
+    def fold(self, width: int, keep: int = 1, color: bool = False, stream: Any = None) -> str:
+        """Too many columns for ``width``: several tables one under the other, each with the first
+        ``keep`` columns (what names a row) and as many of the others as fit, nothing cut."""
+        w = self.widths(None)
+        groups: list[list[int]] = []
+        used = sum(w[:keep]) + 2 * keep
+        for i in range(keep, len(w)):
+            if not groups or used + w[i] > width:
+                groups.append([])
+                used = sum(w[:keep]) + 2 * keep
+            groups[-1].append(i)
+            used += w[i] + 2
+        parts = []
+        for g in groups or [[]]:
+            cols = list(range(keep)) + g
+            t = Table([self.headers[i] for i in cols], [[r[i] for i in cols] for r in self.rows],
+                      right=[n for n, i in enumerate(cols) if i in self.right],
+                      style=(lambda n, v, cols=cols: self.style(cols[n], v)) if self.style else None)
+            parts.append(t.render(None, color, stream))
+        return "\n\n".join(parts)
 
     def _render_detail(self, width: int, color: bool, stream: Any) -> str:
         d = self.detail
@@ -201,6 +229,28 @@ def print_table(table: Table, fmt: str, stream: TextIO | None = None, *, fit_pip
     fit = fmt != "wide" and (fit_pipe or _isatty(stream))
     text = table.render(terminal_width(stream) if fit else None, color_enabled(stream), stream)
     print(text, file=stream)
+
+
+def fit_text(text: str, width: int | None) -> str:
+    """Each line longer than ``width`` on several, indented like it and 4 more after the first
+    (explanations, notes); ``width=None``: unchanged."""
+    if width is None:
+        return text
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        out += textwrap.wrap(line.strip(), width, initial_indent=lead, subsequent_indent=lead + "    ",
+                             break_on_hyphens=False) or [line]
+    return "\n".join(out)
+
+
+def print_text(text: str, stream: TextIO | None = None) -> None:
+    """Prose (notes, explanations) on ``stream`` (stdout): fitted to a terminal, unchanged elsewhere."""
+    stream = stream or sys.stdout
+    print(fit_text(text, terminal_width(stream) if _isatty(stream) else None), file=stream)
 
 
 def dump_doc(doc: Any, fmt: str) -> str:

@@ -13,7 +13,15 @@ from labkit.cluster.base import ClusterError, backend_class, backends, connect
 from labkit.cluster.describe import KINDS, describe, object_names
 from labkit.cluster.report import claim_users, report_tables, simulate_report
 from labkit.cluster.runstate import usage_lines
-from labkit.output import HUMAN, add_output_arg, dump_doc, print_table, resolve_format, terminal_width
+from labkit.output import (
+    HUMAN,
+    add_output_arg,
+    dump_doc,
+    print_table,
+    print_text,
+    resolve_format,
+    terminal_width,
+)
 from labkit.sim.profiles import ProfileError, load_profile, profile_names
 
 #: what a command that prints objects offers with -o (labkit.output)
@@ -107,9 +115,9 @@ def run_cluster(args: argparse.Namespace) -> int:
                 print("sim: nothing to stop - a sim cluster lives inside the Python process that created it.")
                 return EXIT_OK
             c = connect("sim", profile, progress=sys.stderr.isatty())
-            print(c.inventory())
-            print("note: the sim backend runs in-process; this cluster ends with this command. Notebooks and "
-                  "`labkit simulate` each create their own (identical, deterministic) sim cluster.")
+            print_text(c.inventory())
+            print_text("note: the sim backend runs in-process; this cluster ends with this command. Notebooks "
+                       "and `labkit simulate` each create their own (identical, deterministic) sim cluster.")
             return EXIT_OK
         if backend == "local":
             return _local(args.action, profile_arg)

@@ -10,13 +10,12 @@ allocated (the explanation of a pod waiting for it), then its events. Works on a
 
 from __future__ import annotations
 
-import textwrap
 from typing import Any
 
 from labkit.api import LoadError, load_files
 from labkit.cluster.base import NotFound
 from labkit.cluster.report import claim_users
-from labkit.output import DEFAULT_WIDTH, Table
+from labkit.output import DEFAULT_WIDTH, Table, fit_text
 from labkit.sim.podutil import claim_entries, claim_name_for
 
 __all__ = ["KINDS", "describe", "object_names"]
@@ -56,16 +55,7 @@ def describe(cluster: Any, kind: str, name: str, namespace: str = "default", *,
         raise NotFound(f'{kind} "{name}" not found in namespace {namespace}',
                        fix=f"give one of the {noun}s there: {have}") from None
     text = _pod(cluster, obj, width) if kind == "Pod" else _claim(cluster, obj, width)
-    return text if width is None else "\n".join(_fit(line, width) for line in text.split("\n"))
-
-
-def _fit(line: str, width: int) -> str:
-    """A line longer than ``width`` on several, each indented like it and 4 more after the first."""
-    if len(line) <= width:
-        return line
-    lead = line[: len(line) - len(line.lstrip())]
-    return "\n".join(textwrap.wrap(line.strip(), width, initial_indent=lead, subsequent_indent=lead + "    ",
-                                   break_on_hyphens=False))
+    return fit_text(text, width)
 
 
 def _header(obj: dict) -> list[str]:

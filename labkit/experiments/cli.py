@@ -10,6 +10,7 @@ import math
 import sys
 
 from labkit.errors import LabkitError
+from labkit.output import color_enabled, terminal_width
 from labkit.sim.profiles import profile_names
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -73,6 +74,15 @@ def _complete_fleets(prefix: str, **_: object) -> list[str]:
     return [n for n in [*profile_names(), "alibaba-shape"] if n.startswith(prefix)]
 
 
+def _print_summary(summary: object, keep: int) -> None:
+    """The summary as it always printed, one line per run; on a terminal, folded to its width
+    (the ``keep`` columns that name a run repeated in each part)."""
+    if sys.stdout.isatty():
+        print(summary.table(keep).fold(terminal_width(), keep, color_enabled()))  # type: ignore[attr-defined]
+    else:
+        print(summary)
+
+
 def _fail(msg: str) -> int:
     print(f"error: {msg}", file=sys.stderr)
     return EXIT_BAD_INPUT
@@ -133,7 +143,7 @@ def run_experiment_cmd(args: argparse.Namespace) -> int:
         sys.stdout.write(buf.getvalue())
     else:
         print(f"trace {trace_name} on fleet {args.fleet}")
-        print(res.summary())
+        _print_summary(res.summary(), keep=1)
     return EXIT_OK
 
 
@@ -169,7 +179,7 @@ def sweep_cmd(args: argparse.Namespace) -> int:
         sys.stdout.write(buf.getvalue())
     else:
         keys = ("trace", "fleet", "seed", *(k for k in metrics.SUMMARY_KEYS if k != "pods_per_s"), "cpu_s")
-        print(metrics.SummaryTable(rows, keys))
+        _print_summary(metrics.SummaryTable(rows, keys), keep=4)
         print(f"{len(rows)} runs on {res.engine} ({res.workers} worker{'s' if res.workers > 1 else ''}): "
               f"{res.wall_s:.1f} s wall; the runs themselves took {res.cell_wall_s:.1f} s wall, "
               f"{res.cell_cpu_s:.1f} s CPU in all")
