@@ -41,12 +41,13 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_tty(*args: str, cols: int = 80, **env: str) -> tuple[int, str, str]:
-    """`labkit ARGS` with stdout on a pseudo-terminal `cols` wide (stderr a pipe): (exit, stdout, stderr)."""
+def run_tty(*args: str, cols: int = 80, stderr_tty: bool = False, **env: str) -> tuple[int, str, str]:
+    """`labkit ARGS` with stdout on a pseudo-terminal `cols` wide, and stderr a pipe (or the same
+    terminal: `stderr_tty`): (exit, stdout, stderr)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, cols, 0, 0))
-    proc = subprocess.Popen([LABKIT, *args], stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            cwd=ROOT, env=_env(**env))
+    proc = subprocess.Popen([LABKIT, *args], stdout=slave, stderr=slave if stderr_tty else subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, cwd=ROOT, env=_env(**env))
     os.close(slave)
     chunks = []
     while True:
@@ -58,8 +59,10 @@ def run_tty(*args: str, cols: int = 80, **env: str) -> tuple[int, str, str]:
             break
         chunks.append(chunk)
     os.close(master)
-    err = proc.stderr.read().decode()
-    proc.stderr.close()
+    err = ""
+    if proc.stderr is not None:
+        err = proc.stderr.read().decode()
+        proc.stderr.close()
     return proc.wait(), b"".join(chunks).decode().replace("\r\n", "\n"), err
 
 
@@ -220,6 +223,49 @@ def test_describe_unknown_name_is_one_line_exit_3(state_dump):
     assert len(err.splitlines()) == 1 and "no-such-pod" in err and "train-a" in err
     code, _, err = run_pipe("describe", "pod", "x")
     assert code == 2 and len(err.splitlines()) == 1 and "-f" in err
+
+
+ALLOC_CASE = "tests/data/allocator/consumable-capacity/input.yaml"
+
+
+def test_allocate_table_on_a_terminal_json_through_a_pipe():
+    code, out, _ = run_tty("allocate", "-f", ALLOC_CASE, "--node", "node-1", NO_COLOR="1")
+    assert code == 0
+    _fits(out)
+    assert out.splitlines()[0].split() == ["CLAIM", "REQUEST", "DEVICE", "NOTE"]
+    assert out.rstrip().endswith("status: allocated")
+    code, piped, _ = run_pipe("allocate", "-f", ALLOC_CASE, "--node", "node-1")
+    doc = json.loads(piped)
+    for claim, alloc in doc["allocations"].items():  # every device of the JSON is in the table
+        for r in alloc["devices"]["results"]:
+            assert re.search(rf"{re.escape(claim)} +{r['request']} +{r['driver']}/{r['pool']}/{r['device']}", out)
+
+
+def test_experiment_summary_folds_to_the_terminal_and_shows_progress():
+    args = ("experiment", "run", "--fleet", "tiny", "--trace", "synthetic:20", "--policy", "whole-gpu,shared")
+    code, piped, err = run_pipe(*args)
+    assert code == 0 and err == ""  # no progress bar off a terminal
+    header, *rows = piped.splitlines()[1:]
+    assert len(header) > 80  # one line per policy: too wide for a terminal
+    code, out, _ = run_tty(*args, stderr_tty=True, NO_COLOR="1")
+    assert code == 0
+    assert "pods placed" in out  # the progress bar, on the terminal's stderr
+    table = out[out.index("trace synthetic"):]
+    table = table[table.index("\n") + 1:]
+    table = "\n".join(line.split("\r")[-1] for line in table.splitlines())  # what a bar left behind
+    _fits(table)
+    parts = [p.splitlines() for p in table.strip().split("\n\n")]
+    assert len(parts) > 1 and all(p[0].split()[0] == "POLICY" for p in parts)
+    # the same numbers, part by part, as the one-line-per-policy form (wall-clock columns aside)
+    keys = header.split()
+    for policy_row in rows:
+        piped_cells = dict(zip(keys, policy_row.split(), strict=True))
+        for part in parts:
+            cols = [h.lower() for h in part[0].split()]
+            row = next(line.split() for line in part[1:] if line.split()[0] == piped_cells["policy"])
+            for k, v in zip(cols, row, strict=True):
+                if k not in ("wall_s", "pods_per_s", "setup_s"):
+                    assert piped_cells[k] == v, (k, piped_cells, row)
 
 
 BASH = shutil.which("bash") or "/bin/bash"
