@@ -22,15 +22,13 @@ import shutil
 import sys
 import textwrap
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TextIO, TypeVar
+from typing import Any, TextIO
 
 import yaml
 from tqdm import tqdm
 
 __all__ = ["HUMAN", "Table", "add_output_arg", "color_enabled", "dump_doc", "first_line", "fit_text", "paint",
-           "print_table", "print_text", "progress", "resolve_format", "terminal_width"]
-
-T = TypeVar("T")
+           "print_table", "print_text", "progress_bar", "resolve_format", "terminal_width"]
 
 #: the formats for people; everything else is for programs
 HUMAN = ("table", "wide")
@@ -260,11 +258,12 @@ def dump_doc(doc: Any, fmt: str) -> str:
     return json.dumps(doc, indent=2, default=str) + "\n"
 
 
-def progress(items: Iterable[T], desc: str, total: int | None = None, enabled: bool | None = None) -> Iterable[T]:
-    """``items`` with a tqdm bar on stderr while they are consumed; the bar only when stderr is a
-    terminal (``enabled=None``), and it leaves no line behind."""
+def progress_bar(desc: str, total: int | None = None, unit: str = "it",
+                 enabled: bool | None = None) -> tqdm | None:
+    """A tqdm bar on stderr (``bar.update(n)``, ``bar.close()``), or None when there is no one to
+    see it: only when stderr is a terminal (``enabled=None``); it leaves no line behind."""
     if enabled is None:
         enabled = _isatty(sys.stderr)
     if not enabled:
-        return items
-    return tqdm(items, desc=desc, total=total, leave=False, file=sys.stderr)
+        return None
+    return tqdm(desc=desc, total=total, unit=unit, leave=False, file=sys.stderr)

@@ -96,8 +96,8 @@ def _why(pod: dict) -> tuple[str, str]:
 
 
 def test_pipe_keeps_the_json_contract(pending_json):
-    code, out, _ = run_pipe("simulate", "-f", PENDING, "--profile", "workshop", "-o", "json")
-    assert code == 0
+    code, out, err = run_pipe("simulate", "-f", PENDING, "--profile", "workshop", "-o", "json")
+    assert code == 0 and err == ""  # no progress bar off a terminal
     assert json.loads(out) == pending_json
     assert {p["phase"] for p in pending_json["pods"]} == {"Pending"} and len(pending_json["pods"]) == 4
 
@@ -157,8 +157,11 @@ def test_wide_and_name(pending_json):
         assert row.endswith(_why(pod)[1])
     code, out, _ = run_tty("simulate", "-f", GPU_40GI, "-o", "wide", NO_COLOR="1")
     assert "gpu=dgx-a100-0/gpu-0" in out.splitlines()[1]
-    code, out, _ = run_pipe("simulate", "-f", PENDING, "-o", "name")
-    assert out.splitlines() == ([f"pod/{p['name']}" for p in pending_json["pods"]]
+    # -o name with a terminal on stderr too: a progress bar while the sim runs, gone at the end
+    code, out, _ = run_tty("simulate", "-f", PENDING, "-o", "name", stderr_tty=True)
+    assert code == 0 and "pods scheduled or refused" in out
+    lines = [line.split("\r")[-1] for line in out.splitlines()]
+    assert [line for line in lines if line.strip() and "pods scheduled or refused" not in line] == ([f"pod/{p['name']}" for p in pending_json["pods"]]
                                 + [f"resourceclaim.resource.k8s.io/{c['name']}" for c in pending_json["claims"]])
 
 

@@ -19,6 +19,7 @@ from labkit.output import (
     dump_doc,
     print_table,
     print_text,
+    progress_bar,
     resolve_format,
     terminal_width,
 )
@@ -256,6 +257,9 @@ def _simulated(args: argparse.Namespace) -> Any:
             raise _Usage("--state and --profile: the dump already says which nodes there are; drop --profile")
         kw["state"] = Path(args.state)
     cluster = connect(args.backend, args.profile or "workshop", **kw)
+    bar = progress_bar("pods scheduled or refused", unit="pod") if hasattr(cluster, "watch") else None
+    if bar is not None:
+        cluster.watch(_count_settled(bar), kinds=["Pod"])
     try:
         applied = 0
         for f in args.files:
@@ -272,7 +276,29 @@ def _simulated(args: argparse.Namespace) -> Any:
         if args.backend != "sim":
             cluster.down()
         raise
+    finally:
+        if bar is not None:
+            bar.close()
     return cluster
+
+
+def _count_settled(bar: Any) -> Any:
+    """A watch callback that counts each pod once, when the scheduler has bound it or refused it."""
+    seen: set[tuple[str, str]] = set()
+
+    def on_event(event: Any) -> None:
+        pod = event.object
+        m = pod.get("metadata") or {}
+        key = (m.get("namespace", "default"), m.get("name", ""))
+        if key in seen:
+            return
+        conds = (pod.get("status") or {}).get("conditions") or []
+        if (pod.get("spec") or {}).get("nodeName") or any(
+                c.get("type") == "PodScheduled" and c.get("status") == "False" for c in conds):
+            seen.add(key)
+            bar.update(1)
+
+    return on_event
 
 
 class _Usage(Exception):
