@@ -4,9 +4,10 @@ A command that prints objects takes ``-o`` (:func:`add_output_arg`). Without it,
 (:func:`resolve_format`): a terminal gets the human table, anything else (a pipe, a file, a test's
 capture) gets the command's machine-readable form exactly as before, so scripts keep working.
 
-- ``table``: what a person reads; fits the terminal (80 columns when stdout is not one): long cells
-  (messages) are cut with an ellipsis rather than wrapping the table.
-- ``wide``: more columns (devices, the scheduler's full message); never cut.
+- ``table``: what a person reads; fits the terminal (80 columns, or $COLUMNS, when stdout is not
+  one) instead of letting it wrap the table: a message goes under its row, wrapped whole; names
+  are cut with an ellipsis only when even that does not fit.
+- ``wide``: more columns (namespace, devices, the scheduler's whole message), one line per row.
 - ``json`` / ``yaml``: the machine-readable document; ``name``: ``kind/name`` per line, as kubectl.
 
 Colour only on a terminal, never when ``NO_COLOR`` is set to anything non-empty (no-color.org) or
@@ -41,7 +42,6 @@ def add_output_arg(parser: Any, choices: Sequence[str], machine: str) -> None:
     else ``machine`` (what the command printed before there were tables)."""
     parser.add_argument("-o", "--output", choices=list(choices), default=None,
                         help=f"{'|'.join(choices)} (default: table on a terminal, else {machine})")
-    parser.set_defaults(machine_output=machine)
 
 
 def resolve_format(requested: str | None, machine: str, stream: TextIO | None = None) -> str:

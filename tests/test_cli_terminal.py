@@ -291,7 +291,7 @@ printf '%s\n' "${COMPREPLY[@]}"
     return [w.strip() for w in p.stdout.splitlines() if w.strip()]
 
 
-def test_bash_completion():
+def test_bash_completion(state_dump):
     assert complete("labkit sim") == ["simulate"]
     assert {"--profile", "--state", "--output"} <= set(complete("labkit simulate --"))
     assert {"workshop", "tiny", "mig-lab"} <= set(complete("labkit simulate --profile "))
@@ -299,6 +299,8 @@ def test_bash_completion():
     assert complete("labkit topology --profile dgx-a1") == ["dgx-a100"]  # a node profile
     assert complete(f"labkit describe pod -f {PENDING} too") == ["too-many"]
     assert complete(f"labkit describe claim -f {PENDING} w") == ["wrong-class"]
+    claims = complete(f"labkit describe claim --state {state_dump} ")  # the claims in a dump
+    assert "too-many" in claims and any(c.startswith("train-a-gpu-") for c in claims)
     assert [w for w in complete("labkit completion ") if not w.startswith("-")] == ["bash", "zsh", "fish"]
 
 
