@@ -76,7 +76,10 @@ def _events(cluster: Any, kind: str, obj: dict, width: int | None) -> list[str]:
                          e.get("message") or e.get("note") or ""])
     if not rows:
         return ["Events:       <none>"]
-    table = Table(["Type", "Reason", "Count", "From", "Message"], rows, detail=4)
+    if not any(r[2] for r in rows):  # every event happened once: no COUNT column
+        rows = [[r[0], r[1], r[3], r[4]] for r in rows]
+    headers = ["Type", "Reason", "Count", "From", "Message"] if len(rows[0]) == 5 else ["Type", "Reason", "From", "Message"]
+    table = Table(headers, rows, detail=len(headers) - 1)
     return ["Events:", *_indent(table.render(width and width - 2))]
 
 
