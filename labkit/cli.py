@@ -13,6 +13,8 @@ import os
 import sys
 from types import ModuleType
 
+import argcomplete
+
 from fake_gpus.errors import FakeGpusError
 from labkit.allocator import cli as allocator_cli
 from labkit.api import cli as api_cli
@@ -45,12 +47,31 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in SUBCOMMAND_MODULES:
         module.register(sub, **REGISTER_OPTIONS.get(module, {}))
+    comp = sub.add_parser(
+        "completion", help="print the shell completion script (bash, zsh or fish)",
+        description="Tab completion of subcommands, options, profile names and object names. "
+                    "bash: `source <(labkit completion bash)` (or save it under "
+                    "~/.local/share/bash-completion/completions/labkit); zsh: `source <(labkit completion zsh)` "
+                    "after compinit; fish: `labkit completion fish > ~/.config/fish/completions/labkit.fish`.")
+    comp.add_argument("shell", choices=SHELLS)
+    comp.set_defaults(func=run_completion)
     return parser
+
+
+#: the shells `labkit completion` writes a script for (argcomplete's shell code)
+SHELLS = ("bash", "zsh", "fish")
+
+
+def run_completion(args: argparse.Namespace) -> int:
+    sys.stdout.write(argcomplete.shellcode(["labkit"], shell=args.shell))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
+        if argv is None:  # the console script: under the shell's completion, answer it and exit
+            argcomplete.autocomplete(parser)
         args = parser.parse_args(argv)
     except KeyboardInterrupt:
         return 130

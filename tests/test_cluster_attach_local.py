@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,16 @@ def test_explain_and_snapshot_cli(local, tmp_path, capsys):
             assert main(["explain", "pod", pending[0], "--kubeconfig", str(local.kubeconfig)]) == 0
             out = capsys.readouterr().out
             assert out.startswith(f"Pod default/{pending[0]} is Pending: ") and "kube-scheduler says" in out
+            # describe: the same explanation, plus the real scheduler's condition and events
+            assert main(["describe", "pod", pending[0], "--kubeconfig", str(local.kubeconfig)]) == 0
+            out = capsys.readouterr().out
+            assert out.startswith(f"Name:         {pending[0]}\nNamespace:    default\nNode:         <none>\n")
+            assert "PodScheduled  False" in out and "kube-scheduler says" in out
+            assert re.search(r"\nEvents:\n.*\n  Warning +FailedScheduling +(x\d+ +)?default-scheduler", out), out
+        assert main(["describe", "pod", running[0], "--kubeconfig", str(local.kubeconfig)]) == 0
+        out = capsys.readouterr().out
+        node = local.get("Pod", running[0])["spec"]["nodeName"]
+        assert out.startswith(f"Name:         {running[0]}\nNamespace:    default\nNode:         {node}\n")
         dump = tmp_path / "d.yaml"
         assert main(["snapshot", "--kubeconfig", str(local.kubeconfig), "-o", str(dump)]) == 0
         docs = [d for d in read_documents(dump) if d is not None]  # read as Kubernetes reads YAML

@@ -44,7 +44,7 @@ def test_simulate_is_deterministic(capsys):
 def test_simulate_table(capsys):
     assert main(["simulate", "-f", str(SCENARIOS / "gpu-40gi.yaml"), "-o", "table"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].split() == ["NAMESPACE", "POD", "NODE", "PHASE", "REASON"]
+    assert out.splitlines()[0].split() == ["NAME", "NODE", "PHASE", "REASON"]
     assert "gpu=dgx-a100-0/gpu-0" in out
 
 

@@ -115,6 +115,18 @@ def test_labkit_simulate_and_topology(installed):
     assert topo["name"] == "dgx-a100-0" and topo["kinds"]["gpu"] == 8
 
 
+def test_tab_completion_comes_with_the_kit(installed):
+    """`labkit completion bash` of the installed wheel, sourced by bash, completes with that labkit."""
+    py, work, *_ = installed
+    script = ('source <(labkit completion bash) && COMP_LINE="labkit simulate --profile works" && '
+              'COMP_POINT=${#COMP_LINE} && COMP_WORDS=(labkit simulate --profile works) && COMP_CWORD=3 && '
+              '_python_argcomplete labkit works --profile && printf "%s\\n" "${COMPREPLY[@]}"')
+    env = {**os.environ, "PATH": f"{py.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    res = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=work, env=env)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["workshop"]
+
+
 def test_a_course_notebook_runs(installed):
     py, work, *_ = installed
     # the course's own files beside the notebook (its manifests in ../examples), no labkit source:

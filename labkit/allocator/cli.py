@@ -6,15 +6,16 @@ Exit 0 allocated, 3 unsatisfiable, 2 error or bad input. JSON shape: docs/archit
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
+import textwrap
 from typing import Any
 
 from labkit.allocator import Allocator, features_for
 from labkit.api import LoadError, load_files, with_defaults
 from labkit.api.features import DEFAULT_VERSION, FeatureGateError, parse_feature_gates, resolve_gates
 from labkit.cel.validation import validate
+from labkit.output import HUMAN, Table, add_output_arg, dump_doc, print_table, resolve_format, terminal_width
 
 __all__ = ["register", "run", "allocate_files", "deterministic_share_ids"]
 
@@ -32,7 +33,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--feature-gates", default="", metavar="G=true,...", help="Kubernetes gate overrides")
     p.add_argument("--kubernetes-version", default=DEFAULT_VERSION, help="1.34-1.37 (default %(default)s)")
     p.add_argument("--no-validate", action="store_true", help="hand objects straight to the allocator")
-    p.add_argument("-o", "--output", choices=("json", "yaml", "table"), default="json")
+    add_output_arg(p, ("table", "wide", "json", "yaml"), "json")
     p.add_argument("--explain", action="store_true", help="add an explanation of refusals")
     p.set_defaults(func=run)
 
@@ -112,8 +113,8 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def _table(doc: dict) -> str:
-    rows = [("CLAIM", "REQUEST", "DEVICE", "NOTE")]
+def _table(doc: dict) -> Table:
+    rows = []
     for claim, alloc in doc["allocations"].items():
         for r in (alloc.get("devices") or {}).get("results") or []:
             note = []
@@ -124,10 +125,7 @@ def _table(doc: dict) -> str:
             if r.get("consumedCapacity"):
                 note.append(",".join(f"{k}={v}" for k, v in r["consumedCapacity"].items()))
             rows.append((claim, r["request"], f"{r['driver']}/{r['pool']}/{r['device']}", " ".join(note)))
-    widths = [max(len(str(row[i])) for row in rows) for i in range(4)]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
-    lines.append(f"status: {doc['status']}" + (f" ({doc['error']})" if doc.get("error") else ""))
-    return "\n".join(lines)
+    return Table(("CLAIM", "REQUEST", "DEVICE", "NOTE"), rows, wrap=[3], shrink=[0, 2])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -138,15 +136,15 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - the contract is: never a traceback
         doc = _bad(f"internal error: {type(exc).__name__}: {exc}")
     summary = doc.pop("_summary", None)
-    if args.output == "json":
-        print(json.dumps(doc, indent=2))
-    elif args.output == "yaml":
-        import yaml
-        print(yaml.safe_dump(doc, sort_keys=False), end="")
-    else:
-        print(_table(doc))
+    fmt = resolve_format(args.output, "json")
+    if fmt in HUMAN:
+        print_table(_table(doc), fmt)
+        status = f"status: {doc['status']}" + (f" ({doc['error']})" if doc.get("error") else "")
+        print(status if fmt == "wide" else "\n".join(textwrap.wrap(status, terminal_width()) or [status]))
         if summary:
             print(summary)
+    else:
+        sys.stdout.write(dump_doc(doc, fmt))
     if doc["status"] == "error":  # the JSON document has it too; the user sees one line on stderr
         print(f"labkit allocate: {doc['error']}", file=sys.stderr)
     return EXIT.get(doc["status"], 2)

@@ -16,6 +16,7 @@ from labkit.cel.facade import DEFAULT_ENGINE, ENGINES, compile_selector
 from labkit.cel.slices import evaluate_slices
 from labkit.cel.validation import validate
 from labkit.errors import InputError
+from labkit.output import Table, print_table
 
 __all__ = ["register", "run"]
 
@@ -54,13 +55,10 @@ class SliceInputError(InputError):
                          fix="fix the slices (labkit validate -f FILE shows the same problems)")
 
 
-def _table(rows: list[dict[str, str]]) -> str:
+def _table(rows: list[dict[str, str]]) -> Table:
     cols = ["node", "driver", "pool", "device", "result", "message"]
-    widths = {c: max([len(c)] + [len(r[c]) for r in rows]) for c in cols[:-1]}
-    lines = ["  ".join(c.upper().ljust(widths.get(c, 0)) for c in cols).rstrip()]
-    for r in rows:
-        lines.append("  ".join(r[c].ljust(widths.get(c, 0)) for c in cols).rstrip())
-    return "\n".join(lines)
+    return Table(cols, [[r[c] for c in cols] for r in rows], wrap=[5], shrink=[1, 2, 0],
+                 style=lambda i, v: {"match": "green", "error": "red"}.get(v) if i == 4 else None)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,5 +75,5 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps({"expression": args.expression, "engine": args.engine, "devices": rows}, indent=2))
     else:
-        print(_table(rows))
+        print_table(_table(rows), "table", fit_pipe=False)  # piped: one line per device, as always
     return 0

@@ -6,12 +6,27 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from labkit.cluster import runstate
 from labkit.cluster.base import ClusterError, backend_class, backends, connect
-from labkit.cluster.report import report_table, simulate_report
+from labkit.cluster.describe import KINDS, describe, object_names
+from labkit.cluster.report import claim_users, report_tables, simulate_report
 from labkit.cluster.runstate import usage_lines
-from labkit.sim.profiles import ProfileError, load_profile
+from labkit.output import (
+    HUMAN,
+    add_output_arg,
+    dump_doc,
+    print_table,
+    print_text,
+    progress_bar,
+    resolve_format,
+    terminal_width,
+)
+from labkit.sim.profiles import ProfileError, load_profile, profile_names
+
+#: what a command that prints objects offers with -o (labkit.output)
+OBJECT_FORMATS = ("table", "wide", "json", "yaml", "name")
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 #: `labkit cluster status`: no such cluster is running
@@ -27,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cl.add_argument("action", choices=["up", "down", "status"])
     cl.add_argument("--backend", default=None, choices=backends(), help="sim, local or kind (default: sim; "
                     "status without --backend lists every running cluster)")
-    cl.add_argument("--profile", default=None, help="cluster profile name or YAML path (default: workshop)")
+    cl.add_argument("--profile", default=None,
+                    help="cluster profile name or YAML path (default: workshop)").completer = complete_profiles
     cl.add_argument("--name", default=None, help="kind only: cluster name (default: labkit-<profile>)")
     cl.add_argument("--no-swap-images", dest="swap_images", action="store_false", default=None,
                     help="kind only: run workload images as written (your cluster can pull and run them); by "
@@ -37,16 +53,50 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sim = subparsers.add_parser("simulate", help="apply manifests to a fresh cluster and print where pods landed")
     sim.add_argument("-f", "--filename", dest="files", action="extend", nargs="+", required=True,
                      help="YAML/JSON manifests (repeatable; '-' reads stdin)")
-    sim.add_argument("--profile", default=None, help="cluster profile name or YAML path (default: workshop)")
+    sim.add_argument("--profile", default=None,
+                     help="cluster profile name or YAML path (default: workshop)").completer = complete_profiles
     sim.add_argument("--state", metavar="DUMP",
                      help="what-if: start the sim from a real cluster's dump (`labkit snapshot -o DUMP` or "
                           "`kubectl get ... -A -o yaml`) instead of a profile; existing pods and allocations stay")
     sim.add_argument("--backend", default="sim", choices=backends())
-    sim.add_argument("-o", "--output", default="json", choices=["json", "table"])
+    add_output_arg(sim, OBJECT_FORMATS, "json")
     sim.add_argument("--seed", type=int, default=0, help="sim only: seed for names and uids (default 0)")
     sim.add_argument("--advance", type=float, default=0.0, metavar="SECONDS",
                      help="sim only: let this much simulated time pass after applying (Jobs finish)")
     sim.set_defaults(func=run_simulate)
+
+    de = subparsers.add_parser(
+        "describe", help="the whole story of one pod or claim: conditions, devices, explanation, events",
+        description="Like kubectl describe, on a fresh sim with the manifests applied (-f, as `labkit simulate`), "
+                    "on a state dump (--state, plus -f for what-if), or on a real cluster (--kubeconfig).")
+    de.add_argument("kind", choices=sorted(KINDS), metavar="pod|claim")
+    de.add_argument("name", metavar="NAME", help="NAME or NAMESPACE/NAME").completer = _complete_names
+    de.add_argument("-n", "--namespace", default="default", help="namespace of NAME (default: default)")
+    de.add_argument("-f", "--filename", dest="files", action="append", default=[], metavar="FILE",
+                    help="manifests to apply to a fresh sim first (as `labkit simulate -f`; repeatable)")
+    de.add_argument("--profile", default=None,
+                    help="cluster profile for -f (default: workshop)").completer = complete_profiles
+    de.add_argument("--state", metavar="DUMP", help="start the sim from this dump (`labkit snapshot -o DUMP`)")
+    de.add_argument("--backend", default="sim", choices=backends(), help="with -f: the backend to run them on")
+    de.add_argument("--seed", type=int, default=0, help="sim only: seed for names and uids (default 0)")
+    de.add_argument("--advance", type=float, default=0.0, metavar="SECONDS",
+                    help="sim only: let this much simulated time pass after applying")
+    de.add_argument("--kubeconfig", help="describe it on this real cluster instead (read-only)")
+    de.add_argument("--context", help="kubeconfig context (default: its current-context)")
+    de.set_defaults(func=run_describe)
+
+
+def complete_profiles(prefix: str, **_: Any) -> list[str]:
+    """Shell completion (argcomplete) of --profile: the cluster profiles found by name."""
+    return [n for n in profile_names() if n.startswith(prefix)]
+
+
+def _complete_names(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
+    """Shell completion of `describe KIND NAME`: the objects of that kind in the -f files or the dump."""
+    kind = KINDS.get((getattr(parsed_args, "kind", None) or "pod").lower(), "Pod")
+    sources = list(getattr(parsed_args, "files", None) or []) + (
+        [parsed_args.state] if getattr(parsed_args, "state", None) else [])
+    return [n for n in object_names(kind, sources) if n.startswith(prefix)]
 
 
 def _fail(msg: str) -> int:
@@ -66,9 +116,9 @@ def run_cluster(args: argparse.Namespace) -> int:
                 print("sim: nothing to stop - a sim cluster lives inside the Python process that created it.")
                 return EXIT_OK
             c = connect("sim", profile, progress=sys.stderr.isatty())
-            print(c.inventory())
-            print("note: the sim backend runs in-process; this cluster ends with this command. Notebooks and "
-                  "`labkit simulate` each create their own (identical, deterministic) sim cluster.")
+            print_text(c.inventory())
+            print_text("note: the sim backend runs in-process; this cluster ends with this command. Notebooks "
+                       "and `labkit simulate` each create their own (identical, deterministic) sim cluster.")
             return EXIT_OK
         if backend == "local":
             return _local(args.action, profile_arg)
@@ -196,41 +246,122 @@ def _print_status(status: object) -> None:
     print(status if isinstance(status, str) else json.dumps(status, indent=2, default=str))
 
 
-def run_simulate(args: argparse.Namespace) -> int:
+def _simulated(args: argparse.Namespace) -> Any:
+    """The cluster of `simulate` (and `describe -f`): the profile's or the dump's, the files applied,
+    run until nothing changes. The caller ends it (cluster.down()) when it is not the sim."""
     kw = {"seed": args.seed, "progress": sys.stderr.isatty()} if args.backend == "sim" else {}
     if args.state is not None:
         if args.backend != "sim":
-            return _fail(f"--state: a dump is replayed on the sim backend only; drop --backend {args.backend}")
+            raise _Usage(f"--state: a dump is replayed on the sim backend only; drop --backend {args.backend}")
         if args.profile is not None:
-            return _fail("--state and --profile: the dump already says which nodes there are; drop --profile")
+            raise _Usage("--state and --profile: the dump already says which nodes there are; drop --profile")
         kw["state"] = Path(args.state)
-    try:
-        cluster = connect(args.backend, args.profile or "workshop", **kw)
-    except ClusterError as exc:
-        return _fail(str(exc))
+    cluster = connect(args.backend, args.profile or "workshop", **kw)
+    bar = progress_bar("pods scheduled or refused", unit="pod") if hasattr(cluster, "watch") else None
+    if bar is not None:
+        cluster.watch(_count_settled(bar), kinds=["Pod"])
     try:
         applied = 0
         for f in args.files:
             applied += len(cluster.apply(sys.stdin.read() if f == "-" else _path(f)) or ())
-        if not applied:  # kubectl apply refuses this too ("no objects passed to apply")
-            return _fail(f"{', '.join(args.files)}: no objects (the input is empty or only comments); "
+        if args.files and not applied:  # kubectl apply refuses this too ("no objects passed to apply")
+            raise _Usage(f"{', '.join(args.files)}: no objects (the input is empty or only comments); "
                          "fix: give manifests with apiVersion, kind and metadata")
         cluster.wait()
         if args.advance:
             if not hasattr(cluster, "advance"):
-                return _fail(f"--advance: the {args.backend} backend has no simulated time; drop --advance")
+                raise _Usage(f"--advance: the {args.backend} backend has no simulated time; drop --advance")
             cluster.advance(args.advance)
-        report = simulate_report(cluster)
-    except ClusterError as exc:
-        return _fail(str(exc))
-    finally:
+    except BaseException:
         if args.backend != "sim":
             cluster.down()
-    if args.output == "json":
-        print(json.dumps(report, indent=2, sort_keys=False))
-    else:
-        print(report_table(report))
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    return cluster
+
+
+def _count_settled(bar: Any) -> Any:
+    """A watch callback that counts each pod once, when the scheduler has bound it or refused it."""
+    seen: set[tuple[str, str]] = set()
+
+    def on_event(event: Any) -> None:
+        pod = event.object
+        m = pod.get("metadata") or {}
+        key = (m.get("namespace", "default"), m.get("name", ""))
+        if key in seen:
+            return
+        conds = (pod.get("status") or {}).get("conditions") or []
+        if (pod.get("spec") or {}).get("nodeName") or any(
+                c.get("type") == "PodScheduled" and c.get("status") == "False" for c in conds):
+            seen.add(key)
+            bar.update(1)
+
+    return on_event
+
+
+class _Usage(Exception):
+    """A bad combination of options: `error: ...`, exit 2 (as `_fail`)."""
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    try:
+        cluster = _simulated(args)
+        try:
+            report = simulate_report(cluster)
+            users = claim_users(cluster)
+        finally:
+            if args.backend != "sim":
+                cluster.down()
+    except (ClusterError, _Usage) as exc:
+        return _fail(str(exc))
+    print_report(report, resolve_format(args.output, "json"), users)
     return EXIT_OK
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    ns, _, name = args.name.rpartition("/")
+    namespace = ns or args.namespace
+    if not name or "/" in ns:
+        return _fail(f"{args.name!r}: give the object as NAME or NAMESPACE/NAME")
+    if args.kubeconfig or args.context:
+        if args.files or args.state or args.profile:
+            return _fail("--kubeconfig describes what runs on that cluster; drop -f, --state and --profile")
+        cluster = connect("kubeconfig", kubeconfig=args.kubeconfig, context=args.context, progress=False)
+    elif args.files or args.state:
+        try:
+            cluster = _simulated(args)
+        except _Usage as exc:
+            return _fail(str(exc))
+    else:
+        return _fail("describe what? give the manifests (-f FILE, run on a fresh sim), a state dump "
+                     "(--state DUMP) or a real cluster (--kubeconfig FILE)")
+    try:
+        # NotFound (exit 3) goes to labkit.cli as one line
+        text = describe(cluster, args.kind, name, namespace, width=terminal_width())
+    finally:
+        if args.backend != "sim" or args.kubeconfig or args.context:
+            cluster.down()
+    print(text)
+    return EXIT_OK
+
+
+def print_report(report: dict, fmt: str, users: dict | None = None) -> None:
+    """A simulate report in ``fmt`` (labkit.output): two tables (pods, claims), the JSON/YAML
+    document, or kubectl's ``kind/name`` lines."""
+    if fmt in HUMAN:
+        pods, claims = report_tables(report, wide=fmt == "wide", users=users)
+        print_table(pods, fmt)
+        print()
+        print_table(claims, fmt)
+    elif fmt == "name":
+        for p in report["pods"]:
+            print(f"pod/{p['name']}")
+        for c in report["claims"]:
+            print(f"resourceclaim.resource.k8s.io/{c['name']}")
+    else:
+        sys.stdout.write(dump_doc(report, fmt))
 
 
 def _path(f: str):  # noqa: ANN202

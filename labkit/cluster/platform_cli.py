@@ -7,6 +7,7 @@ import sys
 
 from labkit.api import dump
 from labkit.cluster.base import ClusterError, connect
+from labkit.output import print_text
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -45,7 +46,7 @@ def run_explain(args: argparse.Namespace) -> int:
     try:
         cluster = _attach(args)
         try:
-            print(cluster.explain(name, ns or "default"))
+            print_text(cluster.explain(name, ns or "default"))
         finally:
             cluster.down()
     except ClusterError as exc:

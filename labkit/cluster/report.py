@@ -20,7 +20,8 @@ import re
 from typing import Any
 
 from labkit.cluster.base import ClusterError
-from labkit.sim.podutil import claim_entries
+from labkit.output import Table, first_line
+from labkit.sim.podutil import claim_entries, claim_name_for
 
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 
@@ -119,20 +120,91 @@ def normalize_report(report: dict[str, list[dict]]) -> dict[str, list[dict]]:
     return out
 
 
-def report_table(report: dict[str, list[dict]]) -> str:
-    def table(rows: list[list[str]], header: list[str]) -> list[str]:
-        widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-        fmt = lambda r: "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
-        return [fmt(header), *(fmt(r) for r in rows)]
+def pod_why(pod: dict) -> tuple[str, str]:
+    """(reason, message) of one report row: why it is where it is, in kube-scheduler's (or the
+    kubelet's, or the claim controller's) words: the pod's reason, else that of its latest Warning
+    event; the latest Warning event's message (a FailedScheduling event carries the same text as the
+    PodScheduled condition). Nothing for a pod that is running or done without a warning."""
+    warnings = [e for e in pod.get("events") or [] if e.get("type") == "Warning"]
+    last = warnings[-1] if warnings else {}
+    if pod.get("phase") in ("Running", "Succeeded") and not pod.get("reason"):
+        return "", ""
+    return pod.get("reason") or last.get("reason", ""), first_line(last.get("message", ""))
 
-    pods = [[p["namespace"], p["name"], p["node"] or "<none>", p["phase"], p["reason"]] for p in report["pods"]]
-    claims = []
+
+def claim_users(cluster: Any) -> dict[tuple[str, str], list[str]]:
+    """(namespace, claim name) -> the pods that reference the claim (by name or through a template),
+    in pod order; the human tables show why a claim is not allocated through these pods."""
+    users: dict[tuple[str, str], list[str]] = {}
+    for pod in cluster.list("Pod"):
+        m = pod.get("metadata") or {}
+        ns = m.get("namespace", "default")
+        for entry in claim_entries(pod):
+            name, _ = claim_name_for(pod, entry)
+            if name:
+                users.setdefault((ns, name), []).append(m.get("name", ""))
+    return users
+
+
+def _devices(claim: dict) -> list[str]:
+    results = ((claim.get("allocation") or {}).get("devices") or {}).get("results") or []
+    return [f"{r.get('request')}={r.get('pool')}/{r.get('device')}" for r in results]
+
+
+_PHASE_STYLE = {"Running": "green", "Succeeded": "green", "Pending": "yellow", "Failed": "red"}
+
+
+def _style(col: int, value: str) -> str | None:
+    return _PHASE_STYLE.get(value) or ("red" if value in ("Unschedulable", "SchedulerError", "Evicted") else None)
+
+
+def report_tables(report: dict[str, list[dict]], *, wide: bool = False,
+                  users: dict[tuple[str, str], list[str]] | None = None) -> tuple[Table, Table]:
+    """The pods and claims of a report as two tables: every pod with its node, phase, and, when it
+    is not running, the reason and the message's first line; every claim with its devices, or, not
+    allocated, why (the reason and message of a pod that waits for it: a claim has no reason of its
+    own). ``wide`` adds the namespace and each pod's devices. ``users``: see :func:`claim_users`."""
+    users = users or {}
+    namespaces = {r["namespace"] for r in report["pods"] + report["claims"]}
+    ns_col = wide or len(namespaces) > 1
+    pods_by_key = {(p["namespace"], p["name"]): p for p in report["pods"]}
+    devs_of_pod: dict[tuple[str, str], list[str]] = {}
     for c in report["claims"]:
-        results = ((c.get("allocation") or {}).get("devices") or {}).get("results") or []
-        devs = ", ".join(f"{r.get('request')}={r.get('pool')}/{r.get('device')}" for r in results) or "<unallocated>"
-        users = ", ".join(r.get("name", "") for r in c["reservedFor"]) or "-"
-        claims.append([c["namespace"], c["name"], devs, users])
-    lines = table(pods, ["NAMESPACE", "POD", "NODE", "PHASE", "REASON"])
-    lines.append("")
-    lines += table(claims, ["NAMESPACE", "CLAIM", "DEVICES", "RESERVED FOR"])
-    return "\n".join(lines)
+        for pod in users.get((c["namespace"], c["name"]), []):
+            devs_of_pod.setdefault((c["namespace"], pod), []).extend(_devices(c))
+    pod_rows = []
+    for p in report["pods"]:
+        reason, message = pod_why(p)
+        row = [p["name"], p["node"] or "<none>", p["phase"], reason, message]
+        if wide:
+            row.insert(4, ", ".join(devs_of_pod.get((p["namespace"], p["name"]), [])) or "-")
+        pod_rows.append(([p["namespace"]] if ns_col else []) + row)
+    claim_rows = []
+    for c in report["claims"]:
+        devs = ", ".join(_devices(c))
+        reserved = ", ".join(r.get("name", "") for r in c["reservedFor"])
+        state = ("allocated,reserved" if reserved else "allocated") if devs else "pending"
+        why = ""
+        if not devs:
+            waiting = [pods_by_key[(c["namespace"], n)] for n in users.get((c["namespace"], c["name"]), [])
+                       if (c["namespace"], n) in pods_by_key]
+            pod = next((p for p in waiting if any(pod_why(p))), None)
+            if pod is not None:
+                reason, message = pod_why(pod)
+                why = f"{reason} (pod {pod['name']})" + (f": {message}" if message else "")
+        claim_rows.append(([c["namespace"]] if ns_col else [])
+                          + [c["name"], state, devs or "<none>", reserved or "-", why])
+    off = 1 if ns_col else 0
+    pod_headers = ["NAME", "NODE", "PHASE", "REASON", *(["DEVICES"] if wide else []), "MESSAGE"]
+    pods = Table((["NAMESPACE"] if ns_col else []) + pod_headers, pod_rows, detail=off + len(pod_headers) - 1,
+                 wrap=[off + 4] if wide else [], shrink=[off, off + 3, off + 1], style=_style)
+    claims = Table((["NAMESPACE"] if ns_col else []) + ["CLAIM", "STATE", "DEVICES", "RESERVED FOR", "MESSAGE"],
+                   claim_rows, detail=off + 4, wrap=[off + 2], shrink=[off + 3, off], style=_style)
+    return pods, claims
+
+
+def report_table(report: dict[str, list[dict]], *, wide: bool = False, width: int | None = None,
+                 color: bool = False, users: dict[tuple[str, str], list[str]] | None = None) -> str:
+    """The report's pods and claims as text (``width=None``: nothing wrapped or cut)."""
+    pods, claims = report_tables(report, wide=wide, users=users)
+    return f"{pods.render(width, color)}\n\n{claims.render(width, color)}"

@@ -10,6 +10,8 @@ import math
 import sys
 
 from labkit.errors import LabkitError
+from labkit.output import color_enabled, terminal_width
+from labkit.sim.profiles import profile_names
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -21,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--trace", default="synthetic",
                      help="synthetic[:PODS] | alibaba-sample | alibaba-shape[:PODS] | PATH to a cluster-trace-gpu-v2023 "
                           "pod list CSV")
-    run.add_argument("--fleet", default="exp-small", help="cluster profile name or YAML path, or alibaba-shape[:SCALE] (default: exp-small)")
+    run.add_argument("--fleet", default="exp-small", help="cluster profile name or YAML path, or "
+                     "alibaba-shape[:SCALE] (default: exp-small)").completer = _complete_fleets
     run.add_argument("--policy", default="whole-gpu,shared",
                      help="comma-separated policy names (default: whole-gpu,shared); see `labkit experiment policies`")
     run.add_argument("-o", "--output", default="table", choices=["table", "json", "csv"])
@@ -32,7 +35,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--rate", type=float, default=6.0, help="synthetic trace: arrivals per minute (default 6)")
     run.add_argument("--tick", type=float, default=10.0, help="sim seconds per step (default 10)")
     run.add_argument("--timeline", action="store_true", help="json: include the per-tick timelines")
-    run.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
+    run_bar = run.add_mutually_exclusive_group()
+    run_bar.add_argument("--progress", dest="progress", action="store_true", default=None,
+                         help="progress bar on stderr (default: when stderr is a terminal)")
+    run_bar.add_argument("--no-progress", dest="progress", action="store_false")
     run.set_defaults(func=run_experiment_cmd)
     sw = sub.add_parser("sweep", help="run a grid (policies x traces x seeds x fleets) in parallel processes",
                         description="Every cell is one `experiment run` of one policy; cells run in --workers "
@@ -61,6 +67,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pol = sub.add_parser("policies", help="list the built-in policies")
     pol.set_defaults(func=list_policies)
     ex.set_defaults(func=lambda args: (ex.print_help(), EXIT_BAD_INPUT)[1])
+
+
+def _complete_fleets(prefix: str, **_: object) -> list[str]:
+    """Shell completion of --fleet: the cluster profiles found by name, and the Alibaba-shaped fleet."""
+    return [n for n in [*profile_names(), "alibaba-shape"] if n.startswith(prefix)]
+
+
+def _print_summary(summary: object, keep: int) -> None:
+    """The summary as it always printed, one line per run; on a terminal, folded to its width
+    (the ``keep`` columns that name a run repeated in each part)."""
+    if sys.stdout.isatty():
+        print(summary.table(keep).fold(terminal_width(), keep, color_enabled()))  # type: ignore[attr-defined]
+    else:
+        print(summary)
 
 
 def _fail(msg: str) -> int:
@@ -97,7 +117,7 @@ def run_experiment_cmd(args: argparse.Namespace) -> int:
         trace, trace_name = sweep.load_trace(args.trace, seed=args.seed, pods=args.pods, rate=args.rate,
                                              gpu_mem_gib=sweep.reference_gpu_mem(fleet))
         res = runner.run_experiment(trace, fleet, chosen, tick=args.tick, seed=args.seed, limit=args.limit,
-                                   progress=args.progress)
+                                   progress=sys.stderr.isatty() if args.progress is None else args.progress)
     except (LabkitError, ValueError) as exc:
         if isinstance(exc, LabkitError) and not isinstance(exc, ValueError):
             raise  # the CLI prints it as one line with its kind's exit code (3: not found)
@@ -123,7 +143,7 @@ def run_experiment_cmd(args: argparse.Namespace) -> int:
         sys.stdout.write(buf.getvalue())
     else:
         print(f"trace {trace_name} on fleet {args.fleet}")
-        print(res.summary())
+        _print_summary(res.summary(), keep=1)
     return EXIT_OK
 
 
@@ -159,7 +179,7 @@ def sweep_cmd(args: argparse.Namespace) -> int:
         sys.stdout.write(buf.getvalue())
     else:
         keys = ("trace", "fleet", "seed", *(k for k in metrics.SUMMARY_KEYS if k != "pods_per_s"), "cpu_s")
-        print(metrics.SummaryTable(rows, keys))
+        _print_summary(metrics.SummaryTable(rows, keys), keep=4)
         print(f"{len(rows)} runs on {res.engine} ({res.workers} worker{'s' if res.workers > 1 else ''}): "
               f"{res.wall_s:.1f} s wall; the runs themselves took {res.cell_wall_s:.1f} s wall, "
               f"{res.cell_cpu_s:.1f} s CPU in all")

@@ -16,6 +16,8 @@ import html
 import math
 from dataclasses import dataclass, field
 
+from labkit.output import Table
+
 TIMELINE_KEYS = ("t", "alloc_mem_gib", "need_mem_gib", "alloc_compute", "need_compute", "gpus_busy",
                  "pending", "running", "frag_gib", "free_gib", "placed", "wait_mean_s")
 SUMMARY_KEYS = ("policy", "pods", "placed", "never_placed", "mem_util_pct", "compute_util_pct", "gpus_busy_mean",
@@ -115,6 +117,12 @@ class SummaryTable:
         return "\n".join(lines)
 
     __repr__ = __str__
+
+    def table(self, keep: int = 1) -> Table:
+        """The same rows for a terminal (labkit.output): names left, numbers right; ``keep``: the
+        columns that name a run, repeated when the table is folded to the terminal's width."""
+        return Table(list(self.keys), [[_fmt(r.get(k, "")) for k in self.keys] for r in self.rows],
+                     right=range(keep, len(self.keys)))
 
     def _repr_html_(self) -> str:
         """The notebook view: fits a ~900 px notebook (headers wrap at the underscores, small type);

@@ -7,6 +7,7 @@ import json
 import sys
 
 from fake_gpus.catalog import node_profiles
+from labkit.output import Table, add_output_arg, print_table, resolve_format
 from labkit.sim.profiles import ProfileError, load_profile, profile_names
 from labkit.topology import node_graph, save_png, stats, topo_matrix
 
@@ -14,12 +15,19 @@ from labkit.topology import node_graph, save_png, stats, topo_matrix
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("topology", help="draw or describe a node's NVLink / PCIe / NUMA topology")
     p.add_argument("--profile", required=True,
-                   help="a cluster profile (workshop, mig-lab, ...) or a fake_gpus node profile (dgx-a100, ...)")
+                   help="a cluster profile (workshop, mig-lab, ...) or a fake_gpus node profile (dgx-a100, ...)"
+                   ).completer = _complete_profiles
     p.add_argument("--node", help="node of the cluster profile (default: its first node)")
     p.add_argument("--png", metavar="FILE", help="write a picture of the node")
     p.add_argument("--json", action="store_true", help="print graph statistics as JSON")
     p.add_argument("--matrix", action="store_true", help="print the nvidia-smi topo -m style matrix")
+    add_output_arg(p, ("table", "json"), "json")
     p.set_defaults(func=run)
+
+
+def _complete_profiles(prefix: str, **_: object) -> list[str]:
+    """Shell completion of --profile: cluster profiles, then fake_gpus node profiles."""
+    return [n for n in [*profile_names(), *node_profiles()] if n.startswith(prefix)]
 
 
 def resolve_node(profile: str, node: str | None) -> tuple[str, str]:
@@ -59,5 +67,12 @@ def run(args: argparse.Namespace) -> int:
         for row, name in zip(m.values(), names, strict=True):
             print(name.ljust(width) + "".join(code.ljust(width) for code in row.values()))
     if not (args.png or args.json or args.matrix):
-        print(json.dumps(stats(g), indent=2))
+        st = stats(g)
+        if resolve_format(args.output, "json") == "json":
+            print(json.dumps(st, indent=2))
+        else:
+            print(f"node {st['name']}: {st['nodes']} parts, {st['edges']} links")
+            rows = [("part", k, n) for k, n in st["kinds"].items()] + [("link", k, n) for k, n in st["edgeTypes"].items()]
+            rows += [("nvlink island", ", ".join(island), len(island)) for island in st.get("nvlinkIslands") or []]
+            print_table(Table(("what", "kind", "count"), rows, wrap=[1]), "table")
     return 0

@@ -1,0 +1,313 @@
+"""The command line as typed, on a terminal and off it: tables on a pseudo-terminal 80 columns wide,
+the machine-readable form through a pipe, colour and NO_COLOR, `labkit describe`, and bash completion
+through bash itself with the script `labkit completion bash` prints.
+
+Messages are never written here: each test reads the scheduler's words from the JSON of the same run
+(another branch may change them) and looks for them in the table.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+import pytest
+import yaml
+
+from labkit.api import dump
+from labkit.cluster import connect
+from labkit.cluster.snapshot import cluster_state
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+LABKIT = str(BIN / "labkit")
+PENDING = "examples/debugging/pending.yaml"
+GPU_40GI = "tests/data/scenarios/gpu-40gi.yaml"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "COLUMNS", "LINES")}
+    env.update({"TERM": "xterm", "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}"}, **extra)
+    return env
+
+
+def run_tty(*args: str, cols: int = 80, stderr_tty: bool = False, **env: str) -> tuple[int, str, str]:
+    """`labkit ARGS` with stdout on a pseudo-terminal `cols` wide, and stderr a pipe (or the same
+    terminal: `stderr_tty`): (exit, stdout, stderr)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, cols, 0, 0))
+    proc = subprocess.Popen([LABKIT, *args], stdout=slave, stderr=slave if stderr_tty else subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, cwd=ROOT, env=_env(**env))
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    err = ""
+    if proc.stderr is not None:
+        err = proc.stderr.read().decode()
+        proc.stderr.close()
+    return proc.wait(), b"".join(chunks).decode().replace("\r\n", "\n"), err
+
+
+def run_pipe(*args: str, **env: str) -> tuple[int, str, str]:
+    p = subprocess.run([LABKIT, *args], capture_output=True, text=True, cwd=ROOT, env=_env(**env),
+                       stdin=subprocess.DEVNULL)
+    return p.returncode, p.stdout, p.stderr
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _fits(text: str, cols: int = 80) -> None:
+    too_wide = [line for line in ANSI.sub("", text).splitlines() if len(line) > cols]
+    assert not too_wide, f"lines wider than {cols} columns: {too_wide}"
+
+
+@pytest.fixture(scope="module")
+def pending_json() -> dict:
+    """The pending example's report through a pipe: JSON, as scripts read it."""
+    code, out, err = run_pipe("simulate", "-f", PENDING, "--profile", "workshop")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _why(pod: dict) -> tuple[str, str]:
+    """The reason and the first line of the message the scheduler (or the claim controller) gave."""
+    warning = [e for e in pod["events"] if e["type"] == "Warning"][-1]
+    return pod["reason"] or warning["reason"], warning["message"].splitlines()[0]
+
+
+def test_pipe_keeps_the_json_contract(pending_json):
+    code, out, err = run_pipe("simulate", "-f", PENDING, "--profile", "workshop", "-o", "json")
+    assert code == 0 and err == ""  # no progress bar off a terminal
+    assert json.loads(out) == pending_json
+    assert {p["phase"] for p in pending_json["pods"]} == {"Pending"} and len(pending_json["pods"]) == 4
+
+
+def test_pending_table_on_a_terminal_has_every_reason_and_message(pending_json):
+    code, out, err = run_tty("simulate", "-f", PENDING, "--profile", "workshop", NO_COLOR="1")
+    assert code == 0, err
+    assert "\x1b[" not in out  # NO_COLOR
+    _fits(out)
+    lines = out.splitlines()
+    assert lines[0].split() == ["NAME", "NODE", "PHASE", "REASON"]
+    pod_block = out.split("\n\n")[0]
+    for pod in pending_json["pods"]:
+        reason, message = _why(pod)
+        row = next(line for line in lines if line.startswith(pod["name"] + " "))
+        assert row.split() == [pod["name"], "<none>", "Pending", reason]
+        # the message follows its row, wrapped at 80 columns, whole
+        after = pod_block.split(row, 1)[1]
+        assert _flat(after).startswith(_flat(message)), (pod["name"], after)
+    # each unallocated claim says why, in the words of the pod that waits for it
+    claims = out.split("\n\n")[1]
+    assert claims.splitlines()[0].split() == ["CLAIM", "STATE", "DEVICES", "RESERVED", "FOR"]
+    for claim in pending_json["claims"]:
+        pod = next(p for p in pending_json["pods"] if p["name"] == claim["name"])
+        reason, message = _why(pod)
+        row = next(line for line in claims.splitlines() if line.startswith(claim["name"] + " "))
+        assert row.split() == [claim["name"], "pending", "<none>", "-"]
+        assert _flat(claims.split(row, 1)[1]).startswith(_flat(f"{reason} (pod {pod['name']}): {message}"))
+
+
+def test_table_colours_only_on_a_terminal():
+    code, out, _ = run_tty("simulate", "-f", GPU_40GI)
+    assert code == 0
+    assert "\x1b[32mRunning\x1b[0m" in out and "\x1b[1mNAME\x1b[0m" in out
+    _fits(out)
+    code, out, _ = run_pipe("simulate", "-f", GPU_40GI, "-o", "table")
+    assert code == 0 and "\x1b[" not in out
+    assert out.splitlines()[1].split() == ["train-a", "dgx-a100-0", "Running"]
+    code, out, _ = run_tty("simulate", "-f", GPU_40GI, TERM="dumb")
+    assert "\x1b[" not in out
+
+
+def test_narrow_terminal_cuts_names_not_the_message(pending_json):
+    code, out, _ = run_tty("simulate", "-f", PENDING, cols=50, NO_COLOR="1")
+    assert code == 0
+    _fits(out, 50)
+    for pod in pending_json["pods"]:
+        assert _flat(_why(pod)[1]) in _flat(out)
+
+
+def test_wide_and_name(pending_json):
+    code, out, _ = run_tty("simulate", "-f", PENDING, "-o", "wide", NO_COLOR="1")
+    assert code == 0
+    assert out.splitlines()[0].split() == ["NAMESPACE", "NAME", "NODE", "PHASE", "REASON", "DEVICES", "MESSAGE"]
+    for pod in pending_json["pods"]:  # one line per pod, the whole message on it
+        row = next(line for line in out.splitlines() if line.split()[1:2] == [pod["name"]])
+        assert row.endswith(_why(pod)[1])
+    code, out, _ = run_tty("simulate", "-f", GPU_40GI, "-o", "wide", NO_COLOR="1")
+    assert "gpu=dgx-a100-0/gpu-0" in out.splitlines()[1]
+    # -o name with a terminal on stderr too: a progress bar while the sim runs, gone at the end
+    code, out, _ = run_tty("simulate", "-f", PENDING, "-o", "name", stderr_tty=True)
+    assert code == 0 and "pods scheduled or refused" in out
+    lines = [line.split("\r")[-1] for line in out.splitlines()]
+    assert [line for line in lines if line.strip() and "pods scheduled or refused" not in line] == ([f"pod/{p['name']}" for p in pending_json["pods"]]
+                                + [f"resourceclaim.resource.k8s.io/{c['name']}" for c in pending_json["claims"]])
+
+
+def test_yaml(pending_json):
+    code, out, _ = run_pipe("simulate", "-f", PENDING, "-o", "yaml")
+    assert code == 0 and yaml.safe_load(out) == pending_json
+
+
+def test_describe_pod_tells_the_whole_story(pending_json):
+    pod = next(p for p in pending_json["pods"] if p["name"] == "too-many")
+    code, out, err = run_tty("describe", "pod", "too-many", "-f", PENDING, NO_COLOR="1")
+    assert code == 0, err
+    _fits(out)
+    flat = _flat(out)
+    assert out.startswith("Name:         too-many\nNamespace:    default\nNode:         <none>\nStatus:       Pending")
+    reason, message = _why(pod)
+    assert f"PodScheduled False {reason} {_flat(message)}" in flat
+    assert "gpu (claim too-many): not allocated" in out
+    # the allocator's explanation per node group: every node named, each with its verdict
+    explanation = out.split("Explanation:\n", 1)[1].split("\nEvents:", 1)[0]
+    assert re.search(r"allocator on dgx-a100-0: \w+", explanation)
+    assert re.search(r"allocator on t4-0, t4-1: \w+", explanation)
+    assert "usable" in explanation
+    events = out.split("\nEvents:\n", 1)[1]
+    for e in pod["events"]:
+        assert f"{e['type']} {e['reason']}" in _flat(events) and _flat(e["message"]) in _flat(events)
+
+
+@pytest.fixture(scope="module")
+def state_dump(tmp_path_factory) -> Path:
+    """A workshop sim's dump (`labkit snapshot` form): one pod running on a GPU, one Pending."""
+    c = connect("sim", "workshop", progress=False)
+    c.apply(ROOT / GPU_40GI)
+    c.apply(ROOT / PENDING)
+    c.wait()
+    path = tmp_path_factory.mktemp("dump") / "dump.yaml"
+    path.write_text(dump(cluster_state(c), "yaml"))
+    return path
+
+
+def test_describe_claim_from_a_state_dump(state_dump):
+    objs = [o for o in yaml.safe_load_all(state_dump.read_text()) if o]
+    claim = next(o for o in objs if o["kind"] == "ResourceClaim" and o["metadata"]["name"].startswith("train-a-gpu-"))
+    name = claim["metadata"]["name"]
+    result = claim["status"]["allocation"]["devices"]["results"][0]
+    code, out, err = run_tty("describe", "claim", name, "--state", str(state_dump), NO_COLOR="1")
+    assert code == 0, err
+    _fits(out)
+    assert f"Name:         {name}" in out and "State:        allocated,reserved" in out
+    assert f"request gpu: {result['driver']}/{result['pool']}/{result['device']}" in out
+    assert "Reserved For: pods/train-a" in out and "Used By:      pod/train-a" in out
+    # a Pending claim of the dump: why, from the pod waiting for it, through the restored sim
+    code, out, _ = run_tty("describe", "claim", "too-many", "--state", str(state_dump), NO_COLOR="1")
+    assert code == 0
+    assert "State:        pending" in out and "Why not allocated (pod too-many):" in out
+    assert "allocator on t4-0, t4-1:" in out
+
+
+def test_describe_unknown_name_is_one_line_exit_3(state_dump):
+    code, out, err = run_pipe("describe", "pod", "no-such-pod", "--state", str(state_dump))
+    assert code == 3 and out == ""
+    assert len(err.splitlines()) == 1 and "no-such-pod" in err and "train-a" in err
+    code, _, err = run_pipe("describe", "pod", "x")
+    assert code == 2 and len(err.splitlines()) == 1 and "-f" in err
+
+
+ALLOC_CASE = "tests/data/allocator/consumable-capacity/input.yaml"
+
+
+def test_allocate_table_on_a_terminal_json_through_a_pipe():
+    code, out, _ = run_tty("allocate", "-f", ALLOC_CASE, "--node", "node-1", NO_COLOR="1")
+    assert code == 0
+    _fits(out)
+    assert out.splitlines()[0].split() == ["CLAIM", "REQUEST", "DEVICE", "NOTE"]
+    assert out.rstrip().endswith("status: allocated")
+    code, piped, _ = run_pipe("allocate", "-f", ALLOC_CASE, "--node", "node-1")
+    doc = json.loads(piped)
+    for claim, alloc in doc["allocations"].items():  # every device of the JSON is in the table
+        for r in alloc["devices"]["results"]:
+            assert re.search(rf"{re.escape(claim)} +{r['request']} +{r['driver']}/{r['pool']}/{r['device']}", out)
+
+
+def test_experiment_summary_folds_to_the_terminal_and_shows_progress():
+    args = ("experiment", "run", "--fleet", "tiny", "--trace", "synthetic:20", "--policy", "whole-gpu,shared")
+    code, piped, err = run_pipe(*args)
+    assert code == 0 and err == ""  # no progress bar off a terminal
+    header, *rows = piped.splitlines()[1:]
+    assert len(header) > 80  # one line per policy: too wide for a terminal
+    code, out, _ = run_tty(*args, stderr_tty=True, NO_COLOR="1")
+    assert code == 0
+    assert "pods placed" in out  # the progress bar, on the terminal's stderr
+    table = out[out.index("trace synthetic"):]
+    table = table[table.index("\n") + 1:]
+    table = "\n".join(line.split("\r")[-1] for line in table.splitlines())  # what a bar left behind
+    _fits(table)
+    parts = [p.splitlines() for p in table.strip().split("\n\n")]
+    assert len(parts) > 1 and all(p[0].split()[0] == "POLICY" for p in parts)
+    # the same numbers, part by part, as the one-line-per-policy form (wall-clock columns aside)
+    keys = header.split()
+    for policy_row in rows:
+        piped_cells = dict(zip(keys, policy_row.split(), strict=True))
+        for part in parts:
+            cols = [h.lower() for h in part[0].split()]
+            row = next(line.split() for line in part[1:] if line.split()[0] == piped_cells["policy"])
+            for k, v in zip(cols, row, strict=True):
+                if k not in ("wall_s", "pods_per_s", "setup_s"):
+                    assert piped_cells[k] == v, (k, piped_cells, row)
+
+
+BASH = shutil.which("bash") or "/bin/bash"
+
+
+def complete(line: str) -> list[str]:
+    """What bash offers for TAB at the end of `line`, through the script `labkit completion bash` prints."""
+    script = r'''
+source <(labkit completion bash) || exit 9
+COMP_LINE="$1"; COMP_POINT=${#COMP_LINE}
+read -ra COMP_WORDS <<<"$COMP_LINE"
+[[ "$COMP_LINE" == *" " ]] && COMP_WORDS+=("")
+COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+complete -p labkit >/dev/null || exit 8
+_python_argcomplete labkit "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+printf '%s\n' "${COMPREPLY[@]}"
+'''
+    p = subprocess.run([BASH, "-c", script, "bash", line], capture_output=True, text=True, cwd=ROOT, env=_env())
+    assert p.returncode == 0, p.stderr
+    return [w.strip() for w in p.stdout.splitlines() if w.strip()]
+
+
+def test_bash_completion(state_dump):
+    assert complete("labkit sim") == ["simulate"]
+    assert {"--profile", "--state", "--output"} <= set(complete("labkit simulate --"))
+    assert {"workshop", "tiny", "mig-lab"} <= set(complete("labkit simulate --profile "))
+    assert complete("labkit simulate --profile works") == ["workshop"]
+    assert complete("labkit topology --profile dgx-a1") == ["dgx-a100"]  # a node profile
+    assert complete(f"labkit describe pod -f {PENDING} too") == ["too-many"]
+    assert complete(f"labkit describe claim -f {PENDING} w") == ["wrong-class"]
+    claims = complete(f"labkit describe claim --state {state_dump} ")  # the claims in a dump
+    assert "too-many" in claims and any(c.startswith("train-a-gpu-") for c in claims)
+    assert [w for w in complete("labkit completion ") if not w.startswith("-")] == ["bash", "zsh", "fish"]
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish"])
+def test_completion_scripts_for_zsh_and_fish(shell):
+    code, out, _ = run_pipe("completion", shell)
+    assert code == 0 and "labkit" in out
+    if shutil.which(shell):  # the shell parses what we print
+        p = subprocess.run([shutil.which(shell), "-n"], input=out, capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
