@@ -58,6 +58,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="progress bar on stderr (default: when stderr is a terminal)")
     bar.add_argument("--no-progress", dest="progress", action="store_false")
     sw.set_defaults(func=sweep_cmd)
+    inf = sub.add_parser(
+        "inflation", help="the ATC'23 FGD paper's workload-inflation experiment on the real Alibaba trace",
+        description="Tasks of an Alibaba cluster-trace-gpu-v2023 pod list arrive (inflated to --ratio x the "
+                    "fleet's GPUs, shuffled) and never leave; each policy of the paper places them, as real DRA "
+                    "claims through the sim. -o json keys: trace, ratio, seeds, sample_every, nodes, gpus, sim, "
+                    "x_step_pct, wall_s, paper (the paper's figures for this trace, when it reports them), and "
+                    "policies.<name>: alloc_pct (allocated GPUs in %% of the fleet at x = 0, 1, ... %% arrived "
+                    "workload), alloc_pct_at_saturation, unallocated_gpus (at the last x), "
+                    "unallocated_gpus_by_seed, failed_pods, pods, wall_s.")
+    inf.add_argument("--trace", default="default",
+                     help="openb pod list: default, cpu050, gpushare40, multigpu20, gpuspec33, ... or a csv path "
+                          "(default: default)")
+    inf.add_argument("--fleet", default="openb", help="openb (the trace's 1,213 GPU nodes) or openb:N (1 node in N "
+                                                        "of each node group; default: openb)")
+    inf.add_argument("--policies", default=None,
+                     help="comma-separated: fgd,best-fit,dot-product,gpu-packing,gpu-clustering,random-fit (default: all)")
+    inf.add_argument("--seeds", default="42", help="comma-separated seeds and ranges (default 42; the paper: 42-51)")
+    inf.add_argument("--ratio", type=float, default=1.3, help="inflate to this x the fleet's GPUs (default 1.3)")
+    inf.add_argument("--workers", type=int, default=1, help="local processes (default 1)")
+    inf.add_argument("--no-sim", action="store_true",
+                     help="skip the sim: the policies' bookkeeping only (fast; no DRA objects)")
+    inf.add_argument("--plot", metavar="FILE", help="write the figure (allocation ratio vs arrived workload)")
+    inf.add_argument("-o", "--output", default="table", choices=["table", "json"])
+    inf.set_defaults(func=inflation_cmd)
     pol = sub.add_parser("policies", help="list the built-in policies")
     pol.set_defaults(func=list_policies)
     ex.set_defaults(func=lambda args: (ex.print_help(), EXIT_BAD_INPUT)[1])
@@ -163,4 +187,46 @@ def sweep_cmd(args: argparse.Namespace) -> int:
         print(f"{len(rows)} runs on {res.engine} ({res.workers} worker{'s' if res.workers > 1 else ''}): "
               f"{res.wall_s:.1f} s wall; the runs themselves took {res.cell_wall_s:.1f} s wall, "
               f"{res.cell_cpu_s:.1f} s CPU in all")
+    return EXIT_OK
+
+
+def inflation_cmd(args: argparse.Namespace) -> int:
+    # lazy: start-up (labkit --help loads this module; numpy and the sim load only when it runs)
+    from labkit.experiments import inflation, sweep
+
+    fleet = args.fleet.strip()
+    every = 1
+    if fleet.startswith("openb:"):
+        try:
+            every = int(fleet.split(":", 1)[1])
+        except ValueError:
+            return _fail(f"--fleet {fleet}: openb:N takes a whole number N >= 1 (1 node in N)")
+    elif fleet != "openb":
+        return _fail(f"--fleet {fleet}: use openb or openb:N (the trace's own node list)")
+    if args.workers < 1:
+        return _fail(f"--workers {args.workers}: give at least 1")
+    try:
+        pols = tuple(sweep.split_axis("--policies", args.policies)) if args.policies else inflation.POLICIES
+        seeds = tuple(sweep.parse_seeds(args.seeds))
+        res = inflation.run_all(args.trace, pols, seeds=seeds, every=every, ratio=args.ratio,
+                                sim=not args.no_sim, workers=args.workers)
+    except (LabkitError, ValueError) as exc:
+        if isinstance(exc, LabkitError) and not isinstance(exc, ValueError):
+            raise
+        return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    res["paper"] = inflation.paper_figures(args.trace) if every == 1 and args.ratio == 1.3 else None
+    if args.plot:
+        inflation.plot_inflation(res, args.plot)
+    if args.output == "json":
+        print(json.dumps(res, indent=2))
+        return EXIT_OK
+    paper = res["paper"] or {}
+    print(f"trace {res['trace']} on {res['nodes']} nodes / {res['gpus']} GPUs, inflated to {res['ratio']:g}x, "
+          f"seeds {','.join(map(str, res['seeds']))}{'' if res['sim'] else ' (no sim)'}")
+    print(f"{'policy':<15}{'alloc % at sat.':>16}{'unallocated GPUs':>18}{'paper':>9}{'failed pods':>13}{'wall s':>9}")
+    for name, r in sorted(res["policies"].items(), key=lambda kv: kv[1]["unallocated_gpus"]):
+        ref = paper.get(name, {}).get("unallocated_gpus_at_130")
+        print(f"{name:<15}{r['alloc_pct_at_saturation']:>16.2f}{r['unallocated_gpus']:>18.1f}"
+              f"{'' if ref is None else f'{ref:.1f}':>9}{r['failed_pods']:>13.1f}{r['wall_s']:>9.1f}")
+    print(f"{res['wall_s']:.1f} s wall")
     return EXIT_OK

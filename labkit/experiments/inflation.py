@@ -8,7 +8,7 @@ cluster's GPUs (0..130), y = allocated GPUs as % of the cluster's GPUs; unalloca
 saturation = cluster GPUs - allocated GPUs once every pod has arrived.
 
 The six policies score nodes exactly as the simulator's score plugins do (integer scores, the
-best score wins, ties broken at random as kube-scheduler's selectHost does) and choose the GPU(s)
+best score wins; on a tie the smallest node name, as the simulator's selectHost does) and choose the GPU(s)
 as its Open-Gpu-Share Reserve does:
 
 | policy | node score | GPU for a share |
@@ -33,18 +33,30 @@ not submitted.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from labkit.cluster import connect
 from labkit.experiments import objects as o
-from labkit.experiments.openb import MODELS, OpenbError, OpenbPod, inflate, openb_fleet, openb_nodes, openb_pods, sample_nodes
+from labkit.experiments.openb import (
+    DATA,
+    MODELS,
+    OpenbError,
+    OpenbPod,
+    inflate,
+    openb_fleet,
+    openb_nodes,
+    openb_pods,
+    sample_nodes,
+)
 from labkit.sim.engine import fewer_collections
 from labkit.sim.podutil import claim_name_for
 
@@ -104,7 +116,7 @@ class State:
     mem: np.ndarray
     g: np.ndarray  # (nodes, 8)
     bus: list[list[str]]  # PCI bus id per GPU
-    tags: list[Counter] = field(default_factory=list)
+    tags: np.ndarray = field(default_factory=lambda: np.zeros((0, 9), dtype=np.int64))  # pods per _tag_col
 
     @property
     def capacity_milli(self) -> int:
@@ -115,6 +127,11 @@ def _tag(pod: OpenbPod) -> str:
     if pod.num_gpu == 0:
         return ""
     return "share" if pod.gpu_milli < MILLI else f"{pod.num_gpu}-gpu"
+
+
+def _tag_col(pod: OpenbPod) -> int:
+    """The column of a GPU pod's affinity tag in State.tags: 0 = a share, n = n whole GPUs."""
+    return 0 if pod.gpu_milli < MILLI else pod.num_gpu
 
 
 def feasible(st: State, pod: OpenbPod, allowed: np.ndarray) -> np.ndarray:
@@ -147,6 +164,13 @@ class Scorer:
         self.frag = np.zeros(len(st.names)) if name == "fgd" else None
         if self.frag is not None:
             self.frag[:] = self._frag(np.arange(len(st.names)), st.cpu, st.g)
+            self.ge, self.sm = self._counts(st.g)
+
+    def _counts(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per node and typical shape: GPUs with at least the shape's milli left, and the milli
+        left on the GPUs with less (kept per node, updated when a node changes)."""
+        tm = self.typ.milli[None, None, :]
+        return (g[:, :, None] >= tm).sum(axis=1), (g[:, :, None] * (g[:, :, None] < tm)).sum(axis=1)
 
     # -- FGD -------------------------------------------------------------------------------
     def _frag(self, idx: np.ndarray, cpu: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -171,8 +195,8 @@ class Scorer:
             gi = g[:, :, None]  # (M, 8, 1): the candidate GPU before
             gi2 = gi - m
             tm = t.milli[None, None, :]
-            ge0 = (g[:, :, None] >= tm).sum(axis=1)[:, None, :]
-            sm0 = (g[:, :, None] * (g[:, :, None] < tm)).sum(axis=1)[:, None, :]
+            ge0 = self.ge[idx][:, None, :]  # type: ignore[index]
+            sm0 = self.sm[idx][:, None, :]  # type: ignore[index]
             ge = ge0 - (gi >= tm) + (gi2 >= tm)
             sm = sm0 - gi * (gi < tm) + gi2 * (gi2 < tm)
             q3 = ((t.num > 0)[None, None, :] & t.acc[idx][:, None, :] & (ge >= t.num[None, None, :])
@@ -208,44 +232,40 @@ class Scorer:
             dot = (cpu / MAX_CPU) * (pod.cpu_milli / MAX_CPU) + (gleft / MAX_GPU) * (pod.milli_total / MAX_GPU)
             return ((1.0 - dot / 2) * MAX_SCORE).astype(np.int64), None
         if n == "gpu-packing":
-            return np.array([self._packing(int(i), pod) for i in idx], dtype=np.int64), None
+            return self._packing(idx, pod), None
         if n == "gpu-clustering":
-            return np.array([self._clustering(int(i), pod, int(gl)) for i, gl in zip(idx, gleft, strict=True)],
-                            dtype=np.int64), None
+            return self._clustering(idx, pod, gleft), None
         raise InflationError(f"policy {n!r}: unknown; use one of {', '.join(POLICIES)}")
 
-    def _packing(self, i: int, pod: OpenbPod) -> int:
+    def _packing(self, idx: np.ndarray, pod: OpenbPod) -> np.ndarray:
+        """getPackingScore: a shared GPU (100 - its free % / 10, at least 50) > an idle GPU of a
+        busy node (50 - idle GPUs taken, at least 33) > an idle node (33 - its GPUs)."""
         if pod.milli_total <= 0:
-            return 0
+            return np.zeros(len(idx), dtype=np.int64)
         st = self.st
-        k = int(st.ngpu[i])
-        g = st.g[i, :k]
-        free = int((g == MILLI).sum())
-        if free == k:  # an idle node
-            return max(MAX_SCORE // 3 - free, free)
-        need, use, fresh = pod.num_gpu, [], 0
-        for j in sorted(range(k), key=lambda j: (g[j], j)):  # least left first
-            if need == 0:
-                break
-            if pod.gpu_milli <= g[j]:
-                need -= 1
-                use.append(j)
-                fresh += int(g[j] == MILLI)
-        if need:
-            return 0
-        if fresh:
-            return max(MAX_SCORE // 2 - fresh, MAX_SCORE // 3)
-        return max(MAX_SCORE - sum(int(g[j]) * 100 // MILLI for j in use) // 10, MAX_SCORE // 2)
+        g, k = st.g[idx], st.ngpu[idx]
+        free = (g == MILLI).sum(axis=1)
+        idle = np.maximum(MAX_SCORE // 3 - free, free)
+        if pod.gpu_milli >= MILLI:  # whole GPUs: always idle ones
+            busy = np.full(len(idx), max(MAX_SCORE // 2 - pod.num_gpu, MAX_SCORE // 3))
+        else:  # a share takes the GPU with the least left that fits
+            tight = np.where(g >= pod.gpu_milli, g, MILLI + 1).min(axis=1)
+            busy = np.where(tight == MILLI, max(MAX_SCORE // 2 - 1, MAX_SCORE // 3),
+                            np.maximum(MAX_SCORE - (tight * 100 // MILLI) // 10, MAX_SCORE // 2))
+        return np.where(free == k, idle, busy).astype(np.int64)
 
-    def _clustering(self, i: int, pod: OpenbPod, gleft: int) -> int:
-        tag = _tag(pod)
-        if not tag:
-            return 0
-        tags = self.st.tags[i]
+    def _clustering(self, idx: np.ndarray, pod: OpenbPod, gleft: np.ndarray) -> np.ndarray:
+        """GpuClusteringScore: nodes running only pods of this GPU shape (75-100), of this and
+        others (50-75), idle nodes (25-50), others (0-25); fuller nodes first inside each band."""
+        if pod.num_gpu == 0:
+            return np.zeros(len(idx), dtype=np.int64)
+        tags = self.st.tags[idx]
+        mine = tags[:, _tag_col(pod)] > 0
+        kinds = (tags > 0).sum(axis=1)
         base = MAX_SCORE // 4 * (MAX_GPU - gleft) // MAX_GPU
-        if tags.get(tag, 0) > 0:
-            return base + (MAX_SCORE * 3 // 4 if len(tags) == 1 else MAX_SCORE * 2 // 4)
-        return base + (MAX_SCORE // 4 if not tags else 0)
+        band = np.where(mine, np.where(kinds == 1, MAX_SCORE * 3 // 4, MAX_SCORE * 2 // 4),
+                        np.where(kinds == 0, MAX_SCORE // 4, 0))
+        return (base + band).astype(np.int64)
 
     def gpus(self, i: int, pod: OpenbPod, fgd_best: int | None) -> list[int]:
         g = self.st.g[i, : int(self.st.ngpu[i])]
@@ -264,6 +284,8 @@ class Scorer:
         if self.frag is not None:
             idx = np.array([i])
             self.frag[i] = self._frag(idx, self.st.cpu[idx], self.st.g[idx])[0]
+            ge, sm = self._counts(self.st.g[idx])
+            self.ge[i], self.sm[i] = ge[0], sm[0]
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -293,7 +315,7 @@ def _state(fleet: dict) -> State:
     for r, c in enumerate(ngpu):
         g[r, :c] = MILLI
     return State(names, model, np.array(ngpu), np.array(cpu, dtype=np.int64), np.array(mem, dtype=np.int64), g, bus,
-                 [Counter() for _ in names])
+                 np.zeros((k, 9), dtype=np.int64))
 
 
 def _claim_template(pod: OpenbPod, bus: list[str], product: dict[str, str]) -> dict:
@@ -324,17 +346,19 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
     `sim=False` skips the sim (the policy's own bookkeeping only; for comparison and speed tests)."""
     if policy not in POLICIES:
         raise InflationError(f"policy {policy!r}: unknown; use one of {', '.join(POLICIES)}")
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     fleet = openb_fleet(every=every)
     st = _state(fleet)
-    pods = inflate(openb_pods(trace), st.capacity_milli, ratio, seed)
+    original = openb_pods(trace)
+    pods = inflate(original, st.capacity_milli, ratio, seed)
     rng = random.Random(seed * 1_000_003 + POLICIES.index(policy))
-    typical = Typical.of(pods, st.model)
+    typical = Typical.of(original, st.model)  # the simulator's: from the pod list before inflation
     scorer = Scorer(policy, st, typical, rng)
     product = product_names or _product_names()
     cluster = connect("sim", fleet, seed=seed, validate=False, progress=False) if sim else None
     allowed_cache: dict[tuple[str, ...], np.ndarray] = {}
     models = np.array(st.model)
+    rank = np.argsort(np.argsort(np.array(st.names)))  # node name order
     applied: set[str] = set()
     cap = st.capacity_milli
     arrived = allocated = 0
@@ -353,7 +377,9 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
         else:
             scores, best_gpu = scorer.scores(idx, pod)
             top = np.flatnonzero(scores == scores.max())
-            pick = int(top[rng.randrange(len(top))]) if len(top) > 1 else int(top[0])
+            # the simulator's kube-scheduler takes the smallest node name among the best (not a
+            # random one, as upstream's selectHost does), "for reproducibility"
+            pick = int(top[np.argmin(rank[idx[top]])]) if len(top) > 1 else int(top[0])
             i = int(idx[pick])
             gpus = scorer.gpus(i, pod, int(best_gpu[pick]) if best_gpu is not None else None)
             if cluster is not None:
@@ -363,7 +389,7 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
             for j in gpus:
                 st.g[i, j] -= min(pod.gpu_milli, MILLI)
             if pod.num_gpu:
-                st.tags[i][_tag(pod)] += 1
+                st.tags[i, _tag_col(pod)] += 1
             scorer.placed(i)
             allocated += pod.milli_total
         while next_x * X_STEP * cap <= arrived * 100 and next_x * X_STEP <= ratio * 100 + 1e-9:
@@ -378,7 +404,8 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
             "x_step_pct": X_STEP, "alloc_pct": curve,
             "alloc_pct_at_saturation": round(100 * allocated / cap, 3),
             "unallocated_gpus": round(gpus_total - allocated / MILLI, 3),
-            "wall_s": round(time.perf_counter() - started, 2), "sim": sim}
+            "wall_s": round(time.perf_counter() - started, 2),
+            "cpu_s": round(time.process_time() - cpu_started, 2), "sim": sim}
 
 
 def _product_names() -> dict[str, str]:
@@ -449,6 +476,7 @@ def run_all(trace: str = "default", policies: tuple[str, ...] = POLICIES, *, see
             "failed_pods": round(sum(r["failed_pods"] for r in mine) / len(mine), 1),
             "pods": mine[0]["pods"],
             "wall_s": round(sum(r["wall_s"] for r in mine), 2),
+            "cpu_s": round(sum(r["cpu_s"] for r in mine), 2),
         }
     out["wall_s"] = round(time.perf_counter() - started, 2)
     return out
@@ -468,3 +496,54 @@ def unallocated_at(curve: list[float], gpus: int, x_pct: float) -> float:
     """Unallocated GPUs at x % arrived workload, from an alloc_pct curve."""
     i = min(len(curve) - 1, max(0, math.floor(x_pct / X_STEP)))
     return gpus * (100 - curve[i]) / 100
+
+
+PAPER = DATA / "paper_reference.json"
+
+
+def paper_figures(trace: str) -> dict | None:
+    """The paper simulator's own results for a shipped trace (data/openb/paper_reference.json:
+    per policy alloc_pct_at_130, unallocated_gpus_at_130, alloc_pct_curve_step5), or None."""
+    name = str(trace).removeprefix("openb_pod_list_").removesuffix(".gz").removesuffix(".csv")
+    return json.loads(PAPER.read_text())["traces"].get(name)
+
+
+LABELS = {"fgd": "FGD", "best-fit": "Best-fit", "dot-product": "Dot-product", "gpu-packing": "GPU Packing",
+          "gpu-clustering": "GPU Clustering", "random-fit": "Random-fit"}
+
+
+def plot_inflation(res: dict, path: str | Path | None = None) -> Any:
+    """The paper's Fig. 9(a)-style figure: allocated GPUs (% of the fleet) against arrived workload
+    (% of the fleet's GPUs), one line per policy (ours solid, the paper's dotted when known), and
+    the unallocated GPUs at saturation as bars."""
+    # lazy: matplotlib only for figures (the notebooks extra)
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4.5), constrained_layout=True)
+    ax, bx = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
+    paper = res.get("paper") or {}
+    names = list(res["policies"])
+    for k, name in enumerate(names):
+        r = res["policies"][name]
+        xs = [i * res["x_step_pct"] for i in range(len(r["alloc_pct"]))]
+        line, = ax.plot(xs, r["alloc_pct"], label=f"{LABELS.get(name, name)} (ours)", lw=1.6)
+        ref = paper.get(name)
+        if ref:
+            ax.plot([i * 5 for i in range(len(ref["alloc_pct_curve_step5"]))], ref["alloc_pct_curve_step5"], ":",
+                    color=line.get_color(), lw=1.2, label=f"{LABELS.get(name, name)} (paper)")
+        bx.bar(k - 0.2, r["unallocated_gpus"], 0.4, color=line.get_color())
+        if ref:
+            bx.bar(k + 0.2, ref["unallocated_gpus_at_130"], 0.4, color=line.get_color(), alpha=0.4, hatch="//")
+    ax.set_xlim(60, max(100 * res["ratio"], 100))
+    ax.set_ylim(60, 100)
+    ax.set_xlabel("arrived workload (% of the fleet's GPUs)")
+    ax.set_ylabel("allocated GPUs (% of the fleet)")
+    ax.set_title(f"{res['trace']}: {res['gpus']} GPUs, seeds {','.join(map(str, res['seeds']))}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    bx.set_xticks(range(len(names)), [LABELS.get(n, n) for n in names], rotation=30, ha="right", fontsize=8)
+    bx.set_ylabel(f"unallocated GPUs at {100 * res['ratio']:.0f} %")
+    bx.set_title("ours (solid) vs paper (hatched)")
+    if path is not None:
+        fig.savefig(path)
+    return fig
