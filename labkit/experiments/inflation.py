@@ -165,6 +165,8 @@ class Scorer:
         if self.frag is not None:
             self.frag[:] = self._frag(np.arange(len(st.names)), st.cpu, st.g)
             self.ge, self.sm = self._counts(st.g)
+        self.version = np.zeros(len(st.names), dtype=np.int64)  # bumped when a node changes
+        self.cache: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def _counts(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per node and typical shape: GPUs with at least the shape's milli left, and the milli
@@ -213,12 +215,32 @@ class Scorer:
         after = self._frag(idx, cpu, g2)
         return (_sigmoid((before - after) / 1000) * MAX_SCORE).astype(np.int64), None
 
+    def _fgd_cached(self, idx: np.ndarray, pod: OpenbPod) -> tuple[np.ndarray, np.ndarray | None]:
+        """_fgd, kept per pod shape and node: a node's score for a shape is recomputed only when
+        the node changed since that shape last looked at it (a trace has a few dozen shapes)."""
+        key = (pod.cpu_milli, pod.gpu_milli, pod.num_gpu, pod.gpu_spec)
+        hit = self.cache.get(key)
+        if hit is None:
+            n = len(self.st.names)
+            hit = self.cache[key] = (np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64),
+                                     np.full(n, -1, dtype=np.int64))
+        scores, best, seen = hit
+        stale = idx[seen[idx] != self.version[idx]]
+        if len(stale):
+            s, b = self._fgd(stale, pod)
+            scores[stale] = s
+            if b is not None:
+                best[stale] = b
+            seen[stale] = self.version[stale]
+        share = pod.num_gpu == 1 and pod.gpu_milli < MILLI
+        return scores[idx], (best[idx] if share else None)
+
     # -- the others ------------------------------------------------------------------------
     def scores(self, idx: np.ndarray, pod: OpenbPod) -> tuple[np.ndarray, np.ndarray | None]:
         st = self.st
         n = self.name
         if n == "fgd":
-            return self._fgd(idx, pod)
+            return self._fgd_cached(idx, pod)
         if n == "random-fit":
             s = np.zeros(len(idx), dtype=np.int64)
             s[self.rng.randrange(len(idx))] = MAX_SCORE
@@ -281,6 +303,7 @@ class Scorer:
         return [_best_gpu(g, pod.gpu_milli)]
 
     def placed(self, i: int) -> None:
+        self.version[i] += 1
         if self.frag is not None:
             idx = np.array([i])
             self.frag[i] = self._frag(idx, self.st.cpu[idx], self.st.g[idx])[0]

@@ -37,7 +37,8 @@ VARIANTS = ("default", "cpu0", "cpu037", "cpu050", "cpu072", "cpu100", "cpu200",
             "multigpu20", "multigpu30", "multigpu40", "multigpu50",
             "gpuspec05", "gpuspec10", "gpuspec20", "gpuspec25", "gpuspec33")
 NODE_HEADER = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
-POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec")
+#: the columns read (gpu_spec is optional: the multigpu* lists have only these five)
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 
 
 class OpenbError(InputError, ValueError):
@@ -195,7 +196,7 @@ def openb_pods(trace: str | Path = "default") -> list[OpenbPod]:
             raise OpenbError(f"{name}:{line}: column gpu_milli: 0 with num_gpu {num}; use 1-1000")
         if num > 1 and milli != 1000:
             raise OpenbError(f"{name}:{line}: column gpu_milli: {milli} with num_gpu {num}; multi-GPU tasks take whole GPUs")
-        spec = tuple(dict.fromkeys(s for s in r["gpu_spec"].split("|") if s and s != "nan"))
+        spec = tuple(dict.fromkeys(s for s in r.get("gpu_spec", "").split("|") if s and s != "nan"))
         bad = [s for s in spec if s not in MODELS]
         if bad:
             raise OpenbError(f"{name}:{line}: column gpu_spec: {bad[0]!r}; use models from {', '.join(MODELS)}")
