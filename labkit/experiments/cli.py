@@ -66,7 +66,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "x_step_pct, wall_s, paper (the paper's figures for this trace, when it reports them), and "
                     "policies.<name>: alloc_pct (allocated GPUs in %% of the fleet at x = 0, 1, ... %% arrived "
                     "workload), alloc_pct_at_saturation, unallocated_gpus (at the last x), "
-                    "unallocated_gpus_by_seed, failed_pods, pods, wall_s.")
+                    "unallocated_gpus_by_seed, failed_pods, served_gpus (GPUs the placed tasks asked for; below the "
+                    "allocated GPUs with --whole-gpus), pods, wall_s, cpu_s.")
     inf.add_argument("--trace", default="default",
                      help="openb pod list: default, cpu050, gpushare40, multigpu20, gpuspec33, ... or a csv path "
                           "(default: default)")
@@ -79,6 +80,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     inf.add_argument("--workers", type=int, default=1, help="local processes (default 1)")
     inf.add_argument("--no-sim", action="store_true",
                      help="skip the sim: the policies' bookkeeping only (fast; no DRA objects)")
+    inf.add_argument("--whole-gpus", action="store_true",
+                     help="no sharing: a task asking for part of a GPU gets a whole one (DRA without consumable "
+                          "capacity); x still counts what the tasks asked for")
     inf.add_argument("--plot", metavar="FILE", help="write the figure (allocation ratio vs arrived workload)")
     inf.add_argument("-o", "--output", default="table", choices=["table", "json"])
     inf.set_defaults(func=inflation_cmd)
@@ -209,12 +213,13 @@ def inflation_cmd(args: argparse.Namespace) -> int:
         pols = tuple(sweep.split_axis("--policies", args.policies)) if args.policies else inflation.POLICIES
         seeds = tuple(sweep.parse_seeds(args.seeds))
         res = inflation.run_all(args.trace, pols, seeds=seeds, every=every, ratio=args.ratio,
-                                sim=not args.no_sim, workers=args.workers)
+                                sim=not args.no_sim, workers=args.workers, whole_gpus=args.whole_gpus)
     except (LabkitError, ValueError) as exc:
         if isinstance(exc, LabkitError) and not isinstance(exc, ValueError):
             raise
         return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-    res["paper"] = inflation.paper_figures(args.trace) if every == 1 and args.ratio == 1.3 else None
+    res["paper"] = (inflation.paper_figures(args.trace) if every == 1 and args.ratio == 1.3 and not args.whole_gpus
+                    else None)
     if args.plot:
         inflation.plot_inflation(res, args.plot)
     if args.output == "json":
@@ -222,7 +227,8 @@ def inflation_cmd(args: argparse.Namespace) -> int:
         return EXIT_OK
     paper = res["paper"] or {}
     print(f"trace {res['trace']} on {res['nodes']} nodes / {res['gpus']} GPUs, inflated to {res['ratio']:g}x, "
-          f"seeds {','.join(map(str, res['seeds']))}{'' if res['sim'] else ' (no sim)'}")
+          f"seeds {','.join(map(str, res['seeds']))}{'' if res['sim'] else ' (no sim)'}"
+          f"{', whole GPUs only' if res['whole_gpus'] else ''}")
     print(f"{'policy':<15}{'alloc % at sat.':>16}{'unallocated GPUs':>18}{'paper':>9}{'failed pods':>13}{'wall s':>9}")
     for name, r in sorted(res["policies"].items(), key=lambda kv: kv[1]["unallocated_gpus"]):
         ref = paper.get(name, {}).get("unallocated_gpus_at_130")

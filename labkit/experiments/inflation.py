@@ -363,10 +363,13 @@ def _pod(name: str, pod: OpenbPod, node: str, template: str | None) -> dict:
 
 @fewer_collections()
 def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio: float = 1.3, seed: int = 42,
-                  sim: bool = True, product_names: dict[str, str] | None = None) -> dict:
+                  sim: bool = True, whole_gpus: bool = False, product_names: dict[str, str] | None = None) -> dict:
     """One policy, one seed: the curve and the unallocated GPUs at saturation (see the module text).
     `every`: run on 1 node in `every` of each node group (and inflate to that cluster's capacity);
-    `sim=False` skips the sim (the policy's own bookkeeping only; for comparison and speed tests)."""
+    `sim=False` skips the sim (the policy's own bookkeeping only; for comparison and speed tests).
+    `whole_gpus`: no sharing - a task asking for part of a GPU gets a whole one (what a DRA claim
+    without a capacity request gets from a device that is not multi-allocatable); the x axis still
+    counts what the tasks asked for."""
     if policy not in POLICIES:
         raise InflationError(f"policy {policy!r}: unknown; use one of {', '.join(POLICIES)}")
     started, cpu_started = time.perf_counter(), time.process_time()
@@ -374,6 +377,10 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
     st = _state(fleet)
     original = openb_pods(trace)
     pods = inflate(original, st.capacity_milli, ratio, seed)
+    asked = [p.milli_total for p in pods]
+    if whole_gpus:
+        original = [_whole_pod(p) for p in original]
+        pods = [_whole_pod(p) for p in pods]
     rng = random.Random(seed * 1_000_003 + POLICIES.index(policy))
     typical = Typical.of(original, st.model)  # the simulator's: from the pod list before inflation
     scorer = Scorer(policy, st, typical, rng)
@@ -384,12 +391,12 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
     rank = np.argsort(np.argsort(np.array(st.names)))  # node name order
     applied: set[str] = set()
     cap = st.capacity_milli
-    arrived = allocated = 0
+    arrived = allocated = served = 0
     curve: list[float] = []
     next_x = 0
     failed = Counter()
     for k, pod in enumerate(pods):
-        arrived += pod.milli_total
+        arrived += asked[k]
         allowed = allowed_cache.get(pod.gpu_spec)
         if allowed is None:
             allowed = allowed_cache[pod.gpu_spec] = (np.isin(models, list(pod.gpu_spec)) if pod.gpu_spec
@@ -415,6 +422,7 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
                 st.tags[i, _tag_col(pod)] += 1
             scorer.placed(i)
             allocated += pod.milli_total
+            served += asked[k]
         while next_x * X_STEP * cap <= arrived * 100 and next_x * X_STEP <= ratio * 100 + 1e-9:
             curve.append(round(100 * allocated / cap, 3))
             next_x += 1
@@ -427,8 +435,13 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
             "x_step_pct": X_STEP, "alloc_pct": curve,
             "alloc_pct_at_saturation": round(100 * allocated / cap, 3),
             "unallocated_gpus": round(gpus_total - allocated / MILLI, 3),
+            "served_gpus": round(served / MILLI, 3),
             "wall_s": round(time.perf_counter() - started, 2),
-            "cpu_s": round(time.process_time() - cpu_started, 2), "sim": sim}
+            "cpu_s": round(time.process_time() - cpu_started, 2), "sim": sim, "whole_gpus": whole_gpus}
+
+
+def _whole_pod(p: OpenbPod) -> OpenbPod:
+    return OpenbPod(p.name, p.cpu_milli, p.memory_mib, p.num_gpu, MILLI, p.gpu_spec) if p.num_gpu else p
 
 
 def _product_names() -> dict[str, str]:
@@ -468,7 +481,7 @@ def _place(cluster: Any, st: State, i: int, pod: OpenbPod, gpus: list[int], name
 
 
 def run_all(trace: str = "default", policies: tuple[str, ...] = POLICIES, *, seeds: tuple[int, ...] = (42,),
-            every: int = 1, ratio: float = 1.3, sim: bool = True, workers: int = 1) -> dict:
+            every: int = 1, ratio: float = 1.3, sim: bool = True, workers: int = 1, whole_gpus: bool = False) -> dict:
     """Every policy x seed; per policy the mean curve and unallocated GPUs (documented keys: see
     `labkit experiment inflation --help`)."""
     cells = [(p, s) for p in policies for s in seeds]
@@ -482,11 +495,11 @@ def run_all(trace: str = "default", policies: tuple[str, ...] = POLICIES, *, see
         from concurrent.futures import ProcessPoolExecutor  # lazy: only for parallel runs
 
         with ProcessPoolExecutor(workers) as ex:
-            runs = list(ex.map(_cell, [(p, trace, every, ratio, s, sim) for p, s in cells]))
+            runs = list(ex.map(_cell, [(p, trace, every, ratio, s, sim, whole_gpus) for p, s in cells]))
     else:
-        runs = [_cell((p, trace, every, ratio, s, sim)) for p, s in cells]
+        runs = [_cell((p, trace, every, ratio, s, sim, whole_gpus)) for p, s in cells]
     out: dict[str, Any] = {"trace": trace, "ratio": ratio, "seeds": list(seeds), "sample_every": every,
-                           "nodes": runs[0]["nodes"], "gpus": runs[0]["gpus"], "sim": sim,
+                           "nodes": runs[0]["nodes"], "gpus": runs[0]["gpus"], "sim": sim, "whole_gpus": whole_gpus,
                            "x_step_pct": X_STEP, "policies": {}}
     for p in policies:
         mine = [r for r in runs if r["policy"] == p]
@@ -497,6 +510,7 @@ def run_all(trace: str = "default", policies: tuple[str, ...] = POLICIES, *, see
             "unallocated_gpus": round(sum(r["unallocated_gpus"] for r in mine) / len(mine), 2),
             "unallocated_gpus_by_seed": [r["unallocated_gpus"] for r in mine],
             "failed_pods": round(sum(r["failed_pods"] for r in mine) / len(mine), 1),
+            "served_gpus": round(sum(r["served_gpus"] for r in mine) / len(mine), 2),
             "pods": mine[0]["pods"],
             "wall_s": round(sum(r["wall_s"] for r in mine), 2),
             "cpu_s": round(sum(r["cpu_s"] for r in mine), 2),
@@ -506,8 +520,8 @@ def run_all(trace: str = "default", policies: tuple[str, ...] = POLICIES, *, see
 
 
 def _cell(args: tuple) -> dict:
-    p, trace, every, ratio, s, sim = args
-    return run_inflation(p, trace, every=every, ratio=ratio, seed=s, sim=sim)
+    p, trace, every, ratio, s, sim, whole = args
+    return run_inflation(p, trace, every=every, ratio=ratio, seed=s, sim=sim, whole_gpus=whole)
 
 
 def fleet_summary(every: int = 1) -> dict[str, int]:
