@@ -8,6 +8,7 @@ import io
 import json
 import math
 import sys
+from typing import Any
 
 from labkit.errors import LabkitError
 
@@ -109,9 +110,17 @@ def _clean(v: object) -> object:
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
+def _experiments() -> tuple[Any, Any, Any, Any, Any]:
+    """(inflation, metrics, policies, runner, sweep): the modules the commands run, loaded once
+    a command runs."""
+    # lazy: start-up (labkit --help loads this module; the sim and numpy load only when an experiment runs)
+    from labkit.experiments import inflation, metrics, policies, runner, sweep
+
+    return inflation, metrics, policies, runner, sweep
+
+
 def run_experiment_cmd(args: argparse.Namespace) -> int:
-    # lazy: start-up (labkit --help loads this module; the sim loads only when an experiment runs)
-    from labkit.experiments import metrics, policies, runner, sweep
+    _, metrics, policies, runner, sweep = _experiments()
 
     if args.limit is not None and args.limit < 0:
         return _fail(f"--limit {args.limit}: must be >= 0")
@@ -156,8 +165,7 @@ def run_experiment_cmd(args: argparse.Namespace) -> int:
 
 
 def sweep_cmd(args: argparse.Namespace) -> int:
-    # lazy: start-up (labkit --help loads this module; the sim loads only when a sweep runs)
-    from labkit.experiments import metrics, policies, sweep
+    _, metrics, policies, _, sweep = _experiments()
 
     if args.workers is not None and args.workers < 1:
         return _fail(f"--workers {args.workers}: give at least 1 (1 = serially in this process)")
@@ -195,8 +203,7 @@ def sweep_cmd(args: argparse.Namespace) -> int:
 
 
 def inflation_cmd(args: argparse.Namespace) -> int:
-    # lazy: start-up (labkit --help loads this module; numpy and the sim load only when it runs)
-    from labkit.experiments import inflation, sweep
+    inflation, _, _, _, sweep = _experiments()
 
     fleet = args.fleet.strip()
     every = 1

@@ -44,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from fake_gpus.catalog import gpu_model
+from fake_gpus.slices import build_slices
 from labkit.cluster import connect
 from labkit.experiments import objects as o
 from labkit.experiments.openb import (
@@ -316,9 +318,6 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def _state(fleet: dict) -> State:
-    # lazy: fake_gpus.slices only when a fleet is built (as labkit.experiments.fleet does)
-    from fake_gpus.slices import build_slices
-
     names, model, ngpu, cpu, mem, bus = [], [], [], [], [], []
     cache: dict[str, list[str]] = {}
     for n in fleet["nodes"]:
@@ -445,9 +444,6 @@ def _whole_pod(p: OpenbPod) -> OpenbPod:
 
 
 def _product_names() -> dict[str, str]:
-    # lazy: the catalog only when an experiment runs
-    from fake_gpus.catalog import gpu_model
-
     return {code: gpu_model(model).product_name for code, model in MODELS.items()}
 
 
