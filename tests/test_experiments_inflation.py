@@ -115,3 +115,27 @@ def test_cli_reproduces_the_papers_findings(capsys):
     assert unalloc["dot-product"] > max(unalloc["gpu-packing"], unalloc["gpu-clustering"])
     curve = res["policies"]["fgd"]["alloc_pct"]
     assert len(curve) == 131 and curve == sorted(curve)  # x = 0..130 %, never decreasing
+
+
+def _pinned(name: str, node: str, cpu: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}},
+                "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}]}}
+
+
+def test_sim_filters_only_the_node_a_matchfields_term_names():
+    """kube-scheduler's NodeAffinity PreFilter: a required term on metadata.name restricts the
+    nodes filtered to the named ones (what the experiment's pods use to follow their policy)."""
+    prof = {"name": "three", "kubernetesVersion": "1.37",
+            "nodes": [{"name": f"n{i}", "nodeProfile": "t4-inference", "allocatable": {"cpu": "4", "memory": "16Gi"}}
+                      for i in range(3)]}
+    c = connect("sim", prof, validate=False, progress=False)
+    c.apply([_pinned("a", "n2", "3"), _pinned("b", "n2", "3")])
+    c.wait()
+    assert c.get("Pod", "a")["spec"]["nodeName"] == "n2"
+    b = c.get("Pod", "b")
+    assert not b["spec"].get("nodeName")  # n0 and n1 have room, but the term names n2 only
+    msg = " ".join(cond.get("message", "") for cond in b["status"].get("conditions") or [])
+    # as kube-scheduler's FitError: the nodes the PreFilter left out share one absent-node status
+    assert "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]." in msg
