@@ -177,7 +177,7 @@ def openb_fleet(path: str | Path = NODES_PATH, every: int = 1) -> dict:
                            f"{len(nodes)} nodes, {sum(n.gpus for n in nodes)} GPUs",
             "nodes": [{"name": n.name, "nodeProfile": node_profile_name(n.model, n.gpus),
                        "labels": {"labkit.dev/openb-model": n.model},
-                       "allocatable": {"cpu": f"{n.cpu_milli}m", "memory": f"{n.memory_mib}Mi", "pods": "1000"}}
+                       "allocatable": {"cpu": f"{n.cpu_milli}m", "memory": f"{n.memory_mib}Mi", "pods": "1001"}}
                       for n in nodes]}
 
 
