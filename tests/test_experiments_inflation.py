@@ -64,7 +64,7 @@ def test_unknown_trace_and_fleet_are_one_line_errors(capsys):
     assert labkit_main(["experiment", "inflation", "--trace", "nope"]) == 2
     assert "unknown; use one of default" in capsys.readouterr().err
     assert labkit_main(["experiment", "inflation", "--fleet", "alibaba-shape"]) == 2
-    assert "use openb or openb:N" in capsys.readouterr().err
+    assert "use openb, openb:N or a cluster-trace-gpu-v2023 node list csv" in capsys.readouterr().err
     assert labkit_main(["experiment", "inflation", "--policies", "fgd,tetris", "--no-sim"]) == 2
     assert "'tetris': unknown" in capsys.readouterr().err
 

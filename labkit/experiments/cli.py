@@ -72,8 +72,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     inf.add_argument("--trace", default="default",
                      help="openb pod list: default, cpu050, gpushare40, multigpu20, gpuspec33, ... or a csv path "
                           "(default: default)")
-    inf.add_argument("--fleet", default="openb", help="openb (the trace's 1,213 GPU nodes) or openb:N (1 node in N "
-                                                        "of each node group; default: openb)")
+    inf.add_argument("--fleet", default="openb",
+                     help="openb (the trace's 1,213 GPU nodes), openb:N (1 node in N of each node group) or a "
+                          "node-list csv(.gz) PATH[:N] (default: openb)")
     inf.add_argument("--policies", default=None,
                      help="comma-separated: fgd,best-fit,dot-product,gpu-packing,gpu-clustering,random-fit (default: all)")
     inf.add_argument("--seeds", default="42", help="comma-separated seeds and ranges (default 42; the paper: 42-51)")
@@ -207,26 +208,30 @@ def inflation_cmd(args: argparse.Namespace) -> int:
 
     fleet = args.fleet.strip()
     every = 1
-    if fleet.startswith("openb:"):
-        try:
-            every = int(fleet.split(":", 1)[1])
-        except ValueError:
-            return _fail(f"--fleet {fleet}: openb:N takes a whole number N >= 1 (1 node in N)")
-    elif fleet != "openb":
-        return _fail(f"--fleet {fleet}: use openb or openb:N (the trace's own node list)")
+    base, _, tail = fleet.rpartition(":")
+    if base and tail.isdigit():
+        fleet, every = base, int(tail)
+    elif fleet.startswith("openb:"):
+        return _fail(f"--fleet {fleet}: openb:N takes a whole number N >= 1 (1 node in N)")
+    if fleet == "openb":
+        nodes = inflation.NODES_PATH
+    elif fleet.endswith((".csv", ".csv.gz")):
+        nodes = fleet
+    else:
+        return _fail(f"--fleet {fleet}: use openb, openb:N or a cluster-trace-gpu-v2023 node list csv (PATH[:N])")
     if args.workers < 1:
         return _fail(f"--workers {args.workers}: give at least 1")
     try:
         pols = tuple(sweep.split_axis("--policies", args.policies)) if args.policies else inflation.POLICIES
         seeds = tuple(sweep.parse_seeds(args.seeds))
         res = inflation.run_all(args.trace, pols, seeds=seeds, every=every, ratio=args.ratio,
-                                sim=not args.no_sim, workers=args.workers, whole_gpus=args.whole_gpus)
+                                sim=not args.no_sim, workers=args.workers, whole_gpus=args.whole_gpus, nodes=nodes)
     except (LabkitError, ValueError) as exc:
         if isinstance(exc, LabkitError) and not isinstance(exc, ValueError):
             raise
         return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     res["paper"] = (inflation.paper_figures(args.trace) if every == 1 and args.ratio == 1.3 and not args.whole_gpus
-                    else None)
+                    and fleet == "openb" else None)
     if args.plot:
         inflation.plot_inflation(res, args.plot)
     if args.output == "json":

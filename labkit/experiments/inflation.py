@@ -51,6 +51,7 @@ from labkit.experiments import objects as o
 from labkit.experiments.openb import (
     DATA,
     MODELS,
+    NODES_PATH,
     OpenbError,
     OpenbPod,
     inflate,
@@ -362,7 +363,8 @@ def _pod(name: str, pod: OpenbPod, node: str, template: str | None) -> dict:
 
 @fewer_collections()
 def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio: float = 1.3, seed: int = 42,
-                  sim: bool = True, whole_gpus: bool = False, product_names: dict[str, str] | None = None) -> dict:
+                  sim: bool = True, whole_gpus: bool = False, nodes: str | Path = NODES_PATH,
+                  product_names: dict[str, str] | None = None) -> dict:
     """One policy, one seed: the curve and the unallocated GPUs at saturation (see the module text).
     `every`: run on 1 node in `every` of each node group (and inflate to that cluster's capacity);
     `sim=False` skips the sim (the policy's own bookkeeping only; for comparison and speed tests).
@@ -372,7 +374,7 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
     if policy not in POLICIES:
         raise InflationError(f"policy {policy!r}: unknown; use one of {', '.join(POLICIES)}")
     started, cpu_started = time.perf_counter(), time.process_time()
-    fleet = openb_fleet(every=every)
+    fleet = openb_fleet(nodes, every=every)
     st = _state(fleet)
     original = openb_pods(trace)
     pods = inflate(original, st.capacity_milli, ratio, seed)
@@ -477,7 +479,8 @@ def _place(cluster: Any, st: State, i: int, pod: OpenbPod, gpus: list[int], name
 
 
 def run_all(trace: str = "default", policies: tuple[str, ...] = POLICIES, *, seeds: tuple[int, ...] = (42,),
-            every: int = 1, ratio: float = 1.3, sim: bool = True, workers: int = 1, whole_gpus: bool = False) -> dict:
+            every: int = 1, ratio: float = 1.3, sim: bool = True, workers: int = 1, whole_gpus: bool = False,
+            nodes: str | Path = NODES_PATH) -> dict:
     """Every policy x seed; per policy the mean curve and unallocated GPUs (documented keys: see
     `labkit experiment inflation --help`)."""
     cells = [(p, s) for p in policies for s in seeds]
@@ -491,9 +494,9 @@ def run_all(trace: str = "default", policies: tuple[str, ...] = POLICIES, *, see
         from concurrent.futures import ProcessPoolExecutor  # lazy: only for parallel runs
 
         with ProcessPoolExecutor(workers) as ex:
-            runs = list(ex.map(_cell, [(p, trace, every, ratio, s, sim, whole_gpus) for p, s in cells]))
+            runs = list(ex.map(_cell, [(p, trace, every, ratio, s, sim, whole_gpus, str(nodes)) for p, s in cells]))
     else:
-        runs = [_cell((p, trace, every, ratio, s, sim, whole_gpus)) for p, s in cells]
+        runs = [_cell((p, trace, every, ratio, s, sim, whole_gpus, str(nodes))) for p, s in cells]
     out: dict[str, Any] = {"trace": trace, "ratio": ratio, "seeds": list(seeds), "sample_every": every,
                            "nodes": runs[0]["nodes"], "gpus": runs[0]["gpus"], "sim": sim, "whole_gpus": whole_gpus,
                            "x_step_pct": X_STEP, "policies": {}}
@@ -516,8 +519,8 @@ def run_all(trace: str = "default", policies: tuple[str, ...] = POLICIES, *, see
 
 
 def _cell(args: tuple) -> dict:
-    p, trace, every, ratio, s, sim, whole = args
-    return run_inflation(p, trace, every=every, ratio=ratio, seed=s, sim=sim, whole_gpus=whole)
+    p, trace, every, ratio, s, sim, whole, nodes = args
+    return run_inflation(p, trace, every=every, ratio=ratio, seed=s, sim=sim, whole_gpus=whole, nodes=nodes)
 
 
 def fleet_summary(every: int = 1) -> dict[str, int]:
