@@ -63,9 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "inflation", help="the ATC'23 FGD paper's workload-inflation experiment on the real Alibaba trace",
         description="Tasks of an Alibaba cluster-trace-gpu-v2023 pod list arrive (inflated to --ratio x the "
                     "fleet's GPUs, shuffled) and never leave; each policy of the paper places them, as real DRA "
-                    "claims through the sim. -o json keys: trace, ratio, seeds, sample_every, nodes, gpus, sim, "
+                    "claims through the sim. -o json keys: trace, ratio, seeds, sample_every, nodes, gpus, sim, whole_gpus, "
                     "x_step_pct, wall_s, paper (the paper's figures for this trace, when it reports them), and "
-                    "policies.<name>: alloc_pct (allocated GPUs in %% of the fleet at x = 0, 1, ... %% arrived "
+                    "policies.<name>: alloc_pct (allocated GPUs in % of the fleet at x = 0, 1, ... % arrived "
                     "workload), alloc_pct_at_saturation, unallocated_gpus (at the last x), "
                     "unallocated_gpus_by_seed, failed_pods, served_gpus (GPUs the placed tasks asked for; below the "
                     "allocated GPUs with --whole-gpus), pods, wall_s, cpu_s.")
