@@ -8,6 +8,7 @@ import io
 import json
 import math
 import sys
+from typing import Any
 
 from labkit.errors import LabkitError
 from labkit.output import color_enabled, terminal_width
@@ -64,6 +65,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="progress bar on stderr (default: when stderr is a terminal)")
     bar.add_argument("--no-progress", dest="progress", action="store_false")
     sw.set_defaults(func=sweep_cmd)
+    inf = sub.add_parser(
+        "inflation", help="the ATC'23 FGD paper's workload-inflation experiment on the real Alibaba trace",
+        description="Tasks of an Alibaba cluster-trace-gpu-v2023 pod list arrive (inflated to --ratio x the "
+                    "fleet's GPUs, shuffled) and never leave; each policy of the paper places them, as real DRA "
+                    "claims through the sim. -o json keys: trace, ratio, seeds, sample_every, nodes, gpus, sim, whole_gpus, "
+                    "x_step_pct, wall_s, paper (the paper's figures for this trace, when it reports them), and "
+                    "policies.<name>: alloc_pct (allocated GPUs in % of the fleet at x = 0, 1, ... % arrived "
+                    "workload), alloc_pct_at_saturation, unallocated_gpus (at the last x), "
+                    "unallocated_gpus_by_seed, failed_pods, served_gpus (GPUs the placed tasks asked for; below the "
+                    "allocated GPUs with --whole-gpus), pods, wall_s, cpu_s.")
+    inf.add_argument("--trace", default="default",
+                     help="openb pod list: default, cpu050, gpushare40, multigpu20, gpuspec33, ... or a csv path "
+                          "(default: default)")
+    inf.add_argument("--fleet", default="openb",
+                     help="openb (the trace's 1,213 GPU nodes), openb:N (1 node in N of each node group) or a "
+                          "node-list csv(.gz) PATH[:N] (default: openb)")
+    inf.add_argument("--policies", default=None,
+                     help="comma-separated: fgd,best-fit,dot-product,gpu-packing,gpu-clustering,random-fit (default: all)")
+    inf.add_argument("--seeds", default="42", help="comma-separated seeds and ranges (default 42; the paper: 42-51)")
+    inf.add_argument("--ratio", type=float, default=1.3, help="inflate to this x the fleet's GPUs (default 1.3)")
+    inf.add_argument("--workers", type=int, default=1, help="local processes (default 1)")
+    inf.add_argument("--no-sim", action="store_true",
+                     help="skip the sim: the policies' bookkeeping only (fast; no DRA objects)")
+    inf.add_argument("--whole-gpus", action="store_true",
+                     help="no sharing: a task asking for part of a GPU gets a whole one (DRA without consumable "
+                          "capacity); x still counts what the tasks asked for")
+    inf.add_argument("--plot", metavar="FILE", help="write the figure (allocation ratio vs arrived workload)")
+    inf.add_argument("-o", "--output", default="table", choices=["table", "json"])
+    inf.set_defaults(func=inflation_cmd)
     pol = sub.add_parser("policies", help="list the built-in policies")
     pol.set_defaults(func=list_policies)
     ex.set_defaults(func=lambda args: (ex.print_help(), EXIT_BAD_INPUT)[1])
@@ -101,9 +131,17 @@ def _clean(v: object) -> object:
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
+def _experiments() -> tuple[Any, Any, Any, Any, Any]:
+    """(inflation, metrics, policies, runner, sweep): the modules the commands run, loaded once
+    a command runs."""
+    # lazy: start-up (labkit --help loads this module; the sim and numpy load only when an experiment runs)
+    from labkit.experiments import inflation, metrics, policies, runner, sweep
+
+    return inflation, metrics, policies, runner, sweep
+
+
 def run_experiment_cmd(args: argparse.Namespace) -> int:
-    # lazy: start-up (labkit --help loads this module; the sim loads only when an experiment runs)
-    from labkit.experiments import metrics, policies, runner, sweep
+    _, metrics, policies, runner, sweep = _experiments()
 
     if args.limit is not None and args.limit < 0:
         return _fail(f"--limit {args.limit}: must be >= 0")
@@ -148,8 +186,7 @@ def run_experiment_cmd(args: argparse.Namespace) -> int:
 
 
 def sweep_cmd(args: argparse.Namespace) -> int:
-    # lazy: start-up (labkit --help loads this module; the sim loads only when a sweep runs)
-    from labkit.experiments import metrics, policies, sweep
+    _, metrics, policies, _, sweep = _experiments()
 
     if args.workers is not None and args.workers < 1:
         return _fail(f"--workers {args.workers}: give at least 1 (1 = serially in this process)")
@@ -183,4 +220,51 @@ def sweep_cmd(args: argparse.Namespace) -> int:
         print(f"{len(rows)} runs on {res.engine} ({res.workers} worker{'s' if res.workers > 1 else ''}): "
               f"{res.wall_s:.1f} s wall; the runs themselves took {res.cell_wall_s:.1f} s wall, "
               f"{res.cell_cpu_s:.1f} s CPU in all")
+    return EXIT_OK
+
+
+def inflation_cmd(args: argparse.Namespace) -> int:
+    inflation, _, _, _, sweep = _experiments()
+
+    fleet = args.fleet.strip()
+    every = 1
+    base, _, tail = fleet.rpartition(":")
+    if base and tail.isdigit():
+        fleet, every = base, int(tail)
+    elif fleet.startswith("openb:"):
+        return _fail(f"--fleet {fleet}: openb:N takes a whole number N >= 1 (1 node in N)")
+    if fleet == "openb":
+        nodes = inflation.NODES_PATH
+    elif fleet.endswith((".csv", ".csv.gz")):
+        nodes = fleet
+    else:
+        return _fail(f"--fleet {fleet}: use openb, openb:N or a cluster-trace-gpu-v2023 node list csv (PATH[:N])")
+    if args.workers < 1:
+        return _fail(f"--workers {args.workers}: give at least 1")
+    try:
+        pols = tuple(sweep.split_axis("--policies", args.policies)) if args.policies else inflation.POLICIES
+        seeds = tuple(sweep.parse_seeds(args.seeds))
+        res = inflation.run_all(args.trace, pols, seeds=seeds, every=every, ratio=args.ratio,
+                                sim=not args.no_sim, workers=args.workers, whole_gpus=args.whole_gpus, nodes=nodes)
+    except (LabkitError, ValueError) as exc:
+        if isinstance(exc, LabkitError) and not isinstance(exc, ValueError):
+            raise
+        return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    res["paper"] = (inflation.paper_figures(args.trace) if every == 1 and args.ratio == 1.3 and not args.whole_gpus
+                    and fleet == "openb" else None)
+    if args.plot:
+        inflation.plot_inflation(res, args.plot)
+    if args.output == "json":
+        print(json.dumps(res, indent=2))
+        return EXIT_OK
+    paper = res["paper"] or {}
+    print(f"trace {res['trace']} on {res['nodes']} nodes / {res['gpus']} GPUs, inflated to {res['ratio']:g}x, "
+          f"seeds {','.join(map(str, res['seeds']))}{'' if res['sim'] else ' (no sim)'}"
+          f"{', whole GPUs only' if res['whole_gpus'] else ''}")
+    print(f"{'policy':<15}{'alloc % at sat.':>16}{'unallocated GPUs':>18}{'paper':>9}{'failed pods':>13}{'wall s':>9}")
+    for name, r in sorted(res["policies"].items(), key=lambda kv: kv[1]["unallocated_gpus"]):
+        ref = paper.get(name, {}).get("unallocated_gpus_at_130")
+        print(f"{name:<15}{r['alloc_pct_at_saturation']:>16.2f}{r['unallocated_gpus']:>18.1f}"
+              f"{'' if ref is None else f'{ref:.1f}':>9}{r['failed_pods']:>13.1f}{r['wall_s']:>9.1f}")
+    print(f"{res['wall_s']:.1f} s wall")
     return EXIT_OK

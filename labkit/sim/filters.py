@@ -83,6 +83,35 @@ def fit_error_message(num_nodes: int, per_node: dict[str, list[str]]) -> str:
     return msg
 
 
+#: the status kube-scheduler gives every node a PreFilterResult left out (findNodesThatFitPod)
+PREFILTER_ABSENT = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
+
+
+def prefilter_node_names(pod: dict) -> set[str] | None:
+    """The nodes NodeAffinity's PreFilter restricts a pod to, or None for every node.
+
+    As kube-scheduler: only required node affinity terms whose matchFields name `metadata.name`
+    with operator In restrict (a DaemonSet pod's term, or a policy pinning a pod to a node); the
+    values of several such fields in one term intersect, the terms are ORed (their sets united),
+    and one term without such a field lifts the restriction. nodeSelector never restricts."""
+    req = (((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = req.get("nodeSelectorTerms") or []
+    if not terms:
+        return None
+    out: set[str] = set()
+    for term in terms:
+        names: set[str] | None = None
+        for f in term.get("matchFields") or []:
+            if f.get("key") == "metadata.name" and f.get("operator") == "In":
+                vals = set(f.get("values") or [])
+                names = vals if names is None else names & vals
+        if names is None:
+            return None
+        out |= names
+    return out
+
+
 def single_node(selector: dict | None) -> str | None:
     """The node an allocation's nodeSelector pins it to (matchFields metadata.name In [one])."""
     terms = (selector or {}).get("nodeSelectorTerms") or []

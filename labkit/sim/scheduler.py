@@ -52,6 +52,7 @@ from labkit.sim.events import EventRecorder
 from labkit.sim.filters import (
     MIN_FEASIBLE_NODES_TO_FIND,
     PREEMPTABLE_PREFIXES,
+    PREFILTER_ABSENT,
     FilterInputs,
     FilterResult,
     NodeResources,
@@ -59,6 +60,7 @@ from labkit.sim.filters import (
     filter_node,
     fit_error_message,
     num_feasible_nodes_to_find,
+    prefilter_node_names,
     single_node,
 )
 from labkit.sim.gang import Gangs
@@ -527,7 +529,31 @@ class Scheduler:
         per_node: dict[str, list[str]] = {}
         explanations: dict[str, Any] = {}
         looked = 0  # nodes looked at: start..n-1, then 0..start-1
-        for lo, hi in ((start, n), (0, start)):
+        only = prefilter_node_names(pod)
+        if only is not None:  # NodeAffinity's PreFilterResult: only these nodes are filtered
+            index = self._index
+            subset = sorted(index[name] for name in only if name in index)
+            for k in subset:
+                res = results[k]
+                if res is None:
+                    res = self._filter(inp, nodes[k], dra_results)
+                    if res[0] and res[0][0].startswith("error: "):
+                        att.error = res[0][0][len("error: "):]
+                        att.message = f'running Filter plugin "DynamicResources": {att.error}'
+                        return att
+                    results[k] = res
+                    status[k] = INFEASIBLE if res[0] else FEASIBLE
+                if res[0]:
+                    per_node[names[k]] = res[0]
+                    if res[1] is not None:
+                        explanations[names[k]] = res[1]
+                elif len(feasible) < to_find:
+                    feasible.append(k)
+            if not feasible:  # the nodes the PreFilter left out share one status
+                absent = [PREFILTER_ABSENT]
+                per_node.update((name, absent) for name in names if name not in per_node and name not in only)
+            looked = len(subset)
+        for lo, hi in (((start, n), (0, start)) if only is None else ()):
             k = lo
             while k < hi and len(feasible) < to_find:
                 known = status[k]

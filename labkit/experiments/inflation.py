@@ -1,0 +1,585 @@
+"""The ATC'23 FGD paper's workload-inflation experiment on the sim, with DRA objects.
+
+Method (Weng et al., "Beware of Fragmentation", USENIX ATC '23, and its simulator
+hkust-adsl/kubernetes-scheduler-simulator): the pod list is inflated until its GPU request is
+`ratio` (1.3) x the cluster's GPU capacity, shuffled, and the pods arrive one by one and never
+leave. Each is placed by one policy or fails. The curve: x = arrived GPU request as % of the
+cluster's GPUs (0..130), y = allocated GPUs as % of the cluster's GPUs; unallocated GPUs at
+saturation = cluster GPUs - allocated GPUs once every pod has arrived.
+
+The six policies score nodes exactly as the simulator's score plugins do (integer scores, the
+best score wins; on a tie the smallest node name, as the simulator's selectHost does) and choose the GPU(s)
+as its Open-Gpu-Share Reserve does:
+
+| policy | node score | GPU for a share |
+|---|---|---|
+| fgd | sigmoid(fragmentation before - after / 1000) x 100 (typical pods: the most common shapes up to 95 %) | least fragmentation growth |
+| best-fit | 100 x (1 - (cpu left after / 128 cores + milli-GPU left after / 8000) / 2) | tightest GPU |
+| dot-product | 100 x (1 - <node free, pod request> / 2), both normalised by (128 cores, 8000 milli-GPU) | tightest GPU |
+| gpu-packing | shared GPU > idle GPU of a busy node > idle node (packing inside each tier) | tightest GPU |
+| gpu-clustering | nodes already running pods of the same GPU shape first | tightest GPU |
+| random-fit | a random feasible node | a random GPU that fits |
+
+Every decision becomes real objects on the sim: a Pod asking its CPU and memory and pinned to
+the chosen node by a node-affinity `matchFields metadata.name` term (kube-scheduler's NodeAffinity
+PreFilter restricts the pod to that node), and, for GPU pods, a ResourceClaim from a template:
+one request of class gpu.nvidia.com with `count` = num_gpu, a CEL selector on the chosen GPUs'
+PCI bus ids, the gpu_spec as a selector on productName, and a consumable-capacity request of
+`shares: <gpu_milli>` (1000 for a whole GPU). The sim's scheduler and the real structured
+allocator then place it; the experiment reads the allocation back and fails loudly when the sim
+does not agree with the policy. Pods the policy finds no node for fail (as in the paper) and are
+not submitted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fake_gpus.catalog import gpu_model
+from fake_gpus.slices import build_slices
+from labkit.cluster import connect
+from labkit.experiments import objects as o
+from labkit.experiments.openb import (
+    DATA,
+    MODELS,
+    NODES_PATH,
+    OpenbError,
+    OpenbPod,
+    inflate,
+    openb_fleet,
+    openb_nodes,
+    openb_pods,
+    sample_nodes,
+)
+from labkit.sim.engine import fewer_collections
+from labkit.sim.podutil import claim_name_for
+
+POLICIES = ("fgd", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "random-fit")
+MILLI = 1000
+MAX_CPU = 128_000  # the simulator's MaxSpecCpu (milli-CPU)
+MAX_GPU = 8_000  # its MaxSpecGpu (milli-GPU)
+MAX_SCORE = 100
+SHARES = "shares"
+PCI_ATTR = "resource.kubernetes.io"
+#: x-axis points of the curve (arrived GPU request, % of the cluster's GPUs)
+X_STEP = 1
+
+
+class InflationError(OpenbError):
+    """Bad inflation-experiment input (policy, ratio, sample, seeds)."""
+
+
+@dataclass
+class Typical:
+    """The simulator's typical pods (GetTypicalPods): the most common (cpu, milli, count, spec)
+    shapes, CPU-only ones included, until they cover 95 % of the pods; weights renormalised."""
+
+    cpu: np.ndarray
+    milli: np.ndarray
+    num: np.ndarray
+    p: np.ndarray
+    acc: np.ndarray  # (nodes, K): the node's model is allowed for shape k
+
+    @classmethod
+    def of(cls, pods: list[OpenbPod], model_of: list[str], threshold: float = 0.95) -> Typical:
+        counts = Counter((p.cpu_milli, p.gpu_milli, p.num_gpu, p.gpu_spec) for p in pods)
+        total = sum(counts.values())
+        chosen, cum = [], 0
+        for key, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+            if cum >= threshold * total:
+                break
+            chosen.append((key, n))
+            cum += n
+        cpu = np.array([k[0] for k, _ in chosen], dtype=np.int64)
+        milli = np.array([k[1] for k, _ in chosen], dtype=np.int64)
+        num = np.array([k[2] for k, _ in chosen], dtype=np.int64)
+        p = np.array([n / cum for _, n in chosen], dtype=np.float64)
+        acc = np.array([[not k[3] or m in k[3] for k, _ in chosen] for m in model_of], dtype=bool)
+        return cls(cpu, milli, num, p, acc)
+
+
+@dataclass
+class State:
+    """What the simulator's NodeResource holds, for every node: CPU and memory left, milli-GPU
+    left per GPU (absent GPUs 0), the GPU model, and the GPU-shape tags of its pods."""
+
+    names: list[str]
+    model: list[str]
+    ngpu: np.ndarray
+    cpu: np.ndarray
+    mem: np.ndarray
+    g: np.ndarray  # (nodes, 8)
+    bus: list[list[str]]  # PCI bus id per GPU
+    tags: np.ndarray = field(default_factory=lambda: np.zeros((0, 9), dtype=np.int64))  # pods per _tag_col
+
+    @property
+    def capacity_milli(self) -> int:
+        return int(self.ngpu.sum()) * MILLI
+
+
+def _tag(pod: OpenbPod) -> str:
+    if pod.num_gpu == 0:
+        return ""
+    return "share" if pod.gpu_milli < MILLI else f"{pod.num_gpu}-gpu"
+
+
+def _tag_col(pod: OpenbPod) -> int:
+    """The column of a GPU pod's affinity tag in State.tags: 0 = a share, n = n whole GPUs."""
+    return 0 if pod.gpu_milli < MILLI else pod.num_gpu
+
+
+def feasible(st: State, pod: OpenbPod, allowed: np.ndarray) -> np.ndarray:
+    """Node indices that pass the simulator's filters: CPU and memory (NodeResourcesFit), GPU
+    model and milli-GPU (Open-Gpu-Share)."""
+    ok = (st.cpu >= pod.cpu_milli) & (st.mem >= pod.memory_mib)
+    if pod.num_gpu:
+        ok &= allowed
+        if pod.gpu_milli < MILLI:
+            ok &= st.g.max(axis=1) >= pod.gpu_milli
+        else:
+            ok &= (st.g == MILLI).sum(axis=1) >= pod.num_gpu
+    return np.flatnonzero(ok)
+
+
+def _best_gpu(g: np.ndarray, milli: int) -> int:
+    fits = np.flatnonzero(g >= milli)
+    return int(fits[np.argmin(g[fits])])  # the first of the tightest
+
+
+def _whole(g: np.ndarray, n: int) -> list[int]:
+    return [int(i) for i in np.flatnonzero(g == MILLI)[:n]]
+
+
+class Scorer:
+    """One policy: scores for the feasible nodes, and the GPUs on the chosen node."""
+
+    def __init__(self, name: str, st: State, typical: Typical, rng: random.Random) -> None:
+        self.name, self.st, self.typ, self.rng = name, st, typical, rng
+        self.frag = np.zeros(len(st.names)) if name == "fgd" else None
+        if self.frag is not None:
+            self.frag[:] = self._frag(np.arange(len(st.names)), st.cpu, st.g)
+            self.ge, self.sm = self._counts(st.g)
+        self.version = np.zeros(len(st.names), dtype=np.int64)  # bumped when a node changes
+        self.cache: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def _counts(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per node and typical shape: GPUs with at least the shape's milli left, and the milli
+        left on the GPUs with less (kept per node, updated when a node changes)."""
+        tm = self.typ.milli[None, None, :]
+        return (g[:, :, None] >= tm).sum(axis=1), (g[:, :, None] * (g[:, :, None] < tm)).sum(axis=1)
+
+    # -- FGD -------------------------------------------------------------------------------
+    def _frag(self, idx: np.ndarray, cpu: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """Fragmentation (milli-GPU) of nodes idx in states (cpu, g), as NodeGpuShareFragAmountScore."""
+        t = self.typ
+        s = g.sum(axis=1).astype(np.float64)
+        gpu_t = t.num > 0
+        ge = (g[:, :, None] >= t.milli[None, None, :]).sum(axis=1)
+        small = (g[:, :, None] * (g[:, :, None] < t.milli[None, None, :])).sum(axis=1)
+        q3 = gpu_t[None, :] & t.acc[idx] & (ge >= t.num[None, :]) & (cpu[:, None] >= t.cpu[None, :])
+        return (np.where(q3, small, s[:, None]) * t.p[None, :]).sum(axis=1)
+
+    def _fgd(self, idx: np.ndarray, pod: OpenbPod) -> tuple[np.ndarray, np.ndarray | None]:
+        st = self.st
+        before = self.frag[idx]  # type: ignore[index]
+        cpu = st.cpu[idx] - pod.cpu_milli
+        g = st.g[idx]
+        if pod.num_gpu == 1 and pod.gpu_milli < MILLI:
+            t = self.typ
+            m = pod.gpu_milli
+            s = g.sum(axis=1) - m
+            gi = g[:, :, None]  # (M, 8, 1): the candidate GPU before
+            gi2 = gi - m
+            tm = t.milli[None, None, :]
+            ge0 = self.ge[idx][:, None, :]  # type: ignore[index]
+            sm0 = self.sm[idx][:, None, :]  # type: ignore[index]
+            ge = ge0 - (gi >= tm) + (gi2 >= tm)
+            sm = sm0 - gi * (gi < tm) + gi2 * (gi2 < tm)
+            q3 = ((t.num > 0)[None, None, :] & t.acc[idx][:, None, :] & (ge >= t.num[None, None, :])
+                  & (cpu[:, None, None] >= t.cpu[None, None, :]))
+            after = (np.where(q3, sm, s[:, None, None]) * t.p[None, None, :]).sum(axis=2)  # (M, 8)
+            scores = (_sigmoid((before[:, None] - after) / 1000) * MAX_SCORE).astype(np.int64)
+            scores = np.where(g >= m, scores, -1)
+            best = scores.argmax(axis=1)  # the first GPU of the best score
+            return scores[np.arange(len(idx)), best], best
+        g2 = g.copy()
+        if pod.num_gpu:
+            for r in range(len(idx)):
+                g2[r, _whole(g[r], pod.num_gpu)] = 0
+        after = self._frag(idx, cpu, g2)
+        return (_sigmoid((before - after) / 1000) * MAX_SCORE).astype(np.int64), None
+
+    def _fgd_cached(self, idx: np.ndarray, pod: OpenbPod) -> tuple[np.ndarray, np.ndarray | None]:
+        """_fgd, kept per pod shape and node: a node's score for a shape is recomputed only when
+        the node changed since that shape last looked at it (a trace has a few dozen shapes)."""
+        key = (pod.cpu_milli, pod.gpu_milli, pod.num_gpu, pod.gpu_spec)
+        hit = self.cache.get(key)
+        if hit is None:
+            n = len(self.st.names)
+            hit = self.cache[key] = (np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64),
+                                     np.full(n, -1, dtype=np.int64))
+        scores, best, seen = hit
+        stale = idx[seen[idx] != self.version[idx]]
+        if len(stale):
+            s, b = self._fgd(stale, pod)
+            scores[stale] = s
+            if b is not None:
+                best[stale] = b
+            seen[stale] = self.version[stale]
+        share = pod.num_gpu == 1 and pod.gpu_milli < MILLI
+        return scores[idx], (best[idx] if share else None)
+
+    # -- the others ------------------------------------------------------------------------
+    def scores(self, idx: np.ndarray, pod: OpenbPod) -> tuple[np.ndarray, np.ndarray | None]:
+        st = self.st
+        n = self.name
+        if n == "fgd":
+            return self._fgd_cached(idx, pod)
+        if n == "random-fit":
+            s = np.zeros(len(idx), dtype=np.int64)
+            s[self.rng.randrange(len(idx))] = MAX_SCORE
+            return s, None
+        gleft = st.g[idx].sum(axis=1)
+        cpu = st.cpu[idx]
+        if n == "best-fit":
+            v = (cpu - pod.cpu_milli) / MAX_CPU * 0.5 + (gleft - pod.milli_total) / MAX_GPU * 0.5
+            return ((1.0 - v) * MAX_SCORE).astype(np.int64), None
+        if n == "dot-product":
+            dot = (cpu / MAX_CPU) * (pod.cpu_milli / MAX_CPU) + (gleft / MAX_GPU) * (pod.milli_total / MAX_GPU)
+            return ((1.0 - dot / 2) * MAX_SCORE).astype(np.int64), None
+        if n == "gpu-packing":
+            return self._packing(idx, pod), None
+        if n == "gpu-clustering":
+            return self._clustering(idx, pod, gleft), None
+        raise InflationError(f"policy {n!r}: unknown; use one of {', '.join(POLICIES)}")
+
+    def _packing(self, idx: np.ndarray, pod: OpenbPod) -> np.ndarray:
+        """getPackingScore: a shared GPU (100 - its free % / 10, at least 50) > an idle GPU of a
+        busy node (50 - idle GPUs taken, at least 33) > an idle node (33 - its GPUs)."""
+        if pod.milli_total <= 0:
+            return np.zeros(len(idx), dtype=np.int64)
+        st = self.st
+        g, k = st.g[idx], st.ngpu[idx]
+        free = (g == MILLI).sum(axis=1)
+        idle = np.maximum(MAX_SCORE // 3 - free, free)
+        if pod.gpu_milli >= MILLI:  # whole GPUs: always idle ones
+            busy = np.full(len(idx), max(MAX_SCORE // 2 - pod.num_gpu, MAX_SCORE // 3))
+        else:  # a share takes the GPU with the least left that fits
+            tight = np.where(g >= pod.gpu_milli, g, MILLI + 1).min(axis=1)
+            busy = np.where(tight == MILLI, max(MAX_SCORE // 2 - 1, MAX_SCORE // 3),
+                            np.maximum(MAX_SCORE - (tight * 100 // MILLI) // 10, MAX_SCORE // 2))
+        return np.where(free == k, idle, busy).astype(np.int64)
+
+    def _clustering(self, idx: np.ndarray, pod: OpenbPod, gleft: np.ndarray) -> np.ndarray:
+        """GpuClusteringScore: nodes running only pods of this GPU shape (75-100), of this and
+        others (50-75), idle nodes (25-50), others (0-25); fuller nodes first inside each band."""
+        if pod.num_gpu == 0:
+            return np.zeros(len(idx), dtype=np.int64)
+        tags = self.st.tags[idx]
+        mine = tags[:, _tag_col(pod)] > 0
+        kinds = (tags > 0).sum(axis=1)
+        base = MAX_SCORE // 4 * (MAX_GPU - gleft) // MAX_GPU
+        band = np.where(mine, np.where(kinds == 1, MAX_SCORE * 3 // 4, MAX_SCORE * 2 // 4),
+                        np.where(kinds == 0, MAX_SCORE // 4, 0))
+        return (base + band).astype(np.int64)
+
+    def gpus(self, i: int, pod: OpenbPod, fgd_best: int | None) -> list[int]:
+        g = self.st.g[i, : int(self.st.ngpu[i])]
+        if pod.num_gpu == 0:
+            return []
+        if pod.gpu_milli >= MILLI:
+            return _whole(g, pod.num_gpu)
+        if self.name == "fgd" and fgd_best is not None:
+            return [fgd_best]
+        if self.name == "random-fit":
+            fits = [int(j) for j in np.flatnonzero(g >= pod.gpu_milli)]
+            return [self.rng.choice(fits)]
+        return [_best_gpu(g, pod.gpu_milli)]
+
+    def placed(self, i: int) -> None:
+        self.version[i] += 1
+        if self.frag is not None:
+            idx = np.array([i])
+            self.frag[i] = self._frag(idx, self.st.cpu[idx], self.st.g[idx])[0]
+            ge, sm = self._counts(self.st.g[idx])
+            self.ge[i], self.sm[i] = ge[0], sm[0]
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _state(fleet: dict) -> State:
+    names, model, ngpu, cpu, mem, bus = [], [], [], [], [], []
+    cache: dict[str, list[str]] = {}
+    for n in fleet["nodes"]:
+        prof = n["nodeProfile"]
+        if prof not in cache:
+            devs = [d for s in build_slices(prof, "probe") if s["spec"].get("driver") == o.GPU_CLASS
+                    for d in s["spec"].get("devices") or []]
+            cache[prof] = [d["attributes"][f"{PCI_ATTR}/pciBusID"]["string"] for d in devs]
+        names.append(n["name"])
+        model.append(n["labels"]["labkit.dev/openb-model"])
+        ngpu.append(len(cache[prof]))
+        cpu.append(int(n["allocatable"]["cpu"].removesuffix("m")))
+        mem.append(int(n["allocatable"]["memory"].removesuffix("Mi")))
+        bus.append(cache[prof])
+    k = len(names)
+    g = np.zeros((k, 8), dtype=np.int64)
+    for r, c in enumerate(ngpu):
+        g[r, :c] = MILLI
+    return State(names, model, np.array(ngpu), np.array(cpu, dtype=np.int64), np.array(mem, dtype=np.int64), g, bus,
+                 np.zeros((k, 9), dtype=np.int64))
+
+
+def _claim_template(pod: OpenbPod, bus: list[str], product: dict[str, str]) -> dict:
+    sels = [{"cel": {"expression": f"device.attributes['{PCI_ATTR}'].pciBusID in {sorted(bus)!r}"}}]
+    if pod.gpu_spec:
+        names = sorted(product[m] for m in pod.gpu_spec)
+        sels.append({"cel": {"expression": f"device.attributes['{o.GPU_CLASS}'].productName in {names!r}"}})
+    req = o.exactly(o.GPU_CLASS, pod.num_gpu, sels)
+    req["capacity"] = {"requests": {SHARES: str(min(pod.gpu_milli, MILLI))}}
+    spec = o.claim_spec([{"name": "gpu", "exactly": req}])
+    key = f"{pod.num_gpu}-{pod.gpu_milli}-{'-'.join(b.split(':')[1] for b in sorted(bus))}-{'-'.join(pod.gpu_spec).lower()}"
+    return o.template(f"openb-{key}"[:63].rstrip("-"), spec)
+
+
+def _pod(name: str, pod: OpenbPod, node: str, template: str | None) -> dict:
+    p = o.pod(name, template_name=template, labels={"labkit.dev/experiment": "inflation"})
+    p["spec"]["containers"][0]["resources"]["requests"] = {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}
+    p["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
+    return p
+
+
+@fewer_collections()
+def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio: float = 1.3, seed: int = 42,
+                  sim: bool = True, whole_gpus: bool = False, nodes: str | Path = NODES_PATH,
+                  product_names: dict[str, str] | None = None) -> dict:
+    """One policy, one seed: the curve and the unallocated GPUs at saturation (see the module text).
+    `every`: run on 1 node in `every` of each node group (and inflate to that cluster's capacity);
+    `sim=False` skips the sim (the policy's own bookkeeping only; for comparison and speed tests).
+    `whole_gpus`: no sharing - a task asking for part of a GPU gets a whole one (what a DRA claim
+    without a capacity request gets from a device that is not multi-allocatable); the x axis still
+    counts what the tasks asked for."""
+    if policy not in POLICIES:
+        raise InflationError(f"policy {policy!r}: unknown; use one of {', '.join(POLICIES)}")
+    started, cpu_started = time.perf_counter(), time.process_time()
+    fleet = openb_fleet(nodes, every=every)
+    st = _state(fleet)
+    original = openb_pods(trace)
+    pods = inflate(original, st.capacity_milli, ratio, seed)
+    asked = [p.milli_total for p in pods]
+    if whole_gpus:
+        original = [_whole_pod(p) for p in original]
+        pods = [_whole_pod(p) for p in pods]
+    rng = random.Random(seed * 1_000_003 + POLICIES.index(policy))
+    typical = Typical.of(original, st.model)  # the simulator's: from the pod list before inflation
+    scorer = Scorer(policy, st, typical, rng)
+    product = product_names or _product_names()
+    cluster = connect("sim", fleet, seed=seed, validate=False, progress=False) if sim else None
+    allowed_cache: dict[tuple[str, ...], np.ndarray] = {}
+    models = np.array(st.model)
+    rank = np.argsort(np.argsort(np.array(st.names)))  # node name order
+    applied: set[str] = set()
+    cap = st.capacity_milli
+    arrived = allocated = served = 0
+    curve: list[float] = []
+    next_x = 0
+    failed = Counter()
+    for k, pod in enumerate(pods):
+        arrived += asked[k]
+        allowed = allowed_cache.get(pod.gpu_spec)
+        if allowed is None:
+            allowed = allowed_cache[pod.gpu_spec] = (np.isin(models, list(pod.gpu_spec)) if pod.gpu_spec
+                                                     else np.ones(len(models), dtype=bool))
+        idx = feasible(st, pod, allowed)
+        if len(idx) == 0:
+            failed[_tag(pod) or "cpu"] += 1
+        else:
+            scores, best_gpu = scorer.scores(idx, pod)
+            top = np.flatnonzero(scores == scores.max())
+            # the simulator's kube-scheduler takes the smallest node name among the best (not a
+            # random one, as upstream's selectHost does), "for reproducibility"
+            pick = int(top[np.argmin(rank[idx[top]])]) if len(top) > 1 else int(top[0])
+            i = int(idx[pick])
+            gpus = scorer.gpus(i, pod, int(best_gpu[pick]) if best_gpu is not None else None)
+            if cluster is not None:
+                _place(cluster, st, i, pod, gpus, f"p{k:05d}", product, applied)
+            st.cpu[i] -= pod.cpu_milli
+            st.mem[i] -= pod.memory_mib
+            for j in gpus:
+                st.g[i, j] -= min(pod.gpu_milli, MILLI)
+            if pod.num_gpu:
+                st.tags[i, _tag_col(pod)] += 1
+            scorer.placed(i)
+            allocated += pod.milli_total
+            served += asked[k]
+        while next_x * X_STEP * cap <= arrived * 100 and next_x * X_STEP <= ratio * 100 + 1e-9:
+            curve.append(round(100 * allocated / cap, 3))
+            next_x += 1
+    while next_x * X_STEP <= ratio * 100 + 1e-9:  # the last pods did not reach the last points
+        curve.append(round(100 * allocated / cap, 3))
+        next_x += 1
+    gpus_total = int(st.ngpu.sum())
+    return {"policy": policy, "trace": trace, "seed": seed, "ratio": ratio, "nodes": len(st.names), "gpus": gpus_total,
+            "pods": len(pods), "failed_pods": sum(failed.values()), "failed_by_kind": dict(failed),
+            "x_step_pct": X_STEP, "alloc_pct": curve,
+            "alloc_pct_at_saturation": round(100 * allocated / cap, 3),
+            "unallocated_gpus": round(gpus_total - allocated / MILLI, 3),
+            "served_gpus": round(served / MILLI, 3),
+            "wall_s": round(time.perf_counter() - started, 2),
+            "cpu_s": round(time.process_time() - cpu_started, 2), "sim": sim, "whole_gpus": whole_gpus}
+
+
+def _whole_pod(p: OpenbPod) -> OpenbPod:
+    return OpenbPod(p.name, p.cpu_milli, p.memory_mib, p.num_gpu, MILLI, p.gpu_spec) if p.num_gpu else p
+
+
+def _product_names() -> dict[str, str]:
+    return {code: gpu_model(model).product_name for code, model in MODELS.items()}
+
+
+def _place(cluster: Any, st: State, i: int, pod: OpenbPod, gpus: list[int], name: str, product: dict[str, str],
+           applied: set[str]) -> None:
+    node = st.names[i]
+    objs = []
+    template = None
+    if pod.num_gpu:
+        t = _claim_template(pod, [st.bus[i][j] for j in gpus], product)
+        template = t["metadata"]["name"]
+        if template not in applied:
+            applied.add(template)
+            objs.append(t)
+    objs.append(_pod(name, pod, node, template))
+    cluster.apply(objs)
+    cluster.wait()
+    got = cluster.sim.get("Pod", name, "default")
+    bound = (got or {}).get("spec", {}).get("nodeName")
+    if bound != node:
+        raise InflationError(f"pod {name} ({pod.name}): the policy chose {node} but the sim did not bind it there "
+                             f"(got {bound!r}); this is a bug, please report it")
+    if pod.num_gpu:
+        claim_name, _ = claim_name_for(got, got["spec"]["resourceClaims"][0])
+        claim = cluster.sim.get("ResourceClaim", claim_name, "default")
+        res = (((claim or {}).get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
+        want = {f"gpu-{j}" for j in gpus}
+        if {r["device"] for r in res} != want:
+            raise InflationError(f"pod {name}: the allocator gave {sorted(r['device'] for r in res)}, the policy chose "
+                                 f"{sorted(want)}; this is a bug, please report it")
+
+
+def run_all(trace: str = "default", policies: tuple[str, ...] = POLICIES, *, seeds: tuple[int, ...] = (42,),
+            every: int = 1, ratio: float = 1.3, sim: bool = True, workers: int = 1, whole_gpus: bool = False,
+            nodes: str | Path = NODES_PATH) -> dict:
+    """Every policy x seed; per policy the mean curve and unallocated GPUs (documented keys: see
+    `labkit experiment inflation --help`)."""
+    cells = [(p, s) for p in policies for s in seeds]
+    bad = [p for p in policies if p not in POLICIES]
+    if bad:
+        raise InflationError(f"policy {bad[0]!r}: unknown; use one of {', '.join(POLICIES)}")
+    if every < 1:
+        raise InflationError(f"--sample {every}: give a whole number >= 1 (1 = every node)")
+    started = time.perf_counter()
+    if workers > 1 and len(cells) > 1:
+        from concurrent.futures import ProcessPoolExecutor  # lazy: only for parallel runs
+
+        with ProcessPoolExecutor(workers) as ex:
+            runs = list(ex.map(_cell, [(p, trace, every, ratio, s, sim, whole_gpus, str(nodes)) for p, s in cells]))
+    else:
+        runs = [_cell((p, trace, every, ratio, s, sim, whole_gpus, str(nodes))) for p, s in cells]
+    out: dict[str, Any] = {"trace": trace, "ratio": ratio, "seeds": list(seeds), "sample_every": every,
+                           "nodes": runs[0]["nodes"], "gpus": runs[0]["gpus"], "sim": sim, "whole_gpus": whole_gpus,
+                           "x_step_pct": X_STEP, "policies": {}}
+    for p in policies:
+        mine = [r for r in runs if r["policy"] == p]
+        curve = [round(sum(c) / len(c), 3) for c in zip(*(r["alloc_pct"] for r in mine), strict=True)]
+        out["policies"][p] = {
+            "alloc_pct": curve,
+            "alloc_pct_at_saturation": round(sum(r["alloc_pct_at_saturation"] for r in mine) / len(mine), 3),
+            "unallocated_gpus": round(sum(r["unallocated_gpus"] for r in mine) / len(mine), 2),
+            "unallocated_gpus_by_seed": [r["unallocated_gpus"] for r in mine],
+            "failed_pods": round(sum(r["failed_pods"] for r in mine) / len(mine), 1),
+            "served_gpus": round(sum(r["served_gpus"] for r in mine) / len(mine), 2),
+            "pods": mine[0]["pods"],
+            "wall_s": round(sum(r["wall_s"] for r in mine), 2),
+            "cpu_s": round(sum(r["cpu_s"] for r in mine), 2),
+        }
+    out["wall_s"] = round(time.perf_counter() - started, 2)
+    return out
+
+
+def _cell(args: tuple) -> dict:
+    p, trace, every, ratio, s, sim, whole, nodes = args
+    return run_inflation(p, trace, every=every, ratio=ratio, seed=s, sim=sim, whole_gpus=whole, nodes=nodes)
+
+
+def fleet_summary(every: int = 1) -> dict[str, int]:
+    nodes = sample_nodes(openb_nodes(), every)
+    return {"nodes": len(nodes), "gpus": sum(n.gpus for n in nodes)}
+
+
+def unallocated_at(curve: list[float], gpus: int, x_pct: float) -> float:
+    """Unallocated GPUs at x % arrived workload, from an alloc_pct curve."""
+    i = min(len(curve) - 1, max(0, math.floor(x_pct / X_STEP)))
+    return gpus * (100 - curve[i]) / 100
+
+
+PAPER = DATA / "paper_reference.json"
+
+
+def paper_figures(trace: str) -> dict | None:
+    """The paper simulator's own results for a shipped trace (data/openb/paper_reference.json:
+    per policy alloc_pct_at_130, unallocated_gpus_at_130, alloc_pct_curve_step5), or None."""
+    name = str(trace).removeprefix("openb_pod_list_").removesuffix(".gz").removesuffix(".csv")
+    return json.loads(PAPER.read_text())["traces"].get(name)
+
+
+LABELS = {"fgd": "FGD", "best-fit": "Best-fit", "dot-product": "Dot-product", "gpu-packing": "GPU Packing",
+          "gpu-clustering": "GPU Clustering", "random-fit": "Random-fit"}
+
+
+def plot_inflation(res: dict, path: str | Path | None = None) -> Any:
+    """The paper's Fig. 9(a)-style figure: allocated GPUs (% of the fleet) against arrived workload
+    (% of the fleet's GPUs), one line per policy (ours solid, the paper's dotted when known), and
+    the unallocated GPUs at saturation as bars."""
+    # lazy: matplotlib only for figures (the notebooks extra)
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4.5), constrained_layout=True)
+    ax, bx = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
+    paper = res.get("paper") or {}
+    names = list(res["policies"])
+    for k, name in enumerate(names):
+        r = res["policies"][name]
+        xs = [i * res["x_step_pct"] for i in range(len(r["alloc_pct"]))]
+        line, = ax.plot(xs, r["alloc_pct"], label=f"{LABELS.get(name, name)} (ours)", lw=1.6)
+        ref = paper.get(name)
+        if ref:
+            ax.plot([i * 5 for i in range(len(ref["alloc_pct_curve_step5"]))], ref["alloc_pct_curve_step5"], ":",
+                    color=line.get_color(), lw=1.2, label=f"{LABELS.get(name, name)} (paper)")
+        bx.bar(k - 0.2, r["unallocated_gpus"], 0.4, color=line.get_color())
+        if ref:
+            bx.bar(k + 0.2, ref["unallocated_gpus_at_130"], 0.4, color=line.get_color(), alpha=0.4, hatch="//")
+    ax.set_xlim(60, max(100 * res["ratio"], 100))
+    ax.set_ylim(60, 100)
+    ax.set_xlabel("arrived workload (% of the fleet's GPUs)")
+    ax.set_ylabel("allocated GPUs (% of the fleet)")
+    ax.set_title(f"{res['trace']}: {res['gpus']} GPUs, seeds {','.join(map(str, res['seeds']))}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    bx.set_xticks(range(len(names)), [LABELS.get(n, n) for n in names], rotation=30, ha="right", fontsize=8)
+    bx.set_ylabel(f"unallocated GPUs at {100 * res['ratio']:.0f} %")
+    bx.set_title("ours (solid) vs paper (hatched)")
+    if path is not None:
+        fig.savefig(path)
+    return fig
