@@ -12,7 +12,7 @@ export LABKIT_CACHE ?= $(HOME)/.cache/dra-labkit
 # the CEL tests compare with Kubernetes' own CEL code when this binary exists (make oracle builds it)
 export LABKIT_CEL_ORACLE ?= $(LABKIT_CACHE)/cel-oracle/cel-oracle
 
-.PHONY: lab test test-suites setup lint unit notebooks notebooks-local oracle controlplane browser-deps \
+.PHONY: lab test test-suites setup lint unit notebooks notebooks-local oracle controlplane browser-deps pyodide-deps \
         kind-engine kind-engine-stop kind-images notebooks-kind reliability clean help
 
 help:
@@ -60,6 +60,10 @@ controlplane:
 
 browser-deps:
 	bash tools/install-browser-deps.sh
+
+# official Pyodide (npm) and the pure-Python wheels of the sim path, into $(LABKIT_CACHE)/pyodide (once)
+pyodide-deps: $(STAMP)
+	PYTHON=$(PY) bash tools/pyodide-deps.sh
 
 unit: $(STAMP)
 	$(VENV)/bin/pytest tests
