@@ -32,6 +32,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
@@ -76,17 +79,38 @@ def _kit_wheel(out_dir: Path) -> Path:
     return next(out_dir.glob("dra_labkit-*.whl"))
 
 
+#: the browser's environment markers (Pyodide 314: CPython 3.14 on emscripten)
+BROWSER_MARKERS = {"sys_platform": "emscripten", "platform_system": "Emscripten", "python_version": "3.14",
+                   "python_full_version": "3.14.2", "implementation_name": "cpython", "os_name": "posix",
+                   "platform_machine": "wasm32", "extra": ""}
+
+
+def _depends(requires: list[str]) -> list[str]:
+    """A wheel's requirements that apply in the browser: the lock's ``depends`` (micropip follows them)."""
+    out = []
+    for text in requires:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if req.marker is None or req.marker.evaluate(BROWSER_MARKERS):
+            out.append(canonicalize_name(req.name))
+    return sorted(set(out))
+
+
 def _lock_entry(wheel: Path) -> tuple[str, dict]:
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
-        fields = dict(line.split(": ", 1) for line in zf.read(meta).decode().splitlines()[:10] if ": " in line)
+        lines = zf.read(meta).decode().split("\n\n")[0].splitlines()
+        fields = dict(line.split(": ", 1) for line in lines if ": " in line)
+        requires = [line.split(": ", 1)[1] for line in lines if line.startswith("Requires-Dist: ")]
     imports = sorted({n.split("/")[0].removesuffix(".py") for n in names
                       if not n.split("/")[0].endswith((".dist-info", ".data")) and (n.endswith(".py") or "/" in n)})
-    name = fields["Name"].lower().replace("_", "-")
+    name = canonicalize_name(fields["Name"])
     return name, {"name": name, "version": fields["Version"], "file_name": wheel.name, "install_dir": "site",
                   "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(), "package_type": "package",
-                  "imports": imports, "depends": [], "unvendored_tests": False, "shared_library": False}
+                  "imports": imports, "depends": _depends(requires), "unvendored_tests": False, "shared_library": False}
 
 
 def stage(lite_dir: Path, pyodide: Path) -> None:
@@ -111,6 +135,11 @@ def stage(lite_dir: Path, pyodide: Path) -> None:
                 continue
             shutil.copy2(wheel, target / wheel.name)
             lock["packages"][name] = entry
+    # a requirement this distribution does not have (google-re2: no wasm build; protobuf, rich: not on the sim
+    # path, not in the npm core) is left out, or loading the package would fail on it
+    present = {n for n, e in lock["packages"].items() if (target / e["file_name"]).exists()}
+    for entry in lock["packages"].values():
+        entry["depends"] = [d for d in entry["depends"] if d in present]
     (target / "pyodide-lock.json").write_text(json.dumps(lock, separators=(",", ":")))
     # every output stays in the page (the browser test reads cells below the fold)
     (lite_dir / "overrides.json").write_text(json.dumps(
@@ -127,7 +156,9 @@ def _lessons() -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def landing_page() -> str:
+def landing_page(config_script: str) -> str:
+    """The site's index.html. ``config_script``: JupyterLite's own ``jupyter-config-data`` element of the
+    index.html it built, kept (the lab reads the settings of every parent folder's index.html)."""
     items = []
     for number, name, learn, minutes in _lessons():
         link = f"lab/index.html?path=notebooks/{name}.ipynb"
@@ -136,6 +167,7 @@ def landing_page() -> str:
                      f"({html.escape(minutes)}){note}</li>")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>DRA LabKit — the course in your browser</title>
+{config_script}
 <style>body{{font-family:sans-serif;max-width:52rem;margin:2rem auto;line-height:1.5}}li{{margin:.3rem 0}}</style>
 </head><body>
 <h1>DRA LabKit — the course in your browser</h1>
@@ -179,7 +211,10 @@ def main(argv: list[str]) -> int:
     if "static/pyodide" not in str(plugin.get("pyodideUrl", "")):
         print("site: the build did not point the kernel at the local Pyodide (it would use the CDN)", file=sys.stderr)
         return 1
-    (args.out / "index.html").write_text(landing_page(), encoding="utf-8")
+    built = (args.out / "index.html").read_text(encoding="utf-8")
+    start = built.find('<script id="jupyter-config-data"')
+    config_script = built[start:built.index("</script>", start) + len("</script>")] if start >= 0 else ""
+    (args.out / "index.html").write_text(landing_page(config_script), encoding="utf-8")
     (args.out / ".nojekyll").write_text("")  # GitHub Pages: serve _-prefixed folders as they are
     size = sum(f.stat().st_size for f in args.out.rglob("*") if f.is_file())
     print(f"site: {args.out} ({size / 1e6:.1f} MB, {len(build.names())} notebooks); serve: make site-serve")
