@@ -85,15 +85,16 @@ BROWSER_MARKERS = {"sys_platform": "emscripten", "platform_system": "Emscripten"
                    "platform_machine": "wasm32", "extra": ""}
 
 
-def _depends(requires: list[str]) -> list[str]:
-    """A wheel's requirements that apply in the browser: the lock's ``depends`` (micropip follows them)."""
+def _depends(requires: list[str], extras: tuple[str, ...] = ("",)) -> list[str]:
+    """A wheel's requirements that apply in the browser: the lock's ``depends`` (Pyodide loads them with the
+    package when a cell imports it)."""
     out = []
     for text in requires:
         try:
             req = Requirement(text)
         except InvalidRequirement:
             continue
-        if req.marker is None or req.marker.evaluate(BROWSER_MARKERS):
+        if req.marker is None or any(req.marker.evaluate({**BROWSER_MARKERS, "extra": e}) for e in extras):
             out.append(canonicalize_name(req.name))
     return sorted(set(out))
 
@@ -108,9 +109,11 @@ def _lock_entry(wheel: Path) -> tuple[str, dict]:
     imports = sorted({n.split("/")[0].removesuffix(".py") for n in names
                       if not n.split("/")[0].endswith((".dist-info", ".data")) and (n.endswith(".py") or "/" in n)})
     name = canonicalize_name(fields["Name"])
+    # the kit: the course's `notebooks` extra too (ipywidgets, anywidget; a cell imports only labkit.widgets)
+    extras = ("", "notebooks") if name == "dra-labkit" else ("",)
     return name, {"name": name, "version": fields["Version"], "file_name": wheel.name, "install_dir": "site",
                   "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(), "package_type": "package",
-                  "imports": imports, "depends": _depends(requires), "unvendored_tests": False, "shared_library": False}
+                  "imports": imports, "depends": _depends(requires, extras), "unvendored_tests": False, "shared_library": False}
 
 
 def stage(lite_dir: Path, pyodide: Path) -> None:
