@@ -12,7 +12,7 @@ export LABKIT_CACHE ?= $(HOME)/.cache/dra-labkit
 # the CEL tests compare with Kubernetes' own CEL code when this binary exists (make oracle builds it)
 export LABKIT_CEL_ORACLE ?= $(LABKIT_CACHE)/cel-oracle/cel-oracle
 
-.PHONY: lab test test-suites setup lint unit notebooks notebooks-local oracle controlplane browser-deps \
+.PHONY: lab test test-suites setup lint unit notebooks notebooks-local oracle controlplane browser-deps pyodide-deps site site-serve \
         kind-engine kind-engine-stop kind-images notebooks-kind reliability clean help
 
 help:
@@ -60,6 +60,28 @@ controlplane:
 
 browser-deps:
 	bash tools/install-browser-deps.sh
+
+# the course as a static JupyterLite site (notebooks/site.py): build/site, served on 127.0.0.1 by site-serve.
+# Its build environment (jupyterlite-core + pyodide kernel 0.8.6, widget extensions) lives in the cache.
+SITE_VENV := $(LABKIT_CACHE)/site-venv
+SITE_PORT ?= 8000
+$(SITE_VENV)/.installed:
+	$(PYTHON) -m venv $(SITE_VENV)
+	$(SITE_VENV)/bin/python -m pip install -q uv
+	$(SITE_VENV)/bin/uv pip install -q --python $(SITE_VENV)/bin/python jupyterlite-core==0.8.6 \
+	  jupyterlite-pyodide-kernel==0.8.6 jupyter_server jupyterlab_widgets anywidget jupytext setuptools wheel
+	touch $@
+
+site: $(SITE_VENV)/.installed pyodide-deps
+	$(SITE_VENV)/bin/python notebooks/site.py $(SITE_ARGS)
+
+site-serve:
+	@test -f build/site/index.html || { echo "no site yet: make site"; exit 2; }
+	$(PY) -m http.server --directory build/site --bind 127.0.0.1 $(SITE_PORT)
+
+# official Pyodide (npm) and the pure-Python wheels of the sim path, into $(LABKIT_CACHE)/pyodide (once)
+pyodide-deps: $(STAMP)
+	PYTHON=$(PY) bash tools/pyodide-deps.sh
 
 unit: $(STAMP)
 	$(VENV)/bin/pytest tests

@@ -1,26 +1,31 @@
-"""Structural checks (unknown fields, wrong types) against the ``kubernetes`` client's models.
+"""Structural checks (unknown fields, wrong types) against the API's schema, held as data.
 
-The client's pydantic models accept snake_case aliases and know fields newer than the target
-Kubernetes version, so unknown fields are found by our own walk over the models' camelCase field
-names; ``model_validate`` is used only for type errors, whose messages are rewritten in our style.
-Fields that exist in the client but not yet in the target version are handled by
-:mod:`labkit.api.gates`.
+The schema of the kinds labkit validates is a JSON file per Kubernetes version
+(``schema_<version>.json`` beside this module), generated from the ``kubernetes`` client's models by
+``tools/gen_schema.py``: the kit validates without the client or pydantic (a browser cannot load
+them; a learner's install is lighter). The checks are the client's own: unknown fields by a walk
+over the camelCase field names (with a suggestion), wrong types with the client's (pydantic's)
+rules, strict or lax per field, in the client's field order; the messages are written in our style.
+Fields that exist in the schema but not yet in the target version are handled by the validation
+rules (:mod:`labkit.api.features` gates).
 """
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import functools
-import importlib
+import json
+import math
 import re
-import typing
+from pathlib import Path
 from typing import Any
 
 from labkit.api.problem import Sink, show
 
-__all__ = ["MODEL_FOR", "check_structure"]
+__all__ = ["MODEL_FOR", "SCHEMA_VERSION", "check_structure", "schema_path", "type_errors"]
 
-#: (apiVersion, kind) -> client model class name
+#: (apiVersion, kind) -> the model's name in the schema (the client's class name)
 MODEL_FOR: dict[tuple[str, str], str] = {
     ("resource.k8s.io/v1", "DeviceClass"): "V1DeviceClass",
     ("resource.k8s.io/v1", "ResourceClaim"): "ResourceV1ResourceClaim",
@@ -40,61 +45,40 @@ _QUANTITY_MAPS = {"requests", "limits", "consumedCapacity", "allocatable", "capa
 _NOT_QUANTITY = {"taints", "tolerations", "taint", "labels", "annotations"}
 
 
-@functools.cache
-def _client() -> Any:
-    return importlib.import_module("kubernetes.client")
+_HERE = Path(__file__).resolve().parent
 
 
-def _model(name: str) -> Any:
-    return getattr(_client(), name)
+def schema_path(version: str) -> Path:
+    """Where the schema of Kubernetes ``version`` (``1.37``) lives."""
+    return _HERE / f"schema_{version}.json"
 
 
-@functools.cache
-def _fields(model: type) -> dict[str, Any]:
-    """camelCase field name -> annotation."""
-    return {(f.serialization_alias or name): f.annotation for name, f in model.model_fields.items()}
+def _newest() -> str:
+    versions = [p.stem.removeprefix("schema_") for p in _HERE.glob("schema_1.*.json")]
+    return max(versions, key=lambda v: tuple(int(x) for x in v.split(".")), default="")
 
 
-def _is_model(tp: Any) -> bool:
-    return isinstance(tp, type) and hasattr(tp, "model_fields")
-
-
-def _shape(annotation: Any) -> tuple[str, Any]:
-    """('model'|'list'|'dict'|'other', inner model) for a field annotation."""
-    try:
-        return _shape_cached(annotation)
-    except TypeError:  # unhashable annotation
-        return _shape_uncached(annotation)
+#: the Kubernetes version of the schema the checks use (the newest generated)
+SCHEMA_VERSION = _newest()
 
 
 @functools.cache
-def _shape_cached(annotation: Any) -> tuple[str, Any]:
-    return _shape_uncached(annotation)
+def _models() -> dict[str, list[list[Any]]]:
+    return json.loads(schema_path(SCHEMA_VERSION).read_text())["models"]
 
 
-def _shape_uncached(annotation: Any) -> tuple[str, Any]:
-    tp = annotation
-    while True:
-        origin = typing.get_origin(tp)
-        if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
-            args = [a for a in typing.get_args(tp) if a is not type(None)]
-            tp = args[0] if args else Any
-            continue
-        if origin is typing.Annotated:
-            tp = typing.get_args(tp)[0]
-            continue
-        break
-    origin = typing.get_origin(tp)
-    if _is_model(tp):
-        return "model", tp
-    if origin in (list, typing.List):  # noqa: UP006
-        inner = typing.get_args(tp)[0] if typing.get_args(tp) else Any
-        kind, model = _shape(inner)
-        return ("list", model) if kind == "model" else ("other", None)
-    if origin in (dict, typing.Dict):  # noqa: UP006
-        args = typing.get_args(tp)
-        kind, model = _shape(args[1]) if len(args) == 2 else ("other", None)
-        return ("dict", model) if kind == "model" else ("other", None)
+@functools.cache
+def _fields(model: str) -> dict[str, str]:
+    """camelCase field name -> type code (see tools/gen_schema.py)."""
+    return {alias: code for alias, _snake, code, _req in _models()[model]}
+
+
+def _shape(code: str) -> tuple[str, str | None]:
+    """('model'|'list'|'dict'|'other', inner model) for a type code."""
+    if code.startswith("M:"):
+        return "model", code[2:]
+    if code[:1] in "[{" and code[1:].startswith("M:"):
+        return ("list" if code[0] == "[" else "dict"), code[3:]
     return "other", None
 
 
@@ -117,7 +101,7 @@ def suggest(key: str, known: list[str]) -> str | None:
     return lowered[match[0]] if match else None
 
 
-def _walk(value: Any, model: type, path: str, sink: Sink, skip: set[str]) -> None:
+def _walk(value: Any, model: str, path: str, sink: Sink, skip: set[str]) -> None:
     if not isinstance(value, dict):
         return
     fields = _fields(model)
@@ -139,6 +123,113 @@ def _walk(value: Any, model: type, path: str, sink: Sink, skip: set[str]) -> Non
         elif kind == "dict" and isinstance(item, dict):
             for k, elem in item.items():
                 _walk(elem, inner, f"{child}[{k}]", sink, skip)
+
+
+_TRUE = {"1", "on", "t", "true", "y", "yes"}
+_FALSE = {"0", "off", "f", "false", "n", "no"}
+_UNION_TAGS = {"s": "str", "S": "str", "i": "int", "I": "int", "b": "bool", "B": "bool", "t": "datetime"}
+_MESSAGES = {"finite_number": "Input should be a finite number", "missing": "Field required"}
+
+
+def _leaf_error(value: Any, code: str) -> str | None:
+    """The error type pydantic gives ``value`` for a leaf of type ``code`` (None: valid)."""
+    is_bool = isinstance(value, bool)
+    if code in "sS":
+        return None if isinstance(value, str) else "string_type"
+    if code == "i":
+        return None if isinstance(value, int) and not is_bool else "int_type"
+    if code == "I":
+        if isinstance(value, int):
+            return None
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                return "finite_number"
+            return None if value.is_integer() else "int_from_float"
+        if isinstance(value, str):
+            return None if re.fullmatch(r"\s*[+-]?\d+\s*", value) else "int_parsing"
+        return "int_type"
+    if code == "b":
+        return None if is_bool else "bool_type"
+    if code == "B":
+        if is_bool:
+            return None
+        if isinstance(value, int):
+            return None if value in (0, 1) else "bool_parsing"
+        if isinstance(value, float):
+            return None if value in (0.0, 1.0) else ("bool_parsing" if value.is_integer() else "bool_type")
+        if isinstance(value, str):
+            return None if value.strip().lower() in _TRUE | _FALSE else "bool_parsing"
+        return "bool_type"
+    if code == "t":
+        return _time_error(value)
+    return None  # "a": anything
+
+
+def _time_error(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, str | int | float | datetime.date):
+        return "datetime_type"
+    if isinstance(value, datetime.date):
+        return None
+    if isinstance(value, int | float):
+        return None if math.isfinite(value) and abs(value) < 2e13 else "datetime_parsing"
+    if value.isdigit():
+        return None
+    try:
+        datetime.datetime.fromisoformat(value)
+    except ValueError:
+        return "datetime_from_date_parsing"
+    return None
+
+
+def _check_value(value: Any, code: str, loc: tuple, out: list[dict]) -> None:
+    if code.startswith("M:"):
+        if not isinstance(value, dict):
+            out.append({"type": "model_type", "loc": loc, "input": value})
+            return
+        for alias, snake, field_code, required in _models()[code[2:]]:
+            if alias in value:
+                key = alias
+            elif snake and snake in value:
+                key = snake
+            else:
+                if required:
+                    out.append({"type": "missing", "loc": loc + (alias,), "input": value})
+                continue
+            item = value[key]
+            if item is None and not required:
+                continue
+            _check_value(item, field_code, loc + (key,), out)
+    elif code[0] == "[":
+        if not isinstance(value, list):
+            out.append({"type": "list_type", "loc": loc, "input": value})
+            return
+        for i, item in enumerate(value):
+            _check_value(item, code[1:], loc + (i,), out)
+    elif code[0] == "{":
+        if not isinstance(value, dict):
+            out.append({"type": "dict_type", "loc": loc, "input": value})
+            return
+        for key, item in value.items():
+            _check_value(item, code[1:], loc + (key,), out)
+    elif code[0] == "|":  # a union of leaves: pydantic reports each member's error, tagged
+        errors = [_leaf_error(value, member) for member in code[1:]]
+        if all(errors):
+            out.extend({"type": etype, "loc": loc + (_UNION_TAGS[member],), "input": value}
+                       for member, etype in zip(code[1:], errors))
+    else:
+        etype = _leaf_error(value, code)
+        if etype is not None:
+            out.append({"type": etype, "loc": loc, "input": value})
+
+
+def type_errors(obj: dict, model: str) -> list[dict]:
+    """The client's type errors for ``obj`` as ``model`` (pydantic's error dicts: type, loc, input,
+    msg), in its order; unknown fields are not among them (:func:`check_structure` reports those)."""
+    out: list[dict] = []
+    _check_value(obj, "M:" + model, (), out)
+    for err in out:
+        err["msg"] = _MESSAGES.get(err["type"], err["type"].replace("_", " "))
+    return out
 
 
 def _format_loc(loc: tuple) -> str:
@@ -185,21 +276,13 @@ _TYPE_WORDS = {
 def check_structure(obj: dict, sink: Sink, *, skip: set[str] | None = None) -> None:
     """Report unknown fields and wrong value types of a known kind (no-op for other kinds)."""
     model_name = MODEL_FOR.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
-    if model_name is None:
+    if model_name is None or not SCHEMA_VERSION:
         return
-    model = _model(model_name)
     skip = skip or set()
-    _walk(obj, model, "", sink, skip)
-    try:
-        model.model_validate(obj)
-    except Exception as exc:  # pydantic.ValidationError; imported lazily with the client
-        errors = getattr(exc, "errors", None)
-        if errors is None:
-            sink.add("", f"could not be checked: {exc}")
-            return
-        seen: set[str] = set()
-        for err in errors():
-            _report(err, sink, skip, seen)
+    _walk(obj, model_name, "", sink, skip)
+    seen: set[str] = set()
+    for err in type_errors(obj, model_name):
+        _report(err, sink, skip, seen)
 
 
 def _report(err: dict, sink: Sink, skip: set[str], seen: set[str]) -> None:

@@ -3,6 +3,10 @@
 >>> prog = compile_selector('device.driver == "gpu.nvidia.com"')
 >>> prog.evaluate(device_input("gpu.nvidia.com", {"name": "gpu-0"}))
 True
+
+Importing the package imports ``labkit.cel.regex`` (through the facade), which registers the
+pure-Python ``re2`` where google-re2 is absent, before cel-python (which imports ``re2`` itself)
+can be loaded.
 """
 
 from labkit.cel.device import DeviceInput, device_input
@@ -17,6 +21,7 @@ from labkit.cel.facade import (
     compile_selector,
     estimate_max_cost,
 )
+from labkit.cel.regex import NATIVE as NATIVE_REGEX
 from labkit.cel.semver import Semver, SemverError, parse_semver
 from labkit.cel.slices import DeviceMatch, evaluate_slices
 
@@ -25,6 +30,7 @@ __all__ = [
     "DEFAULT_ENGINE",
     "ENGINE_LIMITS",
     "ENGINES",
+    "NATIVE_REGEX",
     "CelCompileError",
     "CelError",
     "CelRuntimeError",

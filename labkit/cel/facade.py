@@ -22,8 +22,9 @@ cannot do like Go to cel-python, through callables given by this module.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache, lru_cache
 from types import ModuleType
 
 from labkit.cel._checked import AST
@@ -33,18 +34,33 @@ from labkit.cel.engine import SelectorProgram
 from labkit.cel.errors import COST_LIMIT_TEXT, CelCompileError, CelRuntimeError
 from labkit.cel.regexcheck import check_constant_patterns
 
-__all__ = ["COST_LIMIT", "DEFAULT_ENGINE", "ENGINES", "ENGINE_LIMITS", "Program", "compile_new_selector",
-           "compile_selector", "estimate_max_cost"]
+__all__ = ["COST_LIMIT", "DEFAULT_ENGINE", "ENGINES", "ENGINE_LIMITS", "NATIVE_ENGINE", "PURE_PYTHON_LIMITS",
+           "Program", "compile_new_selector", "compile_selector", "estimate_max_cost"]
 
-DEFAULT_ENGINE = "cel-expr-python"
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+#: cel-expr-python (C++) is installed: a learner's pip install. Without it (a browser: no
+#: WebAssembly build exists) the default engine is cel-python.
+NATIVE_ENGINE = _installed("cel_expr_python")
+DEFAULT_ENGINE = "cel-expr-python" if NATIVE_ENGINE else "cel-python"
 ENGINES = ("cel-expr-python", "cel-python")
+#: what the kit cannot do without cel-expr-python, in one line
+PURE_PYTHON_LIMITS = ("CEL runs on cel-python (pure Python): no type checker (labkit's static checks catch the "
+                      "common compile errors) and no cost estimate; pip install cel-expr-python for both")
 MAX_EXPRESSION_LENGTH = 10 * 1024
 ENGINE_LIMITS = {
     "cel-expr-python": "estimated cost checked like Kubernetes (limit 1,000,000); past 10,000 comprehension "
                        "iterations labkit re-evaluates with cel-python when the estimate is within the limit, "
                        "else reports the limit error",
     "cel-python": "no runtime cost limit (Kubernetes: actual cost 1,000,000); the estimated-cost check is "
-                  "the same as for cel-expr-python",
+                  "the same as for cel-expr-python" if NATIVE_ENGINE else
+                  "no runtime cost limit (Kubernetes: actual cost 1,000,000); " + PURE_PYTHON_LIMITS,
 }
 
 
@@ -120,6 +136,7 @@ def compile_new_selector(
     return _compile(expr, engine or DEFAULT_ENGINE, bool(consumable_capacity), bool(list_type_attributes), True)
 
 
+@cache
 def _cpp_engine() -> ModuleType | None:
     """:mod:`labkit.cel.engine_cpp`, or None when cel-expr-python is not installed (a pure-Python
     install, e.g. JupyterLite)."""
@@ -163,7 +180,8 @@ def _compile_cpp(expr: str, cc: bool, lt: bool, new_expression: bool) -> Selecto
     """cel-cpp checks the types; cel-python evaluates what cel-cpp cannot evaluate like Go."""
     engine = _cpp_engine()
     if engine is None:
-        raise ModuleNotFoundError("No module named 'cel_expr_python'")
+        raise CelCompileError("the cel-expr-python engine is not installed here (a pure-Python install, e.g. "
+                              "the browser)", "use the cel-python engine, or pip install cel-expr-python")
     program = engine.CppProgram(expr, cc, lt, new_expression, on_budget=lambda: _past_budget(expr, cc, lt))
     if program.reads_integer_form:
         # Go answers isInteger()/asInteger() from how a quantity is held; cel-python keeps that

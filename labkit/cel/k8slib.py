@@ -10,9 +10,8 @@ import math
 from fractions import Fraction
 from typing import Any
 
-import re2
-
 from labkit.api.quantity import DECIMAL_SI, Quantity, QuantityError, parse_quantity
+from labkit.cel.regex import re2
 from labkit.cel.regexcheck import go_regex_error
 from labkit.cel.semver import Semver, SemverError, is_semver, parse_semver
 from labkit.errors import InputError

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import re
 
-import re2
-
 from labkit.cel.errors import CelCompileError
+from labkit.cel.regex import re2
 
 _LIT = r"""([rR]?)(?:'((?:\\.|[^'\\\n])*)'|"((?:\\.|[^"\\\n])*)")"""
 _MEMBER = re.compile(r"\.\s*(matches|find|findAll)\s*\(\s*" + _LIT + r"\s*[,)]")

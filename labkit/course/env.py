@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import sys
 from importlib import metadata
 
 PACKAGES = ("dra-labkit", "kubernetes", "cel-expr-python", "networkx", "jupyterlab", "ipywidgets", "anywidget",
@@ -40,9 +41,33 @@ def _kind_status(minor: str = "1.37") -> tuple[bool, str]:
     return readiness(check_host(minor))
 
 
+#: why a browser tab (JupyterLite, Pyodide) cannot run the backend, and what to do instead
+IN_BROWSER = {
+    "local": "a browser tab cannot start the control plane's processes: install the full kit "
+             "(README: make lab) to run local",
+    "kind": "a browser tab has no Docker or Podman: install the full kit (README: make lab) and a "
+            "container engine to run kind",
+}
+
+
+def in_browser() -> bool:
+    """Python runs in a browser (Pyodide: JupyterLite, or Node.js)."""
+    return sys.platform == "emscripten"
+
+
+def _status(name: str, minor: str) -> tuple[bool, str]:
+    if in_browser():
+        return False, IN_BROWSER[name]
+    try:
+        return _local_status(minor) if name == "local" else _kind_status(minor)
+    except ImportError as exc:  # a pure-Python install: the backend's client libraries are absent
+        return False, f"needs the Python package {exc.name or 'of the full kit'} (not installed here): pip install dra-labkit"
+
+
 def backend_table(minor: str = "1.37") -> list[tuple[str, str, str]]:
     """(backend, can run here, why) for sim, local and kind."""
     rows = [("sim", "yes", "embedded in Python: nothing to install")]
-    for name, (ok, why) in (("local", _local_status(minor)), ("kind", _kind_status(minor))):
+    for name in ("local", "kind"):
+        ok, why = _status(name, minor)
         rows.append((name, "yes" if ok else "no", why))
     return rows

@@ -1,0 +1,228 @@
+"""Build the course as a static JupyterLite site: `python notebooks/site.py` (or `make site`).
+
+The site holds every notebook of the course, built from the same MyST sources as `notebooks/build.py`'s
+learner copies (no forked copies), the `examples/` they read, and a landing page. It runs Python in the
+browser with official Pyodide: a local Pyodide distribution is copied into the site (default: the npm
+core fetched by `tools/pyodide-deps.sh`), with the kit's wheel and the pure-Python wheels the course
+needs added beside it and listed in its `pyodide-lock.json`, so that `import labkit` loads them with no
+`%pip` and no request leaves the site's origin. numpy and matplotlib are not in the npm core: give
+`--pyodide` a full official Pyodide release (its folder, as unpacked from pyodide-<version>.tar.bz2) for
+the drawing cells.
+
+    python notebooks/site.py                       # -> build/site (no source maps)
+    python notebooks/site.py --pyodide ~/pyodide-314.0.7 --out /media/usb/dra-course
+    python -m http.server -d build/site -b 127.0.0.1 8000   # or: make site-serve
+
+Needs jupyterlite-core and jupyterlite-pyodide-kernel (0.8.6) in the Python that runs it, with the
+widget extensions (jupyterlab_widgets, anywidget): `make site` makes that environment in the cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import html
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+import build  # noqa: E402 - the learner copies of notebooks/build.py
+
+CACHE = Path(os.environ.get("LABKIT_CACHE", Path.home() / ".cache" / "dra-labkit")) / "pyodide"
+KERNEL = {"display_name": "Python (Pyodide)", "language": "python", "name": "python"}
+#: the notebooks that need a real cluster (kind/local): in the site, but the landing page says so
+FULL_KIT_ONLY = {"11_the_real_thing"}
+
+
+def _learner_notebook(name: str) -> str:
+    nb = build.learner(name)
+    nb.metadata["kernelspec"] = dict(KERNEL)
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
+def _pure_wheel_from_sdist(sdist: Path, out_dir: Path) -> Path:
+    """PyYAML has no wasm wheel: its sdist's lib/<package> is pure Python; pack it as a py3-none-any wheel."""
+    name, version = sdist.name.removesuffix(".tar.gz").rsplit("-", 1)
+    dist = name.replace("-", "_")
+    files: dict[str, bytes] = {}
+    with tarfile.open(sdist) as tar:
+        for member in tar.getmembers():
+            parts = Path(member.name).parts
+            if len(parts) > 2 and parts[1] == "lib" and member.isfile():
+                files["/".join(parts[2:])] = tar.extractfile(member).read()  # type: ignore[union-attr]
+    info = f"{dist}-{version}.dist-info"
+    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode()
+    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: dra-labkit site.py\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{info}/RECORD"] = "".join(f"{p},,\n" for p in [*files, f"{info}/RECORD"]).encode()
+    wheel = out_dir / f"{dist}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(files):
+            zf.writestr(path, files[path])
+    return wheel
+
+
+def _kit_wheel(out_dir: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out_dir),
+                    str(ROOT)], check=True)
+    return next(out_dir.glob("dra_labkit-*.whl"))
+
+
+#: the browser's environment markers (Pyodide 314: CPython 3.14 on emscripten)
+BROWSER_MARKERS = {"sys_platform": "emscripten", "platform_system": "Emscripten", "python_version": "3.14",
+                   "python_full_version": "3.14.2", "implementation_name": "cpython", "os_name": "posix",
+                   "platform_machine": "wasm32", "extra": ""}
+
+
+def _depends(requires: list[str], extras: tuple[str, ...] = ("",)) -> list[str]:
+    """A wheel's requirements that apply in the browser: the lock's ``depends`` (Pyodide loads them with the
+    package when a cell imports it)."""
+    out = []
+    for text in requires:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if req.marker is None or any(req.marker.evaluate({**BROWSER_MARKERS, "extra": e}) for e in extras):
+            out.append(canonicalize_name(req.name))
+    return sorted(set(out))
+
+
+def _lock_entry(wheel: Path) -> tuple[str, dict]:
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        lines = zf.read(meta).decode().split("\n\n")[0].splitlines()
+        fields = dict(line.split(": ", 1) for line in lines if ": " in line)
+        requires = [line.split(": ", 1)[1] for line in lines if line.startswith("Requires-Dist: ")]
+    imports = sorted({n.split("/")[0].removesuffix(".py") for n in names
+                      if not n.split("/")[0].endswith((".dist-info", ".data")) and (n.endswith(".py") or "/" in n)})
+    name = canonicalize_name(fields["Name"])
+    # the kit: the course's `notebooks` extra too (ipywidgets, anywidget; a cell imports only labkit.widgets)
+    extras = ("", "notebooks") if name == "dra-labkit" else ("",)
+    return name, {"name": name, "version": fields["Version"], "file_name": wheel.name, "install_dir": "site",
+                  "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(), "package_type": "package",
+                  "imports": imports, "depends": _depends(requires, extras), "unvendored_tests": False, "shared_library": False}
+
+
+def stage(lite_dir: Path, pyodide: Path) -> None:
+    """The JupyterLite sources: files/ (notebooks, examples), static/pyodide (Pyodide + wheels + lock)."""
+    files = lite_dir / "files"
+    (files / "notebooks").mkdir(parents=True)
+    for name in build.names():
+        (files / "notebooks" / f"{name}.ipynb").write_text(_learner_notebook(name), encoding="utf-8")
+    shutil.copytree(ROOT / "examples", files / "examples")
+    target = lite_dir / "static" / "pyodide"
+    shutil.copytree(pyodide, target, ignore=shutil.ignore_patterns("*.map", "*.d.ts", "package.json", "README.md"))
+    lock = json.loads((pyodide / "pyodide-lock.json").read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        wheels = [_kit_wheel(Path(tmp))]
+        for folder in (CACHE / "dist", CACHE / "site"):
+            for f in sorted(folder.iterdir()):
+                wheels.append(f if f.suffix == ".whl" else _pure_wheel_from_sdist(f, Path(tmp)))
+        for wheel in wheels:
+            name, entry = _lock_entry(wheel)
+            # a name in the official lock keeps its entry (and its files) when the distribution has the file
+            if name in lock["packages"] and (target / lock["packages"][name]["file_name"]).exists():
+                continue
+            shutil.copy2(wheel, target / wheel.name)
+            lock["packages"][name] = entry
+    # a requirement this distribution does not have (google-re2: no wasm build; protobuf, rich: not on the sim
+    # path, not in the npm core) is left out, or loading the package would fail on it
+    present = {n for n, e in lock["packages"].items() if (target / e["file_name"]).exists()}
+    for entry in lock["packages"].values():
+        entry["depends"] = [d for d in entry["depends"] if d in present]
+    (target / "pyodide-lock.json").write_text(json.dumps(lock, separators=(",", ":")))
+    # every output stays in the page (the browser test reads cells below the fold)
+    (lite_dir / "overrides.json").write_text(json.dumps(
+        {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}, indent=1))
+
+
+def _lessons() -> list[tuple[str, str, str, str]]:
+    """(number, notebook, what you learn, time) from notebooks/README.md's table."""
+    rows = []
+    for line in (HERE / "README.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].isdigit():
+            rows.append((cells[0], cells[1].strip("`"), cells[2], cells[3]))
+    return rows
+
+
+def landing_page(config_script: str) -> str:
+    """The site's index.html. ``config_script``: JupyterLite's own ``jupyter-config-data`` element of the
+    index.html it built, kept (the lab reads the settings of every parent folder's index.html)."""
+    items = []
+    for number, name, learn, minutes in _lessons():
+        link = f"lab/index.html?path=notebooks/{name}.ipynb"
+        note = " <em>(needs the full kit: kind or local)</em>" if name in FULL_KIT_ONLY else ""
+        items.append(f'<li><a href="{link}">{number} · {html.escape(name)}</a> — {html.escape(learn)} '
+                     f"({html.escape(minutes)}){note}</li>")
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>DRA LabKit — the course in your browser</title>
+{config_script}
+<style>body{{font-family:sans-serif;max-width:52rem;margin:2rem auto;line-height:1.5}}li{{margin:.3rem 0}}</style>
+</head><body>
+<h1>DRA LabKit — the course in your browser</h1>
+<p>Learn Kubernetes Dynamic Resource Allocation (<code>resource.k8s.io/v1</code>) for GPUs with simulated NVIDIA
+GPUs. Everything runs in this tab (JupyterLite + Pyodide, the embedded <code>sim</code> cluster): nothing to
+install, no account, no GPU. Open a lesson and run its cells from the top; your edits stay in this browser.</p>
+<ol start="0">
+{chr(10).join(items)}
+</ol>
+<p><a href="lab/index.html">Open the lab</a> with every notebook and <code>examples/</code>.</p>
+<h2>The full kit</h2>
+<p>The <code>local</code> and <code>kind</code> backends (a real control plane, a real kind cluster) and the fast
+native engines need an install: <code>git clone</code> the DRA LabKit repository, then <code>make lab</code>
+(Python ≥ 3.11 and <code>make</code>; kind also needs Docker or Podman).</p>
+</body></html>
+"""
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "site", help="the site folder (default build/site)")
+    parser.add_argument("--pyodide", type=Path, default=CACHE / "node_modules" / "pyodide",
+                        help="a local official Pyodide distribution (default: the npm core of tools/pyodide-deps.sh)")
+    parser.add_argument("--sourcemaps", action="store_true", help="keep the JavaScript source maps (bigger)")
+    args = parser.parse_args(argv)
+    if not (args.pyodide / "pyodide-lock.json").exists():
+        print(f"site: no Pyodide distribution in {args.pyodide} (no pyodide-lock.json); fix: bash tools/pyodide-deps.sh, "
+              "or --pyodide <folder of an official Pyodide release>", file=sys.stderr)
+        return 2
+    # always a clean build: an incremental one once dropped the local Pyodide setting (back to the CDN)
+    lite_dir = args.out.parent / (args.out.name + "-src")
+    for d in (lite_dir, args.out):
+        shutil.rmtree(d, ignore_errors=True)
+    stage(lite_dir, args.pyodide.resolve())
+    cmd = [sys.executable, "-m", "jupyter", "lite", "build", "--lite-dir", str(lite_dir), "--output-dir", str(args.out)]
+    if not args.sourcemaps:
+        cmd.append("--no-sourcemaps")
+    subprocess.run(cmd, check=True, cwd=lite_dir)
+    settings = json.loads((args.out / "jupyter-lite.json").read_text())["jupyter-config-data"]
+    plugin = settings.get("litePluginSettings", {}).get("@jupyterlite/pyodide-kernel-extension:kernel", {})
+    if "static/pyodide" not in str(plugin.get("pyodideUrl", "")):
+        print("site: the build did not point the kernel at the local Pyodide (it would use the CDN)", file=sys.stderr)
+        return 1
+    built = (args.out / "index.html").read_text(encoding="utf-8")
+    start = built.find('<script id="jupyter-config-data"')
+    config_script = built[start:built.index("</script>", start) + len("</script>")] if start >= 0 else ""
+    (args.out / "index.html").write_text(landing_page(config_script), encoding="utf-8")
+    (args.out / ".nojekyll").write_text("")  # GitHub Pages: serve _-prefixed folders as they are
+    size = sum(f.stat().st_size for f in args.out.rglob("*") if f.is_file())
+    print(f"site: {args.out} ({size / 1e6:.1f} MB, {len(build.names())} notebooks); serve: make site-serve")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

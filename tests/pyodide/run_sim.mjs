@@ -1,0 +1,63 @@
+// The kit's sim path in real WebAssembly CPython: Pyodide (npm `pyodide`) under Node.js, no browser.
+// Usage: node run_sim.mjs <pyodide dir> <wheel or sdist>... ; prints the placements, then "OK <seconds>".
+// Wheels are unpacked into site-packages; an sdist (PyYAML: no wasm wheel on PyPI) gives its pure-Python
+// lib/yaml. No network: every file comes from the command line.
+import { readFileSync } from "node:fs";
+import { basename } from "node:path";
+import { pathToFileURL } from "node:url";
+
+const [pyodideDir, ...files] = process.argv.slice(2);
+const started = Date.now();
+const { loadPyodide } = await import(pathToFileURL(`${pyodideDir}/pyodide.mjs`).href);
+const py = await loadPyodide({ indexURL: `${pyodideDir}/` });
+py.FS.mkdirTree("/tmp/dist");
+for (const f of files) py.FS.writeFile(`/tmp/dist/${basename(f)}`, readFileSync(f));
+await py.runPythonAsync(`
+import pathlib, site, sys, tarfile, zipfile
+target = pathlib.Path(site.getsitepackages()[0])
+for f in sorted(pathlib.Path("/tmp/dist").iterdir()):
+    if f.suffix == ".whl":
+        zipfile.ZipFile(f).extractall(target)
+    else:  # an sdist with a pure-Python package under lib/ (PyYAML)
+        with tarfile.open(f) as tar:
+            for m in tar.getmembers():
+                parts = pathlib.PurePosixPath(m.name).parts
+                if len(parts) > 2 and parts[1] == "lib" and m.isfile():
+                    out = target.joinpath(*parts[2:])
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    out.write_bytes(tar.extractfile(m).read())
+`);
+const out = await py.runPythonAsync(`
+import sys
+from labkit.cluster import connect
+from labkit.course import backend_table
+cluster = connect("sim", "workshop", progress=False)
+cluster.apply("""
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: one-a100, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly:
+        deviceClassName: gpu.nvidia.com
+        selectors:
+        - cel: {expression: 'device.attributes["gpu.nvidia.com"].productName.matches("A100")'}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: trainer, namespace: default}
+spec:
+  containers: [{name: main, image: busybox}]
+  resourceClaims: [{name: gpu, resourceClaimName: one-a100}]
+""")
+assert cluster.wait(), "the pod did not start"
+rows = [f"{r}" for r in cluster.placements().rows]
+native = sorted(m for m in ("cel_expr_python", "re2", "kubernetes", "grpc", "pydantic") if m in sys.modules
+                and not getattr(sys.modules[m], "__name__", "").startswith("labkit"))
+table = [" | ".join(r) for r in backend_table()]
+"\\n".join([sys.platform, f"native modules loaded: {native}", *rows, *table])
+`);
+console.log(out);
+console.log(`OK ${((Date.now() - started) / 1000).toFixed(1)}`);
