@@ -132,22 +132,21 @@ def test_try_repo_refuses_the_bad_claim_with_labkit_validates_message(kit_repo, 
     assert refused == want.stdout.splitlines()
 
 
-def test_try_repo_passes_good_and_non_kubernetes_files(kit_repo, pre_commit_home, sample):
-    out = pre_commit(sample, pre_commit_home, "try-repo", str(kit_repo), "labkit-validate",
-                     "--files", "k8s/good.yaml", "ci.yaml")
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "labkit validate (DRA manifests)" in out.stdout and "Passed" in out.stdout
-
-
-def test_kubernetes_version_and_feature_gates_are_hook_args(kit_repo, pre_commit_home, sample):
-    """A .pre-commit-config.yaml as a user writes it: on 1.35 capacity requests need DRAConsumableCapacity
-    (alpha, off); turning the gate on accepts the claim."""
+def test_config_args_pick_the_kubernetes_version_and_feature_gates(kit_repo, pre_commit_home, sample):
+    """A .pre-commit-config.yaml as a user writes it (`pre-commit run`; its environment is kept in
+    PRE_COMMIT_HOME, while try-repo builds one of its own each time): good manifests and YAML that is not
+    Kubernetes pass; on 1.35 capacity requests need DRAConsumableCapacity (alpha, off), and turning the gate
+    on accepts the claim."""
     rev = git(kit_repo, "rev-parse", "HEAD").strip()
 
-    def run_with(args: str) -> subprocess.CompletedProcess[str]:
+    def run_with(args: str, *files: str) -> subprocess.CompletedProcess[str]:
         (sample / ".pre-commit-config.yaml").write_text(
             f"repos:\n- repo: {kit_repo}\n  rev: {rev}\n  hooks:\n  - id: labkit-validate\n    args: {args}\n")
-        return pre_commit(sample, pre_commit_home, "run", "--files", "k8s/good.yaml")
+        return pre_commit(sample, pre_commit_home, "run", "--files", *(files or ("k8s/good.yaml",)))
+
+    passed = run_with("[]", "k8s/good.yaml", "ci.yaml")
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "labkit validate (DRA manifests)" in passed.stdout and "Passed" in passed.stdout
 
     want = subprocess.run([str(LABKIT), "validate", "--kubernetes-version", "1.35", "k8s/good.yaml"], cwd=sample,
                           capture_output=True, text=True)
@@ -156,3 +155,32 @@ def test_kubernetes_version_and_feature_gates_are_hook_args(kit_repo, pre_commit
     assert old.returncode == 1 and want.stdout in old.stdout, old.stdout
     gated = run_with("[--kubernetes-version=1.35, --feature-gates=DRAConsumableCapacity=true]")
     assert gated.returncode == 0, gated.stdout + gated.stderr
+
+
+# -- what the hook runs, as typed: labkit validate --skip-non-kubernetes FILE... -----------------------------
+def labkit(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(LABKIT), *argv], cwd=cwd, capture_output=True, text=True)
+
+
+def test_validate_takes_files_as_arguments_like_f(sample):
+    by_f = labkit("validate", "-f", "k8s/bad.yaml", "-f", "k8s/good.yaml", cwd=sample)
+    by_arg = labkit("validate", "k8s/bad.yaml", "k8s/good.yaml", cwd=sample)
+    assert by_f.returncode == by_arg.returncode == 1
+    assert by_arg.stdout == by_f.stdout and by_arg.stdout.startswith("ResourceClaim/bad: ")
+    none = labkit("validate", cwd=sample)
+    assert none.returncode == 2
+    assert none.stderr == "labkit validate: no manifests given; fix: name them with -f FILE or as arguments\n"
+
+
+def test_skip_non_kubernetes_leaves_other_yaml_alone_but_not_broken_yaml(sample):
+    (sample / "empty.yaml").write_text("# nothing yet\n")
+    plain = labkit("validate", "ci.yaml", "k8s/good.yaml", cwd=sample)
+    assert plain.returncode == 1 and plain.stdout.startswith("<no kind>/<unnamed>: apiVersion: Required value")
+    skipping = labkit("validate", "--skip-non-kubernetes", "ci.yaml", "empty.yaml", "k8s/good.yaml", cwd=sample)
+    assert (skipping.returncode, skipping.stdout, skipping.stderr) == (0, "", "3 objects valid\n")
+    nothing = labkit("validate", "--skip-non-kubernetes", "ci.yaml", "empty.yaml", cwd=sample)
+    assert (nothing.returncode, nothing.stderr) == (0, "no Kubernetes objects in 2 file(s): nothing to validate\n")
+    (sample / "template.yaml").write_text("metadata:\n  name: {{ .Values.name }}\n")
+    broken = labkit("validate", "--skip-non-kubernetes", "template.yaml", "k8s/good.yaml", cwd=sample)
+    assert broken.returncode == 2 and broken.stderr.startswith("labkit validate: template.yaml:doc 1: ")
+    assert len(broken.stderr.splitlines()) == 1
