@@ -55,6 +55,8 @@ def without_helm_labels(objs: list[dict[str, Any]], *extra: str) -> list[dict[st
         labels = o["metadata"].get("labels") or {}
         for key in (*HELM_LABELS, *extra):
             labels.pop(key, None)
+        if not labels:
+            o["metadata"].pop("labels", None)
     return objs
 
 

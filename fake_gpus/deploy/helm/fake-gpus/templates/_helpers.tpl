@@ -1,6 +1,11 @@
-{{/* The labels every object carries: the kustomize base's, then Helm's own. */}}
+{{/* The labels of the driver's own objects: the kustomize base's, then Helm's. */}}
 {{- define "fake-gpus.labels" -}}
 app.kubernetes.io/name: fake-gpus
+{{ include "fake-gpus.commonLabels" . }}
+{{- end -}}
+
+{{/* What every object gets (the DeviceClasses only these, as in the kustomize base) */}}
+{{- define "fake-gpus.commonLabels" -}}
 app.kubernetes.io/part-of: dra-labkit
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -34,7 +39,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - {{ $hw.migMode | quote }}
 {{- end }}
 {{- end }}
-{{- if (and $hw (hasKey $hw "topologyAttributes") | ternary $hw.topologyAttributes $root.Values.topologyAttributes) }}
+{{- $topology := $root.Values.topologyAttributes }}
+{{- if and $hw (hasKey $hw "topologyAttributes") }}
+{{- $topology = $hw.topologyAttributes }}
+{{- end }}
+{{- if $topology }}
 - --topology-attributes
 {{- end }}
 {{- if $root.Values.consumableShares }}
