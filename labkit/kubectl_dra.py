@@ -111,8 +111,11 @@ def run_snapshot(args: argparse.Namespace) -> int:
 def run_what_if(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="kubectl-dra-") as tmp:
         state = Path(tmp) / "snapshot.yaml"
-        rc = cli.main(["snapshot", "-o", str(state), *_cluster_args(args)])
+        said = io.StringIO()  # "wrote N objects to <temporary file>" is no news here; an error is
+        with contextlib.redirect_stderr(said):
+            rc = cli.main(["snapshot", "-o", str(state), *_cluster_args(args)])
         if rc:
+            sys.stderr.write(said.getvalue())
             return rc
         files = args.files
         if args.namespace:  # the objects that name no namespace go to -n's, as with kubectl apply -n
