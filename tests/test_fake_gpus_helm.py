@@ -4,7 +4,9 @@ built from the Go module proxy, cached under ~/.cache/dra-labkit/helm/<version>)
 (`kubectl kustomize fake_gpus/deploy`) with the default values, the kind backend's per-hardware DaemonSets
 with `labkit.cluster.kind.driver.helm_values(profile)` -- apart from Helm's own labels. Bad values are refused
 with one line naming the value. The feature gates and sharing values reach the plugin as flags that its own
-parser accepts and that change the slices it publishes. Installing on kind: tests/test_cluster_kind_e2e.py."""
+parser accepts and that change the slices it publishes. On the local control plane (local lane) the API
+server accepts every rendered object and `helm install` / `helm uninstall` leave nothing behind; installing
+with plugin pods on kind: tests/test_cluster_kind_e2e.py."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from fake_gpus.plugin.cli import load_slices
 from labkit.cluster.kind.driver import driver_manifests, helm_values
 from labkit.cluster.kind.preflight import find_tool
 from labkit.sim.profiles import load_profile
+from tests.localutil import ready_local_cluster
 from tests.test_fake_gpus_deploy import _kubelet_expand
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -180,3 +183,40 @@ def test_plugin_refuses_what_nvidias_driver_refuses(flags, message):
     assert out.returncode == 2, out.stderr
     assert message in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+# -- on a real API server (the local control plane: kube-apiserver 1.37; the kind e2e installs it with pods) --
+HELM_KINDS = ("daemonsets,configmaps,serviceaccounts,secrets,deviceclasses,clusterroles,clusterrolebindings,"
+              "validatingadmissionpolicies,validatingadmissionpolicybindings")
+
+
+@pytest.mark.local
+@pytest.mark.slow
+def test_kube_apiserver_accepts_the_chart_and_helm_uninstall_leaves_nothing(helm, tmp_path):
+    with ready_local_cluster("tiny") as c:
+        kc = str(c.kubeconfig)
+        kubectl = find_tool("kubectl")
+        assert kubectl
+        rendered = tmp_path / "rendered.yaml"
+        rendered.write_text(run_helm(helm, "template", "fake-gpus", str(CHART), "--namespace", "kube-system").stdout)
+        # every object, DeviceClasses and the policy's CEL included, as the API server validates it
+        out = subprocess.run([kubectl, "--kubeconfig", kc, "apply", "--dry-run=server", "-f", str(rendered)],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert "validatingadmissionpolicy.admissionregistration.k8s.io/fake-gpus-resourceslices-own-node created " \
+               "(server dry run)" in out.stdout, out.stdout
+        # a real install and uninstall (the cluster's own DeviceClasses stay; no node is picked, so no plugin pod)
+        out = run_helm(helm, "install", "fake-gpus", str(CHART), "--namespace", "fake-gpus", "--create-namespace",
+                       "--kubeconfig", kc, "--set", "deviceClasses.enabled=false",
+                       "--set", "kubeletPlugin.nodeSelector.fake-gpus\\.dev/none=none", "--wait", "--timeout", "5m")
+        assert "STATUS: deployed" in out.stdout, out.stdout
+        listed = subprocess.run([kubectl, "--kubeconfig", kc, "get", HELM_KINDS, "-A", "-l",
+                                 "app.kubernetes.io/instance=fake-gpus", "-o", "name"], capture_output=True, text=True)
+        assert len(listed.stdout.split()) == 8, listed.stdout  # SA, 2 ConfigMaps, DS, role, binding, VAP, binding
+        run_helm(helm, "uninstall", "fake-gpus", "--namespace", "fake-gpus", "--kubeconfig", kc, "--wait")
+        left = subprocess.run([kubectl, "--kubeconfig", kc, "get", HELM_KINDS, "-A", "-l",
+                               "app.kubernetes.io/instance=fake-gpus", "-o", "name"], capture_output=True, text=True)
+        assert left.returncode == 0 and left.stdout == "", left.stdout
+        releases = subprocess.run([kubectl, "--kubeconfig", kc, "get", "secrets", "-n", "fake-gpus", "-l", "owner=helm",
+                                   "-o", "name"], capture_output=True, text=True)
+        assert releases.stdout == ""
