@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from labkit.api import load
 from labkit.cluster.kind.preflight import find_tool
 from tests.localutil import ready_local_cluster
 from tests.scenario_gen import pod_settled
@@ -176,8 +177,9 @@ def test_snapshot_matches_labkit(cluster, kubectl, tmp_path):
     assert want.returncode == 0, want.stderr
     got = run(kubectl, "dra", "snapshot", "--kubeconfig", kc)
     assert got.returncode == 0, got.stderr
-    want_objs = [d for d in yaml.safe_load_all(want.stdout) if d]
-    got_objs = [d for d in yaml.safe_load_all(got.stdout) if d]
+    # read as Kubernetes reads YAML (PyYAML's YAML 1.1 would turn an unquoted 0000:07:00.0 into a number)
+    want_objs = load(want.stdout, default_namespace=None)
+    got_objs = load(got.stdout, default_namespace=None)
     assert _stable(got_objs) == _stable(want_objs)
     assert {"Node", "ResourceSlice", "DeviceClass", "ResourceClaim", "Pod"} <= {o["kind"] for o in got_objs}
     as_json = run(kubectl, "dra", "snapshot", "--kubeconfig", kc, "-o", "json")
@@ -206,7 +208,7 @@ def test_what_if_matches_labkit(cluster, kubectl, tmp_path):
     assert pods["default", "new-t4"]["node"] in {"t4-0", "t4-1"}, want_json
     assert pods["default", "waits"]["node"] is None  # what the cluster has stays as it is
     as_yaml = run(kubectl, "dra", "what-if", "-f", str(new), "--kubeconfig", kc, "-o", "yaml")
-    assert yaml.safe_load(as_yaml.stdout) == report
+    assert load(as_yaml.stdout, default_namespace=None) == [report]
     # -n: the objects that name no namespace go there (the cluster is left alone)
     moved = json.loads(run(kubectl, "dra", "what-if", "-f", str(new), "--kubeconfig", kc, "-n", "kube-system",
                            "-o", "json").stdout)
