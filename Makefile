@@ -12,7 +12,7 @@ export LABKIT_CACHE ?= $(HOME)/.cache/dra-labkit
 # the CEL tests compare with Kubernetes' own CEL code when this binary exists (make oracle builds it)
 export LABKIT_CEL_ORACLE ?= $(LABKIT_CACHE)/cel-oracle/cel-oracle
 
-.PHONY: lab test test-suites setup lint unit notebooks notebooks-local oracle controlplane browser-deps pyodide-deps site site-serve \
+.PHONY: lab test test-suites setup lint unit notebooks notebooks-local oracle controlplane helm browser-deps pyodide-deps site site-serve \
         kind-engine kind-engine-stop kind-images notebooks-kind reliability clean help
 
 help:
@@ -57,6 +57,10 @@ oracle:
 
 controlplane:
 	bash tools/build-controlplane.sh
+
+# helm for the fake driver's chart tests, built from the Go module proxy (cached by version)
+helm:
+	bash tools/build-helm.sh
 
 browser-deps:
 	bash tools/install-browser-deps.sh
@@ -107,7 +111,7 @@ kind-images: kind-engine
 
 # every suite runs inside tools/with-kind.sh: engine up (stopped again at the end, also on
 # failure), kind node image loaded, DOCKER_HOST / LABKIT_KIND_NODE_IMAGE / PATH set for the kind tests
-test: $(STAMP) lint oracle controlplane browser-deps
+test: $(STAMP) lint oracle controlplane helm browser-deps
 	bash tools/with-kind.sh $(MAKE) --no-print-directory test-suites
 
 # five lanes at once (tools/test-lanes.sh): main (pytest), local (the tests on the local control

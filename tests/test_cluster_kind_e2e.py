@@ -28,6 +28,7 @@ import yaml
 
 from labkit.cluster import NotFound, connect
 from labkit.cluster.kind.backend import SWAP_ANNOTATION, KindCluster
+from labkit.cluster.kind.driver import helm_values
 from labkit.cluster.kind.preflight import check_host, find_tool
 from labkit.cluster.report import normalize_report, simulate_report
 from labkit.sim.profiles import load_profile
@@ -588,6 +589,61 @@ def test_workshop_driver_service_account_has_exactly_the_expected_rights(cluster
     c = clusters.get("workshop")
     test_least_privilege.check_service_account(c)
     test_least_privilege.check_own_node_slices(c)
+
+
+# issue 31: the fake driver's Helm chart on this cluster, last of the workshop's tests: the kit's own driver
+# objects are deleted, the chart is installed with the values that stand for this profile
+# (labkit.cluster.kind.driver.helm_values), its slices and a seed pattern are checked, and `helm uninstall`
+# must leave nothing of the chart behind.
+HELM_CHART = ROOT / "fake_gpus" / "deploy" / "helm" / "fake-gpus"
+HELM_KINDS = ("daemonsets,configmaps,serviceaccounts,secrets,deviceclasses,clusterroles,clusterrolebindings,"
+              "validatingadmissionpolicies,validatingadmissionpolicybindings")
+
+
+def helm_binary() -> str:
+    out = _run("bash", str(ROOT / "tools" / "build-helm.sh"))
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_workshop_helm_chart_installs_runs_a_seed_and_uninstalls_clean(clusters, tmp_path):
+    c = clusters.get("workshop")
+    clean(c)
+    helm = helm_binary()
+    kc = str(c.kubeconfig)
+    t0 = time.monotonic()
+    kubectl(c, "delete", "-f", str(c.manifest_path), "--wait=true")
+    assert c.wait(until=lambda cl: not cl.list("ResourceSlice") and not cl.list("DeviceClass"), timeout=180)
+    assert c.wait(until=lambda cl: "fake-gpus" not in {n["metadata"]["name"] for n in cl.list("Namespace")},
+                  timeout=180)
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump(helm_values(c.profile, c.image)))
+    t1 = time.monotonic()
+    out = _run(helm, "install", "fake-gpus", str(HELM_CHART), "--namespace", "fake-gpus", "--create-namespace",
+               "-f", str(values), "--kubeconfig", kc, "--wait", "--timeout", "5m")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "STATUS: deployed" in out.stdout, out.stdout
+    assert c.wait(until=lambda cl: {s["spec"]["nodeName"] for s in cl.list("ResourceSlice")}
+                  == {n.name for n in c.profile.nodes}, timeout=180)
+    MEASURED["helm install -> slices published s"] = round(time.monotonic() - t1, 1)
+    check_slices(c, "workshop")
+    c.apply(SEED_40GI)
+    running(c, "trainer")
+    (device,) = results(c, claim_of(c, "trainer", "gpu")).values()
+    assert c.get("Pod", "trainer")["spec"]["nodeName"] == "dgx-a100-0"
+    assert gpu_names(real_env(c, "trainer", "main")) == {device}
+    clean(c)
+    t2 = time.monotonic()
+    out = _run(helm, "uninstall", "fake-gpus", "--namespace", "fake-gpus", "--kubeconfig", kc, "--wait",
+               "--timeout", "5m")
+    assert out.returncode == 0, out.stdout + out.stderr
+    # nothing left: no object of the release, no helm release record, no plugin pod, no ResourceSlice
+    assert kubectl(c, "get", HELM_KINDS, "-A", "-l", "app.kubernetes.io/instance=fake-gpus", "-o", "name") == ""
+    assert kubectl(c, "get", "secrets", "-n", "fake-gpus", "-l", "owner=helm", "-o", "name") == ""
+    assert c.wait(until=lambda cl: not cl.list("Pod", "fake-gpus") and not cl.list("ResourceSlice"), timeout=180)
+    MEASURED["helm uninstall -> nothing left s"] = round(time.monotonic() - t2, 1)
+    MEASURED["helm chart test s"] = round(time.monotonic() - t0, 1)
+    kubectl(c, "delete", "namespace", "fake-gpus", "--wait=true")  # made by --create-namespace; helm leaves it
 
 
 # -- mig-lab ---------------------------------------------------------------------------------------

@@ -77,6 +77,7 @@ def test_wheel_holds_the_runtime_data(installed):
     assert REPO not in pkg.parents and REPO not in fg.parents  # the installed copy, not the clone
     assert (pkg / "sim" / "clusters" / "workshop.yaml").is_file()
     assert (fg / "deploy" / "05-daemonset.yaml").is_file()
+    assert (fg / "deploy" / "helm" / "fake-gpus" / "templates" / "_helpers.tpl").is_file()
     assert list((fg / "catalog" / "profiles").glob("*.yaml"))
 
 
@@ -125,6 +126,21 @@ def test_tab_completion_comes_with_the_kit(installed):
     res = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=work, env=env)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["workshop"]
+
+
+def test_the_kubectl_plugin_is_installed_with_the_kit(installed, tmp_path):
+    """`kubectl-dra` beside `labkit` (kubectl finds it on PATH); its validate is labkit's."""
+    py, work, *_ = installed
+    plugin = py.parent / "kubectl-dra"
+    assert plugin.is_file() and os.access(plugin, os.X_OK)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c}\n"
+                   "spec: {devices: {requests: [{name: GPU, exactly: {deviceClassName: gpu.nvidia.com}}]}}\n")
+    got = subprocess.run([str(plugin), "validate", "-f", str(bad)], cwd=work, capture_output=True, text=True)
+    want = subprocess.run([str(py.parent / "labkit"), "validate", "-f", str(bad)], cwd=work, capture_output=True,
+                          text=True)
+    assert (got.returncode, got.stdout) == (want.returncode, want.stdout) == (1, want.stdout)
+    assert want.stdout.startswith('ResourceClaim/c: spec.devices.requests[0].name: Invalid value: "GPU"')
 
 
 def test_a_course_notebook_runs(installed):

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import signal
 import sys
@@ -16,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from fake_gpus import featuregates
 from fake_gpus.errors import InputError
 from fake_gpus.slices import device_classes
 
@@ -42,6 +44,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topology-attributes", action="store_true",
                    help="also publish LabKit's own topology.fake-gpus.dev/* attributes (not NVIDIA's)")
     p.add_argument("--kubernetes-version", default="1.37", help="slice layout version (default 1.37)")
+    p.add_argument("--feature-gates", default="",
+                   help="NVIDIA driver feature gates, Name=true|false,... (fake_gpus.featuregates)")
+    p.add_argument("--consumable-shares", default=None,
+                   help="NVIDIA's --consumable-shares: disabled, memory, unlimited or N (default: the profile's);"
+                        " anything but disabled needs --feature-gates ConsumableShares=true")
     p.add_argument("--slices", type=Path, help="publish these ResourceSlices (YAML) instead of --profile's")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config, then ~/.kube/config)")
     p.add_argument("--claims", type=Path,
@@ -100,6 +107,7 @@ def _load_yaml(path: Path, flag: str) -> list[dict[str, Any]]:
 
 
 def load_slices(args: argparse.Namespace) -> list[dict[str, Any]]:
+    gates = featuregates.parse(getattr(args, "feature_gates", "") or "")
     if args.slices:
         slices = [d for d in _load_yaml(args.slices, "--slices") if d.get("kind") == "ResourceSlice"]
         if not slices:
@@ -115,6 +123,9 @@ def load_slices(args: argparse.Namespace) -> list[dict[str, Any]]:
         raise UsageError(f"--profile needs fake_gpus.catalog and fake_gpus.slices ({exc}); use --slices FILE") from exc
     try:
         profile = load_node_profile(args.profile)
+        shares = getattr(args, "consumable_shares", None)
+        if shares is not None:
+            profile = dataclasses.replace(profile, consumable_shares=featuregates.check_consumable_shares(shares, gates))
         kwargs: dict[str, Any] = {"driver": args.driver, "nic_driver": args.nic_driver,
                                   "kubernetes_version": args.kubernetes_version,
                                   "topology_attributes": bool(getattr(args, "topology_attributes", False))}

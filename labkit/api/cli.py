@@ -1,4 +1,5 @@
-"""``labkit validate -f FILE...``: exit 0 (valid), 1 (problems on stdout), 2 (unreadable input)."""
+"""``labkit validate -f FILE...`` (or ``labkit validate FILE...``, as pre-commit passes files):
+exit 0 (valid), 1 (problems on stdout), 2 (unreadable input)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Any
 
 from labkit.api.context import CelChecks
 from labkit.api.features import DEFAULT_VERSION, parse_feature_gates, resolve_gates
-from labkit.api.load import load_files
+from labkit.api.load import LoadError, load, load_files, read_documents
 from labkit.api.validate import validate
+from labkit.errors import InputError
 
 __all__ = ["register", "run"]
 
@@ -20,12 +22,17 @@ def register(subparsers: Any, *, cel: CelChecks | None = None) -> None:
     parser = subparsers.add_parser(
         "validate", help="check manifests like the API server would",
         description="Validate resource.k8s.io/v1 objects (and Pods, Nodes, Namespaces) offline.")
-    parser.add_argument("-f", "--filename", dest="files", action="append", required=True,
+    parser.add_argument("-f", "--filename", dest="files", action="append", default=[],
                         metavar="FILE", help="manifest file (YAML/JSON, multi-document); '-' = stdin; repeatable")
+    parser.add_argument("paths", nargs="*", metavar="FILE", help="more manifest files (what pre-commit passes)")
     parser.add_argument("--kubernetes-version", default=DEFAULT_VERSION,
                         help="validate as this Kubernetes version (1.34-1.37; default %(default)s)")
     parser.add_argument("--feature-gates", default="", metavar="G=true,...",
                         help="feature gates to change from the version's defaults")
+    parser.add_argument("--skip-non-kubernetes", action="store_true",
+                        help="skip YAML documents that are not Kubernetes objects (no apiVersion and kind: CI "
+                             "configs, Compose files) and files with none, instead of refusing them "
+                             "(the pre-commit hook sets it)")
     parser.set_defaults(func=run, cel_checks=cel)
 
 
@@ -35,7 +42,13 @@ def run(args: argparse.Namespace) -> int:
     _, warnings = resolve_gates(args.kubernetes_version, gates)
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    objs = load_files(args.files)
+    files = [*args.files, *args.paths]
+    if not files:
+        raise InputError("no manifests given", fix="name them with -f FILE or as arguments")
+    objs = _kubernetes_objects(files) if args.skip_non_kubernetes else load_files(files)
+    if not objs:
+        print(f"no Kubernetes objects in {len(files)} file(s): nothing to validate", file=sys.stderr)
+        return 0
     problems = validate(objs, kubernetes_version=args.kubernetes_version, feature_gates=gates,
                         cel=getattr(args, "cel_checks", None))
     if problems:
@@ -44,3 +57,19 @@ def run(args: argparse.Namespace) -> int:
     noun = "object" if len(objs) == 1 else "objects"
     print(f"{len(objs)} {noun} valid", file=sys.stderr)
     return 0
+
+
+def _kubernetes_objects(files: list[str]) -> list[dict[str, Any]]:
+    """The documents of ``files`` that are Kubernetes objects (a mapping with apiVersion and kind),
+    loaded as ``load_files`` loads them; the others are left out. Unreadable YAML is still refused."""
+    docs: list[Any] = []
+    problems: list[str] = []
+    for path in files:
+        try:
+            docs += [d for d in (read_documents(path) if path != "-" else load(sys.stdin.read()))
+                     if isinstance(d, dict) and isinstance(d.get("apiVersion"), str) and isinstance(d.get("kind"), str)]
+        except LoadError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise LoadError(problems)
+    return load(docs) if docs else []

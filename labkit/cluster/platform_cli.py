@@ -1,4 +1,5 @@
-"""`labkit explain pod NS/NAME` and `labkit snapshot -o dump.yaml`: for a real cluster, through a kubeconfig."""
+"""`labkit explain pod NS/NAME` and `labkit snapshot -o dump.yaml`: for a real cluster, through a kubeconfig
+(`kubectl dra ...`, labkit.kubectl_dra, runs these same commands)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sn = subparsers.add_parser("snapshot", help="write a real cluster's DRA state as multi-document YAML")
     _attach_args(sn)
     sn.add_argument("-o", "--output", required=True, metavar="FILE", help="where to write it ('-': stdout)")
+    sn.add_argument("--format", default="yaml", choices=["yaml", "json"], help="yaml (default) or json")
     sn.set_defaults(func=run_snapshot)
 
 
@@ -66,7 +68,7 @@ def run_snapshot(args: argparse.Namespace) -> int:
             cluster.down()
     except ClusterError as exc:
         return _fail(str(exc))
-    text = dump(objs, "yaml")
+    text = dump(objs, args.format)
     if args.output == "-":
         sys.stdout.write(text)
     else:

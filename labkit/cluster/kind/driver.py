@@ -3,7 +3,8 @@
 The shared manifests (namespace, RBAC, DeviceClasses) come from ``fake_gpus/deploy``. The
 DaemonSet is rendered here once per (node profile, MIG mode) of the cluster profile, pinned with
 a nodeSelector on the labels the kind config puts on each worker, so every kind worker runs the
-fake driver for exactly the hardware its profile node has.
+fake driver for exactly the hardware its profile node has. ``helm_values`` gives the values of
+the Helm chart (``fake_gpus/deploy/helm/fake-gpus``) that render the same objects.
 """
 
 from __future__ import annotations
@@ -45,23 +46,19 @@ def driver_manifests(
     template = daemonsets[0]
     shared = [o for o in objs if o.get("kind") != "DaemonSet"]
 
-    kinds = sorted({(n.node_profile, n.mig_mode or "") for n in profile.nodes})
     rendered: list[dict[str, Any]] = []
-    for node_profile, mig in kinds:
+    for node_profile, mig in _hardware_kinds(profile):
         ds = copy.deepcopy(template)
         base = ds["metadata"]["name"]
-        suffix = _dns_label(node_profile + (f"-{mig}" if mig else ""))
+        suffix = _hardware_suffix(node_profile, mig)
         ds["metadata"]["name"] = f"{base}-{suffix}"[:63]
         selector_labels = {"app.kubernetes.io/name": base, "fake-gpus.dev/hardware": suffix}
         ds["spec"]["selector"] = {"matchLabels": selector_labels}
         pod = ds["spec"]["template"]
         pod.setdefault("metadata", {}).setdefault("labels", {}).update(selector_labels)
-        node_selector = {PROFILE_LABEL: node_profile}
-        if mig:
-            node_selector[MIG_LABEL] = mig
-        else:  # not on a node of the same hardware in a MIG mode: that node has its own DaemonSet
-            pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{"key": MIG_LABEL, "operator": "DoesNotExist"}]}]}}}
+        node_selector, affinity = _node_placement(node_profile, mig)
+        if affinity:
+            pod["spec"]["affinity"] = affinity
         pod["spec"]["nodeSelector"] = node_selector
         for container in pod["spec"]["containers"]:
             container["image"] = image
@@ -71,6 +68,47 @@ def driver_manifests(
                 container["args"].append("--topology-attributes")
         rendered.append(ds)
     return shared + rendered
+
+
+def _hardware_kinds(profile: ClusterProfile) -> list[tuple[str, str]]:
+    """(node profile, MIG mode or "") of every hardware kind of the cluster profile: one DaemonSet each."""
+    return sorted({(n.node_profile, n.mig_mode or "") for n in profile.nodes})
+
+
+def _hardware_suffix(node_profile: str, mig: str) -> str:
+    return _dns_label(node_profile + (f"-{mig}" if mig else ""))
+
+
+def _node_placement(node_profile: str, mig: str) -> tuple[dict[str, str], dict[str, Any] | None]:
+    """The nodeSelector (and affinity) that pin a hardware kind's DaemonSet to its kind workers."""
+    node_selector = {PROFILE_LABEL: node_profile}
+    if mig:
+        node_selector[MIG_LABEL] = mig
+        return node_selector, None
+    # not on a node of the same hardware in a MIG mode: that node has its own DaemonSet
+    return node_selector, {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": MIG_LABEL, "operator": "DoesNotExist"}]}]}}}
+
+
+def helm_values(profile: ClusterProfile, image: str) -> dict[str, Any]:
+    """Values for the fake driver's Helm chart that render what :func:`driver_manifests` gives for
+    ``profile`` (one ``hardware`` entry per DaemonSet), for ``helm install -n fake-gpus
+    --create-namespace`` on a kind cluster of that profile."""
+    repository, _, tag = image.rpartition(":")
+    if not repository or "/" in tag:
+        repository, tag = image, "latest"
+    hardware = []
+    for node_profile, mig in _hardware_kinds(profile):
+        node_selector, affinity = _node_placement(node_profile, mig)
+        entry: dict[str, Any] = {"name": _hardware_suffix(node_profile, mig), "nodeProfile": node_profile,
+                                 "nodeSelector": node_selector}
+        if mig:
+            entry["migMode"] = mig
+        if affinity:
+            entry["affinity"] = affinity
+        hardware.append(entry)
+    return {"image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
+            "hardware": hardware, "topologyAttributes": bool(profile.topology_attributes)}
 
 
 def _driver_args(args: list[str], node_profile: str, mig: str) -> list[str]:
