@@ -11,6 +11,7 @@ import copy
 import json
 import os
 import re
+import stat
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -414,6 +415,25 @@ def _read_file(path: Path) -> tuple[list[Any], str]:
     except UnicodeDecodeError as exc:
         raise LoadError(f"{origin}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return _parse_text(text, origin), origin
+
+
+def path_problem(path: str | os.PathLike[str], what: str = "a YAML file") -> str | None:
+    """Why ``path`` cannot be read as one file (None when it can): missing, a directory, or not a
+    regular file (``/dev/null``, a FIFO, a socket). The one place these messages are worded."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        return f"no such file; check the path (give {what})"
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    if stat.S_ISDIR(st.st_mode):
+        return f"is a directory, not a file; give {what}"
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a character device" if stat.S_ISCHR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) \
+            else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file"
+        return f"is {kind}, not a regular file (it has no content to read); give {what}"
+    return None
 
 
 def read_documents(path: str | os.PathLike[str]) -> list[Any]:

@@ -29,6 +29,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from labkit.api.load import path_problem
 from labkit.errors import InputError
 from labkit.experiments.traces import WorkItem
 
@@ -61,6 +62,9 @@ def _num(path: str, line: int, col: str, value: str, *, integer: bool, lo: float
 
 
 def _rows(path: str) -> Iterator[tuple[int, dict[str, str]]]:
+    problem = path_problem(path, "a trace CSV file")
+    if problem is not None:
+        raise TraceError(f"{path}: {problem}")
     try:
         fh = open(path, newline="", encoding="utf-8")  # noqa: SIM115 - closed below
     except OSError as exc:

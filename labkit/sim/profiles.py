@@ -33,7 +33,7 @@ from typing import Any
 
 from fake_gpus.catalog import node_profiles
 from labkit.api.features import SUPPORTED_VERSIONS, FeatureGateError, resolve_gates
-from labkit.api.load import LoadError, read_documents
+from labkit.api.load import LoadError, path_problem, read_documents
 from labkit.errors import InputError
 
 #: the profiles shipped with labkit (package data)
@@ -105,9 +105,10 @@ def profile_names() -> list[str]:
 def find_profile(name: str) -> Path:
     p = Path(name)
     if p.suffix in (".yaml", ".yml") or os.sep in name:
-        if p.is_file():
+        problem = path_problem(p, "a cluster profile YAML file")
+        if problem is None:
             return p
-        raise ProfileError(f"cluster profile file {name!r} not found; check the path")
+        raise ProfileError(f"cluster profile {name}: {problem}")
     for d in search_dirs():
         cand = d / f"{name}.yaml"
         if cand.is_file():

@@ -15,6 +15,7 @@ from typing import Any
 
 from labkit.api import LoadError, load
 from labkit.api.features import DEFAULT_VERSION, SUPPORTED_VERSIONS
+from labkit.api.load import path_problem
 from labkit.errors import InputError
 from labkit.sim.profiles import ClusterProfile, NodeSpec
 
@@ -51,10 +52,10 @@ def _fix_for_version(kind: str, want: str) -> str:
 def load_state(source: str | Path | list[dict] | dict) -> list[dict]:
     """The objects of a dump, checked; raises StateError with one line naming what is wrong."""
     origin = origin_of(source)
-    if (isinstance(source, Path) and not source.is_file()) or (
-            isinstance(source, str) and "\n" not in source and not Path(source).exists()):
-        raise StateError(f"{source}: no such file; give the path of a dump made by `labkit snapshot -o FILE` "
-                         "or `kubectl get ... -A -o yaml`")
+    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and len(source) < 4096):
+        problem = path_problem(source, "the dump made by `labkit snapshot -o FILE` or `kubectl get ... -A -o yaml`")
+        if problem is not None:
+            raise StateError(f"{source}: {problem}")
     try:
         objs = load(str(source) if isinstance(source, Path) else source, default_namespace=None)
     except LoadError as exc:
