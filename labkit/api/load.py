@@ -361,11 +361,7 @@ def _read_source(source: Any) -> tuple[list[Any], str]:
     if isinstance(source, list | tuple):
         return [copy.deepcopy(item) for item in source], "<list>"
     if isinstance(source, bytes):
-        try:
-            source = source.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise LoadError(f"<bytes>: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-        return _parse_text(source, "<string>"), "<string>"
+        return _parse_text(decode_text(source, "<bytes>"), "<string>"), "<string>"
     if isinstance(source, os.PathLike):
         return _read_file(Path(source))
     if isinstance(source, str):
@@ -410,11 +406,35 @@ def _read_file(path: Path) -> tuple[list[Any], str]:
         raise LoadError(f"{origin}: is a directory; pass the manifest files in it") from None
     except OSError as exc:
         raise LoadError(f"{origin}: cannot read: {exc.strerror or exc}") from None
+    return _parse_text(decode_text(data, origin), origin), origin
+
+
+_BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+
+
+def decode_text(data: bytes, origin: str) -> str:
+    """Bytes as kubectl decodes a manifest (cli-runtime's FileVisitor, BOMOverride over UTF-8): a
+    UTF-8, UTF-16LE or UTF-16BE byte order mark picks that encoding and is dropped; without one
+    the text is UTF-8. Anything else is a :class:`LoadError` naming the byte."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            body = data[len(bom):]
+            try:
+                return body.decode(codec)
+            except UnicodeDecodeError as exc:
+                raise LoadError(f"{origin}: not {codec.upper()} text after its byte order mark ({exc.reason} "
+                                f"at byte {exc.start + len(bom)}); fix: save the file as UTF-8") from None
+    utf16 = len(data) >= 4 and data.count(b"\x00") * 3 >= len(data)
+    hint = ("; it looks like UTF-16 without a byte order mark: save it as UTF-8 (kubectl reads UTF-16 "
+            "only after a BOM)" if utf16 else "")
     try:
-        text = data.decode("utf-8-sig")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise LoadError(f"{origin}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return _parse_text(text, origin), origin
+        raise LoadError(f"{origin}: not UTF-8 text ({exc.reason} at byte {exc.start}){hint}") from None
+    if utf16:
+        nul = data.index(b"\x00")
+        raise LoadError(f"{origin}: not UTF-8 text (NUL at byte {nul}){hint}")
+    return text
 
 
 def path_problem(path: str | os.PathLike[str], what: str = "a YAML file") -> str | None:

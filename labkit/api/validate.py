@@ -97,7 +97,7 @@ def _validate_one(obj: Any, index: int, ctx: Context) -> list[Problem]:
         sink.add("", f"expected a Kubernetes object (a mapping), got {type(obj).__name__}")
         return sink.problems
     kind, name = _ident(obj)
-    sink = Sink(kind.replace("\n", "\\n"), name.replace("\n", "\\n"))
+    sink = Sink(kind, name)  # Problem quotes a name with control characters, as the API server does
     try:
         size = len(json.dumps(obj, separators=(",", ":"), default=str))
         if size > MAX_OBJECT_BYTES:

@@ -66,7 +66,7 @@ def _rows(path: str) -> Iterator[tuple[int, dict[str, str]]]:
     if problem is not None:
         raise TraceError(f"{path}: {problem}")
     try:
-        fh = open(path, newline="", encoding="utf-8")  # noqa: SIM115 - closed below
+        fh = open(path, newline="", encoding="utf-8-sig")  # noqa: SIM115 - closed below
     except OSError as exc:
         raise TraceError(f"{path}: cannot open ({exc.strerror}); check the path") from None
     try:
