@@ -24,6 +24,7 @@ The real file is large: it is read as a stream (one row at a time). The packaged
 from __future__ import annotations
 
 import csv
+import math
 import random
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -38,6 +39,10 @@ HEADER = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec",
 QOS = ("LS", "BE", "Burstable", "Guaranteed")
 PHASES = ("Succeeded", "Running", "Pending", "Failed")
 SAMPLE = Path(__file__).parent / "data" / "alibaba_sample.csv"
+#: the largest value a number column may hold: times in seconds (about 31 years after the
+#: trace's start; the real trace spans weeks), cpu_milli and memory_mib alike. Larger values
+#: are typos or overflow the sim's clock.
+MAX_NUMBER = 1e9
 
 
 class TraceError(InputError, ValueError):
@@ -54,6 +59,11 @@ def _num(path: str, line: int, col: str, value: str, *, integer: bool, lo: float
         x = float(value)
     except ValueError:
         raise TraceError(f"{path}:{line}: column {col}: {value!r} is not a number") from None
+    if not math.isfinite(x):
+        raise TraceError(f"{path}:{line}: column {col}: {value!r} is not a finite number; "
+                         f"fix: give a number in [{lo or 0:g}, {hi if hi is not None else MAX_NUMBER:g}]")
+    if hi is None:
+        hi = MAX_NUMBER
     if integer and x != int(x):
         raise TraceError(f"{path}:{line}: column {col}: {value!r} must be a whole number")
     if (lo is not None and x < lo) or (hi is not None and x > hi):
