@@ -115,7 +115,7 @@ def test_file_errors(tmp_path: Path) -> None:
     bad.write_bytes(b"\x80\x00garbage")
     with pytest.raises(LoadError, match="not UTF-8"):
         load(bad)
-    bad.write_bytes(b"\xff\xfe\x00garbage")  # a UTF-16LE BOM, then an odd number of bytes
+    bad.write_bytes(b"\xff\xfe\x00garbag")  # a UTF-16LE BOM, then an odd number of bytes
     with pytest.raises(LoadError, match="not UTF-16-LE text after its byte order mark"):
         load(bad)
     bad.write_bytes(CLAIM.encode("utf-16-le"))  # no BOM: kubectl reads it as UTF-8 and fails too
