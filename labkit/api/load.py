@@ -444,7 +444,7 @@ def path_problem(path: str | os.PathLike[str], what: str = "a YAML file") -> str
     try:
         st = p.stat()
     except FileNotFoundError:
-        return f"no such file; check the path (give {what})"
+        return f"no such file; give {what}"
     except OSError as exc:
         return f"cannot read: {exc.strerror or exc}"
     if stat.S_ISDIR(st.st_mode):
