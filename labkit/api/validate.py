@@ -115,9 +115,11 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
     """Drop exact repeats, and a bare "Required value" when a rule said more about that path."""
     detailed = {p.path for p in problems if p.message != "Required value"}
     out: list[Problem] = []
+    seen: set[Problem] = set()  # a set: thousands of problems (a huge list) stay linear
     for p in problems:
-        if p in out or (p.message == "Required value" and p.path in detailed):
+        if p in seen or (p.message == "Required value" and p.path in detailed):
             continue
+        seen.add(p)
         out.append(p)
     return out
 

@@ -141,7 +141,8 @@ def state_version(objs: list[dict]) -> str:
     for o in objs:
         if o.get("kind") != "Node":
             continue
-        kv = (((o.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion") or "").lstrip("v")
+        kv = as_dict(as_dict(o.get("status")).get("nodeInfo")).get("kubeletVersion")
+        kv = kv.lstrip("v") if isinstance(kv, str) else ""
         parts = kv.split(".")
         if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
             minors.append((int(parts[0]), int(parts[1])))
