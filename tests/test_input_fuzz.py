@@ -160,7 +160,9 @@ def encode(text: str, rng: random.Random) -> tuple[bytes, str]:
 
 # -- the loaders and the property ---------------------------------------------------------------------
 def _check_manifest(data: Any) -> None:
-    objs = load(data)
+    # load() reads a str as a path or YAML text and bytes as a file's content; a document the
+    # mutation replaced by a scalar is handed over as what it is: one (bad) object
+    objs = load(data if isinstance(data, bytes | list | dict) else [data])
     for p in validate(objs):
         assert "\n" not in str(p), str(p)
 

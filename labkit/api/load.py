@@ -356,10 +356,14 @@ def _looks_like_text(source: str) -> bool:
 
 def _read_source(source: Any) -> tuple[list[Any], str]:
     """Return (documents, origin) for any accepted source."""
-    if isinstance(source, dict):
-        return [copy.deepcopy(source)], "<dict>"
-    if isinstance(source, list | tuple):
-        return [copy.deepcopy(item) for item in source], "<list>"
+    try:
+        if isinstance(source, dict):
+            return [copy.deepcopy(source)], "<dict>"
+        if isinstance(source, list | tuple):
+            return [copy.deepcopy(item) for item in source], "<list>"
+    except RecursionError:  # what a file cannot hold (the YAML reader stops earlier), a dict can
+        raise LoadError(f"<{type(source).__name__}>: nested too deeply to read (hundreds of levels of lists "
+                        "or mappings); fix: flatten the document") from None
     if isinstance(source, bytes):
         return _parse_text(decode_text(source, "<bytes>"), "<string>"), "<string>"
     if isinstance(source, os.PathLike):

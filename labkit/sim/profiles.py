@@ -190,6 +190,13 @@ def _known_node_profiles() -> list[str] | None:
 
 
 def parse_profile(doc: Any, origin: str = "<profile>", default_name: str = "") -> ClusterProfile:
+    try:
+        return _parse_profile(doc, origin, default_name)
+    except RecursionError:  # a value nested hundreds of levels deep (a dict handed in, not a file)
+        raise ProfileError(f"{origin}: nested too deeply to read", fix="flatten the profile") from None
+
+
+def _parse_profile(doc: Any, origin: str, default_name: str) -> ClusterProfile:
     if not isinstance(doc, dict):
         raise ProfileError(f"{origin}: must be a YAML mapping with `nodes:` (got {type(doc).__name__})")
     allowed = {"apiVersion", "kind", "name", "description", "kubernetesVersion", "featureGates", "nodes",

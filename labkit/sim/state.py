@@ -62,6 +62,14 @@ def _what(origin: str, i: int, obj: dict) -> str:
 
 def load_state(source: str | Path | list[dict] | dict) -> list[dict]:
     """The objects of a dump, checked; raises StateError with one line naming what is wrong."""
+    try:
+        return _load_state(source)
+    except RecursionError:  # a value nested hundreds of levels deep (objects handed in, not a file)
+        raise StateError(f"{origin_of(source)}: nested too deeply to read",
+                         fix="take the dump again with `labkit snapshot -o FILE`") from None
+
+
+def _load_state(source: str | Path | list[dict] | dict) -> list[dict]:
     origin = origin_of(source)
     if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and len(source) < 4096):
         problem = path_problem(source, "the path of a dump made by `labkit snapshot -o FILE` or `kubectl get ... -A -o yaml`")
