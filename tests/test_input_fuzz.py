@@ -186,9 +186,12 @@ LOADERS: dict[str, Callable[[Any], None]] = {"manifest": _check_manifest, "profi
 
 def _field_named(message: str, path: tuple) -> bool:
     """A refusal names the field: a key on the mutated path (or paths, joined by "+"), a list index
-    on it, the object it is in (a dump's "object N"), or where in the file it is (line, doc)."""
+    on it, the object it is in (a dump's "object N"), or where in the file it is (line, doc). A
+    value nested hundreds of levels deep is refused as a whole ("nested too deeply")."""
     keys = [str(k) for k in path if not isinstance(k, int) and k != "+"]
     idx = [f"[{k}]" for k in path if isinstance(k, int)] + [f"object {k + 1}" for k in path if isinstance(k, int)]
+    if "nested too deeply" in message:  # the depth is the problem, wherever it starts
+        return True
     return not path or any(k in message for k in keys + idx) or "line " in message or ":doc " in message
 
 
