@@ -200,3 +200,35 @@ def test_random_scenarios_match_older_releases(version, tmp_path, monkeypatch):
     out.mkdir()
     diffs = _run_release(version, sorted(src.iterdir()), out)
     assert not diffs, diffs[:2]
+
+
+# -- a list-valued attribute in matchAttribute with DRAListTypeAttributes off (issue 28) -----------
+LIST_MATCH = [
+    {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": GPU},
+     "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{GPU}"'}}]}},
+    {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"},
+     "spec": {"driver": GPU, "nodeName": "node-1", "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1},
+              "devices": [{"name": f"gpu-{i}", "attributes": {"zone": {"strings": zones}}}
+                          for i, zones in enumerate([["a", "b"], ["b", "c"], ["a", "b"]])]}},
+]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("count", [1, 2])
+@pytest.mark.skipif(not ORACLE.exists(), reason="Go oracle not built (bash tools/build-oracle.sh)")
+def test_list_valued_match_attribute_with_the_gate_off_answers_as_go(tmp_path, count):
+    """The stable allocator matches scalars only: a list value matches no second device, and
+    answers without an error (labkit ended in `TypeError: unhashable type: 'list'`)."""
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c", "namespace": "default"},
+             "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": GPU, "count": count}}],
+                                  "constraints": [{"matchAttribute": f"{GPU}/zone"}]}}}
+    d = tmp_path / "list-match"
+    d.mkdir()
+    (d / "input.yaml").write_text(yaml.safe_dump_all([*LIST_MATCH, claim], sort_keys=False))
+    (d / "case.yaml").write_text(yaml.safe_dump({"node": "node-1"}))
+    out = subprocess.run([str(ORACLE), "--batch", str(tmp_path)], capture_output=True, text=True, check=True)
+    go = json.loads(out.stdout.splitlines()[0])["output"]
+    doc = allocate_files([str(d / "input.yaml")], "node-1", validate_input=False, warn=lambda s: None)
+    assert (doc["status"], doc["error"]) == (go["status"], go["error"])
+    assert json.loads(json.dumps(doc["allocations"])) == go["allocations"]
+    assert doc["status"] == ("allocated" if count == 1 else "unsatisfiable")

@@ -112,9 +112,24 @@ def test_file_errors(tmp_path: Path) -> None:
     with pytest.raises(LoadError, match="directory has no .yaml"):
         load(tmp_path)
     bad = tmp_path / "bin.yaml"
-    bad.write_bytes(b"\xff\xfe\x00garbage")
+    bad.write_bytes(b"\x80\x00garbage")
     with pytest.raises(LoadError, match="not UTF-8"):
         load(bad)
+    bad.write_bytes(b"\xff\xfe\x00garbag")  # a UTF-16LE BOM, then an odd number of bytes
+    with pytest.raises(LoadError, match="not UTF-16-LE text after its byte order mark"):
+        load(bad)
+    bad.write_bytes(CLAIM.encode("utf-16-le"))  # no BOM: kubectl reads it as UTF-8 and fails too
+    with pytest.raises(LoadError, match="looks like UTF-16 without a byte order mark"):
+        load(bad)
+
+
+@pytest.mark.parametrize("codec", ["utf-8-sig", "utf-16", "utf-16-le", "utf-16-be"])
+def test_a_byte_order_mark_picks_the_encoding_as_kubectl_does(tmp_path: Path, codec: str) -> None:
+    """cli-runtime's FileVisitor decodes through BOMOverride: UTF-8, UTF-16LE and UTF-16BE with a BOM."""
+    f = tmp_path / "claim.yaml"
+    bom = {"utf-16-le": b"\xff\xfe", "utf-16-be": b"\xfe\xff"}.get(codec, b"")
+    f.write_bytes(bom + CLAIM.encode(codec))
+    assert load(f) == load(CLAIM)
 
 
 def test_load_files_collects_all_problems(tmp_path: Path) -> None:

@@ -79,7 +79,23 @@ def test_old_apis_name_the_modern_equivalent() -> None:
                               "count/allocationMode under `exactly:` (found deviceClassName, count)")
     beta = claim()
     beta["apiVersion"] = "resource.k8s.io/v1beta1"
-    assert "change apiVersion to resource.k8s.io/v1 (request fields move under `exactly:`" in one(beta)
+    assert one(beta).endswith("change apiVersion to resource.k8s.io/v1 (move each request's deviceClassName, "
+                              "selectors, allocationMode, count and adminAccess under `exactly:` "
+                              "(spec.devices.requests[].exactly))")
+    # every old version names each structural change of its kind, not just the apiVersion
+    alpha = claim()
+    alpha["apiVersion"] = "resource.k8s.io/v1alpha3"
+    assert "under `exactly:`" in one(alpha) and "drop spec.controller if set" in one(alpha)
+    alpha_slice = slice_([{"name": "d", "basic": {"capacity": {"memory": "80Gi"}}}])
+    alpha_slice["apiVersion"] = "resource.k8s.io/v1alpha3"
+    assert "remove each device's `basic:` wrapper" in one(alpha_slice)
+    assert "write each capacity as {value: QUANTITY}" in one(alpha_slice)
+    beta_slice = slice_([{"name": "d", "basic": {}}])
+    beta_slice["apiVersion"] = "resource.k8s.io/v1beta1"
+    assert "basic:" in one(beta_slice) and "{value:" not in one(beta_slice)
+    beta2 = claim()
+    beta2["apiVersion"] = "resource.k8s.io/v1beta2"
+    assert one(beta2).endswith("(the fields are the same)")
     basic = slice_([{"name": "d", "basic": {"attributes": {}}}])
     assert "v1beta1 `basic:` wrapper" in one(basic)
 
@@ -118,7 +134,7 @@ def test_pod_claims() -> None:
 def test_deployment_template_pod_claims_checked_and_rest_passed_through() -> None:
     dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "default"},
            "spec": {"whatever": 1, "template": {"spec": {"containers": [
-               {"name": "c", "resources": {"claims": [{"name": "gpu"}]}}]}}}}
+               {"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}]}}}}
     assert "spec.template.spec.containers[0].resources.claims[0]: Not found" in one(dep)
     pg = {"apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "PodGroup", "metadata": {"name": "g", "namespace": "x"},
           "spec": {"anything": True}}

@@ -40,6 +40,9 @@ ACCEPTED = {
     # kubectl decodes JSON first and falls back to YAML, which allows the trailing comma
     "validate -f tests/data/nasty/trailing-comma.json",
     "simulate --profile tiny -f tests/data/nasty/trailing-comma.json",
+    # kubectl decodes UTF-16 after a byte order mark (cli-runtime's FileVisitor, BOMOverride)
+    "validate -f tests/data/nasty/utf16.yaml",
+    "simulate --profile tiny -f tests/data/nasty/utf16.yaml",
 }
 
 
@@ -61,11 +64,24 @@ def commands() -> list[str]:
     for p in sorted((ROOT / NASTY / "node-profiles").iterdir()):
         f = f"{NASTY}/node-profiles/{p.name}"
         out += [f"fake_gpus slices --profile {f} --node n1", f"fake_gpus topo --profile {f}"]
+    for p in sorted((ROOT / NASTY / "dumps").iterdir()):  # objects no API server could have stored
+        out.append(f"simulate --state {NASTY}/dumps/{p.name} -f {SLICES}")
     for p in sorted((ROOT / NASTY / "traces").iterdir()):
         out.append(f"experiment run --fleet tiny --policy whole-gpu --trace {NASTY}/traces/{p.name}")
     out += [  # bad arguments typed on the command line
         "validate -f tests/data/nasty/no-such-file.yaml",
         "validate -f tests/data/nasty",
+        # a directory or a device where one file is wanted
+        "topology --profile /dev/null",
+        "topology --profile tests/data/nasty/profiles",
+        f"simulate --state /dev/null -f {SLICES}",
+        f"simulate --state tests/data/nasty/dumps -f {SLICES}",
+        "experiment run --fleet tiny --policy whole-gpu --trace /dev/null",
+        "experiment run --fleet tiny --policy whole-gpu --trace tests/data/nasty/traces",
+        "fake_gpus slices --profile /dev/null --node n1",
+        "fake_gpus slices --profile tests/data/nasty/node-profiles --node n1",
+        # a selector that fails on every device: kube-scheduler would fail every allocation
+        f"cel device.attributes['gpu.nvidia.com'].nosuch==1 -f {SLICES}",
         f"validate --kubernetes-version 1.99 -f {SLICES}",
         f"validate --feature-gates DRANoSuchGate=true -f {SLICES}",
         f"validate --feature-gates DRAPrioritizedList=maybe -f {SLICES}",

@@ -118,3 +118,13 @@ def test_the_cli_and_the_cel_explorer_list_the_same_rows(capsys, slices):
     # several selectors are ANDed and stop at the first false, like the allocator
     both = match_devices(['device.driver == "gpu.nvidia.com"', expr], load(SLICES))
     assert [m.result for m in both] == ["match", "error", "no match"]
+
+
+def test_a_selector_failing_on_every_device_exits_2(capsys, slices):
+    """kube-scheduler's allocator aborts on a selector's runtime error: one that errors on every
+    device would fail every allocation, so `labkit cel` lists the rows and then refuses it."""
+    code, out, err = run(capsys, 'device.attributes["gpu.nvidia.com"].nosuch == 1', "-f", slices)
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("labkit cel: the selector fails on every device (3), first: no such key: nosuch")
+    assert "kube-scheduler would fail every allocation" in err and "fix: guard the lookup with has(" in err
+    assert [" error " in ln for ln in out.splitlines()[1:]] == [True] * 3  # the rows are still listed

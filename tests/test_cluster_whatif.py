@@ -132,6 +132,22 @@ def test_explain_from_the_restored_state_is_the_sims(busy):
      "(`kubectl get resourceslices.v1.resource.k8s.io -A -o yaml`"),
     ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}},
      "object 2 (Pod p): metadata.namespace: required; dump with `-A`"),
+    # objects an API server could never have stored
+    ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"}},
+     "object 2 (Pod default/p): spec: Required value: a pod needs spec.containers; fix: an API server never "
+     "stores such an object"),
+    ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+      "spec": {"containers": []}}, "object 2 (Pod default/p): spec.containers: Required value"),
+    ({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "cut"}},
+     "object 2 (ResourceSlice cut): spec"),
+    ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+      "spec": {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "-1"}}}]}},
+     'object 2 (Pod default/p): spec.containers[0].resources.requests[cpu]: Invalid value: "-1": must be '
+     "greater than or equal to 0"),
+    ({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "m"}, "status": {"allocatable": {"memory": "-1Gi"}}},
+     'object 2 (Node m): status.allocatable.memory: Invalid value: "-1Gi": must be greater than or equal to 0'),
+    ({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "m\u0007"}},
+     'object 2 (Node "m\\a"): metadata.name: Invalid value: "m\\a"'),
 ])
 def test_unusable_dumps_get_one_line(tmp_path, capsys, doc, expected):
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}

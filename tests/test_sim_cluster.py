@@ -121,7 +121,7 @@ def test_missing_named_claim_keeps_pod_pending_with_explanation(tiny):
     tiny.apply(pod("lonely", claim="nope"))
     tiny.wait()
     assert phase(tiny, "lonely") == (None, "Pending")
-    assert 'resourceclaim "nope" not found' in tiny.explain("lonely")
+    assert 'could not find ResourceClaim "default/nope" (DynamicResources PreEnqueue, Unschedulable)' in tiny.explain("lonely")
 
 
 def test_deployment_replicaset_pod_names_and_scaling(tiny):
@@ -229,12 +229,12 @@ def test_cpu_and_device_plugin_extended_resources():
         big = {"resources": {"requests": {"cpu": "3"}}}
         w = {"resources": {"limits": {"example.com/widget": "1"}}}
         c.apply([
-            pod("cpu1", containers=[{"name": "m", **big}]),
-            pod("cpu2", containers=[{"name": "m", **big}]),
-            pod("w1", containers=[{"name": "m", **w}]),
-            pod("w2", containers=[{"name": "m", **w}]),
-            pod("w3", containers=[{"name": "m", **w}]),
-            pod("other", containers=[{"name": "m", "resources": {"limits": {"example.com/gizmo": "1"}}}]),
+            pod("cpu1", containers=[{"name": "m", "image": "x", **big}]),
+            pod("cpu2", containers=[{"name": "m", "image": "x", **big}]),
+            pod("w1", containers=[{"name": "m", "image": "x", **w}]),
+            pod("w2", containers=[{"name": "m", "image": "x", **w}]),
+            pod("w3", containers=[{"name": "m", "image": "x", **w}]),
+            pod("other", containers=[{"name": "m", "image": "x", "resources": {"limits": {"example.com/gizmo": "1"}}}]),
         ])
         c.wait()
         assert phase(c, "cpu1")[0] == "dp"
@@ -277,7 +277,7 @@ spec: {devices: {requests: [{name: g, exactly: {deviceClassName: gpu.nvidia.com,
 
 def test_dra_backed_extended_resource(tiny):
     """nvidia.com/gpu without a device plugin: the gpu.nvidia.com class (extendedResourceName) serves it."""
-    legacy = [pod(f"legacy-{i}", containers=[{"name": "m", "resources": {"limits": {"nvidia.com/gpu": "4"}}}])
+    legacy = [pod(f"legacy-{i}", containers=[{"name": "m", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "4"}}}])
               for i in range(3)]
     tiny.apply(legacy)
     tiny.wait()

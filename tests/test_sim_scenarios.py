@@ -138,4 +138,6 @@ def test_explain_says_each_thing_once_and_names_every_node():
     assert "allocator on t4-0, t4-1: unsatisfiable" in text  # t4-1 used to be dropped
     assert text.count("4 usable, 9 needed") == 1
     text = c.explain("wrong-class")
-    assert text.count("request gpu: device class gpu.nvidia.co does not exist") == 1, text  # kube-scheduler's PreFilter
+    # kube-scheduler refuses a missing DeviceClass in PreFilter, before any node is tried
+    assert text == ("Pod default/wrong-class is Pending: request gpu: device class gpu.nvidia.co does not exist "
+                    "(DynamicResources PreFilter, Unschedulable)"), text

@@ -318,7 +318,9 @@ def load_node_profile(name_or_path: str | os.PathLike[str] | NodeProfile) -> Nod
     elif s.endswith((".yaml", ".yml")) or os.sep in s or Path(s).is_file():
         path = Path(s)
         if not path.is_file():
-            raise CatalogError(f"node profile file {s}: not found")
+            what = ("is a directory, not a file" if path.is_dir() else
+                    "is not a regular file (it has no content to read)" if path.exists() else "no such file")
+            raise CatalogError(f"node profile file {s}: {what}; give a node profile YAML file")
     else:
         raise CatalogError(f"unknown node profile {s!r} (known: {', '.join(sorted(files))}; "
                            f"or pass a path to a profile YAML file)")

@@ -21,6 +21,7 @@ from labkit.allocator.model import MISSING, DeviceInfo
 from labkit.allocator.pools import Pool
 from labkit.allocator.requests import RequestData, request_view
 from labkit.allocator.taints import taint_prevents
+from labkit.api.attributes import SCALAR_KINDS
 from labkit.cel.errors import NO_SUCH_KEY_HINT
 from labkit.errors import EngineError
 
@@ -234,7 +235,9 @@ class Search:
         narrow = None
         if screen and screen[0][0]:
             keys = [(k, v) for k, v in screen[0][2].items() if v is not None]
-            if len(keys) == 1:
+            # only a scalar value narrows: a list value (DRAListTypeAttributes off) or a
+            # malformed one matches no other device, as in Go's allocator (no index for it)
+            if len(keys) == 1 and keys[0][0] in SCALAR_KINDS and isinstance(keys[0][1], str | int | bool):
                 narrow = (screen[0][1], keys[0])
         for pi in range(start[0] if combos else 0, len(pools)):
             pool = pools[pi]

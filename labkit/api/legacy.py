@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from labkit.api.problem import Sink, as_dict, as_list
 
-__all__ = ["check_legacy"]
+__all__ = ["check_legacy", "migration"]
 
 _V1 = "resource.k8s.io/v1"
 _REMOVED_KINDS = {
@@ -18,6 +18,37 @@ _REMOVED_KINDS = {
                                "into the DeviceClass's spec.config[].opaque.parameters",
 }
 _BETA_SHAPE = ("deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations")
+
+
+#: the structural changes from an old resource.k8s.io version to v1, per kind (what is not
+#: listed kept its shape). v1alpha3 is Kubernetes 1.31-1.32, v1beta1 1.32-1.33, v1beta2 1.33.
+_REQUEST_FLAT = ("move each request's deviceClassName, selectors, allocationMode, count and adminAccess "
+                 "under `exactly:` (spec.devices.requests[].exactly)")
+_BASIC = "remove each device's `basic:` wrapper (attributes, capacity and the other fields sit on the device)"
+_MIGRATIONS: dict[str, dict[str, tuple[str, ...]]] = {
+    "v1alpha3": {
+        "ResourceClaim": (_REQUEST_FLAT, "drop spec.controller if set (classic DRA, removed in 1.32)"),
+        "ResourceClaimTemplate": (_REQUEST_FLAT.replace("spec.devices", "spec.spec.devices"),
+                                  "drop spec.spec.controller if set (classic DRA, removed in 1.32)"),
+        "ResourceSlice": (_BASIC, "write each capacity as {value: QUANTITY} instead of a bare quantity"),
+        "DeviceClass": ("drop spec.suitableNodes if set (classic DRA, removed in 1.32); selectors and config keep "
+                        "their shape",),
+    },
+    "v1beta1": {
+        "ResourceClaim": (_REQUEST_FLAT,),
+        "ResourceClaimTemplate": (_REQUEST_FLAT.replace("spec.devices", "spec.spec.devices"),),
+        "ResourceSlice": (_BASIC,),
+    },
+    "v1beta2": {},
+}
+
+
+def migration(version: str, kind: str) -> str:
+    """Every structural change a ``kind`` of resource.k8s.io/``version`` needs to become v1."""
+    if version not in _MIGRATIONS:
+        return f"{version} is not a resource.k8s.io version LabKit knows: write the object in the v1 shape"
+    changes = _MIGRATIONS[version].get(kind, ())
+    return "; ".join(changes) if changes else "the fields are the same"
 
 
 def check_legacy(obj: dict, sink: Sink) -> tuple[bool, set[str]]:
@@ -36,10 +67,8 @@ def check_legacy(obj: dict, sink: Sink) -> tuple[bool, set[str]]:
             sink.add("apiVersion", f"LabKit reads {_V1}; DeviceTaintRule is {_V1} from Kubernetes 1.37 "
                                    f"(was {version} before): change apiVersion to {_V1}")
             return True, set()
-        shape = ("request fields move under `exactly:` and device fields out of `basic:`"
-                 if version == "v1beta1" else "the fields are the same")
         sink.add("apiVersion", f"{api} is not served by default (Kubernetes 1.34+ serves {_V1}); "
-                               f"change apiVersion to {_V1} ({shape})")
+                               f"change apiVersion to {_V1} ({migration(version, kind)})")
         return True, set()
     if api != _V1:
         return False, set()

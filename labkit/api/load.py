@@ -11,6 +11,7 @@ import copy
 import json
 import os
 import re
+import stat
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -355,16 +356,16 @@ def _looks_like_text(source: str) -> bool:
 
 def _read_source(source: Any) -> tuple[list[Any], str]:
     """Return (documents, origin) for any accepted source."""
-    if isinstance(source, dict):
-        return [copy.deepcopy(source)], "<dict>"
-    if isinstance(source, list | tuple):
-        return [copy.deepcopy(item) for item in source], "<list>"
+    try:
+        if isinstance(source, dict):
+            return [copy.deepcopy(source)], "<dict>"
+        if isinstance(source, list | tuple):
+            return [copy.deepcopy(item) for item in source], "<list>"
+    except RecursionError:  # what a file cannot hold (the YAML reader stops earlier), a dict can
+        raise LoadError(f"<{type(source).__name__}>: nested too deeply to read (hundreds of levels of lists "
+                        "or mappings); fix: flatten the document") from None
     if isinstance(source, bytes):
-        try:
-            source = source.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise LoadError(f"<bytes>: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-        return _parse_text(source, "<string>"), "<string>"
+        return _parse_text(decode_text(source, "<bytes>"), "<string>"), "<string>"
     if isinstance(source, os.PathLike):
         return _read_file(Path(source))
     if isinstance(source, str):
@@ -409,11 +410,54 @@ def _read_file(path: Path) -> tuple[list[Any], str]:
         raise LoadError(f"{origin}: is a directory; pass the manifest files in it") from None
     except OSError as exc:
         raise LoadError(f"{origin}: cannot read: {exc.strerror or exc}") from None
+    return _parse_text(decode_text(data, origin), origin), origin
+
+
+_BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+
+
+def decode_text(data: bytes, origin: str) -> str:
+    """Bytes as kubectl decodes a manifest (cli-runtime's FileVisitor, BOMOverride over UTF-8): a
+    UTF-8, UTF-16LE or UTF-16BE byte order mark picks that encoding and is dropped; without one
+    the text is UTF-8. Anything else is a :class:`LoadError` naming the byte."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            body = data[len(bom):]
+            try:
+                return body.decode(codec)
+            except UnicodeDecodeError as exc:
+                raise LoadError(f"{origin}: not {codec.upper()} text after its byte order mark ({exc.reason} "
+                                f"at byte {exc.start + len(bom)}); fix: save the file as UTF-8") from None
+    utf16 = len(data) >= 4 and data.count(b"\x00") * 3 >= len(data)
+    hint = ("; it looks like UTF-16 without a byte order mark: save it as UTF-8 (kubectl reads UTF-16 "
+            "only after a BOM)" if utf16 else "")
     try:
-        text = data.decode("utf-8-sig")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise LoadError(f"{origin}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return _parse_text(text, origin), origin
+        raise LoadError(f"{origin}: not UTF-8 text ({exc.reason} at byte {exc.start}){hint}") from None
+    if utf16:
+        nul = data.index(b"\x00")
+        raise LoadError(f"{origin}: not UTF-8 text (NUL at byte {nul}){hint}")
+    return text
+
+
+def path_problem(path: str | os.PathLike[str], what: str = "a YAML file") -> str | None:
+    """Why ``path`` cannot be read as one file (None when it can): missing, a directory, or not a
+    regular file (``/dev/null``, a FIFO, a socket). The one place these messages are worded."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        return f"no such file; give {what}"
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    if stat.S_ISDIR(st.st_mode):
+        return f"is a directory, not a file; give {what}"
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a character device" if stat.S_ISCHR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) \
+            else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file"
+        return f"is {kind}, not a regular file (it has no content to read); give {what}"
+    return None
 
 
 def read_documents(path: str | os.PathLike[str]) -> list[Any]:

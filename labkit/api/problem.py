@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Problem", "Sink", "as_dict", "as_list", "show"]
+__all__ = ["Problem", "Sink", "as_dict", "as_list", "go_quote", "printable_name", "show"]
 
 
 @dataclass(frozen=True)
@@ -20,11 +20,45 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.path}: " if self.path else ""
-        return f"{self.kind}/{self.name}: {where}{self.message}"
+        return f"{printable_name(self.kind)}/{printable_name(self.name)}: {where}{self.message}"
+
+
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t",
+               "\v": "\\v", "\\": "\\\\", '"': '\\"'}
+
+
+def go_quote(text: str) -> str:
+    """``text`` as Go's ``%q`` prints it (strconv.Quote): printable characters as they are, control
+    and format characters escaped (``\\a``, ``\\x01``, ``\\ufeff``). The API server quotes names
+    and string values this way in its messages, so a control character never reaches a terminal."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        elif code < 0x80:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+def printable_name(name: str) -> str:
+    """A name for the start of a message: as it is, or Go-quoted when it holds a character a
+    terminal would act on (a control character, a BOM, a line break)."""
+    return name if name.isprintable() else go_quote(name)
 
 
 def show(value: Any, limit: int = 60) -> str:
-    """A value as Go's field errors print it: JSON, truncated."""
+    """A value as Go's field errors print it: strings with ``%q``, other values as JSON, truncated."""
+    if isinstance(value, str):
+        text = go_quote(value)
+        return text if len(text) <= limit else text[: limit - 3] + "..."
     try:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):

@@ -101,16 +101,21 @@ def suggest(key: str, known: list[str]) -> str | None:
     return lowered[match[0]] if match else None
 
 
+_MAX_SUGGESTIONS = 20
+
+
 def _walk(value: Any, model: str, path: str, sink: Sink, skip: set[str]) -> None:
     if not isinstance(value, dict):
         return
     fields = _fields(model)
+    unknown = 0
     for key, item in value.items():
         child = f"{path}.{key}" if path else str(key)
         if child in skip:
             continue
         if key not in fields:
-            hint = suggest(str(key), list(fields))
+            unknown += 1  # a suggestion for the first few: thousands of odd keys stay fast
+            hint = suggest(str(key), list(fields)) if unknown <= _MAX_SUGGESTIONS else None
             extra = f' (did you mean "{hint}"?)' if hint else ""
             sink.add(child, f'unknown field "{key}"{extra}')
             continue

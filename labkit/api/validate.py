@@ -15,6 +15,7 @@ from labkit.api.context import CelChecks, Context
 from labkit.api.legacy import check_legacy
 from labkit.api.problem import Problem, Sink, as_dict, show
 from labkit.api.rules_claim import check_claim_spec, check_claim_status, check_device_class_spec
+from labkit.api.rules_core import check_namespace, check_node, check_pod_core
 from labkit.api.rules_meta import check_metadata, check_template_metadata
 from labkit.api.rules_pod import check_pod_spec
 from labkit.api.rules_slice import check_slice_spec, check_taint_rule_spec
@@ -97,7 +98,7 @@ def _validate_one(obj: Any, index: int, ctx: Context) -> list[Problem]:
         sink.add("", f"expected a Kubernetes object (a mapping), got {type(obj).__name__}")
         return sink.problems
     kind, name = _ident(obj)
-    sink = Sink(kind.replace("\n", "\\n"), name.replace("\n", "\\n"))
+    sink = Sink(kind, name)  # Problem quotes a name with control characters, as the API server does
     try:
         size = len(json.dumps(obj, separators=(",", ":"), default=str))
         if size > MAX_OBJECT_BYTES:
@@ -114,9 +115,11 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
     """Drop exact repeats, and a bare "Required value" when a rule said more about that path."""
     detailed = {p.path for p in problems if p.message != "Required value"}
     out: list[Problem] = []
+    seen: set[Problem] = set()  # a set: thousands of problems (a huge list) stay linear
     for p in problems:
-        if p in out or (p.message == "Required value" and p.path in detailed):
+        if p in seen or (p.message == "Required value" and p.path in detailed):
             continue
+        seen.add(p)
         out.append(p)
     return out
 
@@ -170,7 +173,13 @@ def _check(obj: dict, sink: Sink, ctx: Context) -> None:
             sink.add("kind", msg)
         check_taint_rule_spec(sink, ctx, spec)
     elif kind == "Pod":
+        check_pod_core(sink, "spec", spec)
         check_pod_spec(sink, "spec", spec)
     elif kind in ("Deployment", "Job"):
         template = as_dict(as_dict(spec).get("template"))
+        check_pod_core(sink, "spec.template.spec", template.get("spec"), template=True)
         check_pod_spec(sink, "spec.template.spec", template.get("spec"))
+    elif kind == "Node":
+        check_node(sink, obj)
+    elif kind == "Namespace":
+        check_namespace(sink, obj)

@@ -1,7 +1,9 @@
 """``labkit cel EXPR -f FILE...``: evaluate a selector against every device in ResourceSlices.
 
 Exit 0 after listing every device (match / no match / error); exit 2 with a one-line message
-when the expression does not compile or the input cannot be read. Never a traceback.
+when the expression does not compile, the input cannot be read, or the selector fails with a
+runtime error on every device (kube-scheduler would then fail every allocation that uses it: its
+allocator aborts on a selector's runtime error). Never a traceback.
 """
 
 from __future__ import annotations
@@ -76,4 +78,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"expression": args.expression, "engine": args.engine, "devices": rows}, indent=2))
     else:
         print_table(_table(rows), "table", fit_pipe=False)  # piped: one line per device, as always
+    if rows and all(r["result"] == "error" for r in rows):
+        raise InputError(f"the selector fails on every device ({len(rows)}), first: {rows[0]['message']}; "
+                         "kube-scheduler would fail every allocation that uses it",
+                         fix="guard the lookup with has(...) or optional chaining (.?name.orValue(...))")
     return 0

@@ -115,7 +115,8 @@ def format_pod_explanation(pod: dict, attempt: Any, agent_problem: str | None,
     if attempt is None:
         return f"{who} is Pending and has not been tried by the scheduler yet (run wait())."
     if attempt.prefilter:
-        return f"{who} is Pending: {attempt.prefilter}"
+        stage = getattr(attempt, "stage", "")
+        return f"{who} is Pending: {attempt.prefilter}" + (f" ({stage})" if stage else "")
     lines = [f"{who} is Pending: {attempt.message}"]
     by_reason: dict[str, list[str]] = {}
     for n, reasons in sorted(attempt.per_node.items()):

@@ -61,7 +61,7 @@ class SimCluster(Cluster):
                 objs = load_state(self.state)
                 self.profile = profile_for_state(objs, name=origin_of(self.state))
             except StateError as exc:
-                raise ClusterError(str(exc)) from None
+                raise ClusterError(exc.line()) from None
         else:
             self.profile = load_profile(profile)
         try:

@@ -24,11 +24,13 @@ The real file is large: it is read as a stream (one row at a time). The packaged
 from __future__ import annotations
 
 import csv
+import math
 import random
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from labkit.api.load import path_problem
 from labkit.errors import InputError
 from labkit.experiments.traces import WorkItem
 
@@ -37,6 +39,10 @@ HEADER = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec",
 QOS = ("LS", "BE", "Burstable", "Guaranteed")
 PHASES = ("Succeeded", "Running", "Pending", "Failed")
 SAMPLE = Path(__file__).parent / "data" / "alibaba_sample.csv"
+#: the largest value a number column may hold: times in seconds (about 31 years after the
+#: trace's start; the real trace spans weeks), cpu_milli and memory_mib alike. Larger values
+#: are typos or overflow the sim's clock.
+MAX_NUMBER = 1e9
 
 
 class TraceError(InputError, ValueError):
@@ -53,6 +59,11 @@ def _num(path: str, line: int, col: str, value: str, *, integer: bool, lo: float
         x = float(value)
     except ValueError:
         raise TraceError(f"{path}:{line}: column {col}: {value!r} is not a number") from None
+    if not math.isfinite(x):
+        raise TraceError(f"{path}:{line}: column {col}: {value!r} is not a finite number; "
+                         f"fix: give a number in [{lo or 0:g}, {hi if hi is not None else MAX_NUMBER:g}]")
+    if hi is None:
+        hi = MAX_NUMBER
     if integer and x != int(x):
         raise TraceError(f"{path}:{line}: column {col}: {value!r} must be a whole number")
     if (lo is not None and x < lo) or (hi is not None and x > hi):
@@ -61,8 +72,11 @@ def _num(path: str, line: int, col: str, value: str, *, integer: bool, lo: float
 
 
 def _rows(path: str) -> Iterator[tuple[int, dict[str, str]]]:
+    problem = path_problem(path, "a trace CSV file")
+    if problem is not None:
+        raise TraceError(f"{path}: {problem}")
     try:
-        fh = open(path, newline="", encoding="utf-8")  # noqa: SIM115 - closed below
+        fh = open(path, newline="", encoding="utf-8-sig")  # noqa: SIM115 - closed below
     except OSError as exc:
         raise TraceError(f"{path}: cannot open ({exc.strerror}); check the path") from None
     try:

@@ -32,15 +32,17 @@ from pathlib import Path
 from typing import Any
 
 from fake_gpus.catalog import node_profiles
+from labkit.api import names as k8s_names
 from labkit.api.features import SUPPORTED_VERSIONS, FeatureGateError, resolve_gates
-from labkit.api.load import LoadError, read_documents
+from labkit.api.load import LoadError, path_problem, read_documents
+from labkit.api.problem import Sink, printable_name
+from labkit.api.rules_core import TAINT_EFFECTS, check_labels, check_resource_list, check_taints
 from labkit.errors import InputError
 
 #: the profiles shipped with labkit (package data)
 PACKAGE_CLUSTERS = Path(__file__).resolve().parent / "clusters"
 #: environment variable: more profile directories, separated like PATH (os.pathsep)
 PATH_ENV = "LABKIT_CLUSTERS_PATH"
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 #: a profile entry's `count` above this is refused (the sim builds every node in memory)
 MAX_NODES = 20_000
 DEFAULT_ALLOCATABLE = {"cpu": "64", "memory": "512Gi", "pods": "110"}
@@ -105,9 +107,10 @@ def profile_names() -> list[str]:
 def find_profile(name: str) -> Path:
     p = Path(name)
     if p.suffix in (".yaml", ".yml") or os.sep in name:
-        if p.is_file():
+        problem = path_problem(p, "a cluster profile YAML file")
+        if problem is None:
             return p
-        raise ProfileError(f"cluster profile file {name!r} not found; check the path")
+        raise ProfileError(f"cluster profile {name}: {problem}")
     for d in search_dirs():
         cand = d / f"{name}.yaml"
         if cand.is_file():
@@ -164,6 +167,21 @@ def _taints(origin: str, path: str, v: Any) -> list[dict[str, str]]:
     return out
 
 
+def _node_rules(origin: str, path: str, node_name: str, n: dict) -> None:
+    """The rules kube-apiserver applies to the Node this entry becomes: its name, labels, taints
+    and allocatable (labkit.api.rules_core), refused with file, node, field path and fix."""
+    sink = Sink("Node", node_name)
+    sink.names(f"{path}.name", node_name, k8s_names.dns_subdomain(node_name))
+    check_labels(sink, f"{path}.labels", n.get("labels"))
+    check_taints(sink, f"{path}.taints", n.get("taints"))
+    check_resource_list(sink, f"{path}.allocatable", n.get("allocatable"), container=False)
+    if sink.problems:
+        first = sink.problems[0]
+        more = f" (and {len(sink.problems) - 1} more)" if len(sink.problems) > 1 else ""
+        raise ProfileError(f"{origin}: {first.path}: node {printable_name(node_name)}: {first.message}{more}",
+                           fix="write it as a Node's field would be (the API server refuses it there too)")
+
+
 def _known_node_profiles() -> list[str] | None:
     try:
         return list(node_profiles())
@@ -172,6 +190,13 @@ def _known_node_profiles() -> list[str] | None:
 
 
 def parse_profile(doc: Any, origin: str = "<profile>", default_name: str = "") -> ClusterProfile:
+    try:
+        return _parse_profile(doc, origin, default_name)
+    except RecursionError:  # a value nested hundreds of levels deep (a dict handed in, not a file)
+        raise ProfileError(f"{origin}: nested too deeply to read", fix="flatten the profile") from None
+
+
+def _parse_profile(doc: Any, origin: str, default_name: str) -> ClusterProfile:
     if not isinstance(doc, dict):
         raise ProfileError(f"{origin}: must be a YAML mapping with `nodes:` (got {type(doc).__name__})")
     allowed = {"apiVersion", "kind", "name", "description", "kubernetesVersion", "featureGates", "nodes",
@@ -233,6 +258,8 @@ def parse_profile(doc: Any, origin: str = "<profile>", default_name: str = "") -
             node_names = [f"{n['namePrefix']}{j:0{width}d}" for j in range(count)]
         else:
             raise _err(origin, f"{p}.name", "required: set name (one node) or namePrefix and count")
+        for name in node_names[:1] + node_names[-1:]:  # the rest differ only in the counter
+            _node_rules(origin, p, name, n)
         mig = n.get("migMode")
         spec_common = dict(
             node_profile=prof,

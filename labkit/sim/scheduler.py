@@ -108,6 +108,7 @@ class Attempt:
 
     node: str | None = None
     prefilter: str | None = None  # PreEnqueue/PreFilter message: no node was tried
+    stage: str = ""  # the plugin and extension point that gave `prefilter` ("DynamicResources PreFilter")
     per_node: dict[str, list[str]] = field(default_factory=dict)  # node -> reasons it failed
     explanations: dict[str, Any] = field(default_factory=dict)  # node -> allocator Outcome or a detail string
     allocations: dict[str, dict] = field(default_factory=dict)  # "ns/claim" -> AllocationResult
@@ -386,11 +387,11 @@ class Scheduler:
         claims = []
         for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
             name, templated = claim_name_for(pod, entry)
-            if name is None:
-                return claims, f'pod "{ns}/{meta(pod)["name"]}": ResourceClaim not created yet'  # PreEnqueue, as upstream
+            if name is None:  # resourceclaim.Name: the controller has not recorded the claim (yet)
+                return claims, f'pod "{ns}/{meta(pod)["name"]}": ResourceClaim not created yet'
             claim = self.store.get("ResourceClaim", name, ns)
-            if claim is None:
-                return claims, f'resourceclaim "{name}" not found'
+            if claim is None:  # the assume cache's NotFoundError
+                return claims, f'could not find ResourceClaim "{ns}/{name}"'
             if is_deleting(claim):
                 return claims, f'resourceclaim "{name}" is being deleted'
             if templated and not any(o.get("uid") == meta(pod)["uid"] for o in meta(claim).get("ownerReferences") or []) \
@@ -407,21 +408,25 @@ class Scheduler:
             if st.get("allocation") and len(reserved) >= MAX_RESERVED_FOR and not any(
                     r.get("uid") == meta(pod)["uid"] for r in reserved):
                 return claims, "resourceclaim in use"
-            if not st.get("allocation") and (missing := self._missing_class(claim)):
-                return claims, missing
             claims.append(claim)
-        return claims, None
+        return claims, self._missing_class(claims)
 
-    def _missing_class(self, claim: dict) -> str | None:
-        """kube-scheduler's PreFilter check (validateDeviceClass): a claim to allocate whose request or
-        subrequest names a DeviceClass that does not exist leaves the pod unschedulable."""
-        for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
-            exactly = req.get("exactly") or {}
-            named = [(req.get("name"), exactly.get("deviceClassName"))] if exactly else [
-                (f'{req.get("name")}/{sub.get("name")}', sub.get("deviceClassName")) for sub in req.get("firstAvailable") or []]
-            for name, cls in named:
-                if cls and self.store.get("DeviceClass", cls) is None:
-                    return f"request {name}: device class {cls} does not exist"
+    def _missing_class(self, claims: list[dict]) -> str | None:
+        """DynamicResources PreFilter (validateDeviceClass): every request of a claim still to be
+        allocated must name an existing DeviceClass, a firstAvailable subrequest as
+        ``request/subrequest``; else the pod is Unschedulable before any node is tried."""
+        for claim in claims:
+            if (claim.get("status") or {}).get("allocation"):
+                continue
+            for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
+                if req.get("exactly"):
+                    pairs = [(req.get("name"), req["exactly"].get("deviceClassName"))]
+                else:
+                    pairs = [(f'{req.get("name")}/{sub.get("name")}', sub.get("deviceClassName"))
+                             for sub in req.get("firstAvailable") or ()]
+                for request, cls in pairs:
+                    if cls and self.store.get("DeviceClass", cls, None) is None:
+                        return f"request {request}: device class {cls} does not exist"
         return None
 
     def _signature(self, pod: dict, claims: list[dict]) -> str:
@@ -503,7 +508,10 @@ class Scheduler:
         att.claims = claims
         if msg:
             att.prefilter = msg
-            att.gated = msg.startswith("waiting for") or msg.endswith(("not found", "not created yet"))
+            # PreEnqueue rejections (no claim yet) leave the pod's status alone, like kube-scheduler
+            att.gated = (msg.startswith("waiting for") or msg.endswith("ResourceClaim not created yet")
+                         or msg.startswith("could not find ResourceClaim"))
+            att.stage = f"DynamicResources {'PreEnqueue' if att.gated else 'PreFilter'}, Unschedulable"
             att.message = (f"0/{n} nodes are available: {msg}. preemption: 0/{n} nodes are "
                            f"available: {n} Preemption is not helpful for scheduling.")
             return att

@@ -15,6 +15,9 @@ from typing import Any
 
 from labkit.api import LoadError, load
 from labkit.api.features import DEFAULT_VERSION, SUPPORTED_VERSIONS
+from labkit.api.load import path_problem
+from labkit.api.problem import as_dict, printable_name
+from labkit.cel.validation import validate
 from labkit.errors import InputError
 from labkit.sim.profiles import ClusterProfile, NodeSpec
 
@@ -48,22 +51,41 @@ def _fix_for_version(kind: str, want: str) -> str:
     return f"take it as {want} (`kubectl get {plural} -A -o yaml`, or `labkit snapshot`; needs Kubernetes 1.34+)"
 
 
+def _what(origin: str, i: int, obj: dict) -> str:
+    m = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    ns = m.get("namespace")
+    name = m.get("name") if isinstance(m.get("name"), str) else "<no name>"
+    kind = obj.get("kind") if isinstance(obj.get("kind"), str) else ""
+    return f"{origin}: object {i + 1} ({kind or '<no kind>'} {ns + '/' if isinstance(ns, str) and ns else ''}" \
+           f"{printable_name(name)})"
+
+
 def load_state(source: str | Path | list[dict] | dict) -> list[dict]:
     """The objects of a dump, checked; raises StateError with one line naming what is wrong."""
+    try:
+        return _load_state(source)
+    except RecursionError:  # a value nested hundreds of levels deep (objects handed in, not a file)
+        raise StateError(f"{origin_of(source)}: nested too deeply to read",
+                         fix="take the dump again with `labkit snapshot -o FILE`") from None
+
+
+def _load_state(source: str | Path | list[dict] | dict) -> list[dict]:
     origin = origin_of(source)
-    if (isinstance(source, Path) and not source.is_file()) or (
-            isinstance(source, str) and "\n" not in source and not Path(source).exists()):
-        raise StateError(f"{source}: no such file; give the path of a dump made by `labkit snapshot -o FILE` "
-                         "or `kubectl get ... -A -o yaml`")
+    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and len(source) < 4096):
+        problem = path_problem(source, "the path of a dump made by `labkit snapshot -o FILE` or `kubectl get ... -A -o yaml`")
+        if problem is not None:
+            raise StateError(f"{source}: {problem}")
     try:
         objs = load(str(source) if isinstance(source, Path) else source, default_namespace=None)
     except LoadError as exc:
         raise StateError(f"{origin}: {exc.problems[0]}") from None
     out = []
+    positions = []
     for i, obj in enumerate(objs):
-        kind, version = obj.get("kind") or "", obj.get("apiVersion") or ""
-        m = obj.get("metadata") or {}
-        what = f"{origin}: object {i + 1} ({kind or '<no kind>'} {m.get('namespace', '') + '/' if m.get('namespace') else ''}{m.get('name', '<no name>')})"
+        kind = obj.get("kind") if isinstance(obj.get("kind"), str) else ""
+        version = obj.get("apiVersion") if isinstance(obj.get("apiVersion"), str) else ""
+        m = as_dict(obj.get("metadata"))
+        what = _what(origin, i, obj)
         if kind in IGNORED_KINDS:
             continue
         if kind not in STATE_KINDS:
@@ -78,10 +100,47 @@ def load_state(source: str | Path | list[dict] | dict) -> list[dict]:
             raise StateError(f"{what}: metadata.namespace: required; dump with `-A` (all namespaces) so objects keep "
                              "their namespace")
         out.append(obj)
+        positions.append(i)
+    _refuse_impossible(out, positions, origin)
     if not any(o["kind"] == "Node" for o in out):
         raise StateError(f"{origin}: the dump has no Node; a state needs the cluster's Nodes "
                          "(`labkit snapshot` writes them)")
     return out
+
+
+def _checked_part(obj: dict) -> dict:
+    """What the API server validates of a stored object: all of it but the status the kubelet
+    and controllers write (a Node's capacity and allocatable and a claim's allocation do count)."""
+    kind, status = obj.get("kind"), obj.get("status")
+    if kind == "ResourceClaim" or not isinstance(status, dict):
+        return obj
+    if kind == "Node":
+        return {**obj, "status": {k: v for k, v in status.items() if k in ("capacity", "allocatable")}}
+    return {k: v for k, v in obj.items() if k != "status"}
+
+
+def _refuse_impossible(objs: list[dict], positions: list[int], origin: str) -> None:
+    """An object the API server could never have stored (a Pod without containers, an object cut
+    off after its metadata, a negative quantity) is refused: the same rules as for applied objects
+    (labkit.cel.validation), at the dump's Kubernetes version. A field that only needs a feature
+    gate passes: the dump's cluster may run with it on."""
+    version = state_version(objs)
+    namespaces = [o for o in objs if o["kind"] == "Namespace"]
+
+    def problems(batch: list[dict]) -> list:
+        return [p for p in validate([_checked_part(o) for o in batch], kubernetes_version=version,
+                                    existing=namespaces) if "feature gate" not in p.message]
+
+    if not problems(objs):  # the usual case: one pass over the whole dump
+        return
+    for i, obj in zip(positions, objs, strict=True):
+        found = problems([obj])
+        if found:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            first = found[0]
+            raise StateError(f"{_what(origin, i, obj)}: {first.path + ': ' if first.path else ''}{first.message}{more}",
+                             fix="an API server never stores such an object: take the dump again from the "
+                                 "cluster (`labkit snapshot -o FILE`) instead of editing it")
 
 
 def state_version(objs: list[dict]) -> str:
@@ -90,7 +149,8 @@ def state_version(objs: list[dict]) -> str:
     for o in objs:
         if o.get("kind") != "Node":
             continue
-        kv = (((o.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion") or "").lstrip("v")
+        kv = as_dict(as_dict(o.get("status")).get("nodeInfo")).get("kubeletVersion")
+        kv = kv.lstrip("v") if isinstance(kv, str) else ""
         parts = kv.split(".")
         if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
             minors.append((int(parts[0]), int(parts[1])))

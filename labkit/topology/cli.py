@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from fake_gpus.catalog import node_profiles
@@ -32,7 +33,7 @@ def _complete_profiles(prefix: str, **_: object) -> list[str]:
 
 def resolve_node(profile: str, node: str | None) -> tuple[str, str]:
     """(node name, fake_gpus node profile) for a cluster profile + node, or a node profile."""
-    if profile in profile_names() or profile.endswith((".yaml", ".yml")):
+    if profile in profile_names() or profile.endswith((".yaml", ".yml")) or os.sep in profile:
         cluster = load_profile(profile)
         nodes = {n.name: n for n in cluster.nodes}
         if node is None:
