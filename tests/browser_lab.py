@@ -13,9 +13,11 @@ the server log's warnings (`Watch`).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -70,6 +72,13 @@ class Lab:
         return keep[-lines:]
 
 
+def _die_with_parent() -> None:
+    """In the server's process, before exec: SIGTERM when the test process dies, even by SIGKILL or a
+    CI timeout (the server has a session of its own, so it gets no terminal signal)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def _server_port(runtime: Path) -> int | None:
     """The port the server chose (jupyter_server writes jpserver-<pid>.json once it has one)."""
     for info in runtime.glob("jpserver-*.json"):
@@ -99,7 +108,7 @@ def _start(root: Path, state: Path) -> tuple[subprocess.Popen, Lab]:
     log = Path(tempfile.mkstemp(prefix="lab-", suffix=".log", dir=state)[1])
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime)})
+                                preexec_fn=_die_with_parent, env={**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime)})
     deadline = time.monotonic() + HANG
     while time.monotonic() < deadline:
         if proc.poll() is not None:
