@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -165,13 +164,13 @@ def wait_kernel_idle(base: str, path: str, timeout: float = HANG) -> None:
     while time.monotonic() < deadline:
         try:
             sessions = json.loads(urllib.request.urlopen(base + "/api/sessions", timeout=REQUEST).read())
-        except (TimeoutError, urllib.error.URLError):  # the server is busy (a kernel starting on a loaded machine)
-            continue
+        except OSError:  # the server is busy (a kernel starting on a loaded machine): ask again
+            sessions = []
         for s in sessions:
             kernel = s.get("kernel") or {}
             if s.get("path") == path and kernel.get("execution_state") == "idle" and kernel.get("connections", 0) >= 1:
                 return
-        time.sleep(0.3)
+        time.sleep(0.3)  # the interval between two questions, not a wait for the kernel
     raise TimeoutError(f"kernel for {path} never became idle in {timeout:.0f} s")
 
 
