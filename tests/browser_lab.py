@@ -181,12 +181,13 @@ def launch(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
 
 
-#: JupyterLab's dialogs on screen, as "title — text"; its "Loading…" dialog is not one: JupyterLab
-#: shows it while it is still loading after 12 s and closes it itself when loading is done
+#: JupyterLab's dialogs on screen, as "title — text", once their title is rendered (it can come after
+#: the body: a dialog read too early has none). Its "Loading…" dialog is not one: JupyterLab shows it
+#: while it is still loading after 12 s and closes it itself when loading is done.
 DIALOGS_JS = """() => [...document.querySelectorAll('.jp-Dialog')]
-    .map(d => [(d.querySelector('.jp-Dialog-header') || {}).innerText || '',
-               (d.querySelector('.jp-Dialog-body') || {}).innerText || ''].map(s => s.trim()))
-    .filter(([title]) => !title.startsWith('Loading'))
+    .map(d => ['.jp-Dialog-header', '.jp-Dialog-body']
+         .map(c => ((d.querySelector(c) || {}).textContent || '').replace(/\\s+/g, ' ').trim()))
+    .filter(([title]) => title && !title.startsWith('Loading'))
     .map(([title, body]) => title + ' — ' + body)"""
 
 #: every dialog that ever opened, even one closed again before a test looked (a MutationObserver)
@@ -195,9 +196,9 @@ WATCH_JS = """(() => {
   const look = () => {
     for (const d of document.querySelectorAll('.jp-Dialog')) {
       if (seen.has(d)) continue;
-      const title = ((d.querySelector('.jp-Dialog-header') || {}).innerText || '').trim();
-      const body = ((d.querySelector('.jp-Dialog-body') || {}).innerText || '').trim();
-      if (!title && !body) continue;  // not filled in yet: the next mutation looks again
+      const [title, body] = ['.jp-Dialog-header', '.jp-Dialog-body']
+        .map(c => ((d.querySelector(c) || {}).textContent || '').replace(/\\s+/g, ' ').trim());
+      if (!title) continue;  // not rendered yet: the next mutation looks again
       seen.add(d);
       if (!title.startsWith('Loading')) window.labkitDialog(title + ' — ' + body);
     }
