@@ -1,19 +1,31 @@
 """Start a throw-away JupyterLab on 127.0.0.1 and drive it with Debian's Chromium (never a downloaded
-browser). Shared by the real-browser tests."""
+browser). Shared by the real-browser tests.
+
+Every wait here waits for a state a person would wait for (the server answering, JupyterLab loaded
+with its theme, the kernel idle, a cell's output), never for a fixed time. Each has one hang guard,
+HANG: long enough that only a hung browser, server or kernel reaches it, never a slow machine.
+
+What a person would see go wrong is reported, not retried or dismissed: a JupyterLab dialog (e.g.
+"Error Loading Theme") fails the test with its title and text, with the requests that failed and
+the server log's warnings (`Watch`).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import shutil
-import socket
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 CHROMIUM = "/usr/bin/chromium"
@@ -21,6 +33,13 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
                  "--disable-quic"]
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "browser"
+#: s: the one hang guard of every wait in the browser tests (server start, page load, kernel, outputs,
+#: Playwright's actions and expect()). Not a performance limit: on 2 loaded cores (stress-ng on both,
+#: plus ~8 other test runs) the server took up to 60 s to answer (the old guard's limit), and a page
+#: with the renderer throttled 20x 3.3 min from load to kernel idle; 10 minutes only ends a hang.
+HANG = 600.0
+#: s: one HTTP request to the test's own server (it answers in ms; a loaded machine, seconds)
+REQUEST = 60.0
 
 
 def missing_requirements() -> str | None:
@@ -35,71 +54,229 @@ def missing_requirements() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@dataclass
+class Lab:
+    """A running JupyterLab: its URL and its log."""
+
+    base: str
+    log: Path
+
+    def log_problems(self, lines: int = 15) -> list[str]:
+        """The server log's last warnings and errors ([W ...], [E ...], [C ...] and tracebacks)."""
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return []
+        keep = [line for line in text.splitlines() if line.startswith(("[W", "[E", "[C", "Traceback", "    "))]
+        return keep[-lines:]
 
 
-@contextmanager
-def jupyter_lab(root: Path):
-    """A JupyterLab server on `root` with no token, no news, no PyPI extension manager."""
-    port = _free_port()
-    state = Path(tempfile.mkdtemp(prefix="labkit-lab-"))
+def _die_with_parent() -> None:
+    """In the server's process, before exec: SIGTERM when the test process dies, even by SIGKILL or a
+    CI timeout (the server has a session of its own, so it gets no terminal signal)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _server_port(runtime: Path) -> int | None:
+    """The port the server chose (jupyter_server writes jpserver-<pid>.json once it has one)."""
+    for info in runtime.glob("jpserver-*.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            return int(json.loads(info.read_text())["port"])
+    return None
+
+
+def _start(root: Path, state: Path) -> tuple[subprocess.Popen, Lab]:
+    """Start the server and wait until it answers; port 0 (the server picks a free one itself) and
+    no port retries, so it can never listen on another port than the one it reports."""
     settings = state / "settings"
     overrides = state / "app-settings"
-    overrides.mkdir(parents=True)
+    overrides.mkdir(parents=True, exist_ok=True)
     (overrides / "overrides.json").write_text(json.dumps({
         "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
         # every cell stays in the DOM (no virtual scrolling), so a test can find cell i and measure it
         "@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}))
+    runtime = Path(tempfile.mkdtemp(prefix="runtime-", dir=state))
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
-           f"--ServerApp.port={port}", "--IdentityProvider.token=", "--ServerApp.password=",
+           "--ServerApp.port=0", "--ServerApp.port_retries=0", "--IdentityProvider.token=", "--ServerApp.password=",
            "--ServerApp.disable_check_xsrf=True",  # the tests shut kernels down through the REST API
            f"--ServerApp.root_dir={root}", "--LabApp.news_url=None",
            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
            "--LabApp.extension_manager=readonly", f"--LabApp.workspaces_dir={state / 'ws'}",
            f"--LabApp.user_settings_dir={settings}", f"--LabServerApp.app_settings_dir={overrides}"]
-    log = open(state / "lab.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(240):
+    log = Path(tempfile.mkstemp(prefix="lab-", suffix=".log", dir=state)[1])
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=_die_with_parent, env={**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime)})
+    deadline = time.monotonic() + HANG
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return proc, Lab("", log)
+        port = _server_port(runtime)
+        if port is not None:
+            base = f"http://127.0.0.1:{port}"
             try:
-                urllib.request.urlopen(base + "/api/status", timeout=1).read()
+                urllib.request.urlopen(base + "/api/status", timeout=REQUEST).read()
+                return proc, Lab(base, log)
+            except (OSError, ValueError):  # not listening yet (it binds once its event loop runs)
+                pass
+        time.sleep(0.25)
+    return proc, Lab("", log)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=REQUEST)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@contextmanager
+def jupyter_lab(root: Path) -> Iterator[Lab]:
+    """A JupyterLab server on `root` with no token, no news, no PyPI extension manager."""
+    state = Path(tempfile.mkdtemp(prefix="labkit-lab-"))
+    proc = None
+    try:
+        for _ in range(3):
+            proc, lab = _start(root, state)
+            if lab.base:
                 break
-            except OSError:
-                if proc.poll() is not None:
-                    raise RuntimeError("jupyter lab exited: " + (state / "lab.log").read_text()[-2000:]) from None
-                time.sleep(0.25)
+            text = lab.log.read_text(errors="replace")
+            _stop(proc)
+            # the one start that is tried again: another process took the free port the server had
+            # picked before it listened on it (the server says so and exits)
+            if "is already in use" not in text:
+                raise RuntimeError("jupyter lab did not start: " + text[-2000:])
         else:
-            raise RuntimeError("jupyter lab did not start: " + (state / "lab.log").read_text()[-2000:])
-        yield base
+            raise RuntimeError("jupyter lab did not start (its port was taken 3 times): " + text[-2000:])
+        yield lab
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        if proc is not None:
+            _stop(proc)
         shutil.rmtree(state, ignore_errors=True)
 
 
-def wait_kernel_idle(base: str, path: str, timeout: float = 90.0) -> None:
+def wait_kernel_idle(base: str, path: str, timeout: float = HANG) -> None:
     """The DOM says 'idle' before the kernel is connected; ask the server instead."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            sessions = json.loads(urllib.request.urlopen(base + "/api/sessions", timeout=10).read())
-        except (TimeoutError, urllib.error.URLError):  # the server is busy (a kernel starting on a loaded machine)
-            continue
+            sessions = json.loads(urllib.request.urlopen(base + "/api/sessions", timeout=REQUEST).read())
+        except OSError:  # the server is busy (a kernel starting on a loaded machine): ask again
+            sessions = []
         for s in sessions:
             kernel = s.get("kernel") or {}
             if s.get("path") == path and kernel.get("execution_state") == "idle" and kernel.get("connections", 0) >= 1:
                 return
-        time.sleep(0.3)
-    raise TimeoutError(f"kernel for {path} never became idle")
+        time.sleep(0.3)  # the interval between two questions, not a wait for the kernel
+    raise TimeoutError(f"kernel for {path} never became idle in {timeout:.0f} s")
 
 
 def launch(playwright):
+    from playwright.sync_api import expect  # lazy: playwright is a test extra (missing_requirements())
+
+    expect.set_options(timeout=HANG * 1000)
     return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+
+
+#: JupyterLab's dialogs on screen, as "title — text", once their title is rendered (it can come after
+#: the body: a dialog read too early has none). Its "Loading…" dialog is not one: JupyterLab shows it
+#: while it is still loading after 12 s and closes it itself when loading is done.
+DIALOGS_JS = """() => [...document.querySelectorAll('.jp-Dialog')]
+    .map(d => ['.jp-Dialog-header', '.jp-Dialog-body']
+         .map(c => ((d.querySelector(c) || {}).textContent || '').replace(/\\s+/g, ' ').trim()))
+    .filter(([title]) => title && !title.startsWith('Loading'))
+    .map(([title, body]) => title + ' — ' + body)"""
+
+#: every dialog that ever opened, even one closed again before a test looked (a MutationObserver)
+WATCH_JS = """(() => {
+  const seen = new WeakSet();
+  const look = () => {
+    for (const d of document.querySelectorAll('.jp-Dialog')) {
+      if (seen.has(d)) continue;
+      const [title, body] = ['.jp-Dialog-header', '.jp-Dialog-body']
+        .map(c => ((d.querySelector(c) || {}).textContent || '').replace(/\\s+/g, ' ').trim());
+      if (!title) continue;  // not rendered yet: the next mutation looks again
+      seen.add(d);
+      if (!title.startsWith('Loading')) window.labkitDialog(title + ' — ' + body);
+    }
+  };
+  new MutationObserver(look).observe(document, {childList: true, subtree: true, characterData: true});
+})();"""
+
+#: JupyterLab has loaded as a person sees it: the splash screen gone, the theme applied, and `sel` on
+#: the page; or the dialogs that stand in the way
+READY_JS = ("sel => {\n  const dialogs = (" + DIALOGS_JS + """)();
+  if (dialogs.length) return {dialogs};
+  const ready = !document.getElementById('jupyterlab-splash') && document.body.dataset.jpThemeName
+                && document.querySelector(sel);
+  return ready ? {dialogs: []} : false;
+}""")
+
+
+@dataclass
+class Watch:
+    """What a person would have seen go wrong in a page: JupyterLab's dialogs, failed requests."""
+
+    lab: Lab
+    dialogs: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    def dialog(self, text: str) -> None:
+        self.dialogs.append(text)
+
+    def response(self, response) -> None:
+        """A server error, or a stylesheet or script the server refused (JupyterLab needs each)."""
+        refused = response.status >= 400 and response.request.resource_type in ("stylesheet", "script")
+        if response.status >= 500 or refused:
+            self.failed.append(f"{response.request.method} {response.url}: HTTP {response.status}")
+
+    def report(self) -> str:
+        lines = [f"JupyterLab showed a dialog: {d}" for d in self.dialogs]
+        if self.failed:
+            lines.append("requests that failed: " + "; ".join(self.failed[-10:]))
+        if problems := self.lab.log_problems():
+            lines.append("server log:\n  " + "\n  ".join(problems))
+        return "\n".join(lines)
+
+    @contextmanager
+    def explain(self) -> Iterator[None]:
+        """A failure inside says what JupyterLab showed (a dialog in the way of a click, say)."""
+        try:
+            yield
+        except Exception as exc:
+            report = self.report()
+            if not report:
+                raise
+            raise AssertionError(f"{exc or type(exc).__name__}\n{report}") from exc
+        if self.dialogs:
+            raise AssertionError(self.report())
+
+
+def new_page(browser, lab: Lab, **kwargs):
+    """A page whose every action waits up to HANG, with a Watch on it."""
+    page = browser.new_page(**kwargs)
+    page.set_default_timeout(HANG * 1000)
+    page.set_default_navigation_timeout(HANG * 1000)
+    watch = Watch(lab)
+    page.expose_function("labkitDialog", watch.dialog)
+    page.add_init_script(WATCH_JS)
+    page.on("requestfailed", lambda r: watch.failed.append(f"{r.method} {r.url}: {r.failure}"))
+    page.on("response", watch.response)
+    return page, watch
+
+
+def open_lab(page, watch: Watch, url: str, selector: str) -> None:
+    """Go to `url` and wait until JupyterLab has loaded with `selector` on the page (what a person
+    waits for before clicking); a dialog in the way (an error) fails with its text."""
+    page.goto(url, wait_until="commit")
+    state = page.wait_for_function(READY_JS, arg=selector, polling=250).json_value()
+    if state["dialogs"]:
+        watch.dialogs.extend(d for d in state["dialogs"] if d not in watch.dialogs)
+        raise AssertionError(watch.report())
+
+
+def dialogs_on_screen(page) -> list[str]:
+    return page.evaluate(DIALOGS_JS)

@@ -142,6 +142,31 @@ def pod_settled(pod: dict[str, Any]) -> bool:
     )
 
 
+def claims_caught_up(cluster: Any) -> bool:
+    """The claims have caught up with the settled pods (on a real cluster the resourceclaim controller
+    and kube-scheduler write them after the pod's own status): each template's claim exists and is
+    named in its pod's status, and each claim of a pod bound to a node is allocated and reserved for it."""
+    claims = {(c["metadata"].get("namespace", "default"), c["metadata"]["name"]): c
+              for c in cluster.list("ResourceClaim")}
+    for pod in cluster.list("Pod"):
+        ns = pod["metadata"].get("namespace", "default")
+        status = pod.get("status") or {}
+        generated = {s["name"]: s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
+        bound = bool(pod["spec"].get("nodeName")) and status.get("phase", "Pending") in ("Pending", "Running")
+        for ref in pod["spec"].get("resourceClaims") or []:
+            name = ref.get("resourceClaimName") or generated.get(ref["name"])
+            if name is None:
+                if ref["name"] in generated:
+                    continue  # the controller decided that no claim is needed
+                return False  # the template's claim is not created (or not named in the pod) yet
+            claim = (claims.get((ns, name)) or {}).get("status")
+            if (ns, name) not in claims or (bound and not (claim or {}).get("allocation")):
+                return False
+            if bound and pod["metadata"].get("uid") not in [r.get("uid") for r in (claim or {}).get("reservedFor") or []]:
+                return False
+    return True
+
+
 def generate(seed: int, profile: str | None = None) -> Scenario:
     """A small scenario: 1-4 pods, each pinned to a node, with template or shared named claims."""
     rng = random.Random(seed)

@@ -24,7 +24,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_lab import ARTIFACTS, jupyter_lab, launch, missing_requirements, wait_kernel_idle
+from tests.browser_lab import (
+    ARTIFACTS,
+    HANG,
+    REQUEST,
+    jupyter_lab,
+    launch,
+    missing_requirements,
+    new_page,
+    open_lab,
+    wait_kernel_idle,
+)
 from tests.coursechecks import output_problems, text_matches_output_problems
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
@@ -33,7 +43,6 @@ NAMES = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 DRAWS = re.compile(r"\bdraw_node\(|\bpicture\(|\.plot\(")
 #: what a learner clicks in each widget, and what must change (css class of the widget root)
 WIDGETS = ("labkit-claim-builder", "labkit-inventory", "labkit-cel-playground", "labkit-topology")
-HANG = 180_000  # ms: a guard against a hung page, not a performance limit
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(missing_requirements() is not None,
                                                       reason=missing_requirements() or "")]
@@ -71,36 +80,38 @@ def solved_copy(name: str) -> dict:
 def _saved(path: Path, code_cells: int) -> dict:
     """The notebook as JupyterLab saved it, once every code cell carries an execution count."""
     nb: dict = {}
-    for _ in range(240):  # a hang guard, not a performance limit
+    deadline = time.monotonic() + HANG  # a hang guard, not a performance limit
+    while time.monotonic() < deadline:
         try:
             nb = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError:  # read while JupyterLab was writing it (an empty or partial file)
-            time.sleep(0.5)
-            continue
+            nb = {"cells": []}
         if sum(1 for c in nb["cells"] if c["cell_type"] == "code" and c.get("execution_count")) == code_cells:
             return nb
-        time.sleep(0.5)
+        time.sleep(0.5)  # the interval between two looks at the file, not a wait for it
     return nb
 
 
+#: Run All is over in the page: no cell queued or running ([*]: JupyterLab marks every cell of Run All
+#: at once, and each keeps its [*] until the kernel's reply), and at least one ran ([n])
+RUN_ALL_DONE = """() => {
+  const prompts = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-InputPrompt')]
+    .map(p => p.innerText);
+  return !prompts.some(p => p.includes('*')) && prompts.some(p => /\\[\\d+\\]/.test(p));
+}"""
+
+
 def _wait_run_all(page, base: str, path: str) -> None:
-    """Until Run All is over: no cell queued or running ([*]) and the kernel idle, twice in a row (Run
-    All also ends early, at the first cell that raises)."""
-    quiet = 0
-    for _ in range(int(HANG / 250)):  # a hang guard, not a performance limit
-        prompts = page.locator(".jp-NotebookPanel:visible .jp-InputPrompt").all_inner_texts()
-        busy = any("*" in p for p in prompts) or not any(re.search(r"\[\d+\]", p) for p in prompts)
-        quiet = 0 if busy else quiet + 1
-        if quiet >= 2:
-            wait_kernel_idle(base, path, timeout=HANG / 1000)
-            return
-        time.sleep(0.5)
+    """Until Run All is over (it also ends early, at the first cell that raises): the page shows no
+    cell queued or running, and the server says the kernel is idle."""
+    page.wait_for_function(RUN_ALL_DONE, polling=250)
+    wait_kernel_idle(base, path)
 
 
 def _shutdown_kernels(base: str) -> None:
-    for s in json.loads(urllib.request.urlopen(base + "/api/sessions", timeout=60).read()):
+    for s in json.loads(urllib.request.urlopen(base + "/api/sessions", timeout=REQUEST).read()):
         req = urllib.request.Request(f"{base}/api/sessions/{s['id']}", method="DELETE")
-        urllib.request.urlopen(req, timeout=30).read()
+        urllib.request.urlopen(req, timeout=REQUEST).read()
 
 
 @pytest.fixture(scope="module")
@@ -114,10 +125,10 @@ def lab(tmp_path_factory):
         if (NOTEBOOKS.parent / shared).is_dir():
             (root / shared).symlink_to(NOTEBOOKS.parent / shared)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with jupyter_lab(root) as base, sync_playwright() as p:
+    with jupyter_lab(root) as lab, sync_playwright() as p:
         browser = launch(p)
-        page = browser.new_page(viewport={"width": 1280, "height": 1000})
-        yield root, base, page
+        page, watch = new_page(browser, lab, viewport={"width": 1280, "height": 1000})
+        yield root, lab, page, watch
         browser.close()
 
 
@@ -132,25 +143,25 @@ def _click_widget(cls: str, widget, page) -> str | None:
     try:
         if cls == "labkit-claim-builder":
             widget.locator(".labkit-allocate").click()
-            expect(widget.locator(".labkit-result")).to_contain_text("allocated on", timeout=HANG)
+            expect(widget.locator(".labkit-result")).to_contain_text("allocated on")
             picture = widget.locator("img").first
-            expect(picture).to_be_visible(timeout=HANG)
+            expect(picture).to_be_visible()
             if not picture.evaluate("i => i.complete && i.naturalWidth > 100"):
                 return "Allocate shows no placement picture"
         elif cls == "labkit-inventory":
             before = widget.locator(".labkit-inventory-summary").inner_text()
             widget.locator(".labkit-inventory-type select").select_option("nic")
-            expect(widget.locator(".labkit-inventory-summary")).not_to_have_text(before, timeout=HANG)
+            expect(widget.locator(".labkit-inventory-summary")).not_to_have_text(before)
             widget.locator(".labkit-inventory-refresh").click()
-            expect(widget.locator(".labkit-inventory-summary")).to_contain_text("devices", timeout=HANG)
+            expect(widget.locator(".labkit-inventory-summary")).to_contain_text("devices")
         elif cls == "labkit-cel-playground":
             widget.locator(".labkit-cel-only button", has_text="no match").click()
-            expect(widget.locator("table tr").nth(1)).to_contain_text("no match", timeout=HANG)
+            expect(widget.locator("table tr").nth(1)).to_contain_text("no match")
         elif cls == "labkit-topology":
             box = widget.locator("g.labkit-node[data-device='gpu-0']").first
             box.click()
-            expect(widget.locator(".labkit-topology-info")).to_contain_text("gpu-0", timeout=HANG)
-            expect(widget.locator(".labkit-topology-info")).to_contain_text("held by", timeout=HANG)
+            expect(widget.locator(".labkit-topology-info")).to_contain_text("gpu-0")
+            expect(widget.locator(".labkit-topology-info")).to_contain_text("held by")
         if widget.locator(".labkit-error").count():
             return widget.locator(".labkit-error").first.inner_text()
     except AssertionError as exc:
@@ -185,9 +196,16 @@ def _fits(widget) -> str | None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_as_a_learner_sees_it(lab, name: str):
+    root, server, page, watch = lab
+    watch.dialogs.clear()
+    watch.failed.clear()
+    with watch.explain():
+        _as_a_learner(root, server.base, page, watch, name)
+
+
+def _as_a_learner(root: Path, base: str, page, watch, name: str) -> None:
     from playwright.sync_api import expect
 
-    root, base, page = lab
     nb = solved_copy(name)
     path = f"notebooks/{name}.ipynb"
     (root / path).write_text(json.dumps(nb), encoding="utf-8")
@@ -197,9 +215,8 @@ def test_notebook_as_a_learner_sees_it(lab, name: str):
     drawing = [i for i in code if DRAWS.search(sources[i])]
     solution = [i for i in code if "solution" in cells[i].get("metadata", {}).get("tags", [])]
 
-    page.goto(f"{base}/lab/workspaces/course/tree/{path}?reset")
-    page.wait_for_selector(".jp-NotebookPanel .jp-CodeCell", timeout=HANG)
-    wait_kernel_idle(base, path, timeout=HANG / 1000)
+    open_lab(page, watch, f"{base}/lab/workspaces/course/tree/{path}?reset", ".jp-NotebookPanel .jp-CodeCell")
+    wait_kernel_idle(base, path)
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
     dom_cells = page.locator(".jp-NotebookPanel:visible .jp-Notebook .jp-Cell")
@@ -214,7 +231,7 @@ def test_notebook_as_a_learner_sees_it(lab, name: str):
     for i in drawing:
         img = dom_cells.nth(i).locator(".jp-OutputArea img")
         try:
-            expect(img.first).to_be_visible(timeout=HANG)
+            expect(img.first).to_be_visible()
             ok = img.first.evaluate("i => i.complete && i.naturalWidth > 100 && i.getBoundingClientRect().width > 100")
         except AssertionError:
             ok = False
@@ -248,7 +265,7 @@ def test_notebook_as_a_learner_sees_it(lab, name: str):
         last = solution[-1]
         dom_cells.nth(last).locator(".jp-InputArea-prompt").click()
         page.keyboard.press("Control+Enter")
-        expect(dom_cells.nth(last).locator(".jp-InputPrompt")).to_have_text(f"[{len(code) + 1}]:", timeout=HANG)
+        expect(dom_cells.nth(last).locator(".jp-InputPrompt")).to_have_text(f"[{len(code) + 1}]:")
         if "✅" not in _text(dom_cells.nth(last)):
             problems.append(f"solution cell run again after Run All: {_text(dom_cells.nth(last))[:200]!r}")
 

@@ -26,7 +26,7 @@ from labkit.cli import main
 from labkit.cluster import ClusterError, NotFound, connect
 from labkit.cluster.report import normalize_report, simulate_report
 from tests.localutil import ready_local_cluster
-from tests.scenario_gen import Scenario, generate, pod_settled
+from tests.scenario_gen import Scenario, claims_caught_up, generate, pod_settled
 
 pytestmark = [pytest.mark.local, pytest.mark.slow]
 
@@ -58,7 +58,7 @@ def _apply_settled(cluster: Any, sc: Scenario, real: bool) -> None:
         else:
             cluster.wait()
     if real:
-        time.sleep(1.0)  # let template claims' reservations catch up with the pods
+        assert cluster.wait(until=claims_caught_up, timeout=120), "claims did not catch up with the pods"
 
 
 def _cleanup(cluster: Any) -> None:

@@ -513,7 +513,7 @@ GENERATED = int(os.environ.get("LABKIT_SIMKIND_EXAMPLES", "12"))
 
 def check_generated(c: KindCluster, profile: str) -> None:
     """tests/scenario_gen.py's scenarios (as tests/test_cluster_sim_vs_local_generated.py), on kind."""
-    from tests.scenario_gen import pod_settled, scenarios
+    from tests.scenario_gen import claims_caught_up, pod_settled, scenarios
 
     clean(c)
     cases = [s for s in scenarios(GENERATED, 0) if s.profile == profile]
@@ -525,7 +525,7 @@ def check_generated(c: KindCluster, profile: str) -> None:
             c.apply(pod)
             name = pod["metadata"]["name"]
             assert c.wait(until=lambda cl, n=name: pod_settled(cl.get("Pod", n)), timeout=180), (sc.seed, name)
-        time.sleep(1.0)  # let template claims and reservations catch up with the pods
+        assert c.wait(until=claims_caught_up, timeout=180), (sc.seed, "claims did not catch up with the pods")
         got = user_report(c)
         sim = connect("sim", profile, progress=False)
         if sc.setup:

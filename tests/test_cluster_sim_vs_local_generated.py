@@ -16,7 +16,6 @@ import contextlib
 import difflib
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from labkit.cluster import connect
 from labkit.cluster.base import NotFound
 from labkit.cluster.report import normalize_report, simulate_report
 from tests.localutil import ready_local_cluster
-from tests.scenario_gen import PROFILES, Scenario, pod_settled, scenarios
+from tests.scenario_gen import PROFILES, Scenario, claims_caught_up, pod_settled, scenarios
 
 pytestmark = [pytest.mark.local, pytest.mark.slow]
 
@@ -49,8 +48,8 @@ def _run(cluster: Any, sc: Scenario, local: bool) -> dict[str, list[dict]]:
         else:
             cluster.wait()
     if local:
-        # also let template claims/reservations catch up with the pods' state
-        time.sleep(1.0)
+        ok = cluster.wait(until=claims_caught_up, timeout=120)
+        assert ok, f"seed {sc.seed}: the claims did not catch up with the pods on local"
     return normalize_report(simulate_report(cluster))
 
 
