@@ -128,6 +128,44 @@ def test_pending_table_on_a_terminal_has_every_reason_and_message(pending_json):
         assert _flat(claims.split(row, 1)[1]).startswith(_flat(f"{reason} (pod {pod['name']}): {message}"))
 
 
+MISSING_CLAIM = """
+apiVersion: v1
+kind: Pod
+metadata: {name: needs-a-claim}
+spec:
+  resourceClaims: [{name: gpu, resourceClaimName: not-created}]
+  containers: [{name: main, image: busybox, resources: {claims: [{name: gpu}]}}]
+"""
+
+
+def test_a_pod_kube_scheduler_does_not_try_yet_says_which_plugin_holds_it(tmp_path):
+    """A claim that does not exist: DynamicResources PreEnqueue holds the pod back, so kube-scheduler
+    writes no condition and no event; the report's `gate` and the table's message say why, and once the
+    claim is applied the pod runs and the gate is gone."""
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(MISSING_CLAIM)
+    code, out, err = run_pipe("simulate", "-f", str(pod), "--profile", "workshop", "-o", "json")
+    assert code == 0, err
+    (p,) = json.loads(out)["pods"]
+    assert (p["phase"], p["reason"], p["events"]) == ("Pending", "", [])
+    gate = p["gate"]
+    assert (gate["plugin"], gate["extensionPoint"]) == ("DynamicResources", "PreEnqueue")
+    assert "default/not-created" in gate["message"], gate
+    code, table, err = run_tty("simulate", "-f", str(pod), "--profile", "workshop", NO_COLOR="1")
+    assert code == 0, err
+    row = next(line for line in table.splitlines() if line.startswith("needs-a-claim "))
+    assert row.split() == ["needs-a-claim", "<none>", "Pending"]
+    assert _flat(table.split(row, 1)[1]).startswith(_flat(f"DynamicResources PreEnqueue: {gate['message']}"))
+    claim = tmp_path / "claim.yaml"
+    claim.write_text(yaml.safe_dump({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                     "metadata": {"name": "not-created"}, "spec": {"devices": {"requests": [
+                                         {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}))
+    code, out, err = run_pipe("simulate", "-f", str(pod), "-f", str(claim), "--profile", "workshop", "-o", "json")
+    assert code == 0, err
+    (p,) = json.loads(out)["pods"]
+    assert (p["phase"], p["gate"]) == ("Running", None)
+
+
 def test_table_colours_only_on_a_terminal():
     code, out, _ = run_tty("simulate", "-f", GPU_40GI)
     assert code == 0

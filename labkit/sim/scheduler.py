@@ -67,6 +67,8 @@ from labkit.sim.gang import Gangs
 from labkit.sim.podutil import (
     EXTENDED_RESOURCES_KEY,
     claim_name_for,
+    claim_not_created,
+    claim_not_found,
     is_deleting,
     is_finished,
     meta,
@@ -388,10 +390,10 @@ class Scheduler:
         for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
             name, templated = claim_name_for(pod, entry)
             if name is None:  # resourceclaim.Name: the controller has not recorded the claim (yet)
-                return claims, f'pod "{ns}/{meta(pod)["name"]}": ResourceClaim not created yet'
+                return claims, claim_not_created(pod)
             claim = self.store.get("ResourceClaim", name, ns)
             if claim is None:  # the assume cache's NotFoundError
-                return claims, f'could not find ResourceClaim "{ns}/{name}"'
+                return claims, claim_not_found(ns, name)
             if is_deleting(claim):
                 return claims, f'resourceclaim "{name}" is being deleted'
             if templated and not any(o.get("uid") == meta(pod)["uid"] for o in meta(claim).get("ownerReferences") or []) \
