@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.api.features import DEFAULT_VERSION, FEATURE_DEFAULTS, SUPPORTED_VERSIONS
-from labkit.cluster.base import Cluster, ClusterError, NotFound, Source, register_backend
+from labkit.cluster.base import Cluster, ClusterError, ClusterInputError, NotFound, Source, register_backend
 from labkit.cluster.explain_live import explain_pod
 from labkit.cluster.local.agent import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION
 from labkit.cluster.local.kube import ApiError, Kube
@@ -65,11 +65,11 @@ class KubeconfigCluster(Cluster):
         path = self.kubeconfig_path or Path(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]
                                             ).expanduser()
         if not path.is_file():
-            raise ClusterError(f"kubeconfig {path}: no such file; pass kubeconfig=PATH (--kubeconfig) or set $KUBECONFIG")
+            raise NotFound(f"kubeconfig {path}: no such file; pass kubeconfig=PATH (--kubeconfig) or set $KUBECONFIG")
         try:
             contexts, current = list_kube_config_contexts(str(path))
         except (ConfigException, ValueError, OSError) as exc:
-            raise ClusterError(f"kubeconfig {path}: cannot read it ({exc}); check the file is a kubeconfig") from None
+            raise ClusterInputError(f"kubeconfig {path}: cannot read it ({exc}); check the file is a kubeconfig") from None
         names = [c.get("name") for c in contexts or []]
         if self.context is None:
             if not current:

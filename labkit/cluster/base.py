@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from labkit.cluster.placements import PlacementTable
-from labkit.errors import EngineError, NotFoundError
+from labkit.errors import EngineError, InputError, LabkitError, NotFoundError
 from labkit.sim.profiles import ProfileError
 
 T = TypeVar("T")
@@ -54,6 +54,22 @@ class ClusterError(EngineError):
 
 class NotFound(NotFoundError, ClusterError):
     """The named object does not exist."""
+
+
+class ClusterInputError(InputError, ClusterError):
+    """What the user handed a cluster (objects, a profile, a dump, a kubeconfig) is wrong (exit 2)."""
+
+
+def cluster_error(exc: BaseException) -> ClusterError:
+    """``exc`` as the ClusterError of its kind (input 2, not found 3, else engine 1), with its
+    ``obj``/``field``/``fix`` kept: callers still catch ``ClusterError``, the CLI still sees the kind."""
+    if isinstance(exc, ClusterError):
+        return exc
+    cls = NotFound if isinstance(exc, NotFoundError) else ClusterInputError if isinstance(exc, InputError) \
+        else ClusterError
+    if isinstance(exc, LabkitError):
+        return cls(str(exc), obj=exc.obj, field=exc.field, fix=exc.fix)
+    return cls(str(exc))
 
 
 class Cluster(ABC):
@@ -217,4 +233,4 @@ def connect(backend: str = "sim", profile: Any = "workshop", **kw: Any) -> Clust
     try:
         return backend_class(backend)(**kw).up(profile)
     except ProfileError as exc:
-        raise ClusterError(str(exc)) from None
+        raise cluster_error(exc) from None

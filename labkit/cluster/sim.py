@@ -14,7 +14,15 @@ from typing import Any
 
 from labkit.api import LoadError, load, with_defaults
 from labkit.cel.validation import validate
-from labkit.cluster.base import Cluster, ClusterError, NotFound, Source, register_backend
+from labkit.cluster.base import (
+    Cluster,
+    ClusterError,
+    ClusterInputError,
+    NotFound,
+    Source,
+    cluster_error,
+    register_backend,
+)
 from labkit.cluster.explain import format_pod_explanation
 from labkit.cluster.placements import PlacementTable, build_placements
 from labkit.sim.engine import Sim, SimError
@@ -31,7 +39,7 @@ def load_source(source: Source) -> list[dict]:
     try:
         return load(source)
     except LoadError as exc:
-        raise ClusterError(str(exc)) from None
+        raise cluster_error(exc) from None
 
 
 class SimCluster(Cluster):
@@ -61,7 +69,7 @@ class SimCluster(Cluster):
                 objs = load_state(self.state)
                 self.profile = profile_for_state(objs, name=origin_of(self.state))
             except StateError as exc:
-                raise ClusterError(exc.line()) from None
+                raise cluster_error(exc) from None
         else:
             self.profile = load_profile(profile)
         try:
@@ -69,7 +77,7 @@ class SimCluster(Cluster):
                            default_duration=self.default_duration,
                            progress=self._progress if self.show_progress else None, state=objs)
         except (HardwareError, SimError) as exc:
-            raise ClusterError(str(exc)) from None
+            raise cluster_error(exc) from None
         self.sim.run()
         return self
 
@@ -95,12 +103,12 @@ class SimCluster(Cluster):
                                 feature_gates=self._sim.dra.gates or None,
                                 existing=self._sim.list("Namespace"))
             if problems:
-                raise ClusterError("\n".join(str(p) for p in problems))
+                raise ClusterInputError("\n".join(str(p) for p in problems))
         objs = [with_defaults(o) for o in objs]
         try:
             out = self._sim.apply(objs)
         except SimError as exc:
-            raise ClusterError(str(exc)) from None
+            raise cluster_error(exc) from None
         return out
 
     def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
@@ -136,14 +144,14 @@ class SimCluster(Cluster):
                 sim.advance(max(0.0, nxt - sim.clock.seconds))
             return True
         except SimError as exc:
-            raise ClusterError(str(exc)) from None
+            raise cluster_error(exc) from None
 
     def advance(self, seconds: float) -> None:
         """Move simulated time forward by `seconds` (sim only)."""
         try:
             self._sim.advance(seconds)
         except SimError as exc:
-            raise ClusterError(str(exc)) from None
+            raise cluster_error(exc) from None
 
     def watch(self, callback: Callable[[Any], None], kinds: list[str] | None = None) -> None:
         """Sim only: call `callback(event)` after every change (event.type ADDED/MODIFIED/DELETED,

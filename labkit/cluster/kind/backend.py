@@ -44,7 +44,7 @@ from fake_gpus.slices import build_slices
 from labkit.api import LoadError, load
 from labkit.cluster import runstate
 from labkit.cluster.attach import KubeconfigCluster
-from labkit.cluster.base import Cluster, ClusterError, NotFound, Source
+from labkit.cluster.base import Cluster, ClusterError, NotFound, Source, cluster_error
 from labkit.cluster.explain_live import explain_pod
 from labkit.cluster.kind.config import kind_config_yaml
 from labkit.cluster.kind.driver import driver_manifests
@@ -476,7 +476,7 @@ class KindCluster(Cluster):
         try:
             objs = load(source)
         except LoadError as exc:
-            raise ClusterError(str(exc)) from None
+            raise cluster_error(exc) from None
         if self.swap_images:
             for obj in objs:
                 self._swap(obj)

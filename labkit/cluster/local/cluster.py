@@ -21,7 +21,7 @@ from fake_gpus.slices import build_slices, device_classes_for
 from labkit.api import LoadError, load
 from labkit.api.features import FeatureGateError, resolve_gates
 from labkit.cluster import runstate
-from labkit.cluster.base import Cluster, ClusterError, NotFound, Source
+from labkit.cluster.base import Cluster, ClusterError, ClusterInputError, NotFound, Source, cluster_error
 from labkit.cluster.explain_live import explain_pod
 from labkit.cluster.local import binaries, controlplane, nodes, pki
 from labkit.cluster.local.agent import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION, NodeAgent
@@ -114,12 +114,12 @@ class LocalCluster(Cluster):
         try:
             gates, _warnings = resolve_gates(prof.kubernetes_version, prof.feature_gates)
         except FeatureGateError as exc:
-            raise ClusterError(f"cluster profile {prof.name}: featureGates: {exc}") from None
+            raise ClusterInputError(f"cluster profile {prof.name}: featureGates: {exc}") from None
         try:
             self.binaries, self.emulated_version = binaries.for_profile(
                 prof.kubernetes_version, build=self.build, exact=self.exact)
         except BinariesMissing as exc:
-            raise ClusterError(str(exc)) from None
+            raise cluster_error(exc) from None
         self.profile, self._gates = prof, gates
         self.kubernetes_version = self.binaries.kubernetes_version
         if self.binaries.minor != prof.kubernetes_version and self.emulated_version is None:
@@ -331,7 +331,7 @@ class LocalCluster(Cluster):
         try:
             objs = load(source)
         except LoadError as exc:
-            raise ClusterError(str(exc)) from None
+            raise cluster_error(exc) from None
         objs = sorted(objs, key=lambda o: _TIERS.get(o.get("kind", ""), 2))
         out = []
         for obj in objs:
