@@ -21,7 +21,7 @@ from labkit.cluster.kind.driver import driver_manifests
 from labkit.cluster.kind.images import NODE_IMAGES, node_image, parse_kind_version
 from labkit.cluster.kind.preflight import HostFacts, readiness, run_preflight
 from labkit.cluster.kind.runner import CommandError, RecordingRunner
-from labkit.sim.profiles import load_profile
+from labkit.model.profiles import load_profile
 
 ALL_TOOLS = {"docker": "docker", "podman": None, "kind": "kind", "kubectl": "kubectl"}
 KUBECTL_137 = json.dumps({"clientVersion": {"major": "1", "minor": "37", "gitVersion": "v1.37.1"}})

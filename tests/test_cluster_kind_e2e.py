@@ -31,7 +31,7 @@ from labkit.cluster.kind.backend import SWAP_ANNOTATION, KindCluster
 from labkit.cluster.kind.driver import helm_values
 from labkit.cluster.kind.preflight import check_host, find_tool
 from labkit.cluster.report import normalize_report, simulate_report
-from labkit.sim.profiles import load_profile
+from labkit.model.profiles import load_profile
 from tests import test_least_privilege
 
 pytestmark = [pytest.mark.kind, pytest.mark.slow]

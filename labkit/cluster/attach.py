@@ -26,8 +26,8 @@ from labkit.cluster.local.agent import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION
 from labkit.cluster.local.kube import ApiError, Kube
 from labkit.cluster.placements import PlacementTable, build_placements
 from labkit.cluster.sim import load_source
-from labkit.sim.kinds import API_VERSIONS, canonical_kind, is_namespaced
-from labkit.sim.profiles import ClusterProfile, NodeSpec
+from labkit.model.kinds import API_VERSIONS, canonical_kind, is_namespaced
+from labkit.model.profiles import ClusterProfile, NodeSpec
 
 
 def _resource_name(kind: str) -> str:

@@ -27,7 +27,7 @@ that ``labkit cluster down --backend B --profile P`` can stop a cluster an earli
 
 Objects are plain dicts (see docs/architecture.md). Shared helpers that need no backend:
 `labkit.cluster.placements.build_placements` (the `placements()` table from pods and claims) and
-`labkit.sim.profiles.load_profile` (cluster profiles).
+`labkit.model.profiles.load_profile` (cluster profiles).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from typing import Any, ClassVar, TypeVar
 
 from labkit.cluster.placements import PlacementTable
 from labkit.errors import EngineError, InputError, LabkitError, NotFoundError
-from labkit.sim.profiles import ProfileError
+from labkit.model.profiles import ProfileError
 
 T = TypeVar("T")
 
@@ -81,7 +81,7 @@ class Cluster(ABC):
     def __init__(self, *, progress: bool = True, **unknown: Any) -> None:
         if unknown:
             raise ClusterError(_unknown_options(type(self), sorted(unknown)))
-        self.profile: Any = None  # labkit.sim.profiles.ClusterProfile once up
+        self.profile: Any = None  # labkit.model.profiles.ClusterProfile once up
         self.show_progress = progress
 
     # -- lifecycle -------------------------------------------------------------------------

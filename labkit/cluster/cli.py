@@ -14,6 +14,7 @@ from labkit.cluster.describe import KINDS, describe, object_names
 from labkit.cluster.report import claim_users, report_tables, simulate_report
 from labkit.cluster.runstate import usage_lines
 from labkit.errors import NotFoundError, UsageError
+from labkit.model.profiles import load_profile, profile_names
 from labkit.output import (
     HUMAN,
     add_output_arg,
@@ -24,7 +25,6 @@ from labkit.output import (
     resolve_format,
     terminal_width,
 )
-from labkit.sim.profiles import load_profile, profile_names
 
 #: what a command that prints objects offers with -o (labkit.output)
 OBJECT_FORMATS = ("table", "wide", "json", "yaml", "name")

@@ -20,8 +20,8 @@ from labkit.api.features import SUPPORTED_VERSIONS
 from labkit.cluster.base import ClusterError, cluster_error
 from labkit.cluster.explain import format_pod_explanation
 from labkit.cluster.snapshot import cluster_state
+from labkit.model.state import StateError, load_state, profile_for_state
 from labkit.sim.engine import Sim
-from labkit.sim.state import StateError, load_state, profile_for_state
 
 #: events shown under the explanation
 MAX_EVENTS = 5

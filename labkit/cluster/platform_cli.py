@@ -50,7 +50,7 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 def run_snapshot(args: argparse.Namespace) -> int:
-    # lazy: start-up (labkit.cluster.snapshot loads labkit.sim.state; labkit --help imports this module)
+    # lazy: start-up (labkit.cluster.snapshot loads labkit.model.state; labkit --help imports this module)
     from labkit.cluster.snapshot import cluster_state
 
     cluster = _attach(args)

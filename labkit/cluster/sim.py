@@ -25,11 +25,11 @@ from labkit.cluster.base import (
 )
 from labkit.cluster.explain import format_pod_explanation
 from labkit.cluster.placements import PlacementTable, build_placements
+from labkit.model.kinds import canonical_kind
+from labkit.model.profiles import ClusterProfile, load_profile
+from labkit.model.state import StateError, load_state, origin_of, profile_for_state
 from labkit.sim.engine import Sim, SimError
-from labkit.sim.kinds import canonical_kind
 from labkit.sim.nodes import HardwareError
-from labkit.sim.profiles import ClusterProfile, load_profile
-from labkit.sim.state import StateError, load_state, origin_of, profile_for_state
 
 
 def load_source(source: Source) -> list[dict]:

@@ -11,8 +11,8 @@ import sys
 from typing import Any
 
 from labkit.errors import EXIT_INPUT, UsageError, as_input_error
+from labkit.model.profiles import profile_names
 from labkit.output import color_enabled, terminal_width
-from labkit.sim.profiles import profile_names
 
 EXIT_OK = 0
 

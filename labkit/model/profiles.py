@@ -20,7 +20,7 @@ profile) is YAML, `<name>.yaml` in a profile directory::
 
 `load_profile` accepts a profile name, a path, a dict, or a ClusterProfile. Names are looked up
 in the directories of $LABKIT_CLUSTERS_PATH (a list like PATH, first wins), then `./clusters`,
-then the profiles shipped in the package (labkit/sim/clusters/): put your own profiles in one of
+then the profiles shipped in the package (labkit/model/clusters/): put your own profiles in one of
 the first two to add to or override the shipped ones.
 """
 

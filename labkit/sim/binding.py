@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from labkit.model.podutil import DELETE_PROTECTION, EXTENDED_RESOURCES_KEY, meta, pod_reference
 from labkit.sim import podgroups
 from labkit.sim.filters import EXTENDED_CLAIM_ANNOTATION
 from labkit.sim.names import new_uid
-from labkit.sim.podutil import DELETE_PROTECTION, EXTENDED_RESOURCES_KEY, meta, pod_reference
 from labkit.sim.resources import pod_requests
 from labkit.sim.scoring import nonzero_requests
 from labkit.sim.store import copy_of, evolve

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from labkit.sim.podutil import GROUP_LABEL, MIN_MEMBER_ANNOTATION, is_deleting, is_finished, meta
+from labkit.model.podutil import GROUP_LABEL, MIN_MEMBER_ANNOTATION, is_deleting, is_finished, meta
 
 if TYPE_CHECKING:
     from labkit.sim.scheduler import Attempt, Scheduler

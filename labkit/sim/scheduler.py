@@ -45,6 +45,13 @@ from operator import is_not, itemgetter
 from typing import Any
 
 from labkit.allocator.twins import TwinTable
+from labkit.model.podutil import (
+    EXTENDED_RESOURCES_KEY,
+    claim_name_for,
+    is_deleting,
+    is_finished,
+    meta,
+)
 from labkit.sim import podgroups
 from labkit.sim.binding import Binder
 from labkit.sim.dra import DraState
@@ -64,13 +71,6 @@ from labkit.sim.filters import (
     single_node,
 )
 from labkit.sim.gang import Gangs
-from labkit.sim.podutil import (
-    EXTENDED_RESOURCES_KEY,
-    claim_name_for,
-    is_deleting,
-    is_finished,
-    meta,
-)
 from labkit.sim.queue import HELPS, SchedulingQueue, rejecting_plugins
 from labkit.sim.resources import pod_requests
 from labkit.sim.scoring import (

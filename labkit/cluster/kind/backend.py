@@ -53,7 +53,7 @@ from labkit.cluster.kind.images import WORKLOAD_DOCKERFILE, WORKLOAD_IMAGE
 from labkit.cluster.kind.preflight import HostFacts, cdi_check, container_engine, find_tool, run_preflight
 from labkit.cluster.kind.runner import CommandError, Runner, SubprocessRunner
 from labkit.cluster.placements import PlacementTable, build_placements
-from labkit.sim.profiles import ClusterProfile, load_profile
+from labkit.model.profiles import ClusterProfile, load_profile
 
 #: kind runs one container per node; beyond this a profile belongs on `sim`
 MAX_KIND_NODES = 8

@@ -23,7 +23,7 @@ import grpc
 from fake_gpus.plugin.cdi import visible_devices
 from labkit.cluster.local.cdi import CDIError, resolve_env
 from labkit.cluster.local.kube import ApiError, Kube
-from labkit.sim.podutil import EXTENDED_RESOURCES_KEY, claim_entries, claim_name_for
+from labkit.model.podutil import EXTENDED_RESOURCES_KEY, claim_entries, claim_name_for
 
 log = logging.getLogger("labkit.cluster.local.agent")
 

@@ -30,7 +30,7 @@ from labkit.cluster.local.kube import ApiError, Kube
 from labkit.cluster.local.procs import Component, ProcessError, Supervisor, pid_alive, port_open
 from labkit.cluster.local.served import running_state
 from labkit.cluster.placements import PlacementTable, build_placements
-from labkit.sim.profiles import DEFAULT_ALLOCATABLE, load_profile
+from labkit.model.profiles import DEFAULT_ALLOCATABLE, load_profile
 
 #: apply order: namespaces and classes first, then claims and templates, then the rest (pods),
 #: so pods never race their claims (a stable sort keeps file order within a tier)

@@ -28,7 +28,7 @@ from labkit.cluster.base import ClusterError
 from labkit.cluster.local.cluster import LocalCluster
 from labkit.cluster.local.procs import pid_alive
 from labkit.cluster.local.served import BACKEND, kill_components, running_state
-from labkit.sim.profiles import load_profile
+from labkit.model.profiles import load_profile
 
 
 def start(profile: Any, *, timeout: float = 300.0) -> dict[str, Any]:
