@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from labkit.cluster import runstate
-from labkit.cluster.base import ClusterError, backend_class, backends, connect
+from labkit.cluster.base import backend_class, backends, connect
 from labkit.cluster.describe import KINDS, describe, object_names
 from labkit.cluster.report import claim_users, report_tables, simulate_report
-from labkit.cluster.runstate import usage_lines
 from labkit.errors import NotFoundError, UsageError
-from labkit.model.profiles import load_profile, profile_names
+from labkit.model.profiles import profile_names
 from labkit.output import (
     HUMAN,
     add_output_arg,
     dump_doc,
     print_table,
-    print_text,
     progress_bar,
     resolve_format,
     terminal_width,
@@ -30,8 +27,6 @@ from labkit.output import (
 OBJECT_FORMATS = ("table", "wide", "json", "yaml", "name")
 
 EXIT_OK = 0
-#: `labkit cluster status`: no such cluster is running
-EXIT_NOT_RUNNING = 3
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -101,143 +96,26 @@ def _complete_names(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> l
 
 
 def run_cluster(args: argparse.Namespace) -> int:
-    """Errors go to labkit.cli, which prints them with their kind's exit code."""
+    """The registry's class for --backend does the work (`Cluster.manage`); errors go to
+    labkit.cli, which prints them with their kind's exit code."""
     if args.action == "status" and args.backend is None and args.profile is None:
         return _status_all()
-    backend = args.backend or "sim"
-    profile_arg = args.profile or "workshop"
-    if backend == "sim":
-        profile = load_profile(profile_arg)
-        if args.action == "down":
-            print("sim: nothing to stop - a sim cluster lives inside the Python process that created it.")
-            return EXIT_OK
-        c = connect("sim", profile, progress=sys.stderr.isatty())
-        print_text(c.inventory())
-        print_text("note: the sim backend runs in-process; this cluster ends with this command. Notebooks "
-                   "and `labkit simulate` each create their own (identical, deterministic) sim cluster.")
-        return EXIT_OK
-    if backend == "local":
-        return _local(args.action, profile_arg)
-    if backend == "kind":
-        return _kind(args, profile_arg)
-    cls = backend_class(backend)
-    c = cls()
-    c.profile = load_profile(profile_arg)
-    if args.action == "up":
-        c = connect(backend, profile_arg)
-    elif args.action == "down":
-        c.down()
-    _print_status(c.status())
-    return EXIT_OK
-
-
-def _usage(backend: str, profile: str, kubeconfig: str) -> None:
-    print("\n".join(usage_lines(backend, profile, kubeconfig)))
-
-
-def _local(action: str, profile_arg: str) -> int:
-    # lazy: start-up (the local backend loads the kubernetes client, grpc and the sim)
-    from labkit.cluster.local import serve
-
-    name = load_profile(profile_arg).name
-    if action == "up":
-        already = serve.running_state(name) is not None
-        state = serve.start(profile_arg)
-        if already:
-            print(f"local cluster of profile {name} was already running (server pid {state['pid']})")
-        else:
-            total = (state.get("timings") or {}).get("total")
-            print(f"local cluster of profile {name} is up" + (f" in {total:.1f}s" if total else "")
-                  + f" (server pid {state['pid']}, log {state['log']})")
-        _usage("local", name, state["kubeconfig"])
-    elif action == "down":
-        stopped = serve.stop(name)
-        print(f"local cluster of profile {name} " + ("is down" if stopped else "was not running"))
-    else:
-        # lazy: start-up (the local backend loads the kubernetes client, grpc and the sim)
-        from labkit.cluster.local import LocalCluster
-
-        c = LocalCluster()
-        c.profile = load_profile(profile_arg)
-        print(c.status())
-        return EXIT_OK if serve.running_state(name) else EXIT_NOT_RUNNING
-    return EXIT_OK
-
-
-def _kind(args: argparse.Namespace, profile_arg: str) -> int:
-    # lazy: start-up (the kind backend and its preflight are not needed by labkit --help)
-    from labkit.cluster.kind import KindCluster
-    from labkit.cluster.kind.preflight import check_host
-
-    profile = load_profile(profile_arg)
-    c = KindCluster(cluster_name=args.name, swap_images=args.swap_images, keep=True,
-                    progress=sys.stderr.isatty(), log=_stderr if args.action == "up" else None)
-    if args.action == "up":
-        checks = check_host(profile.kubernetes_version)
-        for check in checks:
-            print(check, file=sys.stderr)
-        failed = [ch for ch in checks if not ch.ok]
-        if failed:
-            raise ClusterError(f"kind cannot run on this machine yet: {len(failed)} check(s) failed (fixes above)")
-        c.up(profile)
-        if c.attached:
-            print(f"kind cluster {c.cluster_name} (profile {profile.name}) was already running")
-        else:
-            t = c.timings
-            print(f"kind cluster {c.cluster_name} (profile {profile.name}) is up in {t.get('total', 0):.0f}s "
-                  f"(create {t.get('create kind cluster', 0):.0f}s, images {t.get('driver images', 0):.0f}s, "
-                  f"driver DaemonSets ready {t.get('driver DaemonSets ready', 0):.0f}s, "
-                  f"slices {t.get('ResourceSlices published', 0):.0f}s)")
-        _usage("kind", profile.name, str(c.kubeconfig))
-        return EXIT_OK
-    c.profile = profile
-    if args.action == "down":
-        c.select_profile(profile)
-        running = c.cluster_name in c.running_clusters()
-        c.down()
-        print(f"kind cluster {c.cluster_name} (profile {profile.name}) " + ("is down" if running else "was not running"))
-        return EXIT_OK
-    text = c.status()
-    print(text)
-    return EXIT_NOT_RUNNING if "not running" in text else EXIT_OK
-
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    cls = backend_class(args.backend or "sim")
+    return cls.manage(args.action, args.profile or "workshop", name=args.name, swap_images=args.swap_images,
+                      progress=sys.stderr.isatty())
 
 
 def _status_all() -> int:
-    states = runstate.all_states()
-    live = []
-    kind_running: list[str] | None = None
-    for st in states:
-        if st.get("backend") == "local":
-            # lazy: start-up (the local backend loads the kubernetes client, grpc and the sim)
-            from labkit.cluster.local import serve
-
-            if serve.running_state(st["profile"]) is None:
-                continue
-        elif st.get("backend") == "kind":
-            if kind_running is None:
-                # lazy: start-up (the kind backend and its preflight are not needed by labkit --help)
-                from labkit.cluster.kind import KindCluster
-
-                kind_running = KindCluster().running_clusters()
-            if st.get("cluster") not in kind_running:
-                continue
-        live.append(st)
+    live = [st for st in runstate.all_states()
+            if st.get("backend") in backends() and backend_class(st["backend"]).is_running(st)]
     if not live:
         print("no local or kind cluster is running (start one with `labkit cluster up --backend kind|local "
               "--profile P`)")
-        return EXIT_NOT_RUNNING
+        return runstate.EXIT_NOT_RUNNING
     for st in live:
-        where = f"kind cluster {st['cluster']}" if st["backend"] == "kind" else f"server pid {st['pid']}"
+        where = f"kind cluster {st['cluster']}" if st.get("cluster") else f"server pid {st['pid']}"
         print(f"{st['backend']:<6} {st['profile']:<14} {where}  KUBECONFIG={st['kubeconfig']}")
     return EXIT_OK
-
-
-def _print_status(status: object) -> None:
-    print(status if isinstance(status, str) else json.dumps(status, indent=2, default=str))
 
 
 def _simulated(args: argparse.Namespace) -> Any:

@@ -1,5 +1,13 @@
-"""The `kubeconfig` backend: attach to an existing cluster (any conformant one serving
-resource.k8s.io/v1) through a kubeconfig, read-only unless asked.
+"""The shared Kubernetes-API base of the real-cluster backends, and the `kubeconfig` backend.
+
+`KubeCluster` is what every backend with a real API server shares (as kwok's backends share
+``runtime.Cluster``): events, placements and explain, written once over ``get``/``list``. The
+`local` and `kind` backends derive from it and add only what differs (how the cluster starts,
+how objects are written, how a container's env is read); no backend imports a sibling.
+
+`KubeconfigCluster` is that base reached through a kubeconfig: the `kubeconfig` backend (attach
+to an existing cluster, any conformant one serving resource.k8s.io/v1, read-only unless asked)
+and the kept-alive API connection of the kind backend.
 
     c = connect("kubeconfig", context="prod", kubeconfig="~/.kube/config")
     print(c.explain("trainer-0", "ml"))          # why is it Pending?
@@ -20,12 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from labkit.api.features import DEFAULT_VERSION, FEATURE_DEFAULTS, SUPPORTED_VERSIONS
-from labkit.cluster.base import Cluster, ClusterError, ClusterInputError, NotFound, Source, register_backend
+from labkit.cluster.annotations import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION
+from labkit.cluster.base import (
+    Cluster,
+    ClusterError,
+    ClusterInputError,
+    NotFound,
+    Source,
+    load_source,
+    register_backend,
+)
 from labkit.cluster.explain_live import explain_pod
-from labkit.cluster.local.agent import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION
-from labkit.cluster.local.kube import ApiError, Kube
+from labkit.cluster.kube import ApiError, Kube
 from labkit.cluster.placements import PlacementTable, build_placements
-from labkit.cluster.sim import load_source
 from labkit.model.kinds import API_VERSIONS, canonical_kind, is_namespaced
 from labkit.model.profiles import ClusterProfile, NodeSpec
 
@@ -37,7 +52,25 @@ def _resource_name(kind: str) -> str:
     return f"{plural}.{group}" if group else plural
 
 
-class KubeconfigCluster(Cluster):
+def _event_time(e: dict) -> str:
+    return (e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp")
+            or e["metadata"].get("creationTimestamp") or "")
+
+
+class KubeCluster(Cluster):
+    """A cluster with a real API server: what the local, kind and kubeconfig backends share."""
+
+    def events(self) -> list[dict]:
+        return sorted(self.list("Event"), key=_event_time)
+
+    def placements(self) -> PlacementTable:
+        return build_placements(self.list("Pod"), self.list("ResourceClaim"), self.list("ResourceSlice"))
+
+    def explain(self, pod: str, namespace: str = "default") -> str:
+        return explain_pod(self, pod, namespace)
+
+
+class KubeconfigCluster(KubeCluster):
     """An existing cluster reached through a kubeconfig (see the module doc)."""
 
     backend = "kubeconfig"
@@ -73,18 +106,18 @@ class KubeconfigCluster(Cluster):
         names = [c.get("name") for c in contexts or []]
         if self.context is None:
             if not current:
-                raise ClusterError(f"kubeconfig {path}: no current-context; pass context=NAME (--context), one of: "
+                raise ClusterInputError(f"kubeconfig {path}: no current-context; pass context=NAME (--context), one of: "
                                    f"{', '.join(names) or '(none)'}")
             self.context = current["name"]
         elif self.context not in names:
-            raise ClusterError(f"kubeconfig {path}: no context {self.context!r}; use one of: "
+            raise ClusterInputError(f"kubeconfig {path}: no context {self.context!r}; use one of: "
                                f"{', '.join(names) or '(none)'}")
         cfg = k8s.Configuration()
         try:
             load_kube_config(config_file=str(path), context=self.context, client_configuration=cfg,
                              persist_config=False)
         except (ConfigException, ValueError, OSError) as exc:
-            raise ClusterError(f"kubeconfig {path}, context {self.context}: {exc}; fix the context's cluster/user "
+            raise ClusterInputError(f"kubeconfig {path}, context {self.context}: {exc}; fix the context's cluster/user "
                                "entries") from None
         self.kube = Kube(configuration=cfg)
         self.server = self.kube.server
@@ -196,20 +229,7 @@ class KubeconfigCluster(Cluster):
             time.sleep(0.5)
         return False
 
-    def events(self) -> list[dict]:
-        def when(e: dict) -> str:
-            return (e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp")
-                    or e["metadata"].get("creationTimestamp") or "")
-
-        return sorted(self.list("Event"), key=when)
-
     # -- looking ---------------------------------------------------------------------------
-    def placements(self) -> PlacementTable:
-        return build_placements(self.list("Pod"), self.list("ResourceClaim"), self.list("ResourceSlice"))
-
-    def explain(self, pod: str, namespace: str = "default") -> str:
-        return explain_pod(self, pod, namespace)
-
     def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
         """The CDI environment when labkit's local node agent recorded it (one container's, or the
         union over the pod's containers), else a pointer to kubectl exec."""

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from labkit.api import LoadError, load, with_defaults
+from labkit.api import with_defaults
 from labkit.cel.validation import validate
 from labkit.cluster.base import (
     Cluster,
@@ -21,6 +21,7 @@ from labkit.cluster.base import (
     NotFound,
     Source,
     cluster_error,
+    load_source,
     register_backend,
 )
 from labkit.cluster.explain import format_pod_explanation
@@ -28,18 +29,9 @@ from labkit.cluster.placements import PlacementTable, build_placements
 from labkit.model.kinds import canonical_kind
 from labkit.model.profiles import ClusterProfile, load_profile
 from labkit.model.state import StateError, load_state, origin_of, profile_for_state
+from labkit.output import print_text
 from labkit.sim.engine import Sim, SimError
 from labkit.sim.nodes import HardwareError
-
-
-def load_source(source: Source) -> list[dict]:
-    """Objects from YAML/JSON text, a path, a dict or a list (labkit.api.load), as one-line errors."""
-    if isinstance(source, Path):
-        source = str(source)
-    try:
-        return load(source)
-    except LoadError as exc:
-        raise cluster_error(exc) from None
 
 
 class SimCluster(Cluster):
@@ -182,6 +174,18 @@ class SimCluster(Cluster):
 
     def status(self) -> str:
         return self.inventory() if self.sim is not None else "sim cluster (not up)"
+
+    @classmethod
+    def manage(cls, action: str, profile: Any, *, progress: bool = False, **_: Any) -> int:
+        profile = load_profile(profile)
+        if action == "down":
+            print("sim: nothing to stop - a sim cluster lives inside the Python process that created it.")
+            return 0
+        c = cls(progress=progress).up(profile)
+        print_text(c.inventory())
+        print_text("note: the sim backend runs in-process; this cluster ends with this command. Notebooks "
+                   "and `labkit simulate` each create their own (identical, deterministic) sim cluster.")
+        return 0
 
     def inventory(self) -> str:
         """Nodes, GPUs and other devices of the cluster, one line per node profile."""
