@@ -52,6 +52,11 @@ def _resource_name(kind: str) -> str:
     return f"{plural}.{group}" if group else plural
 
 
+#: API server answers that mean the request (the objects, the context's rights) is what is wrong:
+#: 400 Bad Request, 409 Conflict, 422 Invalid (401 and 403 name the credentials)
+REFUSED_INPUT = frozenset({400, 409, 422})
+
+
 def _event_time(e: dict) -> str:
     return (e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp")
             or e["metadata"].get("creationTimestamp") or "")
@@ -162,14 +167,15 @@ class KubeconfigCluster(KubeCluster):
             return fn()
         except ApiError as exc:
             if exc.status == 401:
-                raise ClusterError(f"{self.where}: {what}: Unauthorized: the context's credentials were not accepted "
+                raise ClusterInputError(f"{self.where}: {what}: Unauthorized: the context's credentials were not accepted "
                                    "(expired token or certificate?); refresh them in the kubeconfig") from None
             if exc.status == 403:
-                raise ClusterError(f"{self.where}: {what}: forbidden by RBAC ({exc.message}); ask for a (Cluster)Role "
+                raise ClusterInputError(f"{self.where}: {what}: forbidden by RBAC ({exc.message}); ask for a (Cluster)Role "
                                    "granting get/list on it, or use a context with more rights") from None
             if exc.status == 404:
                 raise NotFound(exc.message) from None
-            raise ClusterError(f"{self.where}: {what}: {exc.message}") from None
+            cls = ClusterInputError if exc.status in REFUSED_INPUT else ClusterError
+            raise cls(f"{self.where}: {what}: {exc.message}") from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             reason = getattr(exc, "reason", None) or exc
             raise ClusterError(f"cannot reach the API server of {self.where}: {what}: {reason}; check the server "

@@ -43,7 +43,7 @@ from fake_gpus.plugin.cdi import visible_devices
 from fake_gpus.slices import build_slices
 from labkit.api import LoadError, load
 from labkit.cluster import runstate
-from labkit.cluster.base import Cluster, ClusterError, NotFound, Source, cluster_error
+from labkit.cluster.base import Cluster, ClusterError, ClusterInputError, NotFound, Source, cluster_error
 from labkit.cluster.kind.config import kind_config_yaml
 from labkit.cluster.kind.driver import driver_manifests
 from labkit.cluster.kind.image import DEFAULT_IMAGE, DOCKERFILE, REPO_ROOT
@@ -527,8 +527,10 @@ class KindCluster(KubeCluster):
                 self._swap(obj)
         result = self._kubectl("apply", "-o", "json", "-f", "-", input=yaml.safe_dump_all(objs, sort_keys=False),
                                check=False)
-        if result.returncode != 0:
-            raise ClusterError(_one_line(result.stderr or result.stdout))
+        if result.returncode != 0:  # the API server refusing the objects is bad input, as on local
+            said = result.stderr or result.stdout
+            refused = any(f"({r})" in said for r in ("Invalid", "BadRequest", "Conflict", "Forbidden"))
+            raise (ClusterInputError if refused else ClusterError)(_one_line(said))
         out = _items(result.stdout)
         if self.attached:
             runstate.remember(self._applied, out)

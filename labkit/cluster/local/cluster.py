@@ -25,7 +25,7 @@ from labkit.cluster.annotations import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION
 from labkit.cluster.base import Cluster, ClusterError, ClusterInputError, NotFound, Source, cluster_error
 from labkit.cluster.explain_live import explain_pod
 from labkit.cluster.kube import ApiError, Kube
-from labkit.cluster.kubeapi import KubeCluster
+from labkit.cluster.kubeapi import REFUSED_INPUT, KubeCluster
 from labkit.cluster.local import binaries, controlplane, nodes, pki, served
 from labkit.cluster.local.agent import NodeAgent
 from labkit.cluster.local.binaries import Binaries, BinariesMissing
@@ -344,8 +344,9 @@ class LocalCluster(KubeCluster):
                 if obj.get("kind") == "Namespace" and meta.get("name"):
                     self._default_service_account(meta["name"])  # pods may follow right away
             except ApiError as exc:
-                raise ClusterError(f"{obj.get('kind')}/{meta.get('name') or meta.get('generateName')}: "
-                                   f"{exc.message}") from None
+                cls = ClusterInputError if exc.status in REFUSED_INPUT else ClusterError
+                raise cls(f"{obj.get('kind')}/{meta.get('name') or meta.get('generateName')}: "
+                          f"{exc.message}") from None
         return out
 
     def _call(self, fn: Callable[[], Any], kind: str, name: str, namespace: str | None) -> Any:
@@ -355,7 +356,8 @@ class LocalCluster(KubeCluster):
             where = f"{kind}/{name}" + (f" in namespace {namespace}" if namespace else "")
             if exc.status == 404:
                 raise NotFound(f"{where}: not found ({exc.message})") from None
-            raise ClusterError(f"{where}: {exc.message}") from None
+            cls = ClusterInputError if exc.status in REFUSED_INPUT else ClusterError
+            raise cls(f"{where}: {exc.message}") from None
 
     def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
         self._call(lambda: self._api().delete(kind, name, namespace), kind, name, namespace)
