@@ -93,8 +93,9 @@ unit: $(STAMP)
 notebooks: $(STAMP)
 	$(VENV)/bin/pytest -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
 
-# the notebooks that must also pass on the real control plane (needs `make controlplane`)
-LOCAL_NOTEBOOKS := $(wildcard notebooks/03_*.ipynb notebooks/04_*.ipynb notebooks/05_*.ipynb notebooks/06_*.ipynb notebooks/07_*.ipynb notebooks/13_*.ipynb)
+# the notebooks that must also pass on the real control plane (needs `make controlplane`): the
+# lessons whose front matter lists `local` in lesson.backends (tools/lessons.py)
+LOCAL_NOTEBOOKS := $(shell python3 tools/lessons.py notebooks --backend local)
 notebooks-local: $(STAMP)
 	LABKIT_BACKEND=local $(VENV)/bin/pytest -p no:cacheprovider --nbval-lax --nbval-current-env $(LOCAL_NOTEBOOKS)
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from labkit import cli
 from labkit.api import dump, load
-from labkit.errors import InputError, one_line
+from labkit.errors import UsageError
 
 PROG = "kubectl dra"
 
@@ -85,17 +85,12 @@ def _labkit(argv: list[str]) -> tuple[int, str]:
     return rc, buf.getvalue()
 
 
-def _refuse(message: str) -> int:
-    print(f"{PROG}: {message}", file=sys.stderr)
-    return 2
-
-
 def run_explain(args: argparse.Namespace) -> int:
     target = args.target
     if args.namespace:
         ns, slash, _ = target.partition("/")
         if slash and ns != args.namespace:
-            return _refuse(f"{target!r} names namespace {ns!r} but -n says {args.namespace!r}; give one of them")
+            raise UsageError(f"{target!r} names namespace {ns!r} but -n says {args.namespace!r}; give one of them")
         if not slash:
             target = f"{args.namespace}/{target}"
     return cli.main(["explain", "pod", target, *_cluster_args(args)])
@@ -103,7 +98,7 @@ def run_explain(args: argparse.Namespace) -> int:
 
 def run_snapshot(args: argparse.Namespace) -> int:
     if args.namespace:
-        return _refuse("-n: a snapshot holds the whole cluster (nodes, slices, every claim and pod), "
+        raise UsageError("-n: a snapshot holds the whole cluster (nodes, slices, every claim and pod), "
                        "which a what-if needs; drop -n")
     return cli.main(["snapshot", "-o", "-", "--format", args.output or "yaml", *_cluster_args(args)])
 
@@ -119,11 +114,8 @@ def run_what_if(args: argparse.Namespace) -> int:
             return rc
         files = args.files
         if args.namespace:  # the objects that name no namespace go to -n's, as with kubectl apply -n
-            try:
-                objs = [o for f in files for o in load(sys.stdin.read() if f == "-" else Path(f),
-                                                       default_namespace=args.namespace)]
-            except InputError as exc:
-                return _refuse(one_line(exc))
+            objs = [o for f in files for o in load(sys.stdin.read() if f == "-" else Path(f),
+                                                   default_namespace=args.namespace)]
             moved = Path(tmp) / "objects.yaml"
             moved.write_text(dump(objs, "yaml"))
             files = [str(moved)]
@@ -153,12 +145,7 @@ COMMANDS = {"explain": run_explain, "snapshot": run_snapshot, "what-if": run_wha
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return COMMANDS[args.command](args)
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return 0
+    return cli.run_guarded(PROG, lambda: COMMANDS[args.command](args))
 
 
 def entry() -> int:

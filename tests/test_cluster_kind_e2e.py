@@ -32,7 +32,7 @@ from labkit.cluster.kind.backend import SWAP_ANNOTATION, KindCluster
 from labkit.cluster.kind.driver import helm_values
 from labkit.cluster.kind.preflight import check_host, find_tool
 from labkit.cluster.report import normalize_report, simulate_report
-from labkit.sim.profiles import load_profile
+from labkit.model.profiles import load_profile
 from tests import test_least_privilege
 
 pytestmark = [pytest.mark.kind, pytest.mark.slow]
@@ -564,13 +564,16 @@ def check_generated(c: KindCluster, profile: str) -> None:
 #: on this session's cluster of that profile (connect() in the notebook finds it through
 #: LABKIT_RUN_DIR), so the course costs no cluster start of its own. `make notebooks-kind`
 #: (tools/kind-notebooks.sh) runs the same notebooks on clusters of their own.
-KIND_NOTEBOOKS = {"workshop": ("03_*", "04_*", "05_*", "11_*"), "mig-lab": ("06_*",), "topology-lab": ("07_*",)}
+KIND_NOTEBOOKS: dict[str, list[str]] = {}  # profile -> notebooks: the lessons' front matter (tools/lessons.py)
+for _lesson in json.loads(subprocess.run([sys.executable, str(ROOT / "tools/lessons.py"), "json"], check=True,
+                                         capture_output=True, text=True).stdout):
+    if "kind" in _lesson["backends"]:
+        KIND_NOTEBOOKS.setdefault(_lesson["profile"], []).append(_lesson["notebook"])
 
 
 def check_notebooks(c: KindCluster, profile: str) -> None:
-    books = sorted(str(p.relative_to(ROOT)) for pattern in KIND_NOTEBOOKS[profile]
-                   for p in (ROOT / "notebooks").glob(f"{pattern}.ipynb"))
-    assert len(books) == len(KIND_NOTEBOOKS[profile]), books
+    books = KIND_NOTEBOOKS[profile]
+    assert books and all((ROOT / b).is_file() for b in books), books
     clean(c)
     t0 = time.monotonic()
     out = _run(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env",

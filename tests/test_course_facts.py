@@ -18,7 +18,7 @@ import jupytext
 import pytest
 import yaml
 
-from labkit.api import validate
+from labkit.cel.validation import validate
 from tests.coursefacts import (
     PROFILES,
     ROOT,

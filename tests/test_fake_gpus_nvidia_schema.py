@@ -89,7 +89,7 @@ def test_mig_devices_carry_the_parents_numa_node_and_topology_is_an_explicit_opt
 
 
 def test_cluster_profiles_turn_topology_on_where_lessons_use_it():
-    from labkit.sim.profiles import load_profile
+    from labkit.model.profiles import load_profile
 
     assert {n: load_profile(n).topology_attributes for n in ("topology-lab", "exp-small", "fleet-1000", "workshop",
                                                               "tiny", "mig-lab")} == {

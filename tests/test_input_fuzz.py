@@ -39,8 +39,8 @@ from labkit.cluster.local.cdi import load_specs, resolve_env
 from labkit.cluster.snapshot import snapshot_yaml
 from labkit.errors import LabkitError, exit_code, one_line
 from labkit.experiments.alibaba import SAMPLE, load_alibaba
-from labkit.sim.profiles import PACKAGE_CLUSTERS, parse_profile
-from labkit.sim.state import load_state
+from labkit.model.profiles import PACKAGE_CLUSTERS, parse_profile
+from labkit.model.state import load_state
 from tests.cliserver import CliServer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,11 +17,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from labkit.api.features import SUPPORTED_VERSIONS
-from labkit.cluster.base import ClusterError
+from labkit.cluster.base import ClusterError, cluster_error
 from labkit.cluster.explain import format_pod_explanation
 from labkit.cluster.snapshot import cluster_state
+from labkit.model.state import StateError, load_state, profile_for_state
 from labkit.sim.engine import Sim
-from labkit.sim.state import StateError, load_state, profile_for_state
 
 #: events shown under the explanation
 MAX_EVENTS = 5
@@ -61,7 +61,7 @@ def restored_sim(cluster: Any, objs: list[dict] | None = None, kubernetes_versio
         profile = profile_for_state(objs, name=f"live {cluster.backend} cluster", kubernetes_version=version,
                                     feature_gates=cluster_gates(cluster))
     except StateError as exc:
-        raise ClusterError(str(exc)) from None
+        raise cluster_error(exc) from None
     return Sim(profile, state=objs)
 
 

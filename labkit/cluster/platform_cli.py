@@ -7,10 +7,11 @@ import argparse
 import sys
 
 from labkit.api import dump
-from labkit.cluster.base import ClusterError, connect
+from labkit.cluster.base import connect
+from labkit.errors import UsageError
 from labkit.output import print_text
 
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
+EXIT_OK = 0
 
 
 def _attach_args(p: argparse.ArgumentParser) -> None:
@@ -32,11 +33,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sn.set_defaults(func=run_snapshot)
 
 
-def _fail(msg: str) -> int:
-    print(f"error: {msg}", file=sys.stderr)
-    return EXIT_BAD_INPUT
-
-
 def _attach(args: argparse.Namespace):  # noqa: ANN202
     return connect("kubeconfig", kubeconfig=args.kubeconfig, context=args.context, progress=False)
 
@@ -44,30 +40,24 @@ def _attach(args: argparse.Namespace):  # noqa: ANN202
 def run_explain(args: argparse.Namespace) -> int:
     ns, _, name = args.target.rpartition("/")
     if not name or "/" in ns:
-        return _fail(f"{args.target!r}: give the pod as NAMESPACE/NAME or NAME")
+        raise UsageError(f"{args.target!r}: give the pod as NAMESPACE/NAME or NAME")
+    cluster = _attach(args)
     try:
-        cluster = _attach(args)
-        try:
-            print_text(cluster.explain(name, ns or "default"))
-        finally:
-            cluster.down()
-    except ClusterError as exc:
-        return _fail(str(exc))
+        print_text(cluster.explain(name, ns or "default"))
+    finally:
+        cluster.down()
     return EXIT_OK
 
 
 def run_snapshot(args: argparse.Namespace) -> int:
-    # lazy: start-up (labkit.cluster.snapshot loads labkit.sim.state; labkit --help imports this module)
+    # lazy: start-up (labkit.cluster.snapshot loads labkit.model.state; labkit --help imports this module)
     from labkit.cluster.snapshot import cluster_state
 
+    cluster = _attach(args)
     try:
-        cluster = _attach(args)
-        try:
-            objs = cluster_state(cluster)
-        finally:
-            cluster.down()
-    except ClusterError as exc:
-        return _fail(str(exc))
+        objs = cluster_state(cluster)
+    finally:
+        cluster.down()
     text = dump(objs, args.format)
     if args.output == "-":
         sys.stdout.write(text)
@@ -76,7 +66,7 @@ def run_snapshot(args: argparse.Namespace) -> int:
             with open(args.output, "w", encoding="utf-8") as fh:
                 fh.write(text)
         except OSError as exc:
-            return _fail(f"-o {args.output}: cannot write ({exc.strerror}); choose a writable path")
+            raise UsageError(f"-o {args.output}: cannot write ({exc.strerror}); choose a writable path") from None
         counts: dict[str, int] = {}
         for o in objs:
             counts[o["kind"]] = counts.get(o["kind"], 0) + 1

@@ -22,8 +22,8 @@ import re
 from typing import Any
 
 from labkit.cluster.base import ClusterError
+from labkit.model.podutil import claim_entries, claim_gate, claim_name_for
 from labkit.output import Table, first_line
-from labkit.sim.podutil import claim_entries, claim_gate, claim_name_for
 
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 

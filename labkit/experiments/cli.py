@@ -10,11 +10,11 @@ import math
 import sys
 from typing import Any
 
-from labkit.errors import LabkitError
+from labkit.errors import EXIT_INPUT, UsageError, as_input_error
+from labkit.model.profiles import profile_names
 from labkit.output import color_enabled, terminal_width
-from labkit.sim.profiles import profile_names
 
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
+EXIT_OK = 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -96,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     inf.set_defaults(func=inflation_cmd)
     pol = sub.add_parser("policies", help="list the built-in policies")
     pol.set_defaults(func=list_policies)
-    ex.set_defaults(func=lambda args: (ex.print_help(), EXIT_BAD_INPUT)[1])
+    ex.set_defaults(func=lambda args: (ex.print_help(), EXIT_INPUT)[1])
 
 
 def _complete_fleets(prefix: str, **_: object) -> list[str]:
@@ -111,11 +111,6 @@ def _print_summary(summary: object, keep: int) -> None:
         print(summary.table(keep).fold(terminal_width(), keep, color_enabled()))  # type: ignore[attr-defined]
     else:
         print(summary)
-
-
-def _fail(msg: str) -> int:
-    print(f"error: {msg}", file=sys.stderr)
-    return EXIT_BAD_INPUT
 
 
 def list_policies(args: argparse.Namespace) -> int:
@@ -144,28 +139,26 @@ def run_experiment_cmd(args: argparse.Namespace) -> int:
     _, metrics, policies, runner, sweep = _experiments()
 
     if args.limit is not None and args.limit < 0:
-        return _fail(f"--limit {args.limit}: must be >= 0")
+        raise UsageError(f"--limit {args.limit}: must be >= 0")
     if args.pods < 0 or args.rate <= 0 or args.tick <= 0:
-        return _fail("--pods must be >= 0, --rate and --tick > 0")
+        raise UsageError("--pods must be >= 0, --rate and --tick > 0")
     try:
         chosen = [policies.get_policy(p.strip()) for p in args.policy.split(",") if p.strip()]
         if not chosen:
-            return _fail("--policy: give at least one policy name; see `labkit experiment policies`")
+            raise UsageError("--policy: give at least one policy name; see `labkit experiment policies`")
         fleet = sweep.fleet_profile(args.fleet)
         trace, trace_name = sweep.load_trace(args.trace, seed=args.seed, pods=args.pods, rate=args.rate,
                                              gpu_mem_gib=sweep.reference_gpu_mem(fleet))
         res = runner.run_experiment(trace, fleet, chosen, tick=args.tick, seed=args.seed, limit=args.limit,
                                    progress=sys.stderr.isatty() if args.progress is None else args.progress)
-    except (LabkitError, ValueError) as exc:
-        if isinstance(exc, LabkitError) and not isinstance(exc, ValueError):
-            raise  # the CLI prints it as one line with its kind's exit code (3: not found)
-        return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    except ValueError as exc:  # a LabkitError keeps its kind; a plain ValueError is bad input
+        raise as_input_error(exc) from None
     res.trace_name = trace_name
     if args.plot:
         try:
             res.plot(args.plot)
         except (OSError, ValueError) as exc:
-            return _fail(f"--plot {args.plot}: {exc}")
+            raise UsageError(f"--plot {args.plot}: {exc}") from None
     if args.output == "json":
         doc = res.to_dict()
         if not args.timeline:
@@ -189,9 +182,9 @@ def sweep_cmd(args: argparse.Namespace) -> int:
     _, metrics, policies, _, sweep = _experiments()
 
     if args.workers is not None and args.workers < 1:
-        return _fail(f"--workers {args.workers}: give at least 1 (1 = serially in this process)")
+        raise UsageError(f"--workers {args.workers}: give at least 1 (1 = serially in this process)")
     if args.workers is not None and args.address:
-        return _fail("--workers and --address: give one (the Dask cluster has its own workers)")
+        raise UsageError("--workers and --address: give one (the Dask cluster has its own workers)")
     try:
         names = sweep.split_axis("--policies", args.policies) if args.policies is not None else list(policies.POLICIES)
         traces = sweep.split_axis("--traces", args.traces)
@@ -200,10 +193,8 @@ def sweep_cmd(args: argparse.Namespace) -> int:
         options = sweep.Options(pods=args.pods, rate=args.rate, tick=args.tick, limit=args.limit)
         cells = sweep.make_grid(names, traces, seeds, fleets, options)
         res = sweep.run_sweep(cells, options, workers=args.workers, address=args.address, progress=args.progress)
-    except (LabkitError, ValueError) as exc:
-        if isinstance(exc, LabkitError) and not isinstance(exc, ValueError):
-            raise  # the CLI prints it as one line with its kind's exit code
-        return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    except ValueError as exc:  # a LabkitError keeps its kind; a plain ValueError is bad input
+        raise as_input_error(exc) from None
     rows = [{k: _clean(v) for k, v in r.items()} for r in res.rows]
     if args.output == "json":
         print(json.dumps({**res.to_dict(), "rows": rows}, indent=2, default=str).replace("NaN", "null"))
@@ -232,24 +223,22 @@ def inflation_cmd(args: argparse.Namespace) -> int:
     if base and tail.isdigit():
         fleet, every = base, int(tail)
     elif fleet.startswith("openb:"):
-        return _fail(f"--fleet {fleet}: openb:N takes a whole number N >= 1 (1 node in N)")
+        raise UsageError(f"--fleet {fleet}: openb:N takes a whole number N >= 1 (1 node in N)")
     if fleet == "openb":
         nodes = inflation.NODES_PATH
     elif fleet.endswith((".csv", ".csv.gz")):
         nodes = fleet
     else:
-        return _fail(f"--fleet {fleet}: use openb, openb:N or a cluster-trace-gpu-v2023 node list csv (PATH[:N])")
+        raise UsageError(f"--fleet {fleet}: use openb, openb:N or a cluster-trace-gpu-v2023 node list csv (PATH[:N])")
     if args.workers < 1:
-        return _fail(f"--workers {args.workers}: give at least 1")
+        raise UsageError(f"--workers {args.workers}: give at least 1")
     try:
         pols = tuple(sweep.split_axis("--policies", args.policies)) if args.policies else inflation.POLICIES
         seeds = tuple(sweep.parse_seeds(args.seeds))
         res = inflation.run_all(args.trace, pols, seeds=seeds, every=every, ratio=args.ratio,
                                 sim=not args.no_sim, workers=args.workers, whole_gpus=args.whole_gpus, nodes=nodes)
-    except (LabkitError, ValueError) as exc:
-        if isinstance(exc, LabkitError) and not isinstance(exc, ValueError):
-            raise
-        return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    except ValueError as exc:  # a LabkitError keeps its kind; a plain ValueError is bad input
+        raise as_input_error(exc) from None
     res["paper"] = (inflation.paper_figures(args.trace) if every == 1 and args.ratio == 1.3 and not args.whole_gpus
                     and fleet == "openb" else None)
     if args.plot:

@@ -60,8 +60,8 @@ from labkit.experiments.openb import (
     openb_pods,
     sample_nodes,
 )
+from labkit.model.podutil import claim_name_for
 from labkit.sim.engine import fewer_collections
-from labkit.sim.podutil import claim_name_for
 
 POLICIES = ("fgd", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "random-fit")
 MILLI = 1000

@@ -41,7 +41,7 @@ from labkit.experiments.metrics import SUMMARY_KEYS, WALL_CLOCK_KEYS
 from labkit.experiments.policies import POLICIES, get_policy
 from labkit.experiments.runner import run_policy
 from labkit.experiments.traces import WorkItem, generate
-from labkit.sim.profiles import ClusterProfile
+from labkit.model.profiles import ClusterProfile
 
 #: columns of a sweep row before the policy's summary
 CELL_KEYS = ("trace", "fleet", "seed")

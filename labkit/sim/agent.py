@@ -16,10 +16,7 @@ from typing import Any
 
 from fake_gpus.plugin import cdi as fake_gpus_cdi
 from labkit.errors import NotFoundError
-from labkit.sim.clock import parse_timestamp
-from labkit.sim.dra import DraState
-from labkit.sim.events import EventRecorder
-from labkit.sim.podutil import (
+from labkit.model.podutil import (
     DURATION_ANNOTATION,
     EXTENDED_RESOURCES_KEY,
     claim_entries,
@@ -29,6 +26,9 @@ from labkit.sim.podutil import (
     meta,
     parse_duration,
 )
+from labkit.sim.clock import parse_timestamp
+from labkit.sim.dra import DraState
+from labkit.sim.events import EventRecorder
 from labkit.sim.store import Store, evolve
 
 COMPONENT = "kubelet"

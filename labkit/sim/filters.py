@@ -20,8 +20,8 @@ from typing import Any
 from labkit.allocator.nodes import node_selector_matches, pod_matches_node_affinity
 from labkit.allocator.taints import untolerated_taint
 from labkit.allocator.twins import TwinTable
+from labkit.model.podutil import EXTENDED_RESOURCES_KEY, meta
 from labkit.sim.dra import DraState
-from labkit.sim.podutil import EXTENDED_RESOURCES_KEY, meta
 from labkit.sim.resources import insufficient, is_extended, node_allocatable
 
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from labkit.errors import InputError
+from labkit.model.kinds import API_VERSIONS, is_namespaced
+from labkit.model.podutil import status_on_create
 from labkit.sim import names
 from labkit.sim.clock import Clock
-from labkit.sim.kinds import API_VERSIONS, is_namespaced
-from labkit.sim.podutil import status_on_create
 
 Key = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
 

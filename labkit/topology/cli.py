@@ -8,8 +8,8 @@ import os
 import sys
 
 from fake_gpus.catalog import node_profiles
+from labkit.model.profiles import ProfileError, load_profile, profile_names
 from labkit.output import Table, add_output_arg, print_table, resolve_format
-from labkit.sim.profiles import ProfileError, load_profile, profile_names
 from labkit.topology import node_graph, save_png, stats, topo_matrix
 
 
