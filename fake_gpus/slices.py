@@ -118,6 +118,10 @@ def _topology_attrs(profile: NodeProfile, dev: GpuSlot | NicSlot) -> dict[str, d
         attrs[f"{TOPOLOGY_DOMAIN}/pcieSwitch"] = _s(naming.bounded(top))
     if isinstance(dev, GpuSlot) and dev.nvlink_domain is not None:
         attrs[f"{TOPOLOGY_DOMAIN}/nvlinkDomain"] = _s(naming.bounded(dev.nvlink_domain))
+    if isinstance(dev, NicSlot) and profile.compute_domains:
+        # rail-optimised fabric of a rack tray: NIC <i> plugs into rail switch <i> (no driver
+        # publishes this today; an attribute a NIC driver could publish, issue 27)
+        attrs[f"{TOPOLOGY_DOMAIN}/rail"] = {"int": dev.index}
     return attrs
 
 
