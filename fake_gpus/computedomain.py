@@ -5,7 +5,8 @@ Facts (kubernetes-sigs/dra-driver-nvidia-gpu at 95932046, docs/rack-scale-nvlink
 `channel-0` (type channel, id 0: the only IMEX channel published, of 2048) and `daemon-0` (type
 daemon, id 0). Two DeviceClasses select them. A channel claim carries an opaque
 `ComputeDomainChannelConfig` (domainID, allocationMode Single|All); preparing it injects the
-device node /dev/nvidia-caps-imex-channels/channel0 (every channel with All). A daemon claim
+device node /dev/nvidia-caps-imex-channels/channel0 (every channel with All; the fake lists them
+in the env FAKE_IMEX_CHANNELS). A daemon claim
 carries `ComputeDomainDaemonConfig` (domainID); its container gets COMPUTE_DOMAIN_UUID and the
 node's CLIQUE_ID.
 
@@ -94,13 +95,14 @@ def claim_config(claim: dict[str, Any]) -> dict[str, str] | None:
 
 
 def container_edits(config: dict[str, str], clique_id: str = "") -> dict[str, Any]:
-    """CDI containerEdits for a prepared channel or daemon device. The channel's device nodes are
-    also listed in FAKE_IMEX_CHANNELS (env is what the simulator shows of a container)."""
+    """CDI containerEdits for a prepared channel or daemon device. NVIDIA's plugin injects the
+    channel device nodes; the fake lists them in FAKE_IMEX_CHANNELS instead (a CDI deviceNode must
+    exist on the host, and a node without NVIDIA hardware has none)."""
     if config["kind"] == CHANNEL_CONFIG_KIND:
         paths = channel_paths(config["allocationMode"])
         env = [f"FAKE_IMEX_CHANNELS={','.join(p.rsplit('/', 1)[1] for p in paths)}",
                f"FAKE_COMPUTE_DOMAIN={config['domainID']}"]
-        return {"env": env, "deviceNodes": [{"path": p} for p in paths]}
+        return {"env": env}
     env = [f"COMPUTE_DOMAIN_UUID={config['domainID']}"]
     if clique_id:
         env.insert(0, f"CLIQUE_ID={clique_id}")

@@ -25,6 +25,7 @@ from typing import Any
 
 from fake_gpus import computedomain as cd_plugin
 from labkit.api import with_defaults
+from labkit.api.problem import as_dict
 from labkit.sim.agent import NodeAgent
 from labkit.sim.events import EventRecorder
 from labkit.sim.podutil import claim_entries, claim_name_for, is_deleting, is_finished, meta
@@ -55,7 +56,7 @@ def _template(namespace: str, name: str, uid: str, target: str, request: str, de
 
 def workload_template(cd: dict) -> dict[str, Any]:
     m = meta(cd)
-    channel = (cd.get("spec") or {}).get("channel") or {}
+    channel = as_dict(as_dict(cd.get("spec")).get("channel"))
     params = {"apiVersion": cd_plugin.CONFIG_API_VERSION, "kind": cd_plugin.CHANNEL_CONFIG_KIND,
               "domainID": m["uid"], "allocationMode": channel.get("allocationMode") or "Single"}
     return _template(m["namespace"], channel["resourceClaimTemplate"]["name"], m["uid"], "Workload", "channel",
@@ -148,11 +149,19 @@ class ComputeDomainController:
                 self._delete(cd)
             else:
                 live.add(meta(cd)["uid"])
-                self._sync(cd)
+                if self._template_name(cd):
+                    self._sync(cd)
         for node in self.store.list("Node"):  # labels of domains that are gone (RemoveStaleComputeDomainLabels)
             uid = (meta(node).get("labels") or {}).get(LABEL)
             if uid is not None and uid not in live and self._by_uid(uid) is None:
                 self._unlabel(node)
+
+    @staticmethod
+    def _template_name(cd: dict) -> str:
+        """spec.channel.resourceClaimTemplate.name ('' when missing: the API server refuses such a CD,
+        see labkit.api.rules_nvidia; a CD stored without validation is left alone)."""
+        name = as_dict(as_dict(as_dict(cd.get("spec")).get("channel")).get("resourceClaimTemplate")).get("name")
+        return name if isinstance(name, str) else ""
 
     def _ensure(self, obj: dict) -> dict:
         m = meta(obj)
@@ -229,7 +238,8 @@ class ComputeDomainController:
             nodes.append({"name": name, "ipAddress": (running[name].get("status") or {}).get("podIP", ""),
                           "cliqueID": (meta(node).get("labels") or {}).get(CLIQUE_LABEL, ""),
                           "index": index, "status": "Ready"})
-        want_nodes = int((cd.get("spec") or {}).get("numNodes") or 0)
+        num = as_dict(cd.get("spec")).get("numNodes")
+        want_nodes = num if isinstance(num, int) else 0
         ready = len(nodes) >= want_nodes and all(n["status"] == "Ready" for n in nodes)
         status = {"status": "Ready" if ready else "NotReady"}
         if nodes:

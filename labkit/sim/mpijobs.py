@@ -9,6 +9,7 @@ demo unchanged; no hostfile, SSH keys, Services or MPIJob status beyond `replica
 
 from __future__ import annotations
 
+from labkit.api.problem import as_dict
 from labkit.sim.podutil import is_deleting, is_finished, meta
 from labkit.sim.store import Store, copy_of, evolve
 
@@ -35,20 +36,21 @@ class MPIJobController:
 
     def _sync(self, job: dict) -> None:
         m = meta(job)
-        spec = job.get("spec") or {}
-        replicas = spec.get("mpiReplicaSpecs") or {}
-        worker = replicas.get("Worker") or {}
-        want = int(worker.get("replicas", 0) or 0)
+        spec = as_dict(job.get("spec"))
+        replicas = as_dict(spec.get("mpiReplicaSpecs"))
+        worker = as_dict(replicas.get("Worker"))
+        want = worker.get("replicas", 1)
+        want = want if isinstance(want, int) and not isinstance(want, bool) and 0 <= want <= 1000 else 0
         workers = []
         for i in range(want):
             name = f"{m['name']}-worker-{i}"
             pod = self.store.get("Pod", name, m["namespace"])
             if pod is None:
-                tmpl = copy_of(worker.get("template") or {})
-                tmeta = tmpl.get("metadata") or {}
-                labels = {**(tmeta.get("labels") or {}), JOB_NAME: m["name"], JOB_ROLE: "worker",
+                tmpl = as_dict(copy_of(worker.get("template")))
+                tmeta = as_dict(tmpl.get("metadata"))
+                labels = {**as_dict(tmeta.get("labels")), JOB_NAME: m["name"], JOB_ROLE: "worker",
                           REPLICA_INDEX: str(i)}
-                pod_spec = tmpl.get("spec") or {}
+                pod_spec = as_dict(tmpl.get("spec"))
                 pod_spec.setdefault("hostname", name)
                 pod_spec.setdefault("subdomain", m["name"])
                 pod = self.store.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
@@ -58,12 +60,14 @@ class MPIJobController:
             workers.append(pod)
         running = sum(1 for p in workers if (p.get("status") or {}).get("phase") == "Running")
         launcher_name = f"{m['name']}-launcher"
-        launcher = replicas.get("Launcher")
+        launcher = as_dict(replicas.get("Launcher"))
         wait = spec.get("launcherCreationPolicy") == "WaitForWorkersReady"
         if launcher and self.store.get("Job", launcher_name, m["namespace"]) is None and (not wait or running == want):
-            tmpl = copy_of(launcher.get("template") or {})
-            tmpl.setdefault("metadata", {}).setdefault("labels", {}).update({JOB_NAME: m["name"], JOB_ROLE: "launcher"})
-            tmpl.setdefault("spec", {}).setdefault("restartPolicy", "OnFailure")
+            tmpl = as_dict(copy_of(launcher.get("template")))
+            tmeta = as_dict(tmpl.get("metadata"))
+            tmpl["metadata"] = {**tmeta, "labels": {**as_dict(tmeta.get("labels")), JOB_NAME: m["name"],
+                                                     JOB_ROLE: "launcher"}}
+            tmpl["spec"] = {"restartPolicy": "OnFailure", **as_dict(tmpl.get("spec"))}
             self.store.create({"apiVersion": "batch/v1", "kind": "Job", "metadata": {
                 "name": launcher_name, "namespace": m["namespace"], "labels": {JOB_NAME: m["name"]},
                 "ownerReferences": [_owner(job)]}, "spec": {"backoffLimit": 6, "template": tmpl}}, copy=False)
