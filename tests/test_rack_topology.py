@@ -53,3 +53,15 @@ def test_placement_of_the_nvbandwidth_job_is_drawn_on_its_rack(tmp_path):
     assert legend == ["nvbandwidth-test-1", "free"]
     fig.savefig(tmp_path / "racks.png")
     assert (tmp_path / "racks.png").stat().st_size > 5000
+
+
+def test_topology_across_nodes_as_typed(capsys):
+    from labkit.cli import main
+
+    assert main(["topology", "--profile", "nvl72-two-racks", "--across", "rack-a-tray-00/GPU0",
+                 "rack-a-tray-05/gpu-1", "rack-b-tray-00/GPU0"]) == 0
+    rows = [ln.split() for ln in capsys.readouterr().out.splitlines()[1:]]
+    assert rows == [["rack-a-tray-00/GPU0", "X", "NV18", "NET"], ["rack-a-tray-05/gpu-1", "NV18", "X", "NET"],
+                    ["rack-b-tray-00/GPU0", "NET", "NET", "X"]]
+    assert main(["topology", "--profile", "nvl72-two-racks", "--across", "rack-a-tray-00/GPU9"]) == 3
+    assert "no device 'rack-a-tray-00/GPU9'" in capsys.readouterr().err
