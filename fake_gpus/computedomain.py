@@ -10,8 +10,9 @@ in the env FAKE_IMEX_CHANNELS). A daemon claim
 carries `ComputeDomainDaemonConfig` (domainID); its container gets COMPUTE_DOMAIN_UUID and the
 node's CLIQUE_ID.
 
-What needs the cluster (labelling the node, waiting for the domain to be Ready, the daemon's
-ComputeDomain name and namespace) is done by whoever runs the plugin (labkit's sim controller).
+The controller's objects (`workload_template`, `daemon_template`, `daemonset`) and its status
+rule (`domain_status`) live here too, so that labkit's sim and `fake_gpus.cdcontroller` (against a
+real API server) build the same objects.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ ALLOCATION_MODES = ("Single", "All")
 #: IMEX channels a node has (NVIDIA's getImexChannelCount); only channel 0 is published
 MAX_IMEX_CHANNELS = 2048
 CHANNEL_DIR = "/dev/nvidia-caps-imex-channels"
+CD_API_VERSION = "resource.nvidia.com/v1beta1"
+LABEL = "resource.nvidia.com/computeDomain"  # the node / object label, and the finalizer
+TARGET_LABEL = "resource.nvidia.com/computeDomainTarget"
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+DRIVER_NAMESPACE = "dra-driver-nvidia-gpu"  # where NVIDIA's bats tests install the chart
+NOT_READY = "error asserting ComputeDomain Ready: current node not ready in ComputeDomain"
 _FIELDS = {CHANNEL_CONFIG_KIND: {"apiVersion", "kind", "domainID", "allocationMode"},
            DAEMON_CONFIG_KIND: {"apiVersion", "kind", "domainID"}}
 
@@ -107,3 +114,117 @@ def container_edits(config: dict[str, str], clique_id: str = "") -> dict[str, An
     if clique_id:
         env.insert(0, f"CLIQUE_ID={clique_id}")
     return {"env": env}
+
+
+# ------------------------------------------------------------------ the controller's objects
+
+
+def _as_dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def template_name(cd: dict[str, Any]) -> str:
+    """spec.channel.resourceClaimTemplate.name ('' when missing)."""
+    name = _as_dict(_as_dict(_as_dict(cd.get("spec")).get("channel")).get("resourceClaimTemplate")).get("name")
+    return name if isinstance(name, str) else ""
+
+
+def _template(namespace: str, name: str, uid: str, target: str, request: str, device_class: str,
+              params: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"namespace": namespace, "name": name, "finalizers": [LABEL],
+                     "labels": {LABEL: uid, TARGET_LABEL: target}},
+        "spec": {"spec": {"devices": {
+            "requests": [{"name": request, "exactly": {"deviceClassName": device_class,
+                                                       "allocationMode": "ExactCount", "count": 1}}],
+            "config": [{"requests": [request], "opaque": {"driver": DRIVER, "parameters": params}}],
+        }}},
+    }
+
+
+def workload_template(cd: dict[str, Any]) -> dict[str, Any]:
+    """The channel claim template the controller creates in the CD's namespace."""
+    m = cd["metadata"]
+    channel = _as_dict(_as_dict(cd.get("spec")).get("channel"))
+    params = {"apiVersion": CONFIG_API_VERSION, "kind": CHANNEL_CONFIG_KIND, "domainID": m["uid"],
+              "allocationMode": channel.get("allocationMode") or "Single"}
+    return _template(m.get("namespace") or "default", template_name(cd), m["uid"], "Workload", "channel",
+                     CHANNEL_CLASS, params)
+
+
+def daemon_template(cd: dict[str, Any], namespace: str = DRIVER_NAMESPACE) -> dict[str, Any]:
+    uid = cd["metadata"]["uid"]
+    params = {"apiVersion": CONFIG_API_VERSION, "kind": DAEMON_CONFIG_KIND, "domainID": uid}
+    return _template(namespace, f"computedomain-daemon-{uid}", uid, "Daemon", "daemon", DAEMON_CLASS, params)
+
+
+def daemonset(cd: dict[str, Any], namespace: str = DRIVER_NAMESPACE, image: str = "dra-driver-nvidia-gpu",
+              command: list[str] | None = None) -> dict[str, Any]:
+    """The per-domain DaemonSet: a daemon on every node labelled with the domain's UID."""
+    uid = cd["metadata"]["uid"]
+    name = f"computedomain-daemon-{uid}"
+    container: dict[str, Any] = {"name": "compute-domain-daemon", "image": image,
+                                 "resources": {"claims": [{"name": "compute-domain-daemon"}]}}
+    if command:
+        container["command"] = list(command)
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"namespace": namespace, "name": name, "finalizers": [LABEL], "labels": {LABEL: uid}},
+        "spec": {"selector": {"matchLabels": {LABEL: uid}}, "template": {
+            "metadata": {"labels": {LABEL: uid}},
+            "spec": {"nodeSelector": {LABEL: uid}, "containers": [container],
+                     "tolerations": [{"operator": "Exists", "effect": e}
+                                     for e in ("NoSchedule", "NoExecute", "PreferNoSchedule")],
+                     "resourceClaims": [{"name": "compute-domain-daemon", "resourceClaimTemplateName": name}]}}},
+    }
+
+
+def domain_status(cd: dict[str, Any], running: dict[str, tuple[str, str]]) -> dict[str, Any]:
+    """The status the daemons and the controller write: `running` maps each node with a running
+    daemon to (pod IP, clique id). Known nodes keep their index; new ones take the lowest free one.
+    Ready once at least numNodes nodes are in and all of them are Ready."""
+    old = [n for n in _as_dict(cd.get("status")).get("nodes") or [] if isinstance(n, dict)]
+    nodes = [n for n in old if n.get("name") in running]
+    used = {n.get("index") for n in nodes}
+    for name in sorted(set(running) - {n.get("name") for n in nodes}):
+        index = next(i for i in range(len(running) + len(used) + 1) if i not in used)
+        used.add(index)
+        ip, clique = running[name]
+        nodes.append({"name": name, "ipAddress": ip, "cliqueID": clique, "index": index, "status": "Ready"})
+    num = _as_dict(cd.get("spec")).get("numNodes")
+    want = num if isinstance(num, int) and not isinstance(num, bool) else 0
+    ready = len(nodes) >= want and all(n.get("status") == "Ready" for n in nodes)
+    status: dict[str, Any] = {"status": "Ready" if ready else "NotReady"}
+    if nodes:
+        status["nodes"] = nodes
+    return status
+
+
+def node_ready(cd: dict[str, Any] | None, node: str) -> bool:
+    """The plugin's isCurrentNodeReadyInStatus."""
+    for n in _as_dict((cd or {}).get("status")).get("nodes") or []:
+        if isinstance(n, dict) and n.get("name") == node:
+            return n.get("status") == "Ready"
+    return False
+
+
+def channel_check(claim: dict[str, Any], cd: dict[str, Any] | None, node: str, node_labels: dict[str, str]
+                  ) -> tuple[str | None, bool]:
+    """What the plugin checks before it hands out a channel (applyComputeDomainChannelConfigDriverManaged),
+    as (error or None, whether to label the node first): the claim's namespace is the domain's, the node
+    carries no other domain's label, the node is Ready in the domain. Claims that are not channel claims
+    pass. Raises ConfigError for a config the plugin refuses."""
+    config = claim_config(claim)
+    if config is None or config["kind"] != CHANNEL_CONFIG_KIND:
+        return None, False
+    uid = config["domainID"]
+    if cd is None:
+        return f"error asserting ComputeDomain's namespace: ComputeDomain not found: {uid}", False
+    if cd["metadata"].get("namespace", "default") != _as_dict(claim.get("metadata")).get("namespace", "default"):
+        return ("error asserting ComputeDomain's namespace: the ResourceClaim's namespace is different than "
+                "the ComputeDomain's namespace"), False
+    current = node_labels.get(LABEL)
+    if current not in (None, uid):
+        return "error adding Node label for ComputeDomain: label already exists for a different ComputeDomain", False
+    return (None if node_ready(cd, node) else NOT_READY), current != uid

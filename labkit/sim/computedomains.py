@@ -21,70 +21,17 @@ IMEX daemon's own peer handshake (a daemon is Ready once its pod runs).
 
 from __future__ import annotations
 
-from typing import Any
-
 from fake_gpus import computedomain as cd_plugin
 from labkit.api import with_defaults
-from labkit.api.problem import as_dict
 from labkit.sim.agent import NodeAgent
 from labkit.sim.events import EventRecorder
 from labkit.sim.podutil import claim_entries, claim_name_for, is_deleting, is_finished, meta
 from labkit.sim.store import Store, copy_of, evolve
 
 KIND = "ComputeDomain"
-API_VERSION = "resource.nvidia.com/v1beta1"
-LABEL = "resource.nvidia.com/computeDomain"  # also the finalizer
-TARGET_LABEL = "resource.nvidia.com/computeDomainTarget"
-CLIQUE_LABEL = "nvidia.com/gpu.clique"
-DRIVER_NAMESPACE = "dra-driver-nvidia-gpu"  # where NVIDIA's bats tests install the chart
+LABEL = cd_plugin.LABEL
+DRIVER_NAMESPACE = cd_plugin.DRIVER_NAMESPACE
 COMPONENT = "compute-domain-controller"
-PLUGIN = "compute-domain-kubelet-plugin"
-
-
-def _template(namespace: str, name: str, uid: str, target: str, request: str, device_class: str,
-              params: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-        "metadata": {"namespace": namespace, "name": name, "finalizers": [LABEL],
-                     "labels": {LABEL: uid, TARGET_LABEL: target}},
-        "spec": {"spec": {"devices": {
-            "requests": [{"name": request, "exactly": {"deviceClassName": device_class}}],
-            "config": [{"requests": [request], "opaque": {"driver": cd_plugin.DRIVER, "parameters": params}}],
-        }}},
-    }
-
-
-def workload_template(cd: dict) -> dict[str, Any]:
-    m = meta(cd)
-    channel = as_dict(as_dict(cd.get("spec")).get("channel"))
-    params = {"apiVersion": cd_plugin.CONFIG_API_VERSION, "kind": cd_plugin.CHANNEL_CONFIG_KIND,
-              "domainID": m["uid"], "allocationMode": channel.get("allocationMode") or "Single"}
-    return _template(m["namespace"], channel["resourceClaimTemplate"]["name"], m["uid"], "Workload", "channel",
-                     cd_plugin.CHANNEL_CLASS, params)
-
-
-def daemon_template(cd: dict) -> dict[str, Any]:
-    uid = meta(cd)["uid"]
-    params = {"apiVersion": cd_plugin.CONFIG_API_VERSION, "kind": cd_plugin.DAEMON_CONFIG_KIND, "domainID": uid}
-    return _template(DRIVER_NAMESPACE, f"computedomain-daemon-{uid}", uid, "Daemon", "daemon",
-                     cd_plugin.DAEMON_CLASS, params)
-
-
-def daemonset(cd: dict) -> dict[str, Any]:
-    uid = meta(cd)["uid"]
-    name = f"computedomain-daemon-{uid}"
-    return {
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"namespace": DRIVER_NAMESPACE, "name": name, "finalizers": [LABEL], "labels": {LABEL: uid}},
-        "spec": {"selector": {"matchLabels": {LABEL: uid}}, "template": {
-            "metadata": {"labels": {LABEL: uid}},
-            "spec": {"nodeSelector": {LABEL: uid},
-                     "containers": [{"name": "compute-domain-daemon", "image": "dra-driver-nvidia-gpu",
-                                     "resources": {"claims": [{"name": "compute-domain-daemon"}]}}],
-                     "tolerations": [{"operator": "Exists", "effect": e}
-                                     for e in ("NoSchedule", "NoExecute", "PreferNoSchedule")],
-                     "resourceClaims": [{"name": "compute-domain-daemon", "resourceClaimTemplateName": name}]}}},
-    }
 
 
 class ComputeDomainController:
@@ -112,28 +59,15 @@ class ComputeDomainController:
             return None
         try:
             config = cd_plugin.claim_config(claim)
+            cd = self._by_uid(config["domainID"]) if config else None
+            why, label = cd_plugin.channel_check(claim, cd, meta(node)["name"], meta(node).get("labels") or {})
         except cd_plugin.ConfigError as exc:
             return str(exc)
-        if config is None or config["kind"] != cd_plugin.CHANNEL_CONFIG_KIND:
-            return None
-        uid = config["domainID"]
-        cd = self._by_uid(uid)
-        if cd is None:
-            return f"error asserting ComputeDomain's namespace: ComputeDomain not found: {uid}"
-        if meta(cd)["namespace"] != meta(claim).get("namespace", "default"):
-            return ("error asserting ComputeDomain's namespace: the ResourceClaim's namespace is different "
-                    "than the ComputeDomain's namespace")
-        labels = meta(node).get("labels") or {}
-        if labels.get(LABEL) not in (None, uid):
-            return "error adding Node label for ComputeDomain: label already exists for a different ComputeDomain"
-        if labels.get(LABEL) != uid:
+        if label and cd is not None:
             new = evolve(node, "metadata")
-            new["metadata"]["labels"] = {**labels, LABEL: uid}
+            new["metadata"]["labels"] = {**(meta(node).get("labels") or {}), LABEL: meta(cd)["uid"]}
             self.store.update(new)
-        for n in ((cd.get("status") or {}).get("nodes") or []):
-            if n.get("name") == meta(node)["name"] and n.get("status") == "Ready":
-                return None
-        return "error asserting ComputeDomain Ready: current node not ready in ComputeDomain"
+        return why
 
     def _by_uid(self, uid: str) -> dict | None:
         return next((c for c in self.store.list(KIND) if meta(c).get("uid") == uid), None)
@@ -149,19 +83,12 @@ class ComputeDomainController:
                 self._delete(cd)
             else:
                 live.add(meta(cd)["uid"])
-                if self._template_name(cd):
+                if cd_plugin.template_name(cd):  # else refused by the API server (labkit.api.rules_nvidia)
                     self._sync(cd)
         for node in self.store.list("Node"):  # labels of domains that are gone (RemoveStaleComputeDomainLabels)
             uid = (meta(node).get("labels") or {}).get(LABEL)
             if uid is not None and uid not in live and self._by_uid(uid) is None:
                 self._unlabel(node)
-
-    @staticmethod
-    def _template_name(cd: dict) -> str:
-        """spec.channel.resourceClaimTemplate.name ('' when missing: the API server refuses such a CD,
-        see labkit.api.rules_nvidia; a CD stored without validation is left alone)."""
-        name = as_dict(as_dict(as_dict(cd.get("spec")).get("channel")).get("resourceClaimTemplate")).get("name")
-        return name if isinstance(name, str) else ""
 
     def _ensure(self, obj: dict) -> dict:
         m = meta(obj)
@@ -178,9 +105,9 @@ class ComputeDomainController:
         if self.store.get("Namespace", DRIVER_NAMESPACE, None) is None:
             self.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DRIVER_NAMESPACE},
                                "status": {"phase": "Active"}})
-        self._ensure(daemon_template(cd))
-        ds = self._ensure(daemonset(cd))
-        wanted = workload_template(cd)
+        self._ensure(cd_plugin.daemon_template(cd))
+        ds = self._ensure(cd_plugin.daemonset(cd))
+        wanted = cd_plugin.workload_template(cd)
         have = self.store.get("ResourceClaimTemplate", meta(wanted)["name"], m["namespace"])
         if have is None:
             self.store.create(with_defaults(wanted), copy=False)
@@ -221,34 +148,19 @@ class ComputeDomainController:
     def _status(self, cd: dict) -> None:
         """What the daemons write (status.nodes) and the controller's global status."""
         uid = meta(cd)["uid"]
-        old = [n for n in (cd.get("status") or {}).get("nodes") or []]
-        running = {}
+        running: dict[str, tuple[str, str]] = {}
         for p in self.store.list("Pod", DRIVER_NAMESPACE):
             if self._ours(p) == [uid] and (p.get("status") or {}).get("phase") == "Running" and not is_deleting(p):
-                running[p["spec"]["nodeName"]] = p
-        nodes = []
-        used = {n["index"] for n in old if n.get("name") in running}
-        for n in old:
-            if n.get("name") in running:
-                nodes.append(n)
-        for name in sorted(set(running) - {n.get("name") for n in nodes}):
-            node = self.store.get("Node", name, None) or {}
-            index = next(i for i in range(len(running) + len(used) + 1) if i not in used)
-            used.add(index)
-            nodes.append({"name": name, "ipAddress": (running[name].get("status") or {}).get("podIP", ""),
-                          "cliqueID": (meta(node).get("labels") or {}).get(CLIQUE_LABEL, ""),
-                          "index": index, "status": "Ready"})
-        num = as_dict(cd.get("spec")).get("numNodes")
-        want_nodes = num if isinstance(num, int) else 0
-        ready = len(nodes) >= want_nodes and all(n["status"] == "Ready" for n in nodes)
-        status = {"status": "Ready" if ready else "NotReady"}
-        if nodes:
-            status["nodes"] = nodes
+                node = self.store.get("Node", p["spec"]["nodeName"], None) or {}
+                running[p["spec"]["nodeName"]] = ((p.get("status") or {}).get("podIP", ""),
+                                                   (meta(node).get("labels") or {}).get(cd_plugin.CLIQUE_LABEL, ""))
+        status = cd_plugin.domain_status(cd, running)
         if (cd.get("status") or {}) != status:
+            old = {n.get("name") for n in (cd.get("status") or {}).get("nodes") or []}
             new = evolve(cd, "status")
             new["status"] = status
             self.store.update(new)
-            newly = {n["name"] for n in nodes} - {n.get("name") for n in old}
+            newly = {n["name"] for n in status.get("nodes") or []} - old
             if newly:
                 self.agent.retry(self._waiting_on(uid, newly))
 
