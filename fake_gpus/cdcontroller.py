@@ -7,7 +7,7 @@ per ComputeDomain it adds the finalizer, creates the daemon ResourceClaimTemplat
 the driver's namespace and the workload template in the domain's namespace, and writes
 `status` from the daemon pods that run (a daemon is Ready once its pod runs: the daemon's own IMEX
 handshake is not modelled); a deleted domain loses its templates, DaemonSet and node labels, then
-its finalizer. The ComputeDomain CRD must be installed (fake_gpus/deploy/computedomain-crd.yaml).
+its finalizer. The ComputeDomain CRD must be installed (fake_gpus/computedomain-crd.yaml; not in deploy/, which the kind backend applies whole).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from fake_gpus.plugin.claims import kube_api_client
 from fake_gpus.plugin.kube import KubeError, KubeRest
 
 log = logging.getLogger("fake_gpus.cdcontroller")
-CRD_PATH = Path(__file__).resolve().parent / "deploy" / "computedomain-crd.yaml"
+CRD_PATH = Path(__file__).resolve().parent / "computedomain-crd.yaml"
 CDS = "/apis/resource.nvidia.com/v1beta1"
 RCTS = "/apis/resource.k8s.io/v1"
 OK = (200, 201)
