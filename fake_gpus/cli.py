@@ -31,7 +31,7 @@ from fake_gpus.errors import FakeGpusError
 from fake_gpus.slices import GPU_DRIVER, NIC_DRIVER, build_slices, device_classes
 from fake_gpus.topology import format_topology_matrix
 
-SUBCOMMAND_MODULES = ("fake_gpus.plugin.cli",)
+SUBCOMMAND_MODULES = ("fake_gpus.plugin.cli", "fake_gpus.cdcontroller")
 
 # libyaml's dumper is ~10x faster for large slice lists; same output shape as SafeDumper
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from fake_gpus import example_driver
+from fake_gpus import computedomain, example_driver
 
 from .config import config_env
 from .devices import AllocatedDevice, ClaimError, DeviceIndex, allocated_devices
@@ -261,6 +261,8 @@ def build_spec(claim: dict[str, Any], driver: str, devices: Sequence[AllocatedDe
     """The CDI spec (a dict) for a claim's prepared devices; see the module docstring."""
     if example_driver.is_example_driver(driver):
         return _example_spec(claim, driver, devices)
+    if driver == computedomain.DRIVER:
+        return _compute_domain_spec(claim, driver, devices)
     claim_uid = str((claim.get("metadata") or {}).get("uid", ""))
     per_device = device_envs(devices, claim, driver)
     spec_devices: list[dict[str, Any]] = []
@@ -280,6 +282,24 @@ def build_spec(claim: dict[str, Any], driver: str, devices: Sequence[AllocatedDe
         "devices": spec_devices,
         "containerEdits": {"env": _env_list(_claim_env(claim, driver))},
     }
+
+
+def _compute_domain_spec(claim: dict[str, Any], driver: str, devices: Sequence[AllocatedDevice]) -> dict[str, Any]:
+    """NVIDIA's compute-domain plugin: the channel's device nodes (FAKE_IMEX_CHANNELS lists them)
+    or the daemon's env, from the claim's ComputeDomain*Config (ClaimError when it is refused)."""
+    meta = claim.get("metadata") or {}
+    try:
+        config = computedomain.claim_config(claim)
+    except computedomain.ConfigError as exc:
+        raise ClaimError(f"claim {meta.get('namespace', '')}/{meta.get('name', '')}: {exc}") from None
+    if config is None:
+        raise ClaimError(f"claim {meta.get('namespace', '')}/{meta.get('name', '')}: no opaque config for "
+                         f"driver {driver}; a ComputeDomain's claim template carries its "
+                         f"{computedomain.CHANNEL_CONFIG_KIND} (create claims from that template)")
+    spec_devices = [{"name": cdi_device_name(str(meta.get("uid", "")), d.name, d.share_id),
+                     "containerEdits": computedomain.container_edits(config)} for d in devices]
+    return {"cdiVersion": minimum_cdi_version(spec_devices), "kind": cdi_kind(driver), "devices": spec_devices,
+            "containerEdits": {"env": _env_list(_claim_env(claim, driver))}}
 
 
 # ------------------------------------------------------------------ the dra-example-driver personality

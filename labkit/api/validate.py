@@ -17,6 +17,7 @@ from labkit.api.problem import Problem, Sink, as_dict, show
 from labkit.api.rules_claim import check_claim_spec, check_claim_status, check_device_class_spec
 from labkit.api.rules_core import check_namespace, check_node, check_pod_core
 from labkit.api.rules_meta import check_metadata, check_template_metadata
+from labkit.api.rules_nvidia import COMPUTE_DOMAIN_API, check_compute_domain
 from labkit.api.rules_pod import check_pod_spec
 from labkit.api.rules_slice import check_slice_spec, check_taint_rule_spec
 from labkit.api.schema import check_structure, suggest
@@ -148,6 +149,9 @@ def _check(obj: dict, sink: Sink, ctx: Context) -> None:
             hint = suggest(kind, sorted(served | {k for k, v in KNOWN_KINDS.items() if api in v}))
             fix = f'did you mean "{hint}"?' if hint else "check the kind and apiVersion"
             sink.add("kind", f"{show(kind)} is not a kind of {api} ({fix})")
+        if kind == "ComputeDomain" and api == COMPUTE_DOMAIN_API:  # NVIDIA's CRD: the sim runs its controller
+            check_metadata(obj, sink)
+            check_compute_domain(sink, obj)
         return  # not LabKit's business (ConfigMap, Service, CRDs ...): accepted as is
     if api and api not in KNOWN_KINDS[kind]:
         sink.add("apiVersion", f"{kind} is {' or '.join(KNOWN_KINDS[kind])}, not {api!r}")

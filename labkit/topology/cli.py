@@ -1,4 +1,5 @@
-"""`labkit topology --profile P [--node N] (--png FILE | --json | --matrix)`."""
+"""`labkit topology --profile P [--node N] (--png FILE | --json | --matrix)`, and across nodes:
+`labkit topology --profile nvl72-two-racks --across rack-a-tray-00/GPU0 rack-b-tray-00/gpu-0 ...`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 from fake_gpus.catalog import node_profiles
 from labkit.model.profiles import ProfileError, load_profile, profile_names
 from labkit.output import Table, add_output_arg, print_table, resolve_format
-from labkit.topology import node_graph, save_png, stats, topo_matrix
+from labkit.topology import fleet_graph, fleet_matrix, format_matrix, node_graph, save_png, stats, topo_matrix
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,6 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--png", metavar="FILE", help="write a picture of the node")
     p.add_argument("--json", action="store_true", help="print graph statistics as JSON")
     p.add_argument("--matrix", action="store_true", help="print the nvidia-smi topo -m style matrix")
+    p.add_argument("--across", nargs="+", metavar="NODE/DEVICE",
+                   help="the matrix across nodes of a cluster profile (NV<n> in one NVLink domain, RAIL, NET), "
+                        "for devices like rack-a-tray-00/GPU0 or rack-a-tray-00/gpu-0")
     add_output_arg(p, ("table", "json"), "json")
     p.set_defaults(func=run)
 
@@ -50,6 +54,11 @@ def resolve_node(profile: str, node: str | None) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.across:
+        if args.profile not in profile_names() and not args.profile.endswith((".yaml", ".yml")):
+            raise ProfileError(f"--across needs a cluster profile, not {args.profile!r}: {', '.join(profile_names())}")
+        print(format_matrix(fleet_matrix(fleet_graph(args.profile), list(args.across))))  # TopologyError: exit 3
+        return 0
     node, node_profile = resolve_node(args.profile, args.node)  # ProfileError: labkit.cli, exit 2
     g = node_graph(node_profile, node_name=node)
     if args.png:

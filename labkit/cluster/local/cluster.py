@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import fake_gpus
+from fake_gpus import cdcontroller
 from fake_gpus.catalog import load_node_profile
 from fake_gpus.slices import build_slices, device_classes_for
 from labkit.api import LoadError, load
@@ -213,8 +214,35 @@ class LocalCluster(KubeCluster):
     def _apply_device_classes(self) -> None:
         assert self.kube
         names = dict.fromkeys(n.node_profile for n in self.profile.nodes)
-        for dc in device_classes_for([load_node_profile(n) for n in names]):
+        profiles = [load_node_profile(n) for n in names]
+        for dc in device_classes_for(profiles):
             self.kube.apply(dc)
+        if any(p.compute_domains for p in profiles):
+            self._start_compute_domains()
+
+    def _start_compute_domains(self) -> None:
+        """NVIDIA's ComputeDomain CRD and (fake_gpus') controller, for nodes that run the
+        compute-domain plugin: the controller is a process like the plugins."""
+        assert self.kube and self.sup
+        crd = cdcontroller.crd()
+        try:
+            self.kube.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        deadline = time.monotonic() + self.start_timeout
+        while True:  # until the API server serves the new kind
+            got = self.kube.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}")
+            if any(c.get("type") == "Established" and c.get("status") == "True"
+                   for c in (got.get("status") or {}).get("conditions") or []):
+                break
+            if time.monotonic() > deadline:
+                raise ProcessError("timed out waiting for the ComputeDomain CRD to be established")
+            time.sleep(0.2)
+        self.kube.discover()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.sup.start("compute-domain-controller", [sys.executable, "-m", "fake_gpus", "compute-domain-controller",
+                                                     "--kubeconfig", str(self.kubeconfig)], env=env, group="plugins")
 
     def _plugin_cmd(self) -> list[str]:
         top = Path(fake_gpus.__file__).parent / "__main__.py"
