@@ -13,10 +13,10 @@ from labkit.cluster.base import ClusterError, backend_class, backends, connect
 from labkit.cluster.describe import KINDS, describe, object_names
 from labkit.cluster.report import claim_users, report_tables, simulate_report
 from labkit.cluster.runstate import usage_lines
+from labkit.cluster.statuslist import status_doc, status_names, status_table
 from labkit.output import (
-    HUMAN,
     add_output_arg,
-    dump_doc,
+    print_output,
     print_table,
     print_text,
     progress_bar,
@@ -24,9 +24,6 @@ from labkit.output import (
     terminal_width,
 )
 from labkit.sim.profiles import ProfileError, load_profile, profile_names
-
-#: what a command that prints objects offers with -o (labkit.output)
-OBJECT_FORMATS = ("table", "wide", "json", "yaml", "name")
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 #: `labkit cluster status`: no such cluster is running
@@ -48,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cl.add_argument("--no-swap-images", dest="swap_images", action="store_false", default=None,
                     help="kind only: run workload images as written (your cluster can pull and run them); by "
                          "default images missing on the nodes run as a small local image that prints its env")
+    add_output_arg(cl, "json", name="BACKEND/PROFILE of each running cluster (status without --backend)")
     cl.set_defaults(func=run_cluster)
 
     sim = subparsers.add_parser("simulate", help="apply manifests to a fresh cluster and print where pods landed")
@@ -59,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="what-if: start the sim from a real cluster's dump (`labkit snapshot -o DUMP` or "
                           "`kubectl get ... -A -o yaml`) instead of a profile; existing pods and allocations stay")
     sim.add_argument("--backend", default="sim", choices=backends())
-    add_output_arg(sim, OBJECT_FORMATS, "json")
+    add_output_arg(sim, "json", name="the pods, then the claims")
     sim.add_argument("--seed", type=int, default=0, help="sim only: seed for names and uids (default 0)")
     sim.add_argument("--advance", type=float, default=0.0, metavar="SECONDS",
                      help="sim only: let this much simulated time pass after applying (Jobs finish)")
@@ -107,7 +105,7 @@ def _fail(msg: str) -> int:
 def run_cluster(args: argparse.Namespace) -> int:
     try:
         if args.action == "status" and args.backend is None and args.profile is None:
-            return _status_all()
+            return _status_all(resolve_format(args.output, "json"))
         backend = args.backend or "sim"
         profile_arg = args.profile or "workshop"
         if backend == "sim":
@@ -212,7 +210,7 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _status_all() -> int:
+def _status_all(fmt: str) -> int:
     states = runstate.all_states()
     live = []
     kind_running: list[str] | None = None
@@ -232,14 +230,16 @@ def _status_all() -> int:
             if st.get("cluster") not in kind_running:
                 continue
         live.append(st)
-    if not live:
-        print("no local or kind cluster is running (start one with `labkit cluster up --backend kind|local "
-              "--profile P`)")
+    none = ("no local or kind cluster is running (start one with `labkit cluster up --backend kind|local "
+            "--profile P`)")
+    if not live and fmt in ("table", "wide"):
+        print(none)
         return EXIT_NOT_RUNNING
-    for st in live:
-        where = f"kind cluster {st['cluster']}" if st["backend"] == "kind" else f"server pid {st['pid']}"
-        print(f"{st['backend']:<6} {st['profile']:<14} {where}  KUBECONFIG={st['kubeconfig']}")
-    return EXIT_OK
+    print_output(fmt, status_doc(live), human=lambda f: print_table(status_table(live, wide=f == "wide"), f),
+                 names=lambda: status_names(live))
+    if not live:  # the empty document or no names on stdout; why, on stderr
+        print(none, file=sys.stderr)
+    return EXIT_OK if live else EXIT_NOT_RUNNING
 
 
 def _print_status(status: object) -> None:
@@ -350,18 +350,16 @@ def run_describe(args: argparse.Namespace) -> int:
 def print_report(report: dict, fmt: str, users: dict | None = None) -> None:
     """A simulate report in ``fmt`` (labkit.output): two tables (pods, claims), the JSON/YAML
     document, or kubectl's ``kind/name`` lines."""
-    if fmt in HUMAN:
+
+    def human(fmt: str) -> None:
         pods, claims = report_tables(report, wide=fmt == "wide", users=users)
         print_table(pods, fmt)
         print()
         print_table(claims, fmt)
-    elif fmt == "name":
-        for p in report["pods"]:
-            print(f"pod/{p['name']}")
-        for c in report["claims"]:
-            print(f"resourceclaim.resource.k8s.io/{c['name']}")
-    else:
-        sys.stdout.write(dump_doc(report, fmt))
+
+    print_output(fmt, report, human=human,
+                 names=lambda: [f"pod/{p['name']}" for p in report["pods"]]
+                 + [f"resourceclaim.resource.k8s.io/{c['name']}" for c in report["claims"]])
 
 
 def _path(f: str):  # noqa: ANN202
