@@ -30,7 +30,7 @@ import yaml
 from tqdm import tqdm
 
 __all__ = ["HUMAN", "OBJECT_FORMATS", "Table", "add_output_arg", "color_enabled", "dump_doc", "first_line", "fit_text",
-           "paint", "print_output", "print_table", "print_text", "progress_bar", "resolve_format", "terminal_width"]
+           "on_terminal", "paint", "print_output", "print_table", "print_text", "progress_bar", "resolve_format", "terminal_width"]
 
 #: the formats for people; everything else is for programs
 HUMAN = ("table", "wide")
@@ -56,6 +56,11 @@ def resolve_format(requested: str | None, machine: str, stream: TextIO | None = 
     if requested:
         return requested
     return "table" if _isatty(stream or sys.stdout) else machine
+
+
+def on_terminal(stream: TextIO | None = None) -> bool:
+    """Whether ``stream`` (stdout by default) is a terminal: where a command prints for a person."""
+    return _isatty(stream or sys.stdout)
 
 
 def _isatty(stream: Any) -> bool:
