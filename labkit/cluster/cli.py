@@ -15,6 +15,7 @@ from labkit.cluster.report import claim_users, report_tables, simulate_report
 from labkit.cluster.runstate import usage_lines
 from labkit.cluster.statuslist import status_doc, status_names, status_table
 from labkit.output import (
+    HUMAN,
     add_output_arg,
     print_output,
     print_table,
@@ -45,7 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cl.add_argument("--no-swap-images", dest="swap_images", action="store_false", default=None,
                     help="kind only: run workload images as written (your cluster can pull and run them); by "
                          "default images missing on the nodes run as a small local image that prints its env")
-    add_output_arg(cl, "json", name="BACKEND/PROFILE of each running cluster (status without --backend)")
+    add_output_arg(cl, "json", name="BACKEND/PROFILE per running cluster (status only; its table: the running "
+                   "clusters, with --backend local|kind that cluster's summary)")
     cl.set_defaults(func=run_cluster)
 
     sim = subparsers.add_parser("simulate", help="apply manifests to a fresh cluster and print where pods landed")
@@ -108,7 +110,13 @@ def run_cluster(args: argparse.Namespace) -> int:
             return _status_all(resolve_format(args.output, "json"))
         backend = args.backend or "sim"
         profile_arg = args.profile or "workshop"
+        if args.action == "status" and backend != "sim" and resolve_format(args.output, "json") not in HUMAN:
+            return _status_all(resolve_format(args.output, "json"), only=(backend, load_profile(profile_arg).name))
         if backend == "sim":
+            if args.action == "status" and args.output not in (None, *HUMAN):
+                return _fail(f"-o {args.output}: a sim cluster lives only inside the process that created it, so "
+                             "there is none to list; drop --backend sim and --profile to list the running local "
+                             "and kind clusters")
             profile = load_profile(profile_arg)
             if args.action == "down":
                 print("sim: nothing to stop - a sim cluster lives inside the Python process that created it.")
@@ -210,8 +218,9 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _status_all(fmt: str) -> int:
-    states = runstate.all_states()
+def _status_all(fmt: str, only: tuple[str, str] | None = None) -> int:
+    """The running clusters (``only``: the one of this backend and profile) in ``fmt``; exit 3 when none."""
+    states = [st for st in runstate.all_states() if only is None or (st.get("backend"), st.get("profile")) == only]
     live = []
     kind_running: list[str] | None = None
     for st in states:
@@ -231,7 +240,9 @@ def _status_all(fmt: str) -> int:
                 continue
         live.append(st)
     none = ("no local or kind cluster is running (start one with `labkit cluster up --backend kind|local "
-            "--profile P`)")
+            "--profile P`)") if only is None else (
+        f"{only[0]} cluster of profile {only[1]}: not running (start it with "
+        f"`labkit cluster up --backend {only[0]} --profile {only[1]}`)")
     if not live and fmt in ("table", "wide"):
         print(none)
         return EXIT_NOT_RUNNING
