@@ -1,6 +1,7 @@
 """The command line as typed, on a terminal and off it: tables on a pseudo-terminal 80 columns wide,
-the machine-readable form through a pipe, colour and NO_COLOR, `labkit describe`, and bash completion
-through bash itself with the script `labkit completion bash` prints.
+the machine-readable form through a pipe, colour and NO_COLOR, `labkit describe`, the -o forms every
+command offers, `labkit cluster status`, and completion through bash, zsh and fish themselves with the
+scripts `labkit completion SHELL` prints.
 
 Messages are never written here: each test reads the scheduler's words from the JSON of the same run
 (another branch may change them) and looks for them in the table.
@@ -304,13 +305,41 @@ def test_bash_completion(state_dump):
     assert [w for w in complete("labkit completion ") if not w.startswith("-")] == ["bash", "zsh", "fish"]
 
 
+ZSH_COMPLETE = r'''
+autoload -U compinit && compinit -u -D
+source <(labkit completion zsh) || exit 9
+[[ ${_comps[labkit]} == _python_argcomplete ]] || exit 8
+# what zsh's completion widget would get: _describe receives the candidates as NAME:DESCRIPTION
+_describe() { print -rl -- ${(P)2} }
+BUFFER=$1; CURSOR=${#BUFFER}
+words=(${(z)BUFFER}); [[ $BUFFER == *" " ]] && words+=("")
+_python_argcomplete
+'''
+FISH_COMPLETE = 'labkit completion fish | source; or exit 9; complete -C "$argv[1]"'
+
+
+def complete_in(shell: str, line: str) -> list[str]:
+    """What zsh or fish offers for TAB at the end of `line`, through the script `labkit completion SHELL`
+    prints, run by the shell itself (zsh: compinit's compdef registers it and our function answers the
+    line as the completion widget would call it; fish: `complete -C`, fish's own completion query)."""
+    exe = shutil.which(shell)
+    if exe is None:
+        pytest.skip(f"{shell} is not installed (make shell-deps installs it: apt-get install zsh fish)")
+    argv = [exe, "-f", "-c", ZSH_COMPLETE, "zsh", line] if shell == "zsh" else [
+        exe, "--no-config", "-c", FISH_COMPLETE, line]
+    p = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=_env())
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    sep = ":" if shell == "zsh" else "\t"
+    return [w.split(sep, 1)[0].strip() for w in p.stdout.splitlines() if w.strip()]
+
+
 @pytest.mark.parametrize("shell", ["zsh", "fish"])
-def test_completion_scripts_for_zsh_and_fish(shell):
-    code, out, _ = run_pipe("completion", shell)
-    assert code == 0 and "labkit" in out
-    if shutil.which(shell):  # the shell parses what we print
-        p = subprocess.run([shutil.which(shell), "-n"], input=out, capture_output=True, text=True)
-        assert p.returncode == 0, p.stderr
+def test_completion_in_zsh_and_fish(shell, state_dump):
+    assert complete_in(shell, "labkit sim") == ["simulate"]
+    assert complete_in(shell, "labkit simulate --profile works") == ["workshop"]
+    assert {"workshop", "tiny", "mig-lab"} <= set(complete_in(shell, "labkit simulate --profile "))
+    claims = complete_in(shell, f"labkit describe claim --state {state_dump} ")  # the claims in a dump
+    assert "too-many" in claims and any(c.startswith("train-a-gpu-") for c in claims)
 
 
 # ---- the -o forms every command that prints objects offers (labkit.output.OBJECT_FORMATS) ----
