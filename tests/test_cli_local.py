@@ -10,6 +10,7 @@ are read from the pods' conditions.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ import yaml
 from labkit.api.load import read_documents
 from tests.localutil import ready_local_cluster
 from tests.scenario_gen import pod_settled
-from tests.test_cli_terminal import ROOT, _fits, run_pipe, run_tty
+from tests.test_cli_terminal import BIN, ROOT, _fits, run_pipe, run_tty
 
 pytestmark = [pytest.mark.local, pytest.mark.slow]
 
@@ -70,6 +71,10 @@ def test_explain_json_is_the_verdict_of_the_prose(cluster):
     assert code == 0 and {**same, "scheduler": None} == {**doc, "scheduler": None}  # events may have moved on
     code, out, _ = run_pipe("explain", "pod", "too-many", "--kubeconfig", kc, "-o", "name")
     assert code == 0 and out == "pod/too-many\n"
+    # the kubectl plugin, as kubectl runs it (`kubectl dra explain pod too-many -n default -o json`)
+    p = subprocess.run([str(BIN / "kubectl-dra"), "explain", "pod", "too-many", "-n", "default", "--kubeconfig", kc,
+                        "-o", "json"], capture_output=True, text=True, cwd=ROOT, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0 and {**json.loads(p.stdout), "scheduler": None} == {**doc, "scheduler": None}
 
 
 def test_explain_json_of_a_prefilter_refusal_and_of_a_running_pod(cluster):

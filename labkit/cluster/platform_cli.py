@@ -8,6 +8,7 @@ import sys
 
 from labkit.api import dump
 from labkit.cluster.base import ClusterError, connect
+from labkit.cluster.explain_live import explain_pod_doc
 from labkit.output import (
     Table,
     add_output_arg,
@@ -64,9 +65,6 @@ def run_explain(args: argparse.Namespace) -> int:
         cluster = _attach(args)
         try:
             if fmt in ("json", "yaml"):
-                # lazy: start-up (explain_live loads the sim; labkit --help imports this module)
-                from labkit.cluster.explain_live import explain_pod_doc
-
                 doc = explain_pod_doc(cluster, name, ns or "default")
             else:
                 cluster.get("Pod", name, ns or "default")  # -o name: the pod exists (NotFound: exit 3)
