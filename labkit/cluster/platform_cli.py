@@ -64,11 +64,9 @@ def run_explain(args: argparse.Namespace) -> int:
     try:
         cluster = _attach(args)
         try:
-            if fmt in ("json", "yaml"):
-                doc = explain_pod_doc(cluster, name, ns or "default")
-            else:
-                cluster.get("Pod", name, ns or "default")  # -o name: the pod exists (NotFound: exit 3)
-                doc = None
+            doc = explain_pod_doc(cluster, name, ns or "default") if fmt in ("json", "yaml") else None
+            if fmt == "name":
+                cluster.get("Pod", name, ns or "default")  # the pod exists, else one NotFound line
             print_output(fmt, doc, names=lambda: [f"pod/{name}"],
                          human=lambda f: print_text(cluster.explain(name, ns or "default")) if f == "table"
                          else print(cluster.explain(name, ns or "default")))
