@@ -31,15 +31,15 @@ def status_names(states: list[dict[str, Any]]) -> list[str]:
 
 
 def status_table(states: list[dict[str, Any]], wide: bool = False) -> Table:
-    """BACKEND PROFILE CLUSTER KUBECONFIG (the kind cluster's name, or the local server's pid);
-    ``wide`` adds the server's address and Kubernetes version. A path too long for the terminal
-    wraps within its column, whole."""
+    """BACKEND PROFILE CLUSTER (the kind cluster's name, or the local server's pid), then
+    ``KUBECONFIG=PATH`` under each row, ready to export (a path is never cut to fit a column);
+    ``wide``: one line per cluster, with the server's address, Kubernetes version and KUBECONFIG."""
     rows = []
     for c in status_doc(states)["clusters"]:
         where = c["cluster"] if c["backend"] == "kind" else f"pid {c['pid']}"
         row = [c["backend"], c["profile"], where]
         if wide:
             row += [c["server"] or "-", c["kubernetesVersion"] or "-"]
-        rows.append([*row, c["kubeconfig"]])
+        rows.append([*row, c["kubeconfig"] if wide else f"KUBECONFIG={c['kubeconfig']}"])
     headers = ["backend", "profile", "cluster", *(["server", "version"] if wide else []), "kubeconfig"]
-    return Table(headers, rows, wrap=[len(headers) - 1], shrink=[1, 2])
+    return Table(headers, rows, shrink=[1, 2], detail=None if wide else len(headers) - 1)
