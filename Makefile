@@ -12,7 +12,7 @@ export LABKIT_CACHE ?= $(HOME)/.cache/dra-labkit
 # the CEL tests compare with Kubernetes' own CEL code when this binary exists (make oracle builds it)
 export LABKIT_CEL_ORACLE ?= $(LABKIT_CACHE)/cel-oracle/cel-oracle
 
-.PHONY: lab test test-suites setup lint unit notebooks notebooks-local oracle controlplane helm browser-deps pyodide-deps site site-serve \
+.PHONY: lab test test-suites setup lint unit notebooks notebooks-local oracle controlplane helm browser-deps shell-deps pyodide-deps site site-serve \
         kind-engine kind-engine-stop kind-images notebooks-kind reliability clean help
 
 help:
@@ -64,6 +64,9 @@ helm:
 
 browser-deps:
 	bash tools/install-browser-deps.sh
+# zsh and fish for the completion tests (Debian's packages; a few MB)
+shell-deps:
+	bash tools/install-shell-deps.sh
 
 # the course as a static JupyterLite site (notebooks/site.py): build/site, served on 127.0.0.1 by site-serve.
 # Its build environment (jupyterlite-core + pyodide kernel 0.8.6, widget extensions) lives in the cache.
@@ -112,7 +115,7 @@ kind-images: kind-engine
 
 # every suite runs inside tools/with-kind.sh: engine up (stopped again at the end, also on
 # failure), kind node image loaded, DOCKER_HOST / LABKIT_KIND_NODE_IMAGE / PATH set for the kind tests
-test: $(STAMP) lint oracle controlplane helm browser-deps
+test: $(STAMP) lint oracle controlplane helm browser-deps shell-deps
 	bash tools/with-kind.sh $(MAKE) --no-print-directory test-suites
 
 # five lanes at once (tools/test-lanes.sh): main (pytest), local (the tests on the local control

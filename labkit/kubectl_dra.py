@@ -4,7 +4,7 @@ kubectl finds ``kubectl-dra`` on PATH and runs it with the words after ``dra``. 
 a ``labkit`` command run through :func:`labkit.cli.main`, so the output, the errors and the exit
 codes are labkit's own:
 
-    kubectl dra explain pod NS/NAME            labkit explain pod NS/NAME
+    kubectl dra explain pod NS/NAME [-o ...]   labkit explain pod NS/NAME [-o json|yaml|name]
     kubectl dra snapshot [-o yaml|json]        labkit snapshot -o - [--format json]
     kubectl dra what-if -f new.yaml [-o ...]   labkit snapshot, then labkit simulate --state DUMP -f new.yaml
     kubectl dra validate -f FILE...            labkit validate -f FILE...
@@ -12,7 +12,7 @@ codes are labkit's own:
 kubectl's conventions: ``--kubeconfig`` and ``--context`` (else $KUBECONFIG / ~/.kube/config and
 its current context), ``-n NAMESPACE`` (the pod's namespace for explain; the namespace of what-if
 objects that name none), ``-o yaml|json`` where the output is data (snapshot, what-if; what-if
-prints labkit's table by default). kubectl passes no flags of its own to a plugin: they go after
+prints labkit's table by default; explain prints its story by default, the verdict as data with -o). kubectl passes no flags of its own to a plugin: they go after
 ``dra`` (``kubectl dra snapshot --context kind-lab``).
 """
 
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("explain", help="why a pod is Pending (or where it runs)")
     ex.add_argument("what", choices=["pod"])
     ex.add_argument("target", metavar="[NS/]NAME", help="the pod: NAMESPACE/NAME, or NAME with -n (default: default)")
-    cluster_flags(ex, namespace="the pod's namespace when NAME has none")
+    cluster_flags(ex, namespace="the pod's namespace when NAME has none", output=("yaml", "json", "name"))
 
     sn = sub.add_parser("snapshot", help="the cluster's DRA state as YAML (or JSON): the what-if input")
     cluster_flags(sn, namespace="(refused: a snapshot is the whole cluster, what a what-if needs)",
@@ -93,7 +93,7 @@ def run_explain(args: argparse.Namespace) -> int:
             raise UsageError(f"{target!r} names namespace {ns!r} but -n says {args.namespace!r}; give one of them")
         if not slash:
             target = f"{args.namespace}/{target}"
-    return cli.main(["explain", "pod", target, *_cluster_args(args)])
+    return cli.main(["explain", "pod", target, *_cluster_args(args), *(["-o", args.output] if args.output else [])])
 
 
 def run_snapshot(args: argparse.Namespace) -> int:

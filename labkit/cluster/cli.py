@@ -11,20 +11,18 @@ from labkit.cluster import runstate
 from labkit.cluster.base import backend_class, backends, connect
 from labkit.cluster.describe import KINDS, describe, object_names
 from labkit.cluster.report import claim_users, report_tables, simulate_report
+from labkit.cluster.statuslist import status_doc, status_names, status_table
 from labkit.errors import NotFoundError, UsageError
-from labkit.model.profiles import profile_names
+from labkit.model.profiles import load_profile, profile_names
 from labkit.output import (
     HUMAN,
     add_output_arg,
-    dump_doc,
+    print_output,
     print_table,
     progress_bar,
     resolve_format,
     terminal_width,
 )
-
-#: what a command that prints objects offers with -o (labkit.output)
-OBJECT_FORMATS = ("table", "wide", "json", "yaml", "name")
 
 EXIT_OK = 0
 
@@ -44,6 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cl.add_argument("--no-swap-images", dest="swap_images", action="store_false", default=None,
                     help="kind only: run workload images as written (your cluster can pull and run them); by "
                          "default images missing on the nodes run as a small local image that prints its env")
+    add_output_arg(cl, "json", name="BACKEND/PROFILE per running cluster (status only; its table: the running "
+                   "clusters, with --backend local|kind that cluster's summary)")
     cl.set_defaults(func=run_cluster)
 
     sim = subparsers.add_parser("simulate", help="apply manifests to a fresh cluster and print where pods landed")
@@ -55,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="what-if: start the sim from a real cluster's dump (`labkit snapshot -o DUMP` or "
                           "`kubectl get ... -A -o yaml`) instead of a profile; existing pods and allocations stay")
     sim.add_argument("--backend", default="sim", choices=backends())
-    add_output_arg(sim, OBJECT_FORMATS, "json")
+    add_output_arg(sim, "json", name="the pods, then the claims")
     sim.add_argument("--seed", type=int, default=0, help="sim only: seed for names and uids (default 0)")
     sim.add_argument("--advance", type=float, default=0.0, metavar="SECONDS",
                      help="sim only: let this much simulated time pass after applying (Jobs finish)")
@@ -97,25 +97,42 @@ def _complete_names(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> l
 
 def run_cluster(args: argparse.Namespace) -> int:
     """The registry's class for --backend does the work (`Cluster.manage`); errors go to
-    labkit.cli, which prints them with their kind's exit code."""
+    labkit.cli, which prints them with their kind's exit code. `status` in a machine-readable form
+    (-o json|yaml|name, or through a pipe) lists the running clusters (labkit.cluster.statuslist)."""
+    fmt = resolve_format(args.output, "json")
     if args.action == "status" and args.backend is None and args.profile is None:
-        return _status_all()
-    cls = backend_class(args.backend or "sim")
-    return cls.manage(args.action, args.profile or "workshop", name=args.name, swap_images=args.swap_images,
+        return _status_all(fmt)
+    backend, profile_arg = args.backend or "sim", args.profile or "workshop"
+    if args.action == "status" and fmt not in HUMAN:
+        if backend == "sim":
+            if args.output is not None:
+                raise UsageError(f"-o {args.output}: a sim cluster lives only inside the process that created it, "
+                                 "so there is none to list; drop --backend sim and --profile to list the running "
+                                 "local and kind clusters")
+        else:
+            return _status_all(fmt, only=(backend, load_profile(profile_arg).name))
+    cls = backend_class(backend)
+    return cls.manage(args.action, profile_arg, name=args.name, swap_images=args.swap_images,
                       progress=sys.stderr.isatty())
 
 
-def _status_all() -> int:
+def _status_all(fmt: str, only: tuple[str, str] | None = None) -> int:
+    """The running clusters (``only``: the one of this backend and profile) in ``fmt``; exit 3 when none."""
     live = [st for st in runstate.all_states()
-            if st.get("backend") in backends() and backend_class(st["backend"]).is_running(st)]
-    if not live:
-        print("no local or kind cluster is running (start one with `labkit cluster up --backend kind|local "
-              "--profile P`)")
+            if st.get("backend") in backends() and (only is None or (st.get("backend"), st.get("profile")) == only)
+            and backend_class(st["backend"]).is_running(st)]
+    none = ("no local or kind cluster is running (start one with `labkit cluster up --backend kind|local "
+            "--profile P`)") if only is None else (
+        f"{only[0]} cluster of profile {only[1]}: not running (start it with "
+        f"`labkit cluster up --backend {only[0]} --profile {only[1]}`)")
+    if not live and fmt in HUMAN:
+        print(none)
         return runstate.EXIT_NOT_RUNNING
-    for st in live:
-        where = f"kind cluster {st['cluster']}" if st.get("cluster") else f"server pid {st['pid']}"
-        print(f"{st['backend']:<6} {st['profile']:<14} {where}  KUBECONFIG={st['kubeconfig']}")
-    return EXIT_OK
+    print_output(fmt, status_doc(live), human=lambda f: print_table(status_table(live, wide=f == "wide"), f),
+                 names=lambda: status_names(live))
+    if not live:  # the empty document or no names on stdout; why, on stderr
+        print(none, file=sys.stderr)
+    return EXIT_OK if live else runstate.EXIT_NOT_RUNNING
 
 
 def _simulated(args: argparse.Namespace) -> Any:
@@ -212,18 +229,16 @@ def run_describe(args: argparse.Namespace) -> int:
 def print_report(report: dict, fmt: str, users: dict | None = None) -> None:
     """A simulate report in ``fmt`` (labkit.output): two tables (pods, claims), the JSON/YAML
     document, or kubectl's ``kind/name`` lines."""
-    if fmt in HUMAN:
+
+    def human(fmt: str) -> None:
         pods, claims = report_tables(report, wide=fmt == "wide", users=users)
         print_table(pods, fmt)
         print()
         print_table(claims, fmt)
-    elif fmt == "name":
-        for p in report["pods"]:
-            print(f"pod/{p['name']}")
-        for c in report["claims"]:
-            print(f"resourceclaim.resource.k8s.io/{c['name']}")
-    else:
-        sys.stdout.write(dump_doc(report, fmt))
+
+    print_output(fmt, report, human=human,
+                 names=lambda: [f"pod/{p['name']}" for p in report["pods"]]
+                 + [f"resourceclaim.resource.k8s.io/{c['name']}" for c in report["claims"]])
 
 
 def _path(f: str) -> Path:

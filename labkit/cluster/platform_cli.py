@@ -8,8 +8,17 @@ import sys
 
 from labkit.api import dump
 from labkit.cluster.base import connect
+from labkit.cluster.explain_live import explain_pod_doc
 from labkit.errors import UsageError
-from labkit.output import print_text
+from labkit.output import (
+    Table,
+    add_output_arg,
+    on_terminal,
+    print_output,
+    print_table,
+    print_text,
+    resolve_format,
+)
 
 EXIT_OK = 0
 
@@ -20,10 +29,16 @@ def _attach_args(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    ex = subparsers.add_parser("explain", help="why a pod on a real cluster is Pending (or where it runs)")
+    ex = subparsers.add_parser(
+        "explain", help="why a pod on a real cluster is Pending (or where it runs)",
+        description="table (the default) tells it as prose, fitted to the terminal (wide: not fitted); json/yaml give "
+                    "the same verdict as data: pod, phase, node, verdict {status, plugin, plugins, extensionPoint, "
+                    "message}, nodeGroups [{nodes, plugin, reasons, detail, allocator}], claims, and scheduler "
+                    "{condition, events} (what kube-scheduler said); see labkit/cluster/explain.py.")
     ex.add_argument("what", choices=["pod"])
     ex.add_argument("target", metavar="NS/NAME", help="the pod: NAMESPACE/NAME, or NAME in namespace default")
     _attach_args(ex)
+    add_output_arg(ex, "table", name="pod/NAME")
     ex.set_defaults(func=run_explain)
 
     sn = subparsers.add_parser("snapshot", help="write a real cluster's DRA state as multi-document YAML")
@@ -41,9 +56,15 @@ def run_explain(args: argparse.Namespace) -> int:
     ns, _, name = args.target.rpartition("/")
     if not name or "/" in ns:
         raise UsageError(f"{args.target!r}: give the pod as NAMESPACE/NAME or NAME")
+    fmt = resolve_format(args.output, "table")
     cluster = _attach(args)
     try:
-        print_text(cluster.explain(name, ns or "default"))
+        doc = explain_pod_doc(cluster, name, ns or "default") if fmt in ("json", "yaml") else None
+        if fmt == "name":
+            cluster.get("Pod", name, ns or "default")  # the pod exists, else one NotFound line
+        print_output(fmt, doc, names=lambda: [f"pod/{name}"],
+                     human=lambda f: print_text(cluster.explain(name, ns or "default")) if f == "table"
+                     else print(cluster.explain(name, ns or "default")))
     finally:
         cluster.down()
     return EXIT_OK
@@ -70,6 +91,10 @@ def run_snapshot(args: argparse.Namespace) -> int:
         counts: dict[str, int] = {}
         for o in objs:
             counts[o["kind"]] = counts.get(o["kind"], 0) + 1
-        print(f"wrote {len(objs)} objects to {args.output}: " + ", ".join(f"{n} {k}" for k, n in counts.items()),
-              file=sys.stderr)
+        if on_terminal():  # a terminal: what was saved, as a table
+            print_table(Table(("kind", "count"), [*counts.items(), ("(all)", len(objs))], right=[1]), "table")
+            print(f"written to {args.output} ({args.format})")
+        else:
+            print(f"wrote {len(objs)} objects to {args.output}: " + ", ".join(f"{n} {k}" for k, n in counts.items()),
+                  file=sys.stderr)
     return EXIT_OK

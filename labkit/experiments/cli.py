@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import math
 import sys
 from typing import Any
 
 from labkit.errors import EXIT_INPUT, UsageError, as_input_error
 from labkit.model.profiles import profile_names
-from labkit.output import color_enabled, terminal_width
+from labkit.output import add_output_arg, color_enabled, print_output, resolve_format, terminal_width
 
 EXIT_OK = 0
 
@@ -28,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      "alibaba-shape[:SCALE] (default: exp-small)").completer = _complete_fleets
     run.add_argument("--policy", default="whole-gpu,shared",
                      help="comma-separated policy names (default: whole-gpu,shared); see `labkit experiment policies`")
-    run.add_argument("-o", "--output", default="table", choices=["table", "json", "csv"])
+    add_output_arg(run, "table", extra=["csv"], name="run/POLICY per run")
     run.add_argument("--plot", metavar="FILE", help="write a PNG/SVG/PDF figure of the timelines")
     run.add_argument("--seed", type=int, default=0, help="synthetic trace and sim seed (default 0)")
     run.add_argument("--limit", type=int, help="use only the first N items of the trace")
@@ -59,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sw.add_argument("--rate", type=float, default=6.0, help="synthetic traces: arrivals per minute (default 6)")
     sw.add_argument("--tick", type=float, default=10.0, help="sim seconds per step (default 10)")
     sw.add_argument("--limit", type=int, help="use only the first N items of each trace")
-    sw.add_argument("-o", "--output", default="table", choices=["table", "json", "csv"])
+    add_output_arg(sw, "table", extra=["csv"], name="run/TRACE/FLEET/SEED/POLICY per run, as given")
     bar = sw.add_mutually_exclusive_group()
     bar.add_argument("--progress", dest="progress", action="store_true", default=None,
                      help="progress bar on stderr (default: when stderr is a terminal)")
@@ -92,9 +91,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="no sharing: a task asking for part of a GPU gets a whole one (DRA without consumable "
                           "capacity); x still counts what the tasks asked for")
     inf.add_argument("--plot", metavar="FILE", help="write the figure (allocation ratio vs arrived workload)")
-    inf.add_argument("-o", "--output", default="table", choices=["table", "json"])
+    add_output_arg(inf, "table", name="run/POLICY per policy")
     inf.set_defaults(func=inflation_cmd)
     pol = sub.add_parser("policies", help="list the built-in policies")
+    add_output_arg(pol, "table", name="policy/NAME per policy")
     pol.set_defaults(func=list_policies)
     ex.set_defaults(func=lambda args: (ex.print_help(), EXIT_INPUT)[1])
 
@@ -104,10 +104,10 @@ def _complete_fleets(prefix: str, **_: object) -> list[str]:
     return [n for n in [*profile_names(), "alibaba-shape"] if n.startswith(prefix)]
 
 
-def _print_summary(summary: object, keep: int) -> None:
-    """The summary as it always printed, one line per run; on a terminal, folded to its width
-    (the ``keep`` columns that name a run repeated in each part)."""
-    if sys.stdout.isatty():
+def _print_summary(summary: object, keep: int, fmt: str = "table") -> None:
+    """The summary as it always printed, one line per run (and so ``-o wide``); on a terminal,
+    ``-o table`` folds it to its width (the ``keep`` columns that name a run repeated in each part)."""
+    if fmt == "table" and sys.stdout.isatty():
         print(summary.table(keep).fold(terminal_width(), keep, color_enabled()))  # type: ignore[attr-defined]
     else:
         print(summary)
@@ -117,8 +117,15 @@ def list_policies(args: argparse.Namespace) -> int:
     # lazy: start-up (labkit --help loads this module; policies import the sim)
     from labkit.experiments.policies import POLICIES
 
-    for name, cls in POLICIES.items():
-        print(f"{name:<12} MIG {cls.mig_mode or 'as given':<8} {cls.description}")
+    doc = {"policies": [{"name": name, "migMode": cls.mig_mode, "description": cls.description}
+                        for name, cls in POLICIES.items()]}
+
+    def human(_fmt: str) -> None:
+        for name, cls in POLICIES.items():
+            print(f"{name:<12} MIG {cls.mig_mode or 'as given':<8} {cls.description}")
+
+    print_output(resolve_format(args.output, "table"), doc, human=human,
+                 names=lambda: [f"policy/{name}" for name in POLICIES])
     return EXIT_OK
 
 
@@ -159,22 +166,24 @@ def run_experiment_cmd(args: argparse.Namespace) -> int:
             res.plot(args.plot)
         except (OSError, ValueError) as exc:
             raise UsageError(f"--plot {args.plot}: {exc}") from None
-    if args.output == "json":
-        doc = res.to_dict()
-        if not args.timeline:
-            doc.pop("timelines")
-        doc["summary"] = [{k: _clean(v) for k, v in row.items()} for row in doc["summary"]]
-        print(json.dumps(doc, indent=2, default=str).replace("NaN", "null"))
-    elif args.output == "csv":
+    fmt = resolve_format(args.output, "table")
+    if fmt == "csv":
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=list(metrics.SUMMARY_KEYS), lineterminator="\n")
         w.writeheader()
         for r in res.runs:
             w.writerow({k: ("" if _clean(r.summary[k]) is None else r.summary[k]) for k in metrics.SUMMARY_KEYS})
         sys.stdout.write(buf.getvalue())
-    else:
+        return EXIT_OK
+    doc = res.to_dict()
+    if not args.timeline:
+        doc.pop("timelines")
+
+    def human(fmt: str) -> None:
         print(f"trace {trace_name} on fleet {args.fleet}")
-        _print_summary(res.summary(), keep=1)
+        _print_summary(res.summary(), keep=1, fmt=fmt)
+
+    print_output(fmt, doc, human=human, names=lambda: [f"run/{r.policy}" for r in res.runs])
     return EXIT_OK
 
 
@@ -196,21 +205,25 @@ def sweep_cmd(args: argparse.Namespace) -> int:
     except ValueError as exc:  # a LabkitError keeps its kind; a plain ValueError is bad input
         raise as_input_error(exc) from None
     rows = [{k: _clean(v) for k, v in r.items()} for r in res.rows]
-    if args.output == "json":
-        print(json.dumps({**res.to_dict(), "rows": rows}, indent=2, default=str).replace("NaN", "null"))
-    elif args.output == "csv":
+    fmt = resolve_format(args.output, "table")
+    if fmt == "csv":
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=list(sweep.ROW_KEYS), lineterminator="\n")
         w.writeheader()
         for r in rows:
             w.writerow({k: "" if r.get(k) is None else r[k] for k in sweep.ROW_KEYS})
         sys.stdout.write(buf.getvalue())
-    else:
+        return EXIT_OK
+
+    def human(fmt: str) -> None:
         keys = ("trace", "fleet", "seed", *(k for k in metrics.SUMMARY_KEYS if k != "pods_per_s"), "cpu_s")
-        _print_summary(metrics.SummaryTable(rows, keys), keep=4)
+        _print_summary(metrics.SummaryTable(rows, keys), keep=4, fmt=fmt)
         print(f"{len(rows)} runs on {res.engine} ({res.workers} worker{'s' if res.workers > 1 else ''}): "
               f"{res.wall_s:.1f} s wall; the runs themselves took {res.cell_wall_s:.1f} s wall, "
               f"{res.cell_cpu_s:.1f} s CPU in all")
+
+    print_output(fmt, {**res.to_dict(), "rows": rows}, human=human,
+                 names=lambda: [f"run/{c.trace}/{c.fleet}/{c.seed}/{c.policy}" for c in cells])  # rows: in cell order
     return EXIT_OK
 
 
@@ -243,8 +256,9 @@ def inflation_cmd(args: argparse.Namespace) -> int:
                     and fleet == "openb" else None)
     if args.plot:
         inflation.plot_inflation(res, args.plot)
-    if args.output == "json":
-        print(json.dumps(res, indent=2))
+    fmt = resolve_format(args.output, "table")
+    if fmt not in ("table", "wide"):
+        print_output(fmt, res, human=lambda _: None, names=lambda: [f"run/{p}" for p in res["policies"]])
         return EXIT_OK
     paper = res["paper"] or {}
     print(f"trace {res['trace']} on {res['nodes']} nodes / {res['gpus']} GPUs, inflated to {res['ratio']:g}x, "

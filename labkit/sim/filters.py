@@ -86,6 +86,18 @@ def fit_error_message(num_nodes: int, per_node: dict[str, list[str]]) -> str:
 #: the status kube-scheduler gives every node a PreFilterResult left out (findNodesThatFitPod)
 PREFILTER_ABSENT = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
 
+#: which kube-scheduler Filter plugin gives each reason filter_node returns (by its start)
+_PLUGIN_OF = (("node(s) were unschedulable", "NodeUnschedulable"), ("node(s) had untolerated taint", "TaintToleration"),
+              ("node(s) didn't match Pod's node affinity", "NodeAffinity"), (PREFILTER_ABSENT, "NodeAffinity"),
+              ("Insufficient ", "NodeResourcesFit"), ("Too many pods", "NodeResourcesFit"),
+              ("resourceclaim not available on the node", "DynamicResources"),
+              ("cannot allocate all claims", "DynamicResources"), ("error: ", "DynamicResources"))
+
+
+def plugin_of(reason: str) -> str:
+    """The Filter plugin behind one of filter_node's reasons ("" for a reason it does not give)."""
+    return next((plugin for start, plugin in _PLUGIN_OF if reason.startswith(start)), "")
+
 
 def prefilter_node_names(pod: dict) -> set[str] | None:
     """The nodes NodeAffinity's PreFilter restricts a pod to, or None for every node.

@@ -10,7 +10,7 @@ import sys
 
 from fake_gpus.catalog import node_profiles
 from labkit.model.profiles import ProfileError, load_profile, profile_names
-from labkit.output import Table, add_output_arg, print_table, resolve_format
+from labkit.output import Table, add_output_arg, print_output, print_table, resolve_format
 from labkit.topology import fleet_graph, fleet_matrix, format_matrix, node_graph, save_png, stats, topo_matrix
 
 
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--across", nargs="+", metavar="NODE/DEVICE",
                    help="the matrix across nodes of a cluster profile (NV<n> in one NVLink domain, RAIL, NET), "
                         "for devices like rack-a-tray-00/GPU0 or rack-a-tray-00/gpu-0")
-    add_output_arg(p, ("table", "json"), "json")
+    add_output_arg(p, "json", name="KIND/ID of each part of the node (gpu/..., nic/..., socket/...)")
     p.set_defaults(func=run)
 
 
@@ -78,11 +78,13 @@ def run(args: argparse.Namespace) -> int:
             print(name.ljust(width) + "".join(code.ljust(width) for code in row.values()))
     if not (args.png or args.json or args.matrix):
         st = stats(g)
-        if resolve_format(args.output, "json") == "json":
-            print(json.dumps(st, indent=2))
-        else:
+
+        def human(fmt: str) -> None:
             print(f"node {st['name']}: {st['nodes']} parts, {st['edges']} links")
             rows = [("part", k, n) for k, n in st["kinds"].items()] + [("link", k, n) for k, n in st["edgeTypes"].items()]
             rows += [("nvlink island", ", ".join(island), len(island)) for island in st.get("nvlinkIslands") or []]
-            print_table(Table(("what", "kind", "count"), rows, wrap=[1]), "table")
+            print_table(Table(("what", "kind", "count"), rows, wrap=[1]), fmt)
+
+        print_output(resolve_format(args.output, "json"), st, human=human,
+                     names=lambda: [f"{d.get('kind', 'part')}/{n}" for n, d in g.nodes(data=True)])
     return 0
