@@ -18,7 +18,8 @@ def test_simulate_json_contract(capsys):
     rep = json.loads(out)
     assert list(rep) == ["pods", "claims"]
     for p in rep["pods"]:
-        assert list(p) == ["namespace", "name", "node", "phase", "reason", "containers", "events"]
+        assert list(p) == ["namespace", "name", "node", "phase", "reason", "gate", "containers", "events"]
+        assert p["gate"] is None  # every claim exists: no pod is held back in PreEnqueue
     for c in rep["claims"]:
         assert list(c) == ["namespace", "name", "allocation", "reservedFor"]
     assert [p["name"] for p in rep["pods"]] == ["infer-1", "infer-2", "too-big"]
