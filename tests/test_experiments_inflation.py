@@ -9,6 +9,7 @@ sample through the sim with real DRA objects."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import shutil
 
@@ -139,3 +140,47 @@ def test_sim_filters_only_the_node_a_matchfields_term_names():
     msg = " ".join(cond.get("message", "") for cond in b["status"].get("conditions") or [])
     # as kube-scheduler's FitError: the nodes the PreFilter left out share one absent-node status
     assert "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]." in msg
+
+
+#: `labkit experiment inflation --trace default --fleet openb:20 --seeds 7` through the sim, as the
+#: code before the sim/allocator speed-ups (commit 5a97e8a) computed it: per policy (unallocated
+#: GPUs at 130 %, failed pods, sha256 of the alloc_pct curve's JSON, first 12 hex digits)
+PINNED = {"fgd": (16.13, 129, "f460c77b7518"), "best-fit": (27.57, 155, "4e558b4ff3a3"),
+          "dot-product": (32.76, 153, "6136edc65632"), "gpu-packing": (35.87, 155, "d65d0606e920"),
+          "gpu-clustering": (38.82, 161, "0470e6a8768f"), "random-fit": (43.18, 146, "3c3047a20f4b")}
+
+
+def test_a_small_sim_run_gives_the_pinned_figures(capsys):
+    """Speed-ups of the sim, the allocator or the policies must not change a single placement."""
+    res = cli_json(capsys, "--trace", "default", "--fleet", "openb:20", "--seeds", "7", "--workers", "1")
+    assert res["sim"] and res["engine"] == "serial"
+    got = {p: (r["unallocated_gpus"], r["failed_pods"],
+               hashlib.sha256(json.dumps(r["alloc_pct"]).encode()).hexdigest()[:12])
+           for p, r in res["policies"].items()}
+    print("openb:20, seed 7, through the sim:", got, f"{res['cpu_s']} CPU s")
+    assert got == PINNED
+
+
+def test_dask_cluster_gives_the_serial_figures(capsys):
+    """`--address` runs the (policy, seed) cells on a Dask scheduler's workers, as `experiment
+    sweep --address` does; the figures are those of a serial run."""
+    distributed = pytest.importorskip("distributed")  # in the dev extra; skipped only without it
+    argv = ("--trace", "gpushare40", "--fleet", "openb:30", "--seeds", "1-2", "--policies", "fgd,random-fit",
+            "--no-sim", "--no-progress")
+    serial = cli_json(capsys, *argv, "--workers", "1")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        dask = cli_json(capsys, *argv, "--address", cluster.scheduler_address)
+    assert serial["engine"] == "serial"
+    assert dask["engine"] == f"dask {cluster.scheduler_address}" and dask["workers"] == 2
+    for p in ("fgd", "random-fit"):
+        for key in ("alloc_pct", "unallocated_gpus_by_seed", "unallocated_gpus_sd", "failed_pods"):
+            assert dask["policies"][p][key] == serial["policies"][p][key], (p, key)
+    assert len(serial["policies"]["fgd"]["unallocated_gpus_by_seed"]) == 2
+
+
+def test_workers_and_address_are_one_line_errors(capsys):
+    assert labkit_main(["experiment", "inflation", "--workers", "0", "--no-sim"]) == 2
+    assert "--workers 0: give at least 1" in capsys.readouterr().err
+    assert labkit_main(["experiment", "inflation", "--workers", "2", "--address", "tcp://127.0.0.1:1"]) == 2
+    assert "--workers and --address: give one" in capsys.readouterr().err

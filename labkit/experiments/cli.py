@@ -70,11 +70,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Tasks of an Alibaba cluster-trace-gpu-v2023 pod list arrive (inflated to --ratio x the "
                     "fleet's GPUs, shuffled) and never leave; each policy of the paper places them, as real DRA "
                     "claims through the sim. -o json keys: trace, ratio, seeds, sample_every, nodes, gpus, sim, whole_gpus, "
-                    "x_step_pct, wall_s, paper (the paper's figures for this trace, when it reports them), and "
+                    "x_step_pct, engine (serial, local xN or dask URL), workers, wall_s, cpu_s (all runs), paper "
+                    "(the paper's figures for this trace, when it reports them), and "
                     "policies.<name>: alloc_pct (allocated GPUs in % of the fleet at x = 0, 1, ... % arrived "
-                    "workload), alloc_pct_at_saturation, unallocated_gpus (at the last x), "
-                    "unallocated_gpus_by_seed, failed_pods, served_gpus (GPUs the placed tasks asked for; below the "
-                    "allocated GPUs with --whole-gpus), pods, wall_s, cpu_s.")
+                    "workload; mean over seeds), alloc_pct_at_saturation, unallocated_gpus (at the last x; mean "
+                    "over seeds), unallocated_gpus_by_seed, unallocated_gpus_sd (sample standard deviation over "
+                    "seeds; 0 for one seed), unallocated_gpus_min, unallocated_gpus_max, failed_pods, served_gpus "
+                    "(GPUs the placed tasks asked for; below the allocated GPUs with --whole-gpus), pods, wall_s, "
+                    "cpu_s.")
     inf.add_argument("--trace", default="default",
                      help="openb pod list: default, cpu050, gpushare40, multigpu20, gpuspec33, ... or a csv path "
                           "(default: default)")
@@ -85,7 +88,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="comma-separated: fgd,best-fit,dot-product,gpu-packing,gpu-clustering,random-fit (default: all)")
     inf.add_argument("--seeds", default="42", help="comma-separated seeds and ranges (default 42; the paper: 42-51)")
     inf.add_argument("--ratio", type=float, default=1.3, help="inflate to this x the fleet's GPUs (default 1.3)")
-    inf.add_argument("--workers", type=int, default=1, help="local processes (default 1)")
+    inf.add_argument("--workers", type=int, default=None,
+                     help="local processes, one (policy, seed) run each at a time (default: the CPU count; "
+                          "1 = serially in this process)")
+    inf.add_argument("--address", metavar="URL",
+                     help="run on an existing Dask distributed scheduler, e.g. tcp://10.0.0.5:8786 "
+                          "(needs the 'dask' extra), as `experiment sweep --address` does")
+    inf_bar = inf.add_mutually_exclusive_group()
+    inf_bar.add_argument("--progress", dest="progress", action="store_true", default=None,
+                         help="progress bar on stderr (default: when stderr is a terminal)")
+    inf_bar.add_argument("--no-progress", dest="progress", action="store_false")
     inf.add_argument("--no-sim", action="store_true",
                      help="skip the sim: the policies' bookkeeping only (fast; no DRA objects)")
     inf.add_argument("--whole-gpus", action="store_true",
@@ -239,13 +251,16 @@ def inflation_cmd(args: argparse.Namespace) -> int:
         nodes = fleet
     else:
         return _fail(f"--fleet {fleet}: use openb, openb:N or a cluster-trace-gpu-v2023 node list csv (PATH[:N])")
-    if args.workers < 1:
-        return _fail(f"--workers {args.workers}: give at least 1")
+    if args.workers is not None and args.workers < 1:
+        return _fail(f"--workers {args.workers}: give at least 1 (1 = serially in this process)")
+    if args.workers is not None and args.address:
+        return _fail("--workers and --address: give one (the Dask cluster has its own workers)")
     try:
         pols = tuple(sweep.split_axis("--policies", args.policies)) if args.policies else inflation.POLICIES
         seeds = tuple(sweep.parse_seeds(args.seeds))
         res = inflation.run_all(args.trace, pols, seeds=seeds, every=every, ratio=args.ratio,
-                                sim=not args.no_sim, workers=args.workers, whole_gpus=args.whole_gpus, nodes=nodes)
+                                sim=not args.no_sim, workers=args.workers, address=args.address,
+                                whole_gpus=args.whole_gpus, nodes=nodes, progress=args.progress)
     except (LabkitError, ValueError) as exc:
         if isinstance(exc, LabkitError) and not isinstance(exc, ValueError):
             raise

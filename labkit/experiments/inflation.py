@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ import numpy as np
 from fake_gpus.catalog import gpu_model
 from fake_gpus.slices import build_slices
 from labkit.cluster import connect
+from labkit.errors import LabkitError, one_line
 from labkit.experiments import objects as o
 from labkit.experiments.openb import (
     DATA,
@@ -60,6 +62,7 @@ from labkit.experiments.openb import (
     openb_pods,
     sample_nodes,
 )
+from labkit.experiments.sweep import run_map
 from labkit.sim.engine import fewer_collections
 from labkit.sim.podutil import claim_name_for
 
@@ -479,35 +482,39 @@ def _place(cluster: Any, st: State, i: int, pod: OpenbPod, gpus: list[int], name
 
 
 def run_all(trace: str = "default", policies: tuple[str, ...] = POLICIES, *, seeds: tuple[int, ...] = (42,),
-            every: int = 1, ratio: float = 1.3, sim: bool = True, workers: int = 1, whole_gpus: bool = False,
-            nodes: str | Path = NODES_PATH) -> dict:
+            every: int = 1, ratio: float = 1.3, sim: bool = True, workers: int | None = 1, address: str | None = None,
+            whole_gpus: bool = False, nodes: str | Path = NODES_PATH, progress: bool | None = False) -> dict:
     """Every policy x seed; per policy the mean curve and unallocated GPUs (documented keys: see
-    `labkit experiment inflation --help`)."""
+    `labkit experiment inflation --help`). The cells run as sweeps do (labkit.experiments.sweep):
+    serially (`workers=1`), in `workers` local processes (None: the CPU count) or on the Dask
+    scheduler at `address`; every engine gives the same figures."""
     cells = [(p, s) for p in policies for s in seeds]
     bad = [p for p in policies if p not in POLICIES]
     if bad:
         raise InflationError(f"policy {bad[0]!r}: unknown; use one of {', '.join(POLICIES)}")
     if every < 1:
         raise InflationError(f"--sample {every}: give a whole number >= 1 (1 = every node)")
+    if workers is not None and workers < 1:
+        raise InflationError(f"--workers {workers}: give at least 1 (1 = serially in this process)")
+    openb_pods(trace)  # a bad trace fails here, in one line, before any work is sent out
     started = time.perf_counter()
-    if workers > 1 and len(cells) > 1:
-        from concurrent.futures import ProcessPoolExecutor  # lazy: only for parallel runs
-
-        with ProcessPoolExecutor(workers) as ex:
-            runs = list(ex.map(_cell, [(p, trace, every, ratio, s, sim, whole_gpus, str(nodes)) for p, s in cells]))
-    else:
-        runs = [_cell((p, trace, every, ratio, s, sim, whole_gpus, str(nodes))) for p, s in cells]
+    runs, engine, n = run_map(_cell, [(p, trace, every, ratio, s, sim, whole_gpus, str(nodes)) for p, s in cells],
+                              workers=workers, address=address, progress=progress, desc="inflation: cells")
     out: dict[str, Any] = {"trace": trace, "ratio": ratio, "seeds": list(seeds), "sample_every": every,
                            "nodes": runs[0]["nodes"], "gpus": runs[0]["gpus"], "sim": sim, "whole_gpus": whole_gpus,
-                           "x_step_pct": X_STEP, "policies": {}}
+                           "x_step_pct": X_STEP, "engine": engine, "workers": n, "policies": {}}
     for p in policies:
         mine = [r for r in runs if r["policy"] == p]
+        by_seed = [r["unallocated_gpus"] for r in mine]
         curve = [round(sum(c) / len(c), 3) for c in zip(*(r["alloc_pct"] for r in mine), strict=True)]
         out["policies"][p] = {
             "alloc_pct": curve,
             "alloc_pct_at_saturation": round(sum(r["alloc_pct_at_saturation"] for r in mine) / len(mine), 3),
-            "unallocated_gpus": round(sum(r["unallocated_gpus"] for r in mine) / len(mine), 2),
-            "unallocated_gpus_by_seed": [r["unallocated_gpus"] for r in mine],
+            "unallocated_gpus": round(sum(by_seed) / len(mine), 2),
+            "unallocated_gpus_by_seed": by_seed,
+            "unallocated_gpus_sd": round(statistics.stdev(by_seed), 2) if len(by_seed) > 1 else 0.0,
+            "unallocated_gpus_min": min(by_seed),
+            "unallocated_gpus_max": max(by_seed),
             "failed_pods": round(sum(r["failed_pods"] for r in mine) / len(mine), 1),
             "served_gpus": round(sum(r["served_gpus"] for r in mine) / len(mine), 2),
             "pods": mine[0]["pods"],
@@ -515,12 +522,18 @@ def run_all(trace: str = "default", policies: tuple[str, ...] = POLICIES, *, see
             "cpu_s": round(sum(r["cpu_s"] for r in mine), 2),
         }
     out["wall_s"] = round(time.perf_counter() - started, 2)
+    out["cpu_s"] = round(sum(r["cpu_s"] for r in runs), 2)
     return out
 
 
 def _cell(args: tuple) -> dict:
+    """One (policy, seed) run; a module-level function (the engines pickle it by name). A bad
+    input comes back as {"error": one line}, so no exception crosses a process boundary."""
     p, trace, every, ratio, s, sim, whole, nodes = args
-    return run_inflation(p, trace, every=every, ratio=ratio, seed=s, sim=sim, whole_gpus=whole, nodes=nodes)
+    try:
+        return run_inflation(p, trace, every=every, ratio=ratio, seed=s, sim=sim, whole_gpus=whole, nodes=nodes)
+    except LabkitError as exc:
+        return {"error": f"{p} / {trace} / seed {s}: {one_line(exc)}"}
 
 
 def fleet_summary(every: int = 1) -> dict[str, int]:
