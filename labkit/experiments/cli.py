@@ -70,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Tasks of an Alibaba cluster-trace-gpu-v2023 pod list arrive (inflated to --ratio x the "
                     "fleet's GPUs, shuffled) and never leave; each policy of the paper places them, as real DRA "
                     "claims through the sim. -o json keys: trace, ratio, seeds, sample_every, nodes, gpus, sim, whole_gpus, "
-                    "x_step_pct, engine (serial, local xN or dask URL), workers, wall_s, cpu_s (all runs), paper "
+                    "gpu_mode (shares | whole | mig), x_step_pct, engine (serial, local xN or dask URL), workers, wall_s, cpu_s (all runs), paper "
                     "(the paper's figures for this trace, when it reports them), and "
                     "policies.<name>: alloc_pct (allocated GPUs in % of the fleet at x = 0, 1, ... % arrived "
                     "workload; mean over seeds), alloc_pct_at_saturation, unallocated_gpus (at the last x; mean "
@@ -100,9 +100,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     inf_bar.add_argument("--no-progress", dest="progress", action="store_false")
     inf.add_argument("--no-sim", action="store_true",
                      help="skip the sim: the policies' bookkeeping only (fast; no DRA objects)")
-    inf.add_argument("--whole-gpus", action="store_true",
-                     help="no sharing: a task asking for part of a GPU gets a whole one (DRA without consumable "
-                          "capacity); x still counts what the tasks asked for")
+    inf.add_argument("--gpus", default="shares", choices=["shares", "whole", "mig"],
+                     help="how a task gets part of a GPU as a DRA claim: shares (consumable capacity, the paper's "
+                          "GPU sharing; default), whole (no sharing: a whole GPU), mig (dynamic MIG: every GPU "
+                          "assumed an A100-SXM4-40GB, a share rounded up to the smallest MIG profile with that much "
+                          "compute, placed by the catalog's placement rules; needs --no-sim); x still counts what "
+                          "the tasks asked for")
+    inf.add_argument("--whole-gpus", action="store_true", help="the same as --gpus whole")
     inf.add_argument("--plot", metavar="FILE", help="write the figure (allocation ratio vs arrived workload)")
     inf.add_argument("-o", "--output", default="table", choices=["table", "json"])
     inf.set_defaults(func=inflation_cmd)
@@ -260,13 +264,14 @@ def inflation_cmd(args: argparse.Namespace) -> int:
         seeds = tuple(sweep.parse_seeds(args.seeds))
         res = inflation.run_all(args.trace, pols, seeds=seeds, every=every, ratio=args.ratio,
                                 sim=not args.no_sim, workers=args.workers, address=args.address,
-                                whole_gpus=args.whole_gpus, nodes=nodes, progress=args.progress)
+                                gpu_mode="whole" if args.whole_gpus else args.gpus, nodes=nodes,
+                                progress=args.progress)
     except (LabkitError, ValueError) as exc:
         if isinstance(exc, LabkitError) and not isinstance(exc, ValueError):
             raise
         return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-    res["paper"] = (inflation.paper_figures(args.trace) if every == 1 and args.ratio == 1.3 and not args.whole_gpus
-                    and fleet == "openb" else None)
+    res["paper"] = (inflation.paper_figures(args.trace) if every == 1 and args.ratio == 1.3
+                    and res["gpu_mode"] == "shares" and fleet == "openb" else None)
     if args.plot:
         inflation.plot_inflation(res, args.plot)
     if args.output == "json":
@@ -275,7 +280,7 @@ def inflation_cmd(args: argparse.Namespace) -> int:
     paper = res["paper"] or {}
     print(f"trace {res['trace']} on {res['nodes']} nodes / {res['gpus']} GPUs, inflated to {res['ratio']:g}x, "
           f"seeds {','.join(map(str, res['seeds']))}{'' if res['sim'] else ' (no sim)'}"
-          f"{', whole GPUs only' if res['whole_gpus'] else ''}")
+          f"{'' if res['gpu_mode'] == 'shares' else ', GPUs: ' + res['gpu_mode']}")
     print(f"{'policy':<15}{'alloc % at sat.':>16}{'unallocated GPUs':>18}{'paper':>9}{'failed pods':>13}{'wall s':>9}")
     for name, r in sorted(res["policies"].items(), key=lambda kv: kv[1]["unallocated_gpus"]):
         ref = paper.get(name, {}).get("unallocated_gpus_at_130")
