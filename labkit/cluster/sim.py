@@ -96,7 +96,7 @@ class SimCluster(Cluster):
                                 existing=self._sim.list("Namespace"))
             if problems:
                 raise ClusterInputError("\n".join(str(p) for p in problems))
-        objs = [with_defaults(o) for o in objs]
+        objs = [with_defaults(o, copy=False) for o in objs]  # load_source's objects are copies already
         try:
             out = self._sim.apply(objs)
         except SimError as exc:

@@ -69,11 +69,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Tasks of an Alibaba cluster-trace-gpu-v2023 pod list arrive (inflated to --ratio x the "
                     "fleet's GPUs, shuffled) and never leave; each policy of the paper places them, as real DRA "
                     "claims through the sim. -o json keys: trace, ratio, seeds, sample_every, nodes, gpus, sim, whole_gpus, "
-                    "x_step_pct, wall_s, paper (the paper's figures for this trace, when it reports them), and "
+                    "gpu_mode (shares | whole | mig), x_step_pct, engine (serial, local xN or dask URL), workers, wall_s, cpu_s (all runs), paper "
+                    "(the paper's figures for this trace, when it reports them), and "
                     "policies.<name>: alloc_pct (allocated GPUs in % of the fleet at x = 0, 1, ... % arrived "
-                    "workload), alloc_pct_at_saturation, unallocated_gpus (at the last x), "
-                    "unallocated_gpus_by_seed, failed_pods, served_gpus (GPUs the placed tasks asked for; below the "
-                    "allocated GPUs with --whole-gpus), pods, wall_s, cpu_s.")
+                    "workload; mean over seeds), alloc_pct_at_saturation, unallocated_gpus (at the last x; mean "
+                    "over seeds), unallocated_gpus_by_seed, unallocated_gpus_sd (sample standard deviation over "
+                    "seeds; 0 for one seed), unallocated_gpus_min, unallocated_gpus_max, failed_pods, served_gpus "
+                    "(GPUs the placed tasks asked for; below the allocated GPUs with --whole-gpus), pods, wall_s, "
+                    "cpu_s.")
     inf.add_argument("--trace", default="default",
                      help="openb pod list: default, cpu050, gpushare40, multigpu20, gpuspec33, ... or a csv path "
                           "(default: default)")
@@ -84,12 +87,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="comma-separated: fgd,best-fit,dot-product,gpu-packing,gpu-clustering,random-fit (default: all)")
     inf.add_argument("--seeds", default="42", help="comma-separated seeds and ranges (default 42; the paper: 42-51)")
     inf.add_argument("--ratio", type=float, default=1.3, help="inflate to this x the fleet's GPUs (default 1.3)")
-    inf.add_argument("--workers", type=int, default=1, help="local processes (default 1)")
+    inf.add_argument("--workers", type=int, default=None,
+                     help="local processes, one (policy, seed) run each at a time (default: the CPU count; "
+                          "1 = serially in this process)")
+    inf.add_argument("--address", metavar="URL",
+                     help="run on an existing Dask distributed scheduler, e.g. tcp://10.0.0.5:8786 "
+                          "(needs the 'dask' extra), as `experiment sweep --address` does")
+    inf_bar = inf.add_mutually_exclusive_group()
+    inf_bar.add_argument("--progress", dest="progress", action="store_true", default=None,
+                         help="progress bar on stderr (default: when stderr is a terminal)")
+    inf_bar.add_argument("--no-progress", dest="progress", action="store_false")
     inf.add_argument("--no-sim", action="store_true",
                      help="skip the sim: the policies' bookkeeping only (fast; no DRA objects)")
-    inf.add_argument("--whole-gpus", action="store_true",
-                     help="no sharing: a task asking for part of a GPU gets a whole one (DRA without consumable "
-                          "capacity); x still counts what the tasks asked for")
+    inf.add_argument("--gpus", default="shares", choices=["shares", "whole", "mig"],
+                     help="how a task gets part of a GPU as a DRA claim: shares (consumable capacity, the paper's "
+                          "GPU sharing; default), whole (no sharing: a whole GPU), mig (dynamic MIG: every GPU "
+                          "assumed an A100-SXM4-40GB, a share rounded up to the smallest MIG profile with that much "
+                          "compute, placed by the catalog's placement rules; needs --no-sim); x still counts what "
+                          "the tasks asked for")
+    inf.add_argument("--whole-gpus", action="store_true", help="the same as --gpus whole")
     inf.add_argument("--plot", metavar="FILE", help="write the figure (allocation ratio vs arrived workload)")
     add_output_arg(inf, "table", name="run/POLICY per policy")
     inf.set_defaults(func=inflation_cmd)
@@ -243,17 +259,21 @@ def inflation_cmd(args: argparse.Namespace) -> int:
         nodes = fleet
     else:
         raise UsageError(f"--fleet {fleet}: use openb, openb:N or a cluster-trace-gpu-v2023 node list csv (PATH[:N])")
-    if args.workers < 1:
-        raise UsageError(f"--workers {args.workers}: give at least 1")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers {args.workers}: give at least 1 (1 = serially in this process)")
+    if args.workers is not None and args.address:
+        raise UsageError("--workers and --address: give one (the Dask cluster has its own workers)")
     try:
         pols = tuple(sweep.split_axis("--policies", args.policies)) if args.policies else inflation.POLICIES
         seeds = tuple(sweep.parse_seeds(args.seeds))
         res = inflation.run_all(args.trace, pols, seeds=seeds, every=every, ratio=args.ratio,
-                                sim=not args.no_sim, workers=args.workers, whole_gpus=args.whole_gpus, nodes=nodes)
+                                sim=not args.no_sim, workers=args.workers, address=args.address,
+                                gpu_mode="whole" if args.whole_gpus else args.gpus, nodes=nodes,
+                                progress=args.progress)
     except ValueError as exc:  # a LabkitError keeps its kind; a plain ValueError is bad input
         raise as_input_error(exc) from None
-    res["paper"] = (inflation.paper_figures(args.trace) if every == 1 and args.ratio == 1.3 and not args.whole_gpus
-                    and fleet == "openb" else None)
+    res["paper"] = (inflation.paper_figures(args.trace) if every == 1 and args.ratio == 1.3
+                    and res["gpu_mode"] == "shares" and fleet == "openb" else None)
     if args.plot:
         inflation.plot_inflation(res, args.plot)
     fmt = resolve_format(args.output, "table")
@@ -263,7 +283,7 @@ def inflation_cmd(args: argparse.Namespace) -> int:
     paper = res["paper"] or {}
     print(f"trace {res['trace']} on {res['nodes']} nodes / {res['gpus']} GPUs, inflated to {res['ratio']:g}x, "
           f"seeds {','.join(map(str, res['seeds']))}{'' if res['sim'] else ' (no sim)'}"
-          f"{', whole GPUs only' if res['whole_gpus'] else ''}")
+          f"{'' if res['gpu_mode'] == 'shares' else ', GPUs: ' + res['gpu_mode']}")
     print(f"{'policy':<15}{'alloc % at sat.':>16}{'unallocated GPUs':>18}{'paper':>9}{'failed pods':>13}{'wall s':>9}")
     for name, r in sorted(res["policies"].items(), key=lambda kv: kv[1]["unallocated_gpus"]):
         ref = paper.get(name, {}).get("unallocated_gpus_at_130")
