@@ -225,5 +225,5 @@ def test_beyond_the_paper_whole_gpus_and_dynamic_mig(capsys):
 
 def test_dynamic_mig_needs_no_sim(capsys):
     assert labkit_main(["experiment", "inflation", "--gpus", "mig", "--fleet", "openb:40"]) == 2
-    assert capsys.readouterr().err.strip() == ("error: --gpus mig: dynamic MIG runs on the policies' bookkeeping "
+    assert capsys.readouterr().err.strip() == ("labkit experiment: --gpus mig: dynamic MIG runs on the policies' bookkeeping "
                                                "only; add --no-sim")
