@@ -56,7 +56,13 @@ def test_attribute_and_capacity_keys_are_nvidias(profile, mode):
     for d in devices(profile, mode):
         kind = d["attributes"]["type"]["string"]
         published = "dynamic" if "consumesCounters" in d else ("static" if kind == "mig" else "none")
-        assert set(d["attributes"]) == NVIDIA_ATTRS[(kind, published)], (profile, mode, d["name"])
+        want = NVIDIA_ATTRS[(kind, published)]
+        if prof.fm_partitions and kind in ("gpu", "vfio"):
+            # the FabricManagerPartitioning gate: the GPU module's id and, per partition size N holding
+            # it, partitionN (cmd/gpu-kubelet-plugin deviceinfo.go)
+            module = d["attributes"]["gpuModuleID"]["int"]
+            want = want | {"gpuModuleID"} | {f"partition{n}" for n in prof.fm_partitions_of(module)}
+        assert set(d["attributes"]) == want, (profile, mode, d["name"])
         caps = set(d["capacity"]) - shares
         if kind == "vfio":
             assert caps == {"addressableMemory"} and "allowMultipleAllocations" not in d
