@@ -64,8 +64,9 @@ def resolve_env(device_ids: Iterable[str], dirs: Iterable[Path]) -> dict[str, st
     for cdi_id in ids:
         if "=" not in cdi_id:
             raise CDIError(f"CDI device ID {cdi_id!r} is not fully qualified (want vendor/class=name)")
-    try:
-        return fake_cdi.resolve_env(load_specs(dirs), ids)
-    except KeyError as exc:
-        missing = str(exc.args[0]).split()[2] if exc.args else "?"
-        raise CDIError(f"CDI device {missing} not found in any spec under {', '.join(map(str, dirs))}") from None
+    specs = load_specs(dirs)
+    known = {f"{spec['kind']}={dev['name']}" for spec in specs for dev in spec["devices"]}
+    missing = next((cdi_id for cdi_id in ids if cdi_id not in known), None)
+    if missing is not None:
+        raise CDIError(f"CDI device {missing} not found in any spec under {', '.join(map(str, dirs))}")
+    return fake_cdi.resolve_env(specs, ids)
