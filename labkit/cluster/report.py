@@ -64,10 +64,11 @@ def _env(cluster: Any, pod: str, ns: str, container: str, init: bool) -> dict[st
         raise
 
 
-def pod_gate(pod: dict, claims: dict[tuple[str, str], dict]) -> dict | None:
-    """The report's `gate` of one pod (see the module doc); ``claims``: (namespace, name) -> claim."""
+def pod_gate(pod: dict, reason: str, claims: dict[tuple[str, str], dict]) -> dict | None:
+    """The report's `gate` of one pod (see the module doc); ``reason``: its pod_reason;
+    ``claims``: (namespace, name) -> claim."""
     st = pod.get("status") or {}
-    if (pod.get("spec") or {}).get("nodeName") or st.get("phase", "Pending") != "Pending" or pod_reason(pod):
+    if (pod.get("spec") or {}).get("nodeName") or st.get("phase", "Pending") != "Pending" or reason:
         return None
     ns = (pod.get("metadata") or {}).get("namespace", "default")
     message = claim_gate(pod, lambda name: claims.get((ns, name)))
@@ -84,13 +85,14 @@ def simulate_report(cluster: Any) -> dict[str, list[dict]]:
         ns, name = m.get("namespace", "default"), m.get("name", "")
         spec = p.get("spec") or {}
         running = (p.get("status") or {}).get("phase", "Pending") == "Running"
+        reason = pod_reason(p)
         containers = [{"name": c.get("name", ""), "env": _env(cluster, name, ns, c.get("name", ""), init)
                        if running and claim_entries(p) else {}}  # no claim: no devices
                       for init, c in [(True, c) for c in spec.get("initContainers") or []]
                       + [(False, c) for c in spec.get("containers") or []]]
         pods.append({"namespace": ns, "name": name, "node": spec.get("nodeName") or None,
-                     "phase": (p.get("status") or {}).get("phase", "Pending"), "reason": pod_reason(p),
-                     "gate": pod_gate(p, claim_objs), "containers": containers, "events": events.get((ns, name), [])})
+                     "phase": (p.get("status") or {}).get("phase", "Pending"), "reason": reason,
+                     "gate": pod_gate(p, reason, claim_objs), "containers": containers, "events": events.get((ns, name), [])})
     claims = []
     for c in cluster.list("ResourceClaim"):
         m = c.get("metadata") or {}

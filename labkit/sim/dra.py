@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any
 
 from labkit.allocator import AllocatedState, Allocator, Outcome, features_for, prepare_slices
+from labkit.allocator.core import FILTER_TIMEOUT
 from labkit.allocator.model import slice_info
 from labkit.allocator.nodes import NodeSelectorError, selector_matches
 from labkit.allocator.twins import (
@@ -132,19 +133,21 @@ class DraState:
             self._allocators[name] = alloc
         return alloc
 
-    def allocate(self, node: dict, claims: list[dict], table: TwinTable | None = None) -> Outcome:
+    def allocate(self, node: dict, claims: list[dict], table: TwinTable | None = None,
+                 timeout: float | None = FILTER_TIMEOUT) -> Outcome:
         """The node's Allocator's outcome for ``claims``, or, with ``table`` (kept by the caller
-        for claims of this shape), that of a twin node asked before (labkit.allocator.twins)."""
+        for claims of this shape), that of a twin node asked before (labkit.allocator.twins).
+        ``timeout``: the search's filterTimeout in seconds (Allocator.allocate's)."""
         found = self._twin_key(node, claims, table) if table is not None and self.twins else None
         if found is None:
-            return self.allocator_for(node).allocate(node, claims)
+            return self.allocator_for(node).allocate(node, claims, timeout)
         key, pools = found
         name = node["metadata"]["name"]
         entry = table.outcomes.get(key)  # type: ignore[union-attr]
         if entry is not None:
             table.hits += 1  # type: ignore[union-attr]
             return twin_outcome(entry, pools, name, partial(_explain_later, self, node, claims))
-        outcome = self.allocator_for(node).allocate(node, claims)
+        outcome = self.allocator_for(node).allocate(node, claims, timeout)
         if shareable(outcome, name):
             table.outcomes[key] = kept(outcome, pools, name)  # type: ignore[union-attr]
         return outcome

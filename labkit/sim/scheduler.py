@@ -47,9 +47,8 @@ from typing import Any
 from labkit.allocator.twins import TwinTable
 from labkit.model.podutil import (
     EXTENDED_RESOURCES_KEY,
+    claim_gate,
     claim_name_for,
-    claim_not_created,
-    claim_not_found,
     is_deleting,
     is_finished,
     meta,
@@ -355,14 +354,15 @@ class Scheduler:
     # -- one pod ---------------------------------------------------------------------------
     def _prefilter(self, pod: dict) -> tuple[list[dict], str | None]:
         ns = meta(pod)["namespace"]
+        # PreEnqueue's part (a claim not created yet, or not found) has one home, claim_gate: it walks the
+        # claims in the same order and stops where this loop would
+        gate = claim_gate(pod, lambda name: self.store.get("ResourceClaim", name, ns))
         claims = []
         for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
             name, templated = claim_name_for(pod, entry)
-            if name is None:  # resourceclaim.Name: the controller has not recorded the claim (yet)
-                return claims, claim_not_created(pod)
-            claim = self.store.get("ResourceClaim", name, ns)
-            if claim is None:  # the assume cache's NotFoundError
-                return claims, claim_not_found(ns, name)
+            claim = self.store.get("ResourceClaim", name, ns) if name is not None else None
+            if claim is None:
+                return claims, gate
             if is_deleting(claim):
                 return claims, f'resourceclaim "{name}" is being deleted'
             if templated and not any(o.get("uid") == meta(pod)["uid"] for o in meta(claim).get("ownerReferences") or []) \
