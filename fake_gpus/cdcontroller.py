@@ -51,9 +51,10 @@ SERVICE_ACCOUNT = "fake-gpus-compute-domain-controller"
 DEPLOY_NAMESPACE = "fake-gpus"
 
 
-def crd() -> dict[str, Any]:
-    """The ComputeDomain CustomResourceDefinition (LabKit's, not NVIDIA's generated one)."""
-    return yaml.safe_load(CRD_PATH.read_text(encoding="utf-8"))
+def crds() -> list[dict[str, Any]]:
+    """The ComputeDomain and ComputeDomainClique CustomResourceDefinitions (LabKit's, not NVIDIA's
+    generated ones)."""
+    return [d for d in yaml.safe_load_all(CRD_PATH.read_text(encoding="utf-8")) if isinstance(d, dict)]
 
 
 def manifests() -> list[dict[str, Any]]:
@@ -135,10 +136,27 @@ class Controller:
                 labels = (self.rest.call("GET", f"/api/v1/nodes/{quote(node)}").get("metadata") or {}).get("labels") or {}
                 running[node] = (st.get("podIP", ""), labels.get(cd.CLIQUE_LABEL, ""))
         status = cd.domain_status(domain, running)
+        self._cliques(domain, status)
         if (domain.get("status") or {}) != status:
             m = domain["metadata"]
             self.rest.call("PUT", _ns_path(CDS, m.get("namespace", "default"), "computedomains", m["name"]) + "/status",
                            body={**domain, "status": status})
+
+    def _cliques(self, domain: dict[str, Any], status: dict[str, Any]) -> None:
+        """The domain's ComputeDomainCliques, as its daemons keep them upstream (created, their
+        daemons[] kept equal to the status entries of their clique, removed when empty)."""
+        uid = domain["metadata"]["uid"]
+        path = _ns_path(CDS, self.namespace, "computedomaincliques")
+        wanted = {c["metadata"]["name"]: c for c in cd.cliques(domain, status, self.namespace)}
+        have = (self.rest.call("GET", path, query={"labelSelector": f"{cd.LABEL}={uid}"}) or {}).get("items") or []
+        for obj in have:
+            want = wanted.pop(obj["metadata"]["name"], None)
+            if want is None:
+                self.rest.call("DELETE", f"{path}/{quote(obj['metadata']['name'])}", ok=GONE)
+            elif obj.get("daemons") != want["daemons"]:
+                self.rest.call("PUT", f"{path}/{quote(obj['metadata']['name'])}", body={**obj, "daemons": want["daemons"]})
+        for obj in wanted.values():
+            self.rest.call("POST", path, body=obj, ok=(201, 409))
 
     def _drop(self, path: str, obj: dict[str, Any]) -> None:
         fins = [f for f in obj["metadata"].get("finalizers") or [] if f != cd.LABEL]
@@ -155,6 +173,9 @@ class Controller:
                 path = _ns_path(group, obj["metadata"]["namespace"], plural, obj["metadata"]["name"])
                 self.rest.call("DELETE", path, ok=GONE)
                 self._drop(path, obj)
+        path = _ns_path(CDS, self.namespace, "computedomaincliques")
+        for obj in (self.rest.call("GET", path, query=sel) or {}).get("items") or []:
+            self.rest.call("DELETE", f"{path}/{quote(obj['metadata']['name'])}", ok=GONE)
         for node in (self.rest.call("GET", "/api/v1/nodes", query=sel) or {}).get("items") or []:
             self._unlabel(node["metadata"]["name"])
         m = domain["metadata"]
@@ -209,7 +230,9 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     try:
         rest = KubeRest(kube_api_client(args.kubeconfig))
         if args.install_crd:
-            rest.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd(), ok=(201, 409))
+            for definition in crds():
+                rest.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=definition,
+                          ok=(201, 409))
     except (KubeError, OSError) as exc:
         print(f"fake_gpus compute-domain-controller: error: {exc}", file=sys.stderr)
         return 2

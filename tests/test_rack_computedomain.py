@@ -96,12 +96,27 @@ def test_controller_objects_status_and_deletion():
     labelled = [n["metadata"]["name"] for n in c.list("Node")
                 if n["metadata"]["labels"].get("resource.nvidia.com/computeDomain") == uid]
     assert sorted(labelled) == sorted(n["name"] for n in nodes)
+    # `kubectl get computedomaincliques -n <driver ns>`: one clique (one rack), its daemons = status.nodes
+    (clique,) = c.list("ComputeDomainClique", DRIVER_NS)
+    assert clique["metadata"]["name"] == f"{uid}.{RACK_A}"
+    assert clique["metadata"]["labels"] == {"resource.nvidia.com/computeDomain": uid,
+                                            "resource.nvidia.com/computeDomain.cliqueID": RACK_A}
+    assert [(d["nodeName"], d["ipAddress"], d["cliqueID"], d["index"], d["status"]) for d in clique["daemons"]] == \
+        sorted((n["name"], n["ipAddress"], n["cliqueID"], n["index"], n["status"]) for n in nodes)
+    # each daemon's container: its clique and its domain (NVIDIA's GetCDIContainerEditsCommon)
+    for pod in c.list("Pod", DRIVER_NS):
+        env = c.pod_env(pod["metadata"]["name"], DRIVER_NS)
+        assert {k: env[k] for k in ("CLIQUE_ID", "COMPUTE_DOMAIN_UUID", "COMPUTE_DOMAIN_NAME",
+                                    "COMPUTE_DOMAIN_NAMESPACE")} == {
+            "CLIQUE_ID": RACK_A, "COMPUTE_DOMAIN_UUID": uid, "COMPUTE_DOMAIN_NAME": "nvbandwidth-test-compute-domain-1",
+            "COMPUTE_DOMAIN_NAMESPACE": "default"}
 
     c.delete("MPIJob", "nvbandwidth-test-1")
     c.delete("ComputeDomain", "nvbandwidth-test-compute-domain-1")
     c.wait()
     assert c.list("ComputeDomain") == [] and c.list("DaemonSet", DRIVER_NS) == []
     assert c.list("ResourceClaimTemplate") == [] and c.list("Pod", DRIVER_NS) == []
+    assert c.list("ComputeDomainClique") == []
     assert not [n for n in c.list("Node") if "resource.nvidia.com/computeDomain" in n["metadata"]["labels"]]
 
 

@@ -85,6 +85,7 @@ RESOURCE_NAMES = {
     "StatefulSet": "statefulsets.apps", "ReplicaSet": "replicasets.apps", "CronJob": "cronjobs.batch",
     "PriorityClass": "priorityclasses.scheduling.k8s.io",
     "ComputeDomain": "computedomains.resource.nvidia.com",
+    "ComputeDomainClique": "computedomaincliques.resource.nvidia.com",
 }
 CLUSTER_SCOPED = {"Node", "Namespace", "DeviceClass", "ResourceSlice", "DeviceTaintRule", "PriorityClass"}
 #: lower-case / plural spellings users type, to the Kind
@@ -218,7 +219,8 @@ class KindCluster(KubeCluster):
         deployments = compute_domain_workloads(self.profile)
         if deployments:
             cmds.append([*kubectl, "wait", "--for=condition=Established", "--timeout=120s",
-                         "customresourcedefinition/computedomains.resource.nvidia.com"])
+                         "customresourcedefinition/computedomains.resource.nvidia.com",
+                         "customresourcedefinition/computedomaincliques.resource.nvidia.com"])
         cmds += [[*kubectl, "-n", "fake-gpus", "rollout", "status", f"deployment/{name}", "--timeout", "300s"]
                  for name in deployments]
         return cmds

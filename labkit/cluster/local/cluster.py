@@ -229,17 +229,18 @@ class LocalCluster(KubeCluster):
         RBAC of fake_gpus/deploy/compute-domains (a token of that account, not the admin's)."""
         assert self.kube and self.sup and self.state_dir
         objs = cdcontroller.manifests()
-        crd = next(o for o in objs if o["kind"] == "CustomResourceDefinition")
-        self._create_ignoring_conflict(crd)
-        deadline = time.monotonic() + self.start_timeout
-        while True:  # until the API server serves the new kind
-            got = self.kube.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}")
-            if any(c.get("type") == "Established" and c.get("status") == "True"
-                   for c in (got.get("status") or {}).get("conditions") or []):
-                break
-            if time.monotonic() > deadline:
-                raise ProcessError("timed out waiting for the ComputeDomain CRD to be established")
-            time.sleep(0.2)
+        for crd in (o for o in objs if o["kind"] == "CustomResourceDefinition"):
+            self._create_ignoring_conflict(crd)
+            deadline = time.monotonic() + self.start_timeout
+            while True:  # until the API server serves the new kind
+                got = self.kube.request("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                                        + crd["metadata"]["name"])
+                if any(c.get("type") == "Established" and c.get("status") == "True"
+                       for c in (got.get("status") or {}).get("conditions") or []):
+                    break
+                if time.monotonic() > deadline:
+                    raise ProcessError(f"timed out waiting for the CRD {crd['metadata']['name']} to be established")
+                time.sleep(0.2)
         self.kube.discover()
         ns = cdcontroller.DEPLOY_NAMESPACE
         self._create_ignoring_conflict({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
