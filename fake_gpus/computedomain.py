@@ -183,8 +183,9 @@ def daemonset(cd: dict[str, Any], namespace: str = DRIVER_NAMESPACE, image: str 
     name = f"computedomain-daemon-{uid}"
     container: dict[str, Any] = {"name": "compute-domain-daemon", "image": image,
                                  "resources": {"claims": [{"name": "compute-domain-daemon"}]}}
-    if command:
+    if command:  # the driver's own image, already on the nodes (kind loads it): never pulled
         container["command"] = list(command)
+        container["imagePullPolicy"] = "IfNotPresent"
     return {
         "apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": {"namespace": namespace, "name": name, "finalizers": [LABEL], "labels": {LABEL: uid}},
@@ -237,6 +238,14 @@ def cliques(cd: dict[str, Any], status: dict[str, Any], namespace: str = DRIVER_
                           "labels": {LABEL: uid, CLIQUE_ID_LABEL: clique}},
              "daemons": sorted(daemons, key=lambda d: d["nodeName"])}
             for clique, daemons in sorted(by_clique.items())]
+
+
+def prepare_error(claim: dict[str, Any], why: str) -> str:
+    """How the compute-domain plugin reports a failed prepare to the kubelet (and so in the pod's
+    FailedPrepareDynamicResources event): cmd/compute-domain-kubelet-plugin/driver.go wraps every
+    error as "error preparing devices for claim '<ns>/<name>:<uid>': ..."."""
+    m = _as_dict(claim.get("metadata"))
+    return f"error preparing devices for claim '{m.get('namespace', '')}/{m.get('name', '')}:{m.get('uid', '')}': {why}"
 
 
 def node_ready(cd: dict[str, Any] | None, node: str) -> bool:

@@ -238,3 +238,21 @@ def test_nvl72_trays_publish_compute_domain_devices_and_blackwell_gpus():
 def test_blackwell_models_match_the_datasheets(model, gb, sms, cc):
     m = gpu_model(model)
     assert round(m.memory_bytes / 1e9) == gb and m.multiprocessors == sms and m.cuda_compute_capability == cc
+
+
+def test_bats_unknown_field_in_the_channel_config_fails_prepare_in_nvidias_words(capsys, tmp_path):
+    """bats test_cd_misc 'CDs: reject unknown field in opaque cfg in CD chan ResourceClaim': the spec
+    template rendered as tests/bats/setup_suite.bash does for resource.k8s.io/v1 (envsubst); the pod
+    stays in ContainerCreating with a FailedPrepareDynamicResources event that says "error preparing
+    devices" and 'strict decoding error: unknown field "unexpectedField"'."""
+    tmpl = (UP.parent / "nvidia-bats" / "rc-opaque-cfg-unknown-field.yaml.tmpl").read_text()
+    spec = tmp_path / "rc-opaque-cfg-unknown-field.yaml"
+    spec.write_text(tmpl.replace("${TEST_K8S_RESOURCE_API_VERSION}", "v1").replace(
+        "${TEST_DEVCLASSNAME_CD_CHANNEL}", "exactly: {deviceClassName: compute-domain-default-channel.nvidia.com}"))
+    rep = simulate(capsys, "nvl72-two-trays", spec)
+    (pod,) = rep["pods"]
+    assert pod["name"].startswith("batssuite-pod-boc-") and pod["phase"] == "Pending"
+    assert pod["reason"] == "ContainerCreating"
+    (event,) = [e for e in pod["events"] if e["reason"] == "FailedPrepareDynamicResources"]
+    assert "error preparing devices" in event["message"]
+    assert 'strict decoding error: unknown field "unexpectedField"' in event["message"]

@@ -66,12 +66,12 @@ class ComputeDomainController:
             cd = self._by_uid(config["domainID"]) if config else None
             why, label = cd_plugin.channel_check(claim, cd, meta(node)["name"], meta(node).get("labels") or {})
         except cd_plugin.ConfigError as exc:
-            return str(exc)
+            return cd_plugin.prepare_error(claim, str(exc))
         if label and cd is not None:
             new = evolve(node, "metadata")
             new["metadata"]["labels"] = {**(meta(node).get("labels") or {}), LABEL: meta(cd)["uid"]}
             self.store.update(new)
-        return why
+        return cd_plugin.prepare_error(claim, why) if why else None
 
     def daemon_env(self, claim: dict, node: dict) -> dict[str, str]:
         """CLIQUE_ID and the domain's name and namespace, for a daemon claim ({} otherwise)."""
