@@ -222,6 +222,18 @@ def test_kube_apiserver_accepts_the_chart_and_helm_uninstall_leaves_nothing(helm
         assert out.returncode == 0, out.stderr
         assert "validatingadmissionpolicy.admissionregistration.k8s.io/fake-gpus-resourceslices-own-node created " \
                "(server dry run)" in out.stdout, out.stdout
+        # and with ComputeDomains: both CRDs, the controller's Deployment, ServiceAccount and RBAC
+        rendered.write_text(run_helm(helm, "template", "fake-gpus", str(CHART), "--namespace", "kube-system",
+                                     "--set", "resources.computeDomains.enabled=true").stdout)
+        out = subprocess.run([kubectl, "--kubeconfig", kc, "apply", "--dry-run=server", "-f", str(rendered)],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        for made in ("customresourcedefinition.apiextensions.k8s.io/computedomains.resource.nvidia.com",
+                     "customresourcedefinition.apiextensions.k8s.io/computedomaincliques.resource.nvidia.com",
+                     "deployment.apps/fake-gpus-compute-domain-controller",
+                     "role.rbac.authorization.k8s.io/fake-gpus-compute-domain-controller",
+                     "clusterrole.rbac.authorization.k8s.io/fake-gpus-compute-domain-plugin"):
+            assert f"{made} created (server dry run)" in out.stdout, out.stdout
         # a real install and uninstall (the cluster's own DeviceClasses stay; no node is picked, so no plugin pod)
         out = run_helm(helm, "install", "fake-gpus", str(CHART), "--namespace", "fake-gpus", "--create-namespace",
                        "--kubeconfig", kc, "--set", "deviceClasses.enabled=false",
