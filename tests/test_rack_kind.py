@@ -7,6 +7,7 @@ granted. The same flow on a real kind cluster: tests/test_cluster_kind_e2e.py (p
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -189,3 +190,21 @@ def test_local_controller_account_has_exactly_the_committed_rights():
         assert extra_rights(kc, CONTROLLER_SA, "fake-gpus") == golden("fake-gpus-compute-domain-controller.txt")
         # its namespaced rights stop at its namespace
         assert "daemonsets.apps" not in extra_rights(kc, CONTROLLER_SA, "default")
+
+
+def test_the_daemon_pods_command_prints_its_domain_and_serves_until_sigterm():
+    """What the controller's DaemonSet runs from the driver image on kind (`--daemon-image`)."""
+    argv = [sys.executable, "-m", "fake_gpus", "compute-domain-daemon"]
+    bare = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env={"PATH": "/usr/bin:/bin"})
+    assert bare.returncode == 2 and len(bare.stderr.strip().splitlines()) == 1
+    assert "no COMPUTE_DOMAIN_UUID" in bare.stderr
+    env = {"PATH": "/usr/bin:/bin", "CLIQUE_ID": "c.1", "COMPUTE_DOMAIN_UUID": "u-1", "COMPUTE_DOMAIN_NAME": "d",
+           "COMPUTE_DOMAIN_NAMESPACE": "default"}
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env) as proc:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # the daemon is up once it said so
+        assert line.strip() == ("compute-domain-daemon (fake IMEX daemon): CLIQUE_ID=c.1 COMPUTE_DOMAIN_NAME=d "
+                                "COMPUTE_DOMAIN_NAMESPACE=default COMPUTE_DOMAIN_UUID=u-1")
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
