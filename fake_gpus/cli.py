@@ -3,7 +3,7 @@
 Subcommands:
   slices --profile P --node N [--mig none|static|dynamic] [--driver D] [--nic-driver D]
          [--kubernetes-version V] [-o yaml|json]
-  deviceclasses [--driver D] [--nic-driver D] [-o yaml|json]
+  deviceclasses [--driver D] [--nic-driver D] [--compute-domains] [-o yaml|json]
   profiles                      table: name, GPUs, NICs, MIG mode, description
   topo --profile P              the nvidia-smi-topo-like matrix
 
@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from fake_gpus import computedomain
 from fake_gpus.catalog import MIG_MODES, CatalogError, load_node_profile, node_profiles
 from fake_gpus.errors import FakeGpusError
 from fake_gpus.slices import GPU_DRIVER, NIC_DRIVER, build_slices, device_classes
@@ -59,7 +60,8 @@ def _cmd_slices(args: argparse.Namespace) -> int:
 
 
 def _cmd_deviceclasses(args: argparse.Namespace) -> int:
-    sys.stdout.write(dump(device_classes(args.driver, args.nic_driver), args.output))
+    classes = computedomain.device_classes() if args.compute_domains else device_classes(args.driver, args.nic_driver)
+    sys.stdout.write(dump(classes, args.output))
     return 0
 
 
@@ -103,6 +105,8 @@ def _register_builtin(sub: Any) -> None:
     p = sub.add_parser("deviceclasses", help="print the DeviceClasses for the drivers")
     p.add_argument("--driver", default=GPU_DRIVER)
     p.add_argument("--nic-driver", default=NIC_DRIVER)
+    p.add_argument("--compute-domains", action="store_true",
+                   help="the compute-domain plugin's two DeviceClasses instead (channel, daemon)")
     p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
     p.set_defaults(func=_cmd_deviceclasses)
 

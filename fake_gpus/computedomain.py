@@ -7,8 +7,8 @@ daemon, id 0). Two DeviceClasses select them. A channel claim carries an opaque
 `ComputeDomainChannelConfig` (domainID, allocationMode Single|All); preparing it injects the
 device node /dev/nvidia-caps-imex-channels/channel0 (every channel with All; the fake lists them
 in the env FAKE_IMEX_CHANNELS). A daemon claim
-carries `ComputeDomainDaemonConfig` (domainID); its container gets COMPUTE_DOMAIN_UUID and the
-node's CLIQUE_ID.
+carries `ComputeDomainDaemonConfig` (domainID); its container gets the node's CLIQUE_ID,
+COMPUTE_DOMAIN_UUID and the domain's COMPUTE_DOMAIN_NAME / _NAMESPACE (`daemon_env`).
 
 The controller's objects (`workload_template`, `daemon_template`, `daemonset`) and its status
 rule (`domain_status`) live here too, so that labkit's sim and `fake_gpus.cdcontroller` (against a
@@ -33,6 +33,9 @@ CD_API_VERSION = "resource.nvidia.com/v1beta1"
 LABEL = "resource.nvidia.com/computeDomain"  # the node / object label, and the finalizer
 TARGET_LABEL = "resource.nvidia.com/computeDomainTarget"
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
+CLIQUE_KIND = "ComputeDomainClique"
+#: a ComputeDomainClique's label with its clique id (cmd/compute-domain-daemon/common.go)
+CLIQUE_ID_LABEL = "resource.nvidia.com/computeDomain.cliqueID"
 DRIVER_NAMESPACE = "dra-driver-nvidia-gpu"  # where NVIDIA's bats tests install the chart
 NOT_READY = "error asserting ComputeDomain Ready: current node not ready in ComputeDomain"
 _FIELDS = {CHANNEL_CONFIG_KIND: {"apiVersion", "kind", "domainID", "allocationMode"},
@@ -101,18 +104,32 @@ def claim_config(claim: dict[str, Any]) -> dict[str, str] | None:
     return found
 
 
-def container_edits(config: dict[str, str], clique_id: str = "") -> dict[str, Any]:
+def daemon_env(cd: dict[str, Any] | None, clique_id: str) -> dict[str, str]:
+    """What the plugin gives a daemon container besides its domain's UID, in NVIDIA's order
+    (cmd/compute-domain-kubelet-plugin/computedomain.go GetCDIContainerEditsCommon): CLIQUE_ID (the
+    node's clique: its nvidia.com/gpu.clique label here, NVML's fabric info upstream), then the
+    domain's name and namespace when the plugin found the domain."""
+    env = {"CLIQUE_ID": clique_id} if clique_id else {}
+    if cd is not None:
+        m = cd.get("metadata") or {}
+        env.update(COMPUTE_DOMAIN_NAME=str(m.get("name", "")), COMPUTE_DOMAIN_NAMESPACE=str(m.get("namespace", "default")))
+    return env
+
+
+def container_edits(config: dict[str, str], daemon: dict[str, str] | None = None) -> dict[str, Any]:
     """CDI containerEdits for a prepared channel or daemon device. NVIDIA's plugin injects the
     channel device nodes; the fake lists them in FAKE_IMEX_CHANNELS instead (a CDI deviceNode must
-    exist on the host, and a node without NVIDIA hardware has none)."""
+    exist on the host, and a node without NVIDIA hardware has none). `daemon`: daemon_env's
+    variables for a daemon claim (CLIQUE_ID, COMPUTE_DOMAIN_NAME, ...)."""
     if config["kind"] == CHANNEL_CONFIG_KIND:
         paths = channel_paths(config["allocationMode"])
         env = [f"FAKE_IMEX_CHANNELS={','.join(p.rsplit('/', 1)[1] for p in paths)}",
                f"FAKE_COMPUTE_DOMAIN={config['domainID']}"]
         return {"env": env}
-    env = [f"COMPUTE_DOMAIN_UUID={config['domainID']}"]
-    if clique_id:
-        env.insert(0, f"CLIQUE_ID={clique_id}")
+    extra = dict(daemon or {})
+    env = [f"CLIQUE_ID={extra.pop('CLIQUE_ID')}"] if "CLIQUE_ID" in extra else []
+    env.append(f"COMPUTE_DOMAIN_UUID={config['domainID']}")
+    env += [f"{k}={v}" for k, v in extra.items()]
     return {"env": env}
 
 
@@ -166,8 +183,9 @@ def daemonset(cd: dict[str, Any], namespace: str = DRIVER_NAMESPACE, image: str 
     name = f"computedomain-daemon-{uid}"
     container: dict[str, Any] = {"name": "compute-domain-daemon", "image": image,
                                  "resources": {"claims": [{"name": "compute-domain-daemon"}]}}
-    if command:
+    if command:  # the driver's own image, already on the nodes (kind loads it): never pulled
         container["command"] = list(command)
+        container["imagePullPolicy"] = "IfNotPresent"
     return {
         "apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": {"namespace": namespace, "name": name, "finalizers": [LABEL], "labels": {LABEL: uid}},
@@ -199,6 +217,35 @@ def domain_status(cd: dict[str, Any], running: dict[str, tuple[str, str]]) -> di
     if nodes:
         status["nodes"] = nodes
     return status
+
+
+def cliques(cd: dict[str, Any], status: dict[str, Any], namespace: str = DRIVER_NAMESPACE) -> list[dict[str, Any]]:
+    """The ComputeDomainClique objects of a domain (ComputeDomainCliques gate, beta and on by default
+    at 95932046): one per clique of its daemons, in the driver's namespace, named
+    `<domain uid>.<cliqueID>`, labelled with both, `daemons[]` holding each daemon's nodeName,
+    ipAddress, cliqueID, index and status (cmd/compute-domain-daemon/cdclique.go). Upstream each
+    daemon writes its own entry and the controller builds status.nodes from them; here the same data
+    comes from `status` (domain_status). Nodes without a clique (not fabric-attached) have none."""
+    uid = cd["metadata"]["uid"]
+    by_clique: dict[str, list[dict[str, Any]]] = {}
+    for n in status.get("nodes") or []:
+        if n.get("cliqueID"):
+            by_clique.setdefault(n["cliqueID"], []).append(
+                {"nodeName": n["name"], "ipAddress": n.get("ipAddress", ""), "cliqueID": n["cliqueID"],
+                 "index": n.get("index", 0), "status": n.get("status", "NotReady")})
+    return [{"apiVersion": CD_API_VERSION, "kind": CLIQUE_KIND,
+             "metadata": {"name": f"{uid}.{clique}", "namespace": namespace,
+                          "labels": {LABEL: uid, CLIQUE_ID_LABEL: clique}},
+             "daemons": sorted(daemons, key=lambda d: d["nodeName"])}
+            for clique, daemons in sorted(by_clique.items())]
+
+
+def prepare_error(claim: dict[str, Any], why: str) -> str:
+    """How the compute-domain plugin reports a failed prepare to the kubelet (and so in the pod's
+    FailedPrepareDynamicResources event): cmd/compute-domain-kubelet-plugin/driver.go wraps every
+    error as "error preparing devices for claim '<ns>/<name>:<uid>': ..."."""
+    m = _as_dict(claim.get("metadata"))
+    return f"error preparing devices for claim '{m.get('namespace', '')}/{m.get('name', '')}:{m.get('uid', '')}': {why}"
 
 
 def node_ready(cd: dict[str, Any] | None, node: str) -> bool:

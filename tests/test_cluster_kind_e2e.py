@@ -33,7 +33,7 @@ from labkit.cluster.kind.driver import helm_values
 from labkit.cluster.kind.preflight import check_host, find_tool
 from labkit.cluster.report import normalize_report, simulate_report
 from labkit.model.profiles import load_profile
-from tests import test_least_privilege
+from tests import test_least_privilege, test_rack_kind, test_rack_local
 
 pytestmark = [pytest.mark.kind, pytest.mark.slow]
 
@@ -741,12 +741,70 @@ def test_mig_lab_notebooks_pass_on_kind(clusters):
 # -- topology-lab ----------------------------------------------------------------------------------
 def test_topology_lab_scenario_corpus_matches_sim(clusters):
     c = clusters.get("topology-lab")
+    clusters.prefetch("nvl72-two-trays")
     check_slices(c, "topology-lab")
     check_scenario_corpus(c, "topology-lab")
 
 
 def test_topology_lab_notebooks_pass_on_kind(clusters):
     check_notebooks(clusters.get("topology-lab"), "topology-lab")
+
+
+# -- nvl72-two-trays: ComputeDomains (issue 27) ----------------------------------------------------
+# Two GB200 trays (labkit/model/clusters/nvl72-two-trays.yaml says why two): the kind backend deployed
+# fake_gpus/deploy/compute-domains (CRD, DeviceClasses, the controller's Deployment under its own
+# ServiceAccount); NVIDIA's demos run unchanged (tests/data/upstream/nvidia-computedomain).
+CD_LABEL = "resource.nvidia.com/computeDomain"
+
+
+def test_nvl72_slices_controller_and_least_privilege(clusters):
+    c = clusters.get("nvl72-two-trays")
+    check_slices(c, "nvl72-two-trays")  # GPUs, NICs and the compute-domain plugin's channel-0 / daemon-0
+    (dep,) = [d for d in c.list("Deployment", "fake-gpus") if d["metadata"]["name"] == "fake-gpus-compute-domain-controller"]
+    assert dep["status"].get("availableReplicas") == 1, dep["status"]
+    kc = str(c.kubeconfig)
+    assert test_rack_kind.extra_rights(kc, test_rack_kind.CONTROLLER_SA, "fake-gpus") == \
+        test_rack_kind.golden("fake-gpus-compute-domain-controller.txt")
+    assert test_rack_kind.extra_rights(kc, test_rack_kind.PLUGIN_SA, "default") == \
+        test_rack_kind.golden("fake-gpus-kubelet-plugin-computedomains.txt")
+
+
+@pytest.mark.parametrize("demo", ["channel-injection", "channel-injection-all"])
+def test_nvl72_compute_domain_demo_unchanged_gives_the_sims_answer_and_cleans_up(clusters, demo):
+    """bats test_cd_imex_chan_inject: the pod runs with its IMEX channel(s) (the fake lists them in
+    FAKE_IMEX_CHANNELS), the domain is Ready with the pod's tray in status.nodes, an IMEX daemon runs on
+    that tray only; deleting the domain removes its templates, DaemonSet and node label, then its finalizer."""
+    c = clusters.get("nvl72-two-trays")
+    clean(c)
+    sim = connect("sim", "nvl72-two-trays", progress=False)
+    want = test_rack_local._outcome(sim, demo)
+    got = test_rack_local._outcome(c, demo, timeout=300)
+    MEASURED.setdefault("compute domains on kind", {})[demo] = {k: v for k, v in got.items() if k != "channels"}
+    assert got == want
+    name = f"imex-{demo}"
+    cd = c.get("ComputeDomain", name)
+    uid = cd["metadata"]["uid"]
+    node = c.get("Pod", name)["spec"]["nodeName"]
+    env = real_env(c, name, "ctr")
+    channels = env["FAKE_IMEX_CHANNELS"].split(",")
+    assert channels == (["channel0"] if demo == "channel-injection" else [f"channel{i}" for i in range(2048)])
+    assert env["FAKE_COMPUTE_DOMAIN"] == uid
+    daemons = [p for p in c.list("Pod", "fake-gpus") if (p["metadata"].get("labels") or {}).get(CD_LABEL) == uid]
+    assert [(p["spec"]["nodeName"], p["status"]["phase"]) for p in daemons] == [(node, "Running")]
+    assert f"COMPUTE_DOMAIN_UUID={uid}" in kubectl(c, "-n", "fake-gpus", "logs", daemons[0]["metadata"]["name"])
+    labelled = {n["metadata"]["name"] for n in c.list("Node") if CD_LABEL in n["metadata"]["labels"]}
+    assert labelled == {node}
+    # deletion: the pod, then the domain; the controller's finalizer goes last
+    c.delete("Pod", name)
+    c.delete("ComputeDomain", name)
+
+    def gone(cl: Any) -> bool:
+        return (not cl.list("ComputeDomain") and not user_objects(cl, "ResourceClaimTemplate")
+                and not [d for d in cl.list("DaemonSet", "fake-gpus") if d["metadata"]["name"].endswith(uid)]
+                and not [n for n in cl.list("Node") if CD_LABEL in n["metadata"]["labels"]])
+
+    assert c.wait(until=gone, timeout=300)
+    clean(c)
 
 
 # -- last: nothing left behind ---------------------------------------------------------------------

@@ -69,10 +69,10 @@ def by_identity(objs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, A
     return out
 
 
-def kustomize() -> list[dict[str, Any]]:
+def kustomize(directory: Path = DEPLOY) -> list[dict[str, Any]]:
     kubectl = find_tool("kubectl")
     assert kubectl, "kubectl is needed for `kubectl kustomize` (make test puts the cached one on PATH)"
-    out = subprocess.run([kubectl, "kustomize", str(DEPLOY)], capture_output=True, text=True)
+    out = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
@@ -104,7 +104,24 @@ def test_default_values_render_the_kustomize_base(helm):
         'request.userInfo.username == "system:serviceaccount:gpu-lab:fake-gpus-kubelet-plugin"'
 
 
-@pytest.mark.parametrize("profile", ["workshop", "mig-lab", "topology-lab"])
+def test_compute_domains_value_renders_the_compute_domains_kustomization(helm):
+    """resources.computeDomains.enabled: the base plus fake_gpus/deploy/compute-domains (CRD, DeviceClasses,
+    the controller's Deployment, ServiceAccount and RBAC), field for field; the release's namespace reaches
+    every namespaced object and binding; off (the default), none of them."""
+    want = by_identity([o for o in kustomize() + kustomize(DEPLOY / "compute-domains") if o["kind"] != "Namespace"])
+    got = by_identity(without_helm_labels(render(helm, "--set", "resources.computeDomains.enabled=true")))
+    assert sorted(got) == sorted(want)
+    for key, obj in want.items():
+        assert got[key] == obj, key
+    moved = by_identity(render(helm, "--set", "resources.computeDomains.enabled=true", namespace="gpu-lab"))
+    dep = moved["Deployment", "fake-gpus-compute-domain-controller"]
+    assert dep["metadata"]["namespace"] == "gpu-lab"
+    assert moved["RoleBinding", "fake-gpus-compute-domain-controller"]["subjects"][0]["namespace"] == "gpu-lab"
+    assert moved["ClusterRoleBinding", "fake-gpus-compute-domain-plugin"]["subjects"][0]["namespace"] == "gpu-lab"
+    assert not [k for k in by_identity(render(helm)) if "compute-domain" in k[1]]
+
+
+@pytest.mark.parametrize("profile", ["workshop", "mig-lab", "topology-lab", "nvl72-two-trays"])
 def test_hardware_values_render_the_kind_backends_daemonsets(helm, profile, tmp_path):
     """Per node label: helm_values(profile) renders what the kind backend applies for that profile (it
     applies the manifest files without kustomize, so without the part-of label)."""
@@ -205,6 +222,18 @@ def test_kube_apiserver_accepts_the_chart_and_helm_uninstall_leaves_nothing(helm
         assert out.returncode == 0, out.stderr
         assert "validatingadmissionpolicy.admissionregistration.k8s.io/fake-gpus-resourceslices-own-node created " \
                "(server dry run)" in out.stdout, out.stdout
+        # and with ComputeDomains: both CRDs, the controller's Deployment, ServiceAccount and RBAC
+        rendered.write_text(run_helm(helm, "template", "fake-gpus", str(CHART), "--namespace", "kube-system",
+                                     "--set", "resources.computeDomains.enabled=true").stdout)
+        out = subprocess.run([kubectl, "--kubeconfig", kc, "apply", "--dry-run=server", "-f", str(rendered)],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        for made in ("customresourcedefinition.apiextensions.k8s.io/computedomains.resource.nvidia.com",
+                     "customresourcedefinition.apiextensions.k8s.io/computedomaincliques.resource.nvidia.com",
+                     "deployment.apps/fake-gpus-compute-domain-controller",
+                     "role.rbac.authorization.k8s.io/fake-gpus-compute-domain-controller",
+                     "clusterrole.rbac.authorization.k8s.io/fake-gpus-compute-domain-plugin"):
+            assert f"{made} created (server dry run)" in out.stdout, out.stdout
         # a real install and uninstall (the cluster's own DeviceClasses stay; no node is picked, so no plugin pod)
         out = run_helm(helm, "install", "fake-gpus", str(CHART), "--namespace", "fake-gpus", "--create-namespace",
                        "--kubeconfig", kc, "--set", "deviceClasses.enabled=false",

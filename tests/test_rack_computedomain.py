@@ -96,12 +96,27 @@ def test_controller_objects_status_and_deletion():
     labelled = [n["metadata"]["name"] for n in c.list("Node")
                 if n["metadata"]["labels"].get("resource.nvidia.com/computeDomain") == uid]
     assert sorted(labelled) == sorted(n["name"] for n in nodes)
+    # `kubectl get computedomaincliques -n <driver ns>`: one clique (one rack), its daemons = status.nodes
+    (clique,) = c.list("ComputeDomainClique", DRIVER_NS)
+    assert clique["metadata"]["name"] == f"{uid}.{RACK_A}"
+    assert clique["metadata"]["labels"] == {"resource.nvidia.com/computeDomain": uid,
+                                            "resource.nvidia.com/computeDomain.cliqueID": RACK_A}
+    assert [(d["nodeName"], d["ipAddress"], d["cliqueID"], d["index"], d["status"]) for d in clique["daemons"]] == \
+        sorted((n["name"], n["ipAddress"], n["cliqueID"], n["index"], n["status"]) for n in nodes)
+    # each daemon's container: its clique and its domain (NVIDIA's GetCDIContainerEditsCommon)
+    for pod in c.list("Pod", DRIVER_NS):
+        env = c.pod_env(pod["metadata"]["name"], DRIVER_NS)
+        assert {k: env[k] for k in ("CLIQUE_ID", "COMPUTE_DOMAIN_UUID", "COMPUTE_DOMAIN_NAME",
+                                    "COMPUTE_DOMAIN_NAMESPACE")} == {
+            "CLIQUE_ID": RACK_A, "COMPUTE_DOMAIN_UUID": uid, "COMPUTE_DOMAIN_NAME": "nvbandwidth-test-compute-domain-1",
+            "COMPUTE_DOMAIN_NAMESPACE": "default"}
 
     c.delete("MPIJob", "nvbandwidth-test-1")
     c.delete("ComputeDomain", "nvbandwidth-test-compute-domain-1")
     c.wait()
     assert c.list("ComputeDomain") == [] and c.list("DaemonSet", DRIVER_NS) == []
     assert c.list("ResourceClaimTemplate") == [] and c.list("Pod", DRIVER_NS) == []
+    assert c.list("ComputeDomainClique") == []
     assert not [n for n in c.list("Node") if "resource.nvidia.com/computeDomain" in n["metadata"]["labels"]]
 
 
@@ -223,3 +238,21 @@ def test_nvl72_trays_publish_compute_domain_devices_and_blackwell_gpus():
 def test_blackwell_models_match_the_datasheets(model, gb, sms, cc):
     m = gpu_model(model)
     assert round(m.memory_bytes / 1e9) == gb and m.multiprocessors == sms and m.cuda_compute_capability == cc
+
+
+def test_bats_unknown_field_in_the_channel_config_fails_prepare_in_nvidias_words(capsys, tmp_path):
+    """bats test_cd_misc 'CDs: reject unknown field in opaque cfg in CD chan ResourceClaim': the spec
+    template rendered as tests/bats/setup_suite.bash does for resource.k8s.io/v1 (envsubst); the pod
+    stays in ContainerCreating with a FailedPrepareDynamicResources event that says "error preparing
+    devices" and 'strict decoding error: unknown field "unexpectedField"'."""
+    tmpl = (UP.parent / "nvidia-bats" / "rc-opaque-cfg-unknown-field.yaml.tmpl").read_text()
+    spec = tmp_path / "rc-opaque-cfg-unknown-field.yaml"
+    spec.write_text(tmpl.replace("${TEST_K8S_RESOURCE_API_VERSION}", "v1").replace(
+        "${TEST_DEVCLASSNAME_CD_CHANNEL}", "exactly: {deviceClassName: compute-domain-default-channel.nvidia.com}"))
+    rep = simulate(capsys, "nvl72-two-trays", spec)
+    (pod,) = rep["pods"]
+    assert pod["name"].startswith("batssuite-pod-boc-") and pod["phase"] == "Pending"
+    assert pod["reason"] == "ContainerCreating"
+    (event,) = [e for e in pod["events"] if e["reason"] == "FailedPrepareDynamicResources"]
+    assert "error preparing devices" in event["message"]
+    assert 'strict decoding error: unknown field "unexpectedField"' in event["message"]

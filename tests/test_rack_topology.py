@@ -16,6 +16,7 @@ from labkit.topology import (
     nvlink_islands,
     placement,
 )
+from labkit.widgets import TopologyView
 
 UP = Path(__file__).parent / "data" / "upstream" / "nvidia-computedomain"
 
@@ -65,3 +66,28 @@ def test_topology_across_nodes_as_typed(capsys):
                     ["rack-b-tray-00/GPU0", "NET", "NET", "X"]]
     assert main(["topology", "--profile", "nvl72-two-racks", "--across", "rack-a-tray-00/GPU9"]) == 3
     assert "no device 'rack-a-tray-00/GPU9'" in capsys.readouterr().err
+
+
+def test_topology_view_renders_a_fleet_with_a_multi_node_jobs_placement():
+    """TopologyView over fleet_graph: a column per NVLink domain, a row per tray, the nvbandwidth
+    workers' GPUs in their pods' colours; clicking one of them names its holder."""
+    c = connect("sim", "nvl72-rack", progress=False)
+    c.apply(UP / "nvbandwidth-test-job-1.yaml")
+    c.wait()
+    overlay = placement(c)
+    assert sorted(set(overlay.values())) == ["nvbandwidth-test-1-worker-0", "nvbandwidth-test-1-worker-1"]
+    view = TopologyView(fleet_graph("nvl72-rack"), overlay=overlay)
+    model = view.svg.graph
+    bars = [n for n in model["nodes"] if n["kind"] == "nvlinkDomain"]
+    trays = [n for n in model["nodes"] if n["kind"] == "node"]
+    gpus = {n["id"]: n for n in model["nodes"] if n["kind"] == "gpu"}
+    # the rack's domain, and a column for the control-plane node (no clique, no GPUs)
+    assert [b["label"] for b in bars] == ["NVLink domain 1c0a01.1 (18 nodes)", "no NVLink domain"]
+    assert len(trays) == 19
+    assert len(gpus) == 72
+    coloured = {gid for gid, n in gpus.items() if n["fill"] != "#ffffff"}
+    assert {f"{k.split('/')[0]}/GPU{k.rsplit('-', 1)[1]}" for k in overlay} == coloured
+    assert set(model["claims"]) == set(overlay.values())
+    held = sorted(coloured)[0]
+    view.svg.selected = held
+    assert "nvbandwidth-test-1-worker-" in view.info.value and "gpu.nvidia.com" in view.info.value

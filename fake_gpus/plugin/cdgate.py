@@ -32,7 +32,7 @@ class ChannelGate:
         try:
             config = cd.claim_config(claim)
         except cd.ConfigError as exc:
-            return str(exc)
+            return cd.prepare_error(claim, str(exc))
         if config is None or config["kind"] != cd.CHANNEL_CONFIG_KIND:
             return None
         try:
@@ -45,7 +45,23 @@ class ChannelGate:
                                body={"metadata": {"labels": {cd.LABEL: domain["metadata"]["uid"]}}},
                                query={"fieldManager": "compute-domain-kubelet-plugin"})
         except KubeError as exc:
-            return f"error talking to the API server: {exc}"
-        return why
+            return cd.prepare_error(claim, f"error talking to the API server: {exc}")
+        return cd.prepare_error(claim, why) if why else None
+
+    def daemon_env(self, claim: dict[str, Any]) -> dict[str, str]:
+        """CLIQUE_ID (the node's nvidia.com/gpu.clique label) and the domain's name and namespace for a
+        daemon claim; {} for other claims. An API error leaves out what it could not read."""
+        try:
+            config = cd.claim_config(claim)
+        except cd.ConfigError:
+            return {}
+        if config is None or config["kind"] != cd.DAEMON_CONFIG_KIND:
+            return {}
+        try:
+            node = self.rest.call("GET", f"/api/v1/nodes/{quote(self.node)}")
+            clique = ((node.get("metadata") or {}).get("labels") or {}).get(cd.CLIQUE_LABEL, "")
+            return cd.daemon_env(find_domain(self.rest, config["domainID"]), clique)
+        except KubeError:
+            return {}
 
 

@@ -257,12 +257,15 @@ def _env_list(env: dict[str, str]) -> list[str]:
     return [f"{k}={v}" for k, v in env.items()]
 
 
-def build_spec(claim: dict[str, Any], driver: str, devices: Sequence[AllocatedDevice]) -> dict[str, Any]:
-    """The CDI spec (a dict) for a claim's prepared devices; see the module docstring."""
+def build_spec(claim: dict[str, Any], driver: str, devices: Sequence[AllocatedDevice], *,
+               daemon_env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The CDI spec (a dict) for a claim's prepared devices; see the module docstring.
+    `daemon_env`: what the compute-domain plugin knows of a daemon claim's node and domain
+    (fake_gpus.computedomain.daemon_env)."""
     if example_driver.is_example_driver(driver):
         return _example_spec(claim, driver, devices)
     if driver == computedomain.DRIVER:
-        return _compute_domain_spec(claim, driver, devices)
+        return _compute_domain_spec(claim, driver, devices, daemon_env)
     claim_uid = str((claim.get("metadata") or {}).get("uid", ""))
     per_device = device_envs(devices, claim, driver)
     spec_devices: list[dict[str, Any]] = []
@@ -284,7 +287,8 @@ def build_spec(claim: dict[str, Any], driver: str, devices: Sequence[AllocatedDe
     }
 
 
-def _compute_domain_spec(claim: dict[str, Any], driver: str, devices: Sequence[AllocatedDevice]) -> dict[str, Any]:
+def _compute_domain_spec(claim: dict[str, Any], driver: str, devices: Sequence[AllocatedDevice],
+                         daemon_env: dict[str, str] | None = None) -> dict[str, Any]:
     """NVIDIA's compute-domain plugin: the channel's device nodes (FAKE_IMEX_CHANNELS lists them)
     or the daemon's env, from the claim's ComputeDomain*Config (ClaimError when it is refused)."""
     meta = claim.get("metadata") or {}
@@ -297,7 +301,7 @@ def _compute_domain_spec(claim: dict[str, Any], driver: str, devices: Sequence[A
                          f"driver {driver}; a ComputeDomain's claim template carries its "
                          f"{computedomain.CHANNEL_CONFIG_KIND} (create claims from that template)")
     spec_devices = [{"name": cdi_device_name(str(meta.get("uid", "")), d.name, d.share_id),
-                     "containerEdits": computedomain.container_edits(config)} for d in devices]
+                     "containerEdits": computedomain.container_edits(config, daemon_env)} for d in devices]
     return {"cdiVersion": minimum_cdi_version(spec_devices), "kind": cdi_kind(driver), "devices": spec_devices,
             "containerEdits": {"env": _env_list(_claim_env(claim, driver))}}
 
@@ -351,14 +355,14 @@ def claim_cdi_ids(driver: str, claim_uid: str, dev: AllocatedDevice) -> list[str
     return [cdi_device_id(driver, cdi_device_name(claim_uid, dev.name, dev.share_id))]
 
 
-def prepare(claim: dict[str, Any], driver: str, slices: list[dict[str, Any]]) -> tuple[
-        dict[str, Any] | None, list[tuple[list[str], list[str]]]]:
+def prepare(claim: dict[str, Any], driver: str, slices: list[dict[str, Any]], *,
+            daemon_env: dict[str, str] | None = None) -> tuple[dict[str, Any] | None, list[tuple[list[str], list[str]]]]:
     """What NodePrepareResources does for one claim, without files: the claim's CDI spec and,
     per prepared device, (request names, CDI device IDs). Raises ClaimError."""
     devices = allocated_devices(claim, driver, DeviceIndex(slices))
     if not devices:
         return None, []
-    spec = build_spec(claim, driver, devices)
+    spec = build_spec(claim, driver, devices, daemon_env=daemon_env)
     uid = str((claim.get("metadata") or {}).get("uid", ""))
     out: dict[tuple[str, str, str | None], tuple[list[str], list[str]]] = {}
     for dev in devices:

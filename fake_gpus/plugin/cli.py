@@ -194,7 +194,8 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
             state = DriverState(driver, claims, cdi_dir=args.cdi_dir,
                                 checkpoint_path=paths.checkpoint_path(args.plugins_dir, driver), slices=slices)
             if driver == computedomain.DRIVER and api_client is not None:
-                state.precheck = ChannelGate(KubeRest(api_client), args.node)
+                gate = ChannelGate(KubeRest(api_client), args.node)
+                state.precheck, state.daemon_env = gate, gate.daemon_env
             server = PluginServer(state, registry_dir=args.registry_dir, plugins_dir=args.plugins_dir,
                                   health=args.health)
             server.start()

@@ -49,6 +49,8 @@ class DriverState:
         self._locks_guard = threading.Lock()
         #: the driver's own check of a claim before it is prepared: the error for the kubelet, or None
         self.precheck: Callable[[dict[str, Any]], str | None] | None = None
+        #: the compute-domain plugin's node and domain facts for a daemon claim (CLIQUE_ID, ...)
+        self.daemon_env: Callable[[dict[str, Any]], dict[str, str]] | None = None
         restored = self.checkpoint.all()
         if restored:
             log.info("restored %d prepared claim(s) from %s", len(restored), self.checkpoint.path)
@@ -102,7 +104,8 @@ class DriverState:
                 if why:
                     raise ClaimError(f"claim {ref}: {why}")
             devices = allocated_devices(claim, self.driver, self._index)
-            spec = cdi.build_spec(claim, self.driver, devices) if devices else None
+            extra = self.daemon_env(claim) if self.daemon_env is not None and devices else None
+            spec = cdi.build_spec(claim, self.driver, devices, daemon_env=extra) if devices else None
             if spec is not None:
                 cdi.write_spec(self.cdi_dir, self.driver, uid, spec)
                 self._write_common_spec(devices[0].pool)

@@ -68,6 +68,8 @@ class NodeAgent:
         self._todo: set[tuple[str, str]] = set()
         #: a driver's own checks at NodePrepareResources: (pod, claim, node) -> why it fails, or None
         self.prepare_checks: list[Callable[[dict, dict, dict], str | None]] = []
+        #: (claim, node) -> the compute-domain plugin's env for a daemon claim (ComputeDomainController)
+        self.daemon_env: Callable[[dict, dict], dict[str, str]] | None = None
         store.watch(self._on_pod, kinds=("Pod",))
         store.watch(self._on_claim, kinds=("ResourceClaim",))
 
@@ -140,7 +142,8 @@ class NodeAgent:
             for driver in drivers:
                 try:
                     cdi = self._cdi()
-                    spec, devs = cdi.prepare(claim, driver, slices)
+                    extra = self.daemon_env(claim, node) if self.daemon_env is not None else None
+                    spec, devs = cdi.prepare(claim, driver, slices, daemon_env=extra)
                 except (ValueError, ImportError) as exc:
                     self._prepare_failed(pod, f"NodePrepareResources for claim {name} failed: {exc}")
                     return None

@@ -12,11 +12,14 @@ As kubernetes-sigs/dra-driver-nvidia-gpu does it (commit 95932046; docs/rack-sca
 - kubelet plugin, preparing a channel claim: refuses a claim from another namespace, labels the node
   `resource.nvidia.com/computeDomain=<uid>` (which is what makes the DaemonSet run a daemon there) and
   fails until the node is Ready in the CD; then the container gets the IMEX channel.
-- the daemon (cmd/compute-domain-daemon): once running, enters its node in status.nodes
-  (name, ipAddress, cliqueID from the node's nvidia.com/gpu.clique label, index, status Ready).
+- the daemon (cmd/compute-domain-daemon): once running, enters its node in its clique's
+  ComputeDomainClique `<uid>.<cliqueID>` (driver namespace; ComputeDomainCliques gate, beta, on) and
+  the controller copies the entries to status.nodes (name, ipAddress, cliqueID from the node's
+  nvidia.com/gpu.clique label, index, status Ready).
 
-Not modelled: ComputeDomainClique objects (the ComputeDomainCliques gate), host-managed IMEX, the
-IMEX daemon's own peer handshake (a daemon is Ready once its pod runs).
+Not modelled: host-managed IMEX, the IMEX daemon's own peer handshake (a daemon is Ready once its pod
+runs), the cliques' ownerReferences to the daemon pods (the controller removes stale entries and the
+domain's cliques itself).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class ComputeDomainController:
         self._dirty = True
         store.watch(self._on_event, kinds=(KIND, "Pod", "Node", "ResourceClaim"))
         agent.prepare_checks.append(self.check_prepare)
+        agent.daemon_env = self.daemon_env
 
     def _on_event(self, ev) -> None:
         if ev.kind == KIND or self.store.count(KIND) or any(self._ours(ev.object)):
@@ -62,12 +66,23 @@ class ComputeDomainController:
             cd = self._by_uid(config["domainID"]) if config else None
             why, label = cd_plugin.channel_check(claim, cd, meta(node)["name"], meta(node).get("labels") or {})
         except cd_plugin.ConfigError as exc:
-            return str(exc)
+            return cd_plugin.prepare_error(claim, str(exc))
         if label and cd is not None:
             new = evolve(node, "metadata")
             new["metadata"]["labels"] = {**(meta(node).get("labels") or {}), LABEL: meta(cd)["uid"]}
             self.store.update(new)
-        return why
+        return cd_plugin.prepare_error(claim, why) if why else None
+
+    def daemon_env(self, claim: dict, node: dict) -> dict[str, str]:
+        """CLIQUE_ID and the domain's name and namespace, for a daemon claim ({} otherwise)."""
+        try:
+            config = cd_plugin.claim_config(claim)
+        except cd_plugin.ConfigError:
+            return {}
+        if config is None or config["kind"] != cd_plugin.DAEMON_CONFIG_KIND:
+            return {}
+        clique = (meta(node).get("labels") or {}).get(cd_plugin.CLIQUE_LABEL, "")
+        return cd_plugin.daemon_env(self._by_uid(config["domainID"]), clique)
 
     def _by_uid(self, uid: str) -> dict | None:
         return next((c for c in self.store.list(KIND) if meta(c).get("uid") == uid), None)
@@ -155,6 +170,7 @@ class ComputeDomainController:
                 running[p["spec"]["nodeName"]] = ((p.get("status") or {}).get("podIP", ""),
                                                    (meta(node).get("labels") or {}).get(cd_plugin.CLIQUE_LABEL, ""))
         status = cd_plugin.domain_status(cd, running)
+        self._cliques(cd, status)
         if (cd.get("status") or {}) != status:
             old = {n.get("name") for n in (cd.get("status") or {}).get("nodes") or []}
             new = evolve(cd, "status")
@@ -163,6 +179,23 @@ class ComputeDomainController:
             newly = {n["name"] for n in status.get("nodes") or []} - old
             if newly:
                 self.agent.retry(self._waiting_on(uid, newly))
+
+    def _cliques(self, cd: dict, status: dict) -> None:
+        """The domain's ComputeDomainClique objects, as its daemons keep them."""
+        uid = meta(cd)["uid"]
+        wanted = {meta(c)["name"]: c for c in cd_plugin.cliques(cd, status, DRIVER_NAMESPACE)}
+        for have in self.store.list(cd_plugin.CLIQUE_KIND, DRIVER_NAMESPACE):
+            if self._ours(have) != [uid]:
+                continue
+            want = wanted.pop(meta(have)["name"], None)
+            if want is None:
+                self.store.delete(cd_plugin.CLIQUE_KIND, meta(have)["name"], DRIVER_NAMESPACE)
+            elif have.get("daemons") != want["daemons"]:
+                new = evolve(have)
+                new["daemons"] = want["daemons"]
+                self.store.update(new)
+        for obj in wanted.values():
+            self.store.create(obj, copy=False)
 
     def _waiting_on(self, uid: str, nodes: set[str]) -> list[tuple[str, str]]:
         """Pods bound to these nodes whose channel claims belong to the domain (the plugin retries them)."""
@@ -184,7 +217,7 @@ class ComputeDomainController:
 
     def _delete(self, cd: dict) -> None:
         uid = meta(cd)["uid"]
-        for kind in ("ResourceClaimTemplate", "DaemonSet"):
+        for kind in ("ResourceClaimTemplate", "DaemonSet", cd_plugin.CLIQUE_KIND):
             for obj in self.store.list(kind):
                 if self._ours(obj) == [uid]:
                     self._drop_finalizer(obj)

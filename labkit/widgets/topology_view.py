@@ -12,6 +12,8 @@ import networkx as nx
 import traitlets
 
 from labkit.topology.draw import COLOURS, STATE_COLOURS, _mig_geometry, _overlay_colour, _rows, layout
+from labkit.topology.queries import _natural
+from labkit.topology.rack import nvlink_domains
 from labkit.widgets.sources import guarded
 
 _ESM = r"""
@@ -121,6 +123,8 @@ def svg_model(g: nx.Graph, overlay: dict[str, str] | None = None, holders: dict[
     node one CPU socket per row (as `draw_node` does), and the drawing's width and height."""
     overlay = overlay or {}
     holders = holders or {}
+    if is_fleet(g):
+        return _fleet_model(g, overlay, holders)
     pos = layout(g)
     rows = _rows(g, pos)
 
@@ -195,6 +199,60 @@ def svg_model(g: nx.Graph, overlay: dict[str, str] | None = None, holders: dict[
             "claims": claim_colours, "kinds": legend}
 
 
+def is_fleet(g: nx.Graph) -> bool:
+    """A graph of several nodes (labkit.topology.rack.fleet_graph, cluster_graph), not one node's."""
+    return any(d.get("kind") in ("node", "nvlinkDomain") for _, d in g.nodes(data=True))
+
+
+#: the fleet view: one column per NVLink domain (rack), one row per node (tray), a box per GPU
+FLEET_GPU_W, FLEET_ROW_H, FLEET_LABEL_W = 74.0, 40.0, 110.0
+
+
+def _fleet_model(g: nx.Graph, overlay: dict[str, str], holders: dict[str, str]) -> dict[str, Any]:
+    """What `draw_racks` draws, as the view's model: a column per NVLink domain with its bar on top,
+    a row per node with its GPUs, each GPU coloured by the claim (or state) the overlay gives for
+    `<node>/<device>` (labkit.topology.rack.placement). Nodes outside any domain: a last column."""
+    domains = dict(nvlink_domains(g))
+    inside = {n for members in domains.values() for n in members}
+    rest = sorted((n for n, d in g.nodes(data=True) if d.get("kind") == "node" and n not in inside), key=_natural)
+    if rest:
+        domains[""] = rest
+    gpus = {node: sorted((n for n in g if str(n).startswith(f"{node}/") and g.nodes[n].get("kind") == "gpu"),
+                         key=_natural) for members in domains.values() for node in members}
+    per_row = max((len(v) for v in gpus.values()), default=1) or 1
+    col_w = FLEET_LABEL_W + per_row * FLEET_GPU_W + 40
+    claim_colours: dict[str, str] = {}
+    nodes: list[dict[str, Any]] = []
+    edges: list[dict[str, str]] = []
+    for col, (clique, members) in enumerate(domains.items()):
+        x0 = 20 + col * col_w
+        bar = f"nvlink-domain/{clique}" if clique else "no-nvlink-domain"
+        label = f"NVLink domain {clique[-8:]} ({len(members)} nodes)" if clique else "no NVLink domain"
+        nodes.append({"id": bar, "kind": "nvlinkDomain", "device": "", "label": label, "x": x0 + col_w / 2 - 20,
+                      "y": 30, "w": col_w - 40, "h": 26, "fill": "#d9f0e3" if clique else "#eeeeee",
+                      "title": f"NVLink domain {clique}" if clique else "nodes without a clique", "clickable": False})
+        for row, node in enumerate(members):
+            y = 80 + row * FLEET_ROW_H
+            nodes.append({"id": node, "kind": "node", "device": "", "label": node, "x": x0 + FLEET_LABEL_W / 2,
+                          "y": y, "w": FLEET_LABEL_W - 10, "h": 30, "fill": "#f3f3f3",
+                          "title": f"{node} ({g.nodes[node].get('profile', '')})", "clickable": False})
+            for i, gpu in enumerate(gpus[node]):
+                d = g.nodes[gpu]
+                device = d.get("device") or str(gpu).split("/", 1)[1]
+                key = f"{node}/{device}"
+                state = overlay.get(key)
+                fill = _overlay_colour(state, claim_colours) if state else COLOURS["gpu"]
+                attrs = d.get("attributes") or {}
+                title = "\n".join([f"{key} (gpu)"] + [f"{k}: {v}" for k, v in sorted(attrs.items())]
+                                  + ([f"held by {holders[key]}"] if key in holders else []))
+                nodes.append({"id": gpu, "kind": "gpu", "device": device, "label": device.removeprefix("gpu-"),
+                              "x": x0 + FLEET_LABEL_W + (i + 0.5) * FLEET_GPU_W, "y": y, "w": FLEET_GPU_W - 8,
+                              "h": 30, "fill": fill, "title": title, "clickable": True})
+    rows = max((len(m) for m in domains.values()), default=0)
+    return {"nodes": nodes, "edges": edges, "width": 40 + len(domains) * col_w, "height": 100 + rows * FLEET_ROW_H,
+            "rows": [], "claims": claim_colours, "kinds": {"gpu": COLOURS["gpu"]}}
+
+
 def legend_html(model: dict[str, Any]) -> str:
     """The colours of the view, the claims shown and how to zoom: one line under the picture."""
     def swatch(colour: str, text: str, line: bool = False) -> str:
@@ -246,8 +304,10 @@ class TopologyView(W.VBox):
         """HTML for one device: its DRA identity, attributes, capacity and holder."""
         d = self.g.nodes[node_id]
         device = d.get("device") or node_id
+        node = str(node_id).split("/", 1)[0] if "/" in str(node_id) else ""
+        holder = self.holders.get(f"{node}/{device}") or self.holders.get(device, "free")
         rows = [("device", device), ("kind", d.get("kind")), ("driver", d.get("driver", "")),
-                ("pool", d.get("pool", "")), ("held by", self.holders.get(device, "free"))]
+                ("pool", d.get("pool", "") or node), ("held by", holder)]
         rows += [(k, v) for k, v in sorted((d.get("attributes") or {}).items())]
         rows += [(f"capacity {k}", v) for k, v in sorted((d.get("capacity") or {}).items())]
         body = "".join(f"<tr><td><b>{escape(str(k))}</b></td><td>{escape(str(v))}</td></tr>" for k, v in rows)

@@ -45,7 +45,7 @@ from labkit.api import LoadError, load
 from labkit.cluster import runstate
 from labkit.cluster.base import Cluster, ClusterError, ClusterInputError, NotFound, Source, cluster_error
 from labkit.cluster.kind.config import kind_config_yaml
-from labkit.cluster.kind.driver import driver_manifests
+from labkit.cluster.kind.driver import compute_domain_workloads, driver_manifests
 from labkit.cluster.kind.image import DEFAULT_IMAGE, DOCKERFILE, REPO_ROOT
 from labkit.cluster.kind.images import WORKLOAD_DOCKERFILE, WORKLOAD_IMAGE
 from labkit.cluster.kind.preflight import (
@@ -84,6 +84,8 @@ RESOURCE_NAMES = {
     "Deployment": "deployments.apps", "Job": "jobs.batch", "DaemonSet": "daemonsets.apps",
     "StatefulSet": "statefulsets.apps", "ReplicaSet": "replicasets.apps", "CronJob": "cronjobs.batch",
     "PriorityClass": "priorityclasses.scheduling.k8s.io",
+    "ComputeDomain": "computedomains.resource.nvidia.com",
+    "ComputeDomainClique": "computedomaincliques.resource.nvidia.com",
 }
 CLUSTER_SCOPED = {"Node", "Namespace", "DeviceClass", "ResourceSlice", "DeviceTaintRule", "PriorityClass"}
 #: lower-case / plural spellings users type, to the Kind
@@ -204,8 +206,23 @@ class KindCluster(KubeCluster):
              "--nodes", ",".join(self.worker_containers())],
             [*kubectl, "apply", "-f", str(self.manifest_path)],
         ]
-        cmds += [[*kubectl, "-n", "fake-gpus", "rollout", "status", f"daemonset/{name}", "--timeout", "300s"]
-                 for name in self._daemonsets()]
+        cmds += self._rollout_commands(kubectl)
+        return cmds
+
+    def _rollout_commands(self, kubectl: list[str]) -> list[list[str]]:
+        """Wait for every driver DaemonSet and, with ComputeDomains, for the CRD to be served and the
+        controller's Deployment to be available (a ComputeDomain applied before would be refused or
+        never get its claim template)."""
+        assert self.profile is not None
+        cmds = [[*kubectl, "-n", "fake-gpus", "rollout", "status", f"daemonset/{name}", "--timeout", "300s"]
+                for name in self._daemonsets()]
+        deployments = compute_domain_workloads(self.profile)
+        if deployments:
+            cmds.append([*kubectl, "wait", "--for=condition=Established", "--timeout=120s",
+                         "customresourcedefinition/computedomains.resource.nvidia.com",
+                         "customresourcedefinition/computedomaincliques.resource.nvidia.com"])
+        cmds += [[*kubectl, "-n", "fake-gpus", "rollout", "status", f"deployment/{name}", "--timeout", "300s"]
+                 for name in deployments]
         return cmds
 
     def _daemonsets(self) -> list[str]:
@@ -367,9 +384,8 @@ class KindCluster(KubeCluster):
 
     def _rollout(self) -> None:
         kubectl = [self._tool("kubectl"), "--kubeconfig", str(self.kubeconfig)]
-        for name in self._daemonsets():
-            self.runner.run([*kubectl, "-n", "fake-gpus", "rollout", "status", f"daemonset/{name}",
-                             "--timeout", "300s"])
+        for cmd in self._rollout_commands(kubectl):
+            self.runner.run(cmd)
 
     def _expected_slices(self) -> dict[str, int]:
         """node -> number of ResourceSlices its driver pod publishes (as `python -m fake_gpus slices`)."""

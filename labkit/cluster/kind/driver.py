@@ -3,8 +3,11 @@
 The shared manifests (namespace, RBAC, DeviceClasses) come from ``fake_gpus/deploy``. The
 DaemonSet is rendered here once per (node profile, MIG mode) of the cluster profile, pinned with
 a nodeSelector on the labels the kind config puts on each worker, so every kind worker runs the
-fake driver for exactly the hardware its profile node has. ``helm_values`` gives the values of
-the Helm chart (``fake_gpus/deploy/helm/fake-gpus``) that render the same objects.
+fake driver for exactly the hardware its profile node has. A profile with nodes that run NVIDIA's
+compute-domain plugin (node profile ``computeDomains: true``) also gets ``fake_gpus/deploy/compute-domains``:
+the ComputeDomain CRD, its DeviceClasses, and the controller's Deployment with its own ServiceAccount
+and least-privilege RBAC. ``helm_values`` gives the values of the Helm chart
+(``fake_gpus/deploy/helm/fake-gpus``) that render the same objects.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from fake_gpus import cdcontroller
+from fake_gpus.catalog import load_node_profile
 from labkit.cluster.kind.config import MIG_LABEL, PROFILE_LABEL
 from labkit.model.profiles import ClusterProfile
 
@@ -67,7 +72,34 @@ def driver_manifests(
             if profile.topology_attributes:  # the profile's lessons use LabKit's own topology attributes
                 container["args"].append("--topology-attributes")
         rendered.append(ds)
-    return shared + rendered
+    return shared + rendered + (compute_domain_manifests(image) if has_compute_domains(profile) else [])
+
+
+def has_compute_domains(profile: ClusterProfile) -> bool:
+    """Whether a node of the profile runs NVIDIA's compute-domain plugin (multi-node NVLink trays)."""
+    return any(load_node_profile(name).compute_domains for name in sorted({n.node_profile for n in profile.nodes}))
+
+
+def compute_domain_manifests(image: str) -> list[dict[str, Any]]:
+    """fake_gpus/deploy/compute-domains with the driver image in the controller's Deployment, which
+    also names it as the daemons' image (the kind nodes have it loaded)."""
+    objs = copy.deepcopy(cdcontroller.manifests())
+    for obj in objs:
+        if obj["kind"] != "Deployment":
+            continue
+        for container in obj["spec"]["template"]["spec"]["containers"]:
+            container["image"] = image
+            container["imagePullPolicy"] = "IfNotPresent"  # loaded with `kind load`, never pulled
+            args = container["args"]
+            args[args.index("--daemon-image") + 1] = image
+    return objs
+
+
+def compute_domain_workloads(profile: ClusterProfile) -> list[str]:
+    """The Deployments `up()` waits for besides the DaemonSets (the ComputeDomain controller)."""
+    if not has_compute_domains(profile):
+        return []
+    return [o["metadata"]["name"] for o in cdcontroller.manifests() if o["kind"] == "Deployment"]
 
 
 def _hardware_kinds(profile: ClusterProfile) -> list[tuple[str, str]]:
@@ -108,7 +140,8 @@ def helm_values(profile: ClusterProfile, image: str) -> dict[str, Any]:
             entry["affinity"] = affinity
         hardware.append(entry)
     return {"image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
-            "hardware": hardware, "topologyAttributes": bool(profile.topology_attributes)}
+            "hardware": hardware, "topologyAttributes": bool(profile.topology_attributes),
+            "resources": {"computeDomains": {"enabled": has_compute_domains(profile)}}}
 
 
 def _driver_args(args: list[str], node_profile: str, mig: str) -> list[str]:

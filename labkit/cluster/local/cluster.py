@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 import fake_gpus
 from fake_gpus import cdcontroller
 from fake_gpus.catalog import load_node_profile
@@ -222,27 +224,52 @@ class LocalCluster(KubeCluster):
 
     def _start_compute_domains(self) -> None:
         """NVIDIA's ComputeDomain CRD and (fake_gpus') controller, for nodes that run the
-        compute-domain plugin: the controller is a process like the plugins."""
-        assert self.kube and self.sup
-        crd = cdcontroller.crd()
+        compute-domain plugin: the controller is a process like the plugins, and runs as kind and
+        the Helm chart run it, in namespace fake-gpus under its own ServiceAccount with exactly the
+        RBAC of fake_gpus/deploy/compute-domains (a token of that account, not the admin's)."""
+        assert self.kube and self.sup and self.state_dir
+        objs = cdcontroller.manifests()
+        for crd in (o for o in objs if o["kind"] == "CustomResourceDefinition"):
+            self._create_ignoring_conflict(crd)
+            deadline = time.monotonic() + self.start_timeout
+            while True:  # until the API server serves the new kind
+                got = self.kube.request("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+                                        + crd["metadata"]["name"])
+                if any(c.get("type") == "Established" and c.get("status") == "True"
+                       for c in (got.get("status") or {}).get("conditions") or []):
+                    break
+                if time.monotonic() > deadline:
+                    raise ProcessError(f"timed out waiting for the CRD {crd['metadata']['name']} to be established")
+                time.sleep(0.2)
+        self.kube.discover()
+        ns = cdcontroller.DEPLOY_NAMESPACE
+        self._create_ignoring_conflict({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        for obj in objs:  # the DeviceClasses came with the node profiles'; no Deployment: a process here
+            if obj["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
+                self._create_ignoring_conflict(obj)
+        token = self.kube.request(
+            "POST", f"/api/v1/namespaces/{ns}/serviceaccounts/{cdcontroller.SERVICE_ACCOUNT}/token",
+            body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                  "spec": {"expirationSeconds": 7 * 24 * 3600}})["status"]["token"]
+        kc = yaml.safe_load(self.kubeconfig.read_text())
+        kc["users"] = [{"name": cdcontroller.SERVICE_ACCOUNT, "user": {"token": token}}]
+        for ctx in kc["contexts"]:
+            ctx["context"]["user"] = cdcontroller.SERVICE_ACCOUNT
+        controller_kc = self.state_dir / "compute-domain-controller.kubeconfig"
+        controller_kc.write_text(yaml.safe_dump(kc))
+        controller_kc.chmod(0o600)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.sup.start("compute-domain-controller", [sys.executable, "-m", "fake_gpus", "compute-domain-controller",
+                                                     "--kubeconfig", str(controller_kc), "--namespace", ns],
+                       env=env, group="plugins")
+
+    def _create_ignoring_conflict(self, obj: dict[str, Any]) -> None:
+        assert self.kube
         try:
-            self.kube.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+            self.kube.create(obj)
         except ApiError as exc:
             if exc.status != 409:
                 raise
-        deadline = time.monotonic() + self.start_timeout
-        while True:  # until the API server serves the new kind
-            got = self.kube.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}")
-            if any(c.get("type") == "Established" and c.get("status") == "True"
-                   for c in (got.get("status") or {}).get("conditions") or []):
-                break
-            if time.monotonic() > deadline:
-                raise ProcessError("timed out waiting for the ComputeDomain CRD to be established")
-            time.sleep(0.2)
-        self.kube.discover()
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.sup.start("compute-domain-controller", [sys.executable, "-m", "fake_gpus", "compute-domain-controller",
-                                                     "--kubeconfig", str(self.kubeconfig)], env=env, group="plugins")
 
     def _plugin_cmd(self) -> list[str]:
         top = Path(fake_gpus.__file__).parent / "__main__.py"
