@@ -1,15 +1,16 @@
 """The ATC'23 FGD paper's workload-inflation experiment on the sim, with DRA objects.
 
 Method (Weng et al., "Beware of Fragmentation", USENIX ATC '23, and its simulator
-hkust-adsl/kubernetes-scheduler-simulator): the pod list is inflated until its GPU request is
-`ratio` (1.3) x the cluster's GPU capacity, shuffled, and the pods arrive one by one and never
-leave. Each is placed by one policy or fails. The curve: x = arrived GPU request as % of the
-cluster's GPUs (0..130), y = allocated GPUs as % of the cluster's GPUs; unallocated GPUs at
-saturation = cluster GPUs - allocated GPUs once every pod has arrived.
+hkust-adsl/kubernetes-scheduler-simulator): the pod list is shuffled and inflated (draws appended)
+until its GPU request is `ratio` (1.3) x the cluster's GPU capacity (`openb.inflate`), and the pods
+arrive one by one in that order and never leave. Each is placed by one policy or fails. The
+curve: x = arrived GPU request as % of the cluster's GPUs (0..130), y = allocated GPUs as % of the
+cluster's GPUs; unallocated GPUs at saturation = cluster GPUs - allocated GPUs once every pod has arrived.
 
 The six policies score nodes exactly as the simulator's score plugins do (integer scores, the
-best score wins; on a tie the smallest node name, as the simulator's selectHost does) and choose the GPU(s)
-as its Open-Gpu-Share Reserve does:
+best score wins; on a tie the smallest node name, as the simulator's selectHost does, where its
+node names carry a random prefix drawn once per run: `tie_rank`) and choose the GPU(s) as its
+Open-Gpu-Share Reserve does:
 
 | policy | node score | GPU for a share |
 |---|---|---|
