@@ -354,9 +354,20 @@ def _looks_like_text(source: str) -> bool:
     return ": " in source or source.rstrip().endswith(":")
 
 
+#: leaves copy_of returns as they are (exact types: the fast path; subclasses go the slow one)
+_LEAVES = frozenset((str, int, float, bool, type(None)))
+
+
 def copy_of(obj: Any) -> Any:
     """Deep copy of plain JSON-like data (dicts, lists, scalars); much faster than copy.deepcopy,
     which it falls back to for anything else. Shared parts are copied once per reference."""
+    t = type(obj)
+    if t is dict:  # the common case, without a call per leaf
+        return {k: v if type(v) in _LEAVES else copy_of(v) for k, v in obj.items()}
+    if t is list:
+        return [v if type(v) in _LEAVES else copy_of(v) for v in obj]
+    if t in _LEAVES:
+        return obj
     if isinstance(obj, dict):
         return {k: copy_of(v) for k, v in obj.items()}
     if isinstance(obj, list):

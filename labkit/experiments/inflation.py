@@ -1,15 +1,16 @@
 """The ATC'23 FGD paper's workload-inflation experiment on the sim, with DRA objects.
 
 Method (Weng et al., "Beware of Fragmentation", USENIX ATC '23, and its simulator
-hkust-adsl/kubernetes-scheduler-simulator): the pod list is inflated until its GPU request is
-`ratio` (1.3) x the cluster's GPU capacity, shuffled, and the pods arrive one by one and never
-leave. Each is placed by one policy or fails. The curve: x = arrived GPU request as % of the
-cluster's GPUs (0..130), y = allocated GPUs as % of the cluster's GPUs; unallocated GPUs at
-saturation = cluster GPUs - allocated GPUs once every pod has arrived.
+hkust-adsl/kubernetes-scheduler-simulator): the pod list is shuffled and inflated (draws appended)
+until its GPU request is `ratio` (1.3) x the cluster's GPU capacity (`openb.inflate`), and the pods
+arrive one by one in that order and never leave. Each is placed by one policy or fails. The
+curve: x = arrived GPU request as % of the cluster's GPUs (0..130), y = allocated GPUs as % of the
+cluster's GPUs; unallocated GPUs at saturation = cluster GPUs - allocated GPUs once every pod has arrived.
 
 The six policies score nodes exactly as the simulator's score plugins do (integer scores, the
-best score wins; on a tie the smallest node name, as the simulator's selectHost does) and choose the GPU(s)
-as its Open-Gpu-Share Reserve does:
+best score wins; on a tie the smallest node name, as the simulator's selectHost does, where its
+node names carry a random prefix drawn once per run: `tie_rank`) and choose the GPU(s) as its
+Open-Gpu-Share Reserve does:
 
 | policy | node score | GPU for a share |
 |---|---|---|
@@ -330,6 +331,23 @@ class Scorer:
             self.ge[i], self.sm[i] = ge[0], sm[0]
 
 
+def tie_rank(names: list[str], rng: random.Random) -> np.ndarray:
+    """Each node's place in the order the simulator breaks score ties in (smallest name first).
+
+    Its syncClusterResourceList sorts the nodes by name and renames node i to
+    `f"{perm[i]:04d}-{name}"` with perm = rand.Perm(n) before it creates them, so "the smallest
+    name" among equal scores is a node drawn at random once per run (seed), not openb-node-0000:
+    without the prefix, ties (every CPU-only task under GPU Packing and GPU Clustering, whose
+    scores are 0 on every node) pile onto the first nodes by name, the 2-GPU P100 nodes."""
+    by_name = sorted(range(len(names)), key=names.__getitem__)
+    perm = list(range(len(names)))
+    rng.shuffle(perm)
+    renamed = [""] * len(names)
+    for pos, i in enumerate(by_name):
+        renamed[i] = f"{perm[pos]:04d}-{names[i]}"
+    return np.argsort(np.argsort(np.array(renamed)))
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
@@ -396,7 +414,9 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
     fleet = openb_fleet(nodes, every=every)
     st = _state(fleet)
     original = openb_pods(trace)
-    pods = inflate(original, st.capacity_milli, ratio, seed)
+    draws = random.Random(seed)
+    pods = inflate(original, st.capacity_milli, ratio, rng=draws)
+    rank = tie_rank(st.names, draws)  # after the pods' draws, as the simulator draws its node prefixes
     asked = [p.milli_total for p in pods]
     if gpu_mode == "whole":
         original = [_whole_pod(p) for p in original]
@@ -415,7 +435,6 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
     cluster = connect("sim", fleet, seed=seed, validate=False, progress=False) if sim else None
     allowed_cache: dict[tuple[str, ...], np.ndarray] = {}
     models = np.array(st.model)
-    rank = np.argsort(np.argsort(np.array(st.names)))  # node name order
     applied: set[str] = set()
     cap = st.capacity_milli
     arrived = allocated = served = 0
@@ -435,7 +454,8 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
             scores, best_gpu = scorer.scores(idx, pod)
             top = np.flatnonzero(scores == scores.max())
             # the simulator's kube-scheduler takes the smallest node name among the best (not a
-            # random one, as upstream's selectHost does), "for reproducibility"
+            # random one, as upstream's selectHost does), "for reproducibility"; the names carry
+            # a random prefix (tie_rank), so a tie goes to a node drawn once per run
             pick = int(top[np.argmin(rank[idx[top]])]) if len(top) > 1 else int(top[0])
             i = int(idx[pick])
             gpus = scorer.gpus(i, pod, int(best_gpu[pick]) if best_gpu is not None else None)

@@ -207,24 +207,30 @@ def openb_pods(trace: str | Path = "default") -> list[OpenbPod]:
     return out
 
 
-def inflate(pods: list[OpenbPod], capacity_milli: int, ratio: float = 1.3, seed: int = 42) -> list[OpenbPod]:
-    """The paper's workload inflation (its simulator's workload tuning), then its shuffle.
+def inflate(pods: list[OpenbPod], capacity_milli: int, ratio: float = 1.3, seed: int = 42,
+            rng: random.Random | None = None) -> list[OpenbPod]:
+    """The paper's arrival list: its simulator's shuffle, then its workload tuning (inflation).
 
-    Pods are drawn with replacement from the list (a copy named `<name>-tuned-<i>`) and appended
-    while the total GPU request stays within `ratio` x the cluster's GPU capacity (checked, as the
+    As the simulator's core.go runs them, in this order: the pod list is sorted by name and
+    shuffled (SortClusterPods with shufflePod); then pods are drawn with replacement from the
+    name-sorted list (a copy named `<name>-tuned-<i>`) and appended, in the order drawn, while
+    the total GPU request stays within `ratio` x the cluster's GPU capacity (checked, as the
     simulator does, with the drawn pod's per-GPU milli); a list already above the target loses
-    random pods instead. The result is sorted by name and shuffled. Same method as the simulator,
-    with Python's random.Random(seed) instead of Go's math/rand: the draws differ, not their law."""
+    random pods instead. So the original tasks arrive first, each once, and the inflation's
+    draws after them. Same method as the simulator, with Python's random.Random(seed) (or `rng`,
+    to go on drawing from it) instead of Go's math/rand: the draws differ, not their law."""
     if ratio <= 0:
         raise OpenbError(f"inflation ratio {ratio}: give a number > 0, e.g. 1.3")
-    rng = random.Random(seed)
-    out = list(pods)
+    rng = rng or random.Random(seed)
+    by_name = sorted(pods, key=lambda p: p.name)
+    out = list(by_name)
+    rng.shuffle(out)
     total = sum(p.milli_total for p in out)
     target = ratio * capacity_milli
     if total < target:
         i = 0
         while True:
-            p = pods[rng.randrange(len(pods))]
+            p = by_name[rng.randrange(len(by_name))]
             if total + p.gpu_milli > target:
                 break
             out.append(OpenbPod(f"{p.name}-tuned-{i}", p.cpu_milli, p.memory_mib, p.num_gpu, p.gpu_milli, p.gpu_spec))
@@ -233,6 +239,4 @@ def inflate(pods: list[OpenbPod], capacity_milli: int, ratio: float = 1.3, seed:
     else:
         while total > target and out:
             total -= out.pop(rng.randrange(len(out))).milli_total
-    out.sort(key=lambda p: p.name)
-    rng.shuffle(out)
     return out
