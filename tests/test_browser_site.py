@@ -1,0 +1,207 @@
+"""The course in a browser tab, as a learner meets it: the static JupyterLite site (notebooks/site.py)
+built clean, served on 127.0.0.1, every notebook run in Debian's Chromium (Playwright) with Python in
+the page (Pyodide) and no request allowed to leave 127.0.0.1.
+
+The site is built with ``--pyodide verified`` (the official Pyodide 0.27.7 core and its numpy/matplotlib
+wheels, each checked against the official lock: tools/pyodide-deps.sh) and ``--solutions`` (each exercise
+followed by its solution, the instructor's copy). Per notebook, in a fresh browser context (a learner's
+first visit: nothing cached): Run All, then
+
+- it ran to the end (every code cell numbered), no Traceback in any output;
+- every drawing cell shows a picture (an <img> with pixels), every widget rendered and answers a click;
+- every solution cell shows ✅;
+- 0 requests to another host (each is aborted and counted), no JupyterLab dialog (its text fails the test).
+
+Notebook 11 (kind/local) runs on sim too, and its first cell says that kind and local need the full kit.
+Screenshots go to test-artifacts/site/, and the measured times and bytes to test-artifacts/site/metrics.json
+(numbers for docs/browser-course.md, not limits).
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.browser_lab import HANG, READY_JS, WATCH_JS, Lab, Watch, launch, missing_requirements
+from tests.test_browser_notebooks import DRAWS, WIDGETS, _click_widget
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+NAMES = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.md"))
+ARTIFACTS = ROOT / "test-artifacts" / "site"
+CACHE = Path(os.environ.get("LABKIT_CACHE", Path.home() / ".cache" / "dra-labkit"))
+SITE_PYTHON = CACHE / "site-venv-pyodide-0.27" / "bin" / "python"  # the kernel that fits Pyodide 0.27 (Makefile)
+WIDGET_CELL = re.compile(r"^(ClaimBuilder|InventoryExplorer|CelPlayground|TopologyView)\(|^builder$", re.M)
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(missing_requirements() is not None,
+                                                      reason=missing_requirements() or "")]
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    """A static server (what make site-serve runs) that counts the bytes it sends."""
+
+    sent = 0
+
+    def copyfile(self, source, outputfile) -> None:  # noqa: ANN001 - http.server's signature
+        while chunk := source.read(64 * 1024):
+            outputfile.write(chunk)
+            type(self).sent += len(chunk)
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - http.server's signature
+        pass
+
+
+@functools.cache
+def _site_deps() -> None:
+    """The site's build environment and Pyodide (cached: a second run does nothing)."""
+    out = subprocess.run(["make", "--no-print-directory", "site-venv", "pyodide-deps"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, type[_Handler]]]:
+    _site_deps()
+    out = tmp_path_factory.mktemp("site") / "site"
+    build = subprocess.run([str(SITE_PYTHON), "notebooks/site.py", "--pyodide", "verified", "--solutions",
+                            "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
+    assert build.returncode == 0, (build.stdout + build.stderr)[-3000:]
+    handler = type("Handler", (_Handler,), {"sent": 0})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(out)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()  # bound and listening already: the browser's first request waits in the backlog
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright  # lazy: a test extra (missing_requirements())
+
+    with sync_playwright() as p:
+        # a hard offline check under the request handler: no other host even resolves
+        chromium = launch(p, ("--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",))
+        yield chromium
+        chromium.close()
+
+
+#: the first output of any code cell is on the page
+FIRST_OUTPUT = "() => !!document.querySelector('.jp-NotebookPanel .jp-CodeCell .jp-OutputArea-output')"
+
+#: Run All is over: no cell queued or running, every code cell numbered, or a cell that raised
+RUN_ALL_DONE = """n => {
+  const prompts = [...document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell .jp-InputPrompt')]
+    .map(p => p.innerText);
+  const numbered = prompts.filter(p => /\\[\\d+\\]/.test(p)).length;
+  const error = document.querySelector('.jp-NotebookPanel .jp-OutputArea-output[data-mime-type*="error"]');
+  return !prompts.some(p => p.includes('*')) && (numbered === n || (error && numbered > 0));
+}"""
+
+METRICS: dict[str, dict] = {}
+
+
+@functools.cache
+def _build_module():
+    """notebooks/build.py (a script beside the notebooks, not a package; `build` is also PyPA's name)."""
+    spec = importlib.util.spec_from_file_location("labkit_notebooks_build", NOTEBOOKS / "build.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def _code_cells(name: str) -> list[tuple[str, list[str]]]:
+    """(source, tags) of each code cell of the site's notebook (the learner copy with its solutions)."""
+    nb = _build_module().learner(name, solutions=True)
+    return [(c.source, c.metadata.get("tags", [])) for c in nb.cells if c.cell_type == "code"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_in_the_site(site, browser, name: str) -> None:
+    from playwright.sync_api import expect
+
+    base, handler = site
+    cells = _code_cells(name)
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    context.set_default_timeout(HANG * 1000)
+    external: list[str] = []
+
+    def route(r) -> None:
+        if urlsplit(r.request.url).hostname == "127.0.0.1":
+            r.continue_()
+        else:
+            external.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    context.on("request", lambda r: None if urlsplit(r.url).hostname in ("127.0.0.1", None)
+               or r.url.startswith(("data:", "blob:")) or r.url in external else external.append(r.url))
+    page = context.new_page()
+    watch = Watch(Lab(base, Path(os.devnull)))
+    page.expose_function("labkitDialog", watch.dialog)
+    page.add_init_script(WATCH_JS)
+    sent0 = handler.sent
+    problems: list[str] = []
+    with watch.explain():
+        t0 = time.monotonic()
+        page.goto(f"{base}/lab/index.html?path=notebooks/{name}.ipynb", wait_until="commit")
+        state = page.wait_for_function(READY_JS, arg=".jp-NotebookPanel .jp-CodeCell", polling=250).json_value()
+        assert not state["dialogs"], f"JupyterLab showed a dialog: {state['dialogs']}"
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        page.wait_for_function(FIRST_OUTPUT, polling=100)
+        first = time.monotonic() - t0
+        page.wait_for_function(RUN_ALL_DONE, arg=len(cells), polling=250)
+        done = time.monotonic() - t0
+        dom = page.locator(".jp-NotebookPanel .jp-CodeCell")
+        assert dom.count() == len(cells)
+        prompts = [p.strip() for p in dom.locator(".jp-InputPrompt").all_inner_texts()]
+        if prompts[-1] != f"[{len(cells)}]:":
+            problems.append(f"Run All stopped: the prompts read {' '.join(prompts)}")
+        for i, (source, tags) in enumerate(cells):
+            cell = dom.nth(i)
+            text = cell.locator(".jp-OutputArea").inner_text()
+            if "Traceback" in text or cell.locator(".jp-OutputArea-output[data-mime-type*='error']").count():
+                problems.append(f"code cell {i}: {text.strip()[-300:]!r}")
+            if DRAWS.search(source):
+                picture = cell.locator(".jp-OutputArea img, .jp-OutputArea svg").first
+                try:
+                    expect(picture).to_be_visible()
+                    ok = picture.evaluate("e => e.tagName !== 'IMG' || (e.complete && e.naturalWidth > 100)")
+                except AssertionError:
+                    ok = False
+                if not ok:
+                    problems.append(f"code cell {i} draws but shows no picture: {source.strip().splitlines()[-1]}")
+            if WIDGET_CELL.search(source):
+                found = [cls for cls in WIDGETS if cell.locator(f".{cls}").count()]
+                if not found:
+                    problems.append(f"code cell {i}: no widget rendered ({text[:120]!r})")
+                elif why := _click_widget(found[0], cell.locator(f".{found[0]}").first, page):
+                    problems.append(f"code cell {i}: {found[0]} did not answer a click: {why}")
+            if "solution" in tags and "✅" not in text:
+                problems.append(f"solution (code cell {i}): {text[:200]!r}")
+        if name.startswith("11_") and "full kit" not in dom.nth(0).locator(".jp-OutputArea").inner_text():
+            problems.append("notebook 11 does not say that kind and local need the full kit")
+        page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    context.close()
+    METRICS[name] = {"first_output_s": round(first, 1), "done_s": round(done, 1),
+                     "bytes_fetched": handler.sent - sent0, "external_requests": len(external),
+                     "passed": not problems and not external}
+    (ARTIFACTS / "metrics.json").write_text(json.dumps(METRICS, indent=1))
+    assert external == [], f"{name}: {len(external)} requests to other hosts: {external[:5]}"
+    assert problems == [], f"{name}:\n" + "\n".join(problems)
