@@ -59,6 +59,14 @@ KERNEL_PLUGIN = "@jupyterlite/pyodide-kernel-extension:kernel"
 KERNEL_FOR_PYODIDE = {"0.27": "0.5", "314": "0.8"}
 
 
+def pyodide_version(folder: Path) -> str:
+    """The version of the Pyodide distribution in ``folder``: its lock's (0.27), else its package.json's (npm)."""
+    version = json.loads((folder / "pyodide-lock.json").read_text())["info"].get("version")
+    if not version and (folder / "package.json").exists():
+        version = json.loads((folder / "package.json").read_text()).get("version")
+    return str(version or "")
+
+
 def kernel_mismatch(pyodide_version: str) -> str | None:
     """Why this Python's JupyterLite kernel cannot run Pyodide ``pyodide_version`` (None: it can)."""
     parts = pyodide_version.split(".")
@@ -163,7 +171,7 @@ def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> N
         (files / "notebooks" / f"{name}.ipynb").write_text(_learner_notebook(name, solutions), encoding="utf-8")
     shutil.copytree(ROOT / "examples", files / "examples")
     official = json.loads(((pyodide or NPM_CORE) / "pyodide-lock.json").read_text())
-    version = official["info"]["version"]
+    version = pyodide_version(pyodide or NPM_CORE)
     if pyodide is None:
         target = lite_dir / "static" / "labkit"
         target.mkdir(parents=True)
@@ -260,7 +268,7 @@ def main(argv: list[str]) -> int:
         print(f"site: {what} (no {lock.name}); fix: bash tools/pyodide-deps.sh, "
               "or --pyodide <folder of an official Pyodide release>", file=sys.stderr)
         return 2
-    if why := kernel_mismatch(json.loads(lock.read_text())["info"]["version"]):
+    if why := kernel_mismatch(pyodide_version(lock.parent)):
         print(f"site: {why}", file=sys.stderr)
         return 2
     # always a clean build: an incremental one once dropped the local Pyodide setting (back to the CDN)
@@ -272,6 +280,8 @@ def main(argv: list[str]) -> int:
     if not args.sourcemaps:
         cmd.append("--no-sourcemaps")
     subprocess.run(cmd, check=True, cwd=lite_dir)
+    if pyodide is None:  # the build copies static/pyodide only: the CDN site's wheels and lock, by hand
+        shutil.copytree(lite_dir / "static" / "labkit", args.out / "static" / "labkit")
     settings = json.loads((args.out / "jupyter-lite.json").read_text())["jupyter-config-data"]
     plugin = settings.get("litePluginSettings", {}).get("@jupyterlite/pyodide-kernel-extension:kernel", {})
     want = CDN.split("{")[0] if pyodide is None else "static/pyodide"

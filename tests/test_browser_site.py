@@ -205,3 +205,52 @@ def test_notebook_in_the_site(site, browser, name: str) -> None:
     (ARTIFACTS / "metrics.json").write_text(json.dumps(METRICS, indent=1))
     assert external == [], f"{name}: {len(external)} requests to other hosts: {external[:5]}"
     assert problems == [], f"{name}:\n" + "\n".join(problems)
+
+
+def test_the_default_site_takes_pyodide_from_the_official_cdn(browser, tmp_path: Path) -> None:
+    """``notebooks/site.py`` with no --pyodide (what a user builds): the kernel asks the official CDN for the
+    Pyodide of the npm core's version (aborted here, and it is the only host it asks), and the site's lock
+    points the official packages at that CDN and the kit's wheels at the site."""
+    _site_deps()
+    out = tmp_path / "site"
+    build = subprocess.run([str(CACHE / "site-venv" / "bin" / "python"), "notebooks/site.py", "--out", str(out)],
+                           cwd=ROOT, capture_output=True, text=True)
+    assert build.returncode == 0, (build.stdout + build.stderr)[-3000:]
+    version = json.loads((CACHE / "pyodide" / "node_modules" / "pyodide" / "package.json").read_text())["version"]
+    cdn = f"https://cdn.jsdelivr.net/pyodide/v{version}/full/"
+    lock = json.loads((out / "static" / "labkit" / "pyodide-lock.json").read_text())["packages"]
+    assert lock["numpy"]["file_name"] == cdn + json.loads(
+        (CACHE / "pyodide" / "node_modules" / "pyodide" / "pyodide-lock.json").read_text())["packages"]["numpy"]["file_name"]
+    assert (out / "static" / "labkit" / lock["dra-labkit"]["file_name"]).is_file()
+    assert not (out / "static" / "pyodide").exists()
+
+    handler = type("Handler", (_Handler,), {"sent": 0})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(out)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    context = browser.new_context()
+    context.set_default_timeout(HANG * 1000)
+    external: list[str] = []
+
+    def route(r) -> None:
+        if urlsplit(r.request.url).hostname == "127.0.0.1":
+            r.continue_()
+        else:
+            external.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    try:
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/lab/index.html?path=notebooks/01_why_dra.ipynb",
+                  wait_until="commit")
+        page.wait_for_function(READY_JS, arg=".jp-NotebookPanel .jp-CodeCell", polling=250)
+        with context.expect_event("request", predicate=lambda r: urlsplit(r.url).hostname != "127.0.0.1",
+                                  timeout=HANG * 1000):
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    finally:
+        context.close()
+        server.shutdown()
+        server.server_close()
+    assert external and external[0] == cdn + "pyodide.mjs", external
+    assert all(url.startswith(cdn) for url in external), external
