@@ -94,3 +94,16 @@ def test_notebook_00_says_what_runs_here_without_an_import_error() -> None:
     for name in ("local", "kind"):
         assert "no" in rows[name].split() and "needs the Python package kubernetes" in rows[name], rows
     assert "sim cluster up" in out.stdout
+
+
+def test_cel_playground_defaults_to_the_engine_that_is_there() -> None:
+    """In a browser (no cel-expr-python) the CEL playground opens on cel-python and shows matches, not the
+    "not installed" compile error (found by tests/test_browser_site.py); a full install keeps cel-expr-python."""
+    code = ("from labkit.cluster import connect\nfrom labkit.widgets import CelPlayground\n"
+            "c = connect('sim', 'workshop', progress=False)\np = CelPlayground(c)\n"
+            "print(p.engine.value, '|', p.summary.value, '|', 'not installed' in p.table.value)\nc.down()\n")
+    pure, full = _run(code, pure=True), _run(code, pure=False)
+    assert pure.returncode == 0 and full.returncode == 0, pure.stderr[-2000:] + full.stderr[-2000:]
+    engine, summary, error = pure.stdout.strip().splitlines()[-1].split(" | ")
+    assert (engine, error) == ("cel-python", "False") and " match" in summary, pure.stdout
+    assert full.stdout.strip().splitlines()[-1].startswith("cel-expr-python | ")
