@@ -49,6 +49,9 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 import build  # noqa: E402 - the learner copies of notebooks/build.py
 
+sys.path.insert(0, str(ROOT / "tools"))
+from pyodide_verified import closure  # noqa: E402 - the lock's dependency closure (tools/pyodide_verified.py)
+
 CACHE = Path(os.environ.get("LABKIT_CACHE", Path.home() / ".cache" / "dra-labkit")) / "pyodide"
 #: the official npm core (its lock names the CDN's packages); --pyodide verified (tools/pyodide-deps.sh)
 NPM_CORE = CACHE / "node_modules" / "pyodide"
@@ -154,6 +157,11 @@ def _lock_entry(wheel: Path, markers: dict[str, str]) -> tuple[str, dict]:
                   "imports": imports, "depends": _depends(requires, markers, extras), "unvendored_tests": False, "shared_library": False}
 
 
+#: the official packages a site takes from a local distribution (with their dependencies): the drawing cells'
+#: and what the JupyterLite kernel loads; the rest of the course's packages are the site's own wheels
+ANY_DISTRIBUTION_NEEDS = ("matplotlib", "numpy", "micropip", "ssl", "sqlite3")
+
+
 #: JupyterLab settings of the site: every output stays in the page (the browser test reads cells below the
 #: fold); no news, no update check, no announcement dialog (a learner offline gets no question to answer)
 OVERRIDES = {
@@ -181,7 +189,16 @@ def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> N
         have = set(official["packages"])
     else:
         target = lite_dir / "static" / "pyodide"
-        shutil.copytree(pyodide, target, ignore=shutil.ignore_patterns("*.map", "*.d.ts", "package.json", "README.md"))
+        # of a full release's packages only those the course and the kernel load (a few MB of its ~300)
+        keep = {official["packages"][n]["file_name"] for n in closure(official, [
+            n for n in ANY_DISTRIBUTION_NEEDS if n in official["packages"]])}
+        packages = {e["file_name"] for e in official["packages"].values()} - keep
+
+        def ignore(folder: str, names: list[str]) -> set[str]:
+            return {n for n in names if n in packages or n.endswith((".map", ".d.ts"))
+                    or n in ("package.json", "README.md")}
+
+        shutil.copytree(pyodide, target, ignore=ignore)
         lock = official
         have = {n for n, e in lock["packages"].items() if (target / e["file_name"]).exists()}
     markers = browser_markers(official["info"]["python"])
