@@ -10,8 +10,9 @@ browser with official Pyodide, from one of:
   CDN) plus those wheels, so `import labkit` loads them with no `%pip`; numpy and matplotlib come from
   the CDN.
 - ``--pyodide PATH``: a local official Pyodide distribution (its folder, as unpacked from
-  pyodide-<version>.tar.bz2), copied into the site with the wheels added beside it: no request leaves
-  the site's origin (a classroom with no network, a USB stick).
+  pyodide-<version>.tar.bz2): its core and the packages the course loads are copied into the site, with
+  the wheels added beside them: no request leaves the site's origin (a classroom with no network, a USB
+  stick).
 - ``--pyodide verified``: the official npm core of Pyodide 0.27.7 plus its numpy/matplotlib wheels, each
   checked against that release's official lock (`tools/pyodide_verified.py`, fetched by
   `tools/pyodide-deps.sh`): self-contained like PATH, for where neither the CDN nor an official tarball
