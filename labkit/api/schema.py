@@ -303,7 +303,7 @@ def check_structure(obj: dict, sink: Sink, *, skip: set[str] | None = None, vers
     if model_name is None or not SCHEMA_VERSION:
         return
     if model_name not in _models(schema_version(version)):
-        return  # a kind that version does not serve (DeviceTaintRule in resource.k8s.io/v1 before 1.35?)
+        return  # a kind that version does not serve (DeviceTaintRule in resource.k8s.io/v1 before 1.37)
     skip = skip or set()
     _walk(obj, model_name, "", sink, skip, schema_version(version))
     seen: set[str] = set()
