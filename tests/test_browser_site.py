@@ -101,6 +101,8 @@ def browser():
         chromium.close()
 
 
+#: the notebook's kernel is started and idle (its execution indicator)
+KERNEL_IDLE = ".jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status='idle']"
 #: the first output of any code cell is on the page
 FIRST_OUTPUT = "() => !!document.querySelector('.jp-NotebookPanel .jp-CodeCell .jp-OutputArea-output')"
 
@@ -155,45 +157,49 @@ def test_notebook_in_the_site(site, browser, name: str) -> None:
     page.add_init_script(WATCH_JS)
     sent0 = handler.sent
     problems: list[str] = []
-    with watch.explain():
-        t0 = time.monotonic()
-        page.goto(f"{base}/lab/index.html?path=notebooks/{name}.ipynb", wait_until="commit")
-        state = page.wait_for_function(READY_JS, arg=".jp-NotebookPanel .jp-CodeCell", polling=250).json_value()
-        assert not state["dialogs"], f"JupyterLab showed a dialog: {state['dialogs']}"
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-        page.wait_for_function(FIRST_OUTPUT, polling=100)
-        first = time.monotonic() - t0
-        page.wait_for_function(RUN_ALL_DONE, arg=len(cells), polling=250)
-        done = time.monotonic() - t0
-        dom = page.locator(".jp-NotebookPanel .jp-CodeCell")
-        assert dom.count() == len(cells)
-        prompts = [p.strip() for p in dom.locator(".jp-InputPrompt").all_inner_texts()]
-        if prompts[-1] != f"[{len(cells)}]:":
-            problems.append(f"Run All stopped: the prompts read {' '.join(prompts)}")
-        for i, (source, tags) in enumerate(cells):
-            cell = dom.nth(i)
-            text = cell.locator(".jp-OutputArea").inner_text()
-            if "Traceback" in text or cell.locator(".jp-OutputArea-output[data-mime-type*='error']").count():
-                problems.append(f"code cell {i}: {text.strip()[-300:]!r}")
-            if DRAWS.search(source):  # Run All is over: a picture is on the page now or never
-                picture = cell.locator(".jp-OutputArea-output img, .jp-RenderedSVG svg").first
-                ok = picture.count() > 0 and picture.evaluate(
-                    "e => e.getBoundingClientRect().width > 100 && (e.tagName !== 'IMG' || (e.complete && e.naturalWidth > 100))")
-                if not ok:
-                    problems.append(f"code cell {i} draws but shows no picture: {source.strip().splitlines()[-1]}")
-            if WIDGET_CELL.search(source):
-                found = [cls for cls in WIDGETS if cell.locator(f".{cls}").count()]
-                if not found:
-                    problems.append(f"code cell {i}: no widget rendered ({text[:120]!r})")
-                elif why := _click_widget(found[0], cell.locator(f".{found[0]}").first, page):
-                    problems.append(f"code cell {i}: {found[0]} did not answer a click: {why}")
-            if "solution" in tags and "✅" not in text:
-                problems.append(f"solution (code cell {i}): {text[:200]!r}")
-        if name.startswith("11_") and "full kit" not in dom.nth(0).locator(".jp-OutputArea").inner_text():
-            problems.append("notebook 11 does not say that kind and local need the full kit")
+    try:
+        with watch.explain():
+            t0 = time.monotonic()
+            page.goto(f"{base}/lab/index.html?path=notebooks/{name}.ipynb", wait_until="commit")
+            state = page.wait_for_function(READY_JS, arg=".jp-NotebookPanel .jp-CodeCell", polling=250).json_value()
+            assert not state["dialogs"], f"JupyterLab showed a dialog: {state['dialogs']}"
+            # the kernel is up (Pyodide loaded): a Run All sent while it starts was lost now and then
+            page.wait_for_selector(KERNEL_IDLE, state="attached")
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+            page.wait_for_function(FIRST_OUTPUT, polling=100)
+            first = time.monotonic() - t0
+            page.wait_for_function(RUN_ALL_DONE, arg=len(cells), polling=250)
+            done = time.monotonic() - t0
+            dom = page.locator(".jp-NotebookPanel .jp-CodeCell")
+            assert dom.count() == len(cells)
+            prompts = [p.strip() for p in dom.locator(".jp-InputPrompt").all_inner_texts()]
+            if prompts[-1] != f"[{len(cells)}]:":
+                problems.append(f"Run All stopped: the prompts read {' '.join(prompts)}")
+            for i, (source, tags) in enumerate(cells):
+                cell = dom.nth(i)
+                text = cell.locator(".jp-OutputArea").inner_text()
+                if "Traceback" in text or cell.locator(".jp-OutputArea-output[data-mime-type*='error']").count():
+                    problems.append(f"code cell {i}: {text.strip()[-300:]!r}")
+                if DRAWS.search(source):  # Run All is over: a picture is on the page now or never
+                    picture = cell.locator(".jp-OutputArea-output img, .jp-RenderedSVG svg").first
+                    ok = picture.count() > 0 and picture.evaluate(
+                        "e => e.getBoundingClientRect().width > 100 && (e.tagName !== 'IMG' || (e.complete && e.naturalWidth > 100))")
+                    if not ok:
+                        problems.append(f"code cell {i} draws but shows no picture: {source.strip().splitlines()[-1]}")
+                if WIDGET_CELL.search(source):
+                    found = [cls for cls in WIDGETS if cell.locator(f".{cls}").count()]
+                    if not found:
+                        problems.append(f"code cell {i}: no widget rendered ({text[:120]!r})")
+                    elif why := _click_widget(found[0], cell.locator(f".{found[0]}").first, page):
+                        problems.append(f"code cell {i}: {found[0]} did not answer a click: {why}")
+                if "solution" in tags and "✅" not in text:
+                    problems.append(f"solution (code cell {i}): {text[:200]!r}")
+            if name.startswith("11_") and "full kit" not in dom.nth(0).locator(".jp-OutputArea").inner_text():
+                problems.append("notebook 11 does not say that kind and local need the full kit")
+    finally:  # what the page showed, also when a wait failed
         page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-    context.close()
+        context.close()
     METRICS[name] = {"first_output_s": round(first, 1), "done_s": round(done, 1),
                      "bytes_fetched": handler.sent - sent0, "external_requests": len(external),
                      "passed": not problems and not external}
