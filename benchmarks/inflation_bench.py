@@ -27,7 +27,9 @@ def main() -> None:
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--seeds", default="42")
     ap.add_argument("--every", type=int, default=1, help="1 node in N of each node group (default 1: all)")
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=1, help="local processes (default 1)")
+    ap.add_argument("--address", help="a Dask scheduler to run the cells on")
+    ap.add_argument("--gpus", default="shares", choices=["shares", "whole", "mig"])
     ap.add_argument("--no-sim", action="store_true", help="the policies' bookkeeping only (no DRA objects)")
     ap.add_argument("--plot", help="figure of the first trace")
     ap.add_argument("--json", help="write every result here")
@@ -37,17 +39,18 @@ def main() -> None:
     started, cpu0 = time.perf_counter(), time.process_time()
     for trace in a.traces.split(","):
         res = run_all(trace, tuple(a.policies.split(",")), seeds=seeds, every=a.every, sim=not a.no_sim,
-                      workers=a.workers)
-        res["paper"] = paper_figures(trace) if a.every == 1 else None
+                      workers=None if a.address else a.workers, address=a.address, gpu_mode=a.gpus)
+        res["paper"] = paper_figures(trace) if a.every == 1 and a.gpus == "shares" else None
         results.append(res)
         paper = res["paper"] or {}
         print(f"\n{trace}: {res['nodes']} nodes / {res['gpus']} GPUs, seeds {a.seeds}, sim {res['sim']}, "
               f"{res['wall_s']:.1f} s wall")
-        print(f"{'policy':<15}{'unalloc GPUs':>13}{'paper':>8}{'gap':>8}{'alloc %':>9}{'failed':>8}{'cpu s':>8}{'wall s':>8}")
+        print(f"{'policy':<15}{'unalloc GPUs':>13}{'sd':>7}{'paper':>8}{'gap':>8}{'alloc %':>9}{'failed':>8}{'cpu s':>8}"
+              f"{'wall s':>8}")
         for name, r in sorted(res["policies"].items(), key=lambda kv: kv[1]["unallocated_gpus"]):
             ref = paper.get(name, {}).get("unallocated_gpus_at_130")
             gap = "" if ref is None else f"{r['unallocated_gpus'] - ref:+.1f}"
-            print(f"{name:<15}{r['unallocated_gpus']:>13.1f}{'' if ref is None else f'{ref:.1f}':>8}{gap:>8}"
+            print(f"{name:<15}{r['unallocated_gpus']:>13.1f}{r['unallocated_gpus_sd']:>7.1f}{'' if ref is None else f'{ref:.1f}':>8}{gap:>8}"
                   f"{r['alloc_pct_at_saturation']:>9.2f}{r['failed_pods']:>8.0f}{r['cpu_s']:>8.1f}{r['wall_s']:>8.1f}")
     print(f"\nall: {time.perf_counter() - started:.1f} s wall, {time.process_time() - cpu0:.1f} s CPU in this process "
           f"(workers' CPU is in the cpu s column)")

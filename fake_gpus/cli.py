@@ -31,7 +31,7 @@ from fake_gpus.errors import FakeGpusError
 from fake_gpus.slices import GPU_DRIVER, NIC_DRIVER, build_slices, device_classes
 from fake_gpus.topology import format_topology_matrix
 
-SUBCOMMAND_MODULES = ("fake_gpus.plugin.cli",)
+SUBCOMMAND_MODULES = ("fake_gpus.plugin.cli", "fake_gpus.cdcontroller")
 
 # libyaml's dumper is ~10x faster for large slice lists; same output shape as SafeDumper
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -134,10 +134,11 @@ def build_parser(extra_modules: tuple[str, ...] = SUBCOMMAND_MODULES) -> argpars
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    prog = f"fake_gpus {args.command}"  # every message starts like labkit's: `<program> <command>: `
     try:
         return int(args.func(args) or 0)
     except FakeGpusError as e:  # every deliberate error: one line, its kind's exit code
-        sys.stderr.write(f"error: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}\n")
+        sys.stderr.write(f"{prog}: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}\n")
         return e.exit_code
     except BrokenPipeError:
         return 0
@@ -146,5 +147,5 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - never a traceback; FAKE_GPUS_DEBUG=1 shows it
         if os.environ.get("FAKE_GPUS_DEBUG") == "1":
             raise
-        sys.stderr.write(f"error: internal error: {type(e).__name__}: {e} (a bug: please report it)\n")
+        sys.stderr.write(f"{prog}: internal error: {type(e).__name__}: {e} (a bug: please report it)\n")
         return 70

@@ -26,7 +26,7 @@ import re
 from functools import cache
 from typing import Any
 
-from fake_gpus import example_driver, naming
+from fake_gpus import computedomain, example_driver, naming
 from fake_gpus.catalog import MIG_MODES, GpuSlot, MigProfile, NicSlot, NodeProfile, load_node_profile
 from fake_gpus.errors import InputError
 from fake_gpus.quantity import binary_si, parse_binary_si
@@ -118,6 +118,10 @@ def _topology_attrs(profile: NodeProfile, dev: GpuSlot | NicSlot) -> dict[str, d
         attrs[f"{TOPOLOGY_DOMAIN}/pcieSwitch"] = _s(naming.bounded(top))
     if isinstance(dev, GpuSlot) and dev.nvlink_domain is not None:
         attrs[f"{TOPOLOGY_DOMAIN}/nvlinkDomain"] = _s(naming.bounded(dev.nvlink_domain))
+    if isinstance(dev, NicSlot) and profile.compute_domains:
+        # rail-optimised fabric of a rack tray: NIC <i> plugs into rail switch <i> (no driver
+        # publishes this today; an attribute a NIC driver could publish, issue 27)
+        attrs[f"{TOPOLOGY_DOMAIN}/rail"] = {"int": dev.index}
     return attrs
 
 
@@ -159,8 +163,19 @@ class _GpuView:
             attrs.update(_topology_attrs(p, self.gpu))
         return attrs
 
+    def fm_attrs(self) -> dict[str, dict[str, Any]]:
+        """Fabric Manager attributes (gate FabricManagerPartitioning, GpuInfo.addFabricManagerAttributes):
+        gpuModuleID and one partition<size> per FM partition holding the GPU; GPU and VFIO devices."""
+        mid = self.gpu.module_id
+        if not mid or not self.profile.fm_partitions:
+            return {}
+        attrs: dict[str, dict[str, Any]] = {"gpuModuleID": {"int": mid}}
+        for size, pid in self.profile.fm_partitions_of(mid).items():
+            attrs[f"partition{size}"] = {"int": pid}
+        return attrs
+
     def gpu_attrs(self) -> dict[str, dict[str, Any]]:
-        attrs = {"type": _s("gpu"), "uuid": _s(self.uuid), **self.common_attrs()}
+        attrs = {"type": _s("gpu"), "uuid": _s(self.uuid), **self.common_attrs(), **self.fm_attrs()}
         return dict(sorted(attrs.items()))
 
     def mig_attrs(self, prof: MigProfile, uuid: str | None) -> dict[str, dict[str, Any]]:
@@ -186,6 +201,7 @@ class _GpuView:
         }
         if self.topology:
             attrs.update(_topology_attrs(self.profile, self.gpu))
+        attrs.update(self.fm_attrs())
         return {
             "name": naming.vfio_device_name(index),
             "attributes": dict(sorted(attrs.items())),
@@ -328,6 +344,8 @@ def build_gpu_slices(profile: NodeProfile | str, node_name: str, *, mig_mode: st
                      generation: int = 1, topology_attributes: bool = False) -> list[dict[str, Any]]:
     """The GPU driver's slices only (see build_slices)."""
     prof = _resolve_profile(profile)
+    if not prof.gpus:  # a node without GPUs (a control plane) runs no GPU driver: nothing to publish
+        return []
     mode = mig_mode or prof.mig_mode  # None or "" (e.g. an empty MIG_MODE env) = the profile's
     if mode not in MIG_MODES:
         raise SliceError(f"mig_mode {mode!r}: must be one of {', '.join(MIG_MODES)}")
@@ -414,8 +432,20 @@ def build_slices(profile: NodeProfile | str, node_name: str, *, mig_mode: str | 
         return example_driver.build_example_slices(prof.example, node_name)
     gpu = build_gpu_slices(prof, node_name, mig_mode=mig_mode, driver=driver, kubernetes_version=kubernetes_version,
                            generation=generation, topology_attributes=topology_attributes)
-    return gpu + build_nic_slices(prof, node_name, nic_driver=nic_driver, generation=generation,
-                                  topology_attributes=topology_attributes)
+    nic = build_nic_slices(prof, node_name, nic_driver=nic_driver, generation=generation,
+                           topology_attributes=topology_attributes)
+    return gpu + nic + build_compute_domain_slices(prof, node_name, generation=generation)
+
+
+def build_compute_domain_slices(profile: NodeProfile | str, node_name: str, *,
+                                generation: int = 1) -> list[dict[str, Any]]:
+    """NVIDIA's compute-domain plugin's slice (channel-0, daemon-0) on nodes whose profile says
+    `computeDomains: true` (multi-node NVLink trays); empty list elsewhere."""
+    prof = _resolve_profile(profile)
+    if not prof.compute_domains:
+        return []
+    return _finish_pool([_slice(node_name, computedomain.DRIVER, 0, {"devices": computedomain.devices()})],
+                        generation)
 
 
 # ------------------------------------------------------------------ device classes
@@ -432,7 +462,8 @@ def device_classes_for(profiles: list[NodeProfile]) -> list[dict[str, Any]]:
     """The DeviceClasses a cluster of these node profiles installs: NVIDIA's (always) plus the
     dra-example-driver's when some node runs it."""
     examples = [p.example for p in profiles if p.example is not None]
-    return device_classes() + (example_driver.example_device_classes(examples) if examples else [])
+    cds = computedomain.device_classes(API_VERSION) if any(p.compute_domains for p in profiles) else []
+    return device_classes() + cds + (example_driver.example_device_classes(examples) if examples else [])
 
 
 def device_classes(driver: str = GPU_DRIVER, nic_driver: str = NIC_DRIVER, *,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from types import ModuleType
 
 import argcomplete
@@ -78,8 +79,15 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    return run_guarded(f"labkit {args.command}", lambda: args.func(args))
+
+
+def run_guarded(prog: str, command: Callable[[], int | None]) -> int:
+    """Run ``command`` and turn what it raises into the exit code of its kind, printed as
+    ``prog: <one line>`` on stderr: the one place where errors meet exit codes (every labkit
+    command and ``kubectl dra`` come through here)."""
     try:
-        return int(args.func(args) or 0)
+        return int(command() or 0)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -88,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("LABKIT_DEBUG") == "1" and not isinstance(exc, LabkitError | FakeGpusError):
             raise
         for line in error_lines(exc):
-            print(f"labkit {args.command}: {line}", file=sys.stderr)
+            print(f"{prog}: {line}", file=sys.stderr)
         return error_exit_code(exc)
 
 

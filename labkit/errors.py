@@ -18,7 +18,8 @@ This module is the lowest layer: it imports nothing from ``labkit``.
 from __future__ import annotations
 
 __all__ = ["EXIT_ENGINE", "EXIT_INPUT", "EXIT_INTERNAL", "EXIT_NOT_FOUND", "EngineError",
-           "InputError", "LabkitError", "NotFoundError", "exit_code", "one_line"]
+           "InputError", "LabkitError", "NotFoundError", "UsageError", "as_input_error", "exit_code",
+           "one_line"]
 
 EXIT_ENGINE = 1
 EXIT_INPUT = 2
@@ -48,6 +49,10 @@ class InputError(LabkitError):
     """The user's input (a file, an argument, a profile, a trace) is wrong."""
 
     exit_code = EXIT_INPUT
+
+
+class UsageError(InputError):
+    """A bad command-line option or combination of options (what argparse cannot see)."""
 
 
 class NotFoundError(LabkitError):
@@ -84,3 +89,12 @@ def exit_code(exc: BaseException) -> int:
     if isinstance(exc, LabkitError):
         return exc.exit_code
     return EXIT_INTERNAL
+
+
+def as_input_error(exc: BaseException) -> LabkitError:
+    """``exc`` itself when it is a LabkitError (its kind kept), else an InputError with its first
+    line (a plain ``ValueError`` from parsing what the user gave)."""
+    if isinstance(exc, LabkitError):
+        return exc
+    text = str(exc).strip()
+    return InputError(text.splitlines()[0] if text else type(exc).__name__)

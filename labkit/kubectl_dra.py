@@ -4,7 +4,7 @@ kubectl finds ``kubectl-dra`` on PATH and runs it with the words after ``dra``. 
 a ``labkit`` command run through :func:`labkit.cli.main`, so the output, the errors and the exit
 codes are labkit's own:
 
-    kubectl dra explain pod NS/NAME            labkit explain pod NS/NAME
+    kubectl dra explain pod NS/NAME [-o ...]   labkit explain pod NS/NAME [-o json|yaml|name]
     kubectl dra snapshot [-o yaml|json]        labkit snapshot -o - [--format json]
     kubectl dra what-if -f new.yaml [-o ...]   labkit snapshot, then labkit simulate --state DUMP -f new.yaml
     kubectl dra validate -f FILE...            labkit validate -f FILE...
@@ -12,7 +12,7 @@ codes are labkit's own:
 kubectl's conventions: ``--kubeconfig`` and ``--context`` (else $KUBECONFIG / ~/.kube/config and
 its current context), ``-n NAMESPACE`` (the pod's namespace for explain; the namespace of what-if
 objects that name none), ``-o yaml|json`` where the output is data (snapshot, what-if; what-if
-prints labkit's table by default). kubectl passes no flags of its own to a plugin: they go after
+prints labkit's table by default; explain prints its story by default, the verdict as data with -o). kubectl passes no flags of its own to a plugin: they go after
 ``dra`` (``kubectl dra snapshot --context kind-lab``).
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from labkit import cli
 from labkit.api import dump, load
-from labkit.errors import InputError, one_line
+from labkit.errors import UsageError
 
 PROG = "kubectl dra"
 
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("explain", help="why a pod is Pending (or where it runs)")
     ex.add_argument("what", choices=["pod"])
     ex.add_argument("target", metavar="[NS/]NAME", help="the pod: NAMESPACE/NAME, or NAME with -n (default: default)")
-    cluster_flags(ex, namespace="the pod's namespace when NAME has none")
+    cluster_flags(ex, namespace="the pod's namespace when NAME has none", output=("yaml", "json", "name"))
 
     sn = sub.add_parser("snapshot", help="the cluster's DRA state as YAML (or JSON): the what-if input")
     cluster_flags(sn, namespace="(refused: a snapshot is the whole cluster, what a what-if needs)",
@@ -85,25 +85,20 @@ def _labkit(argv: list[str]) -> tuple[int, str]:
     return rc, buf.getvalue()
 
 
-def _refuse(message: str) -> int:
-    print(f"{PROG}: {message}", file=sys.stderr)
-    return 2
-
-
 def run_explain(args: argparse.Namespace) -> int:
     target = args.target
     if args.namespace:
         ns, slash, _ = target.partition("/")
         if slash and ns != args.namespace:
-            return _refuse(f"{target!r} names namespace {ns!r} but -n says {args.namespace!r}; give one of them")
+            raise UsageError(f"{target!r} names namespace {ns!r} but -n says {args.namespace!r}; give one of them")
         if not slash:
             target = f"{args.namespace}/{target}"
-    return cli.main(["explain", "pod", target, *_cluster_args(args)])
+    return cli.main(["explain", "pod", target, *_cluster_args(args), *(["-o", args.output] if args.output else [])])
 
 
 def run_snapshot(args: argparse.Namespace) -> int:
     if args.namespace:
-        return _refuse("-n: a snapshot holds the whole cluster (nodes, slices, every claim and pod), "
+        raise UsageError("-n: a snapshot holds the whole cluster (nodes, slices, every claim and pod), "
                        "which a what-if needs; drop -n")
     return cli.main(["snapshot", "-o", "-", "--format", args.output or "yaml", *_cluster_args(args)])
 
@@ -119,11 +114,8 @@ def run_what_if(args: argparse.Namespace) -> int:
             return rc
         files = args.files
         if args.namespace:  # the objects that name no namespace go to -n's, as with kubectl apply -n
-            try:
-                objs = [o for f in files for o in load(sys.stdin.read() if f == "-" else Path(f),
-                                                       default_namespace=args.namespace)]
-            except InputError as exc:
-                return _refuse(one_line(exc))
+            objs = [o for f in files for o in load(sys.stdin.read() if f == "-" else Path(f),
+                                                   default_namespace=args.namespace)]
             moved = Path(tmp) / "objects.yaml"
             moved.write_text(dump(objs, "yaml"))
             files = [str(moved)]
@@ -153,12 +145,7 @@ COMMANDS = {"explain": run_explain, "snapshot": run_snapshot, "what-if": run_wha
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return COMMANDS[args.command](args)
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return 0
+    return cli.run_guarded(PROG, lambda: COMMANDS[args.command](args))
 
 
 def entry() -> int:

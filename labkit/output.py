@@ -18,6 +18,7 @@ bottom of the layers (beside labkit.errors): every command's module may use it.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -28,20 +29,26 @@ from typing import Any, TextIO
 import yaml
 from tqdm import tqdm
 
-__all__ = ["HUMAN", "Table", "add_output_arg", "color_enabled", "dump_doc", "first_line", "fit_text", "paint",
-           "print_table", "print_text", "progress_bar", "resolve_format", "terminal_width"]
+__all__ = ["HUMAN", "OBJECT_FORMATS", "Table", "add_output_arg", "color_enabled", "dump_doc", "first_line", "fit_text",
+           "on_terminal", "paint", "print_output", "print_table", "print_text", "progress_bar", "resolve_format", "terminal_width"]
 
 #: the formats for people; everything else is for programs
 HUMAN = ("table", "wide")
+#: what every command that prints objects offers with -o, in this order (a command may add its own
+#: after them, e.g. ``csv``): the human table, the wide table, the documents, kubectl's names
+OBJECT_FORMATS = ("table", "wide", "json", "yaml", "name")
 #: width assumed when stdout is not a terminal and $COLUMNS is not set (a table asked for with -o table)
 DEFAULT_WIDTH = 80
 
 
-def add_output_arg(parser: Any, choices: Sequence[str], machine: str) -> None:
-    """``-o/--output`` with no fixed default: :func:`resolve_format` picks ``table`` on a terminal,
-    else ``machine`` (what the command printed before there were tables)."""
-    parser.add_argument("-o", "--output", choices=list(choices), default=None,
-                        help=f"{'|'.join(choices)} (default: table on a terminal, else {machine})")
+def add_output_arg(parser: Any, machine: str = "json", *, extra: Sequence[str] = (), name: str = "") -> None:
+    """``-o/--output`` with the choices every command has (:data:`OBJECT_FORMATS`, then ``extra``)
+    and no fixed default: :func:`resolve_format` picks ``table`` on a terminal, else ``machine``
+    (what the command printed before there were tables). ``name``: what ``-o name`` lists, for --help."""
+    choices = [*OBJECT_FORMATS, *extra]
+    default = "table" if machine == "table" else f"table on a terminal, else {machine}"
+    parser.add_argument("-o", "--output", choices=choices, default=None,
+                        help=f"{'|'.join(choices)} (default: {default})" + (f"; name: {name}" if name else ""))
 
 
 def resolve_format(requested: str | None, machine: str, stream: TextIO | None = None) -> str:
@@ -49,6 +56,11 @@ def resolve_format(requested: str | None, machine: str, stream: TextIO | None = 
     if requested:
         return requested
     return "table" if _isatty(stream or sys.stdout) else machine
+
+
+def on_terminal(stream: TextIO | None = None) -> bool:
+    """Whether ``stream`` (stdout by default) is a terminal: where a command prints for a person."""
+    return _isatty(stream or sys.stdout)
 
 
 def _isatty(stream: Any) -> bool:
@@ -252,10 +264,38 @@ def print_text(text: str, stream: TextIO | None = None) -> None:
 
 
 def dump_doc(doc: Any, fmt: str) -> str:
-    """The machine-readable forms: ``json`` (indented, as the commands always printed) or ``yaml``."""
+    """The machine-readable forms: ``json`` (indented, as the commands always printed) or ``yaml``;
+    NaN is written as null in both."""
+    doc = _no_nan(doc)
     if fmt == "yaml":
         return yaml.safe_dump(doc, sort_keys=False)
     return json.dumps(doc, indent=2, default=str) + "\n"
+
+
+def _no_nan(doc: Any) -> Any:
+    """NaN (a metric with nothing to average) as null: JSON has no NaN, and YAML readers differ on .nan."""
+    if isinstance(doc, float) and math.isnan(doc):
+        return None
+    if isinstance(doc, dict):
+        return {k: _no_nan(v) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [_no_nan(v) for v in doc]
+    return doc
+
+
+def print_output(fmt: str, doc: Any, *, human: Callable[[str], None], names: Callable[[], Iterable[str]],
+                 stream: TextIO | None = None) -> None:
+    """Print in ``fmt`` (from :func:`resolve_format`) what a command has to say: ``human(fmt)``
+    prints the ``table``/``wide`` form, ``doc`` is the ``json``/``yaml`` document, ``names()``
+    the ``kind/name`` lines of ``-o name`` (as kubectl prints them: one per object, nothing else)."""
+    stream = stream or sys.stdout
+    if fmt in HUMAN:
+        human(fmt)
+    elif fmt == "name":
+        for n in names():
+            print(n, file=stream)
+    else:
+        stream.write(dump_doc(doc, fmt))
 
 
 def progress_bar(desc: str, total: int | None = None, unit: str = "it",

@@ -209,10 +209,7 @@ class Killer:
             kubectl(self.c, "-n", DRIVER_NS, "delete", "pod", pod, "--wait=true", "--timeout=120s", check=False,
                     timeout=150)
 
-        def registered() -> bool:
-            p = plugin_pods(self.c).get(node, "")
-            return bool(p) and bool(self._status(p).get("ready")) and f"kubelet registered driver {DRIVER}" in self._log(p)
-        ok = poll(registered, 300, 1.0)
+        ok = poll(lambda: plugin_registered(self.c, node), 300, 1.0)
         k.restart_seconds = round(time.monotonic() - t0, 1)
         if not ok:
             k.problems.append("the plugin did not come back and register within 300s")
@@ -221,6 +218,38 @@ class Killer:
         k.problems += check_checkpoint(self.c, node, ctr, self.claim_nodes)
         k.checkpoint_ok = not k.problems
         return k
+
+
+def plugin_registered(c: KindCluster, node: str) -> bool:
+    """The fake driver's pod on `node` is ready and the kubelet registered it (its log says so)."""
+    pod = plugin_pods(c).get(node, "")
+    if not pod:
+        return False
+    st = ((obj(c, "Pod", pod, DRIVER_NS) or {}).get("status", {}).get("containerStatuses") or [{}])[0]
+    if not st.get("ready"):
+        return False
+    log = kubectl(c, "-n", DRIVER_NS, "logs", pod, "-c", "plugin", check=False)
+    return f"kubelet registered driver {DRIVER}" in log
+
+
+def why_not_ready(c: KindCluster, names: list[str]) -> dict[str, Any]:
+    """For a failed wait: each pod's phase, node, unready conditions and waiting reasons, and the
+    events of the pods and their claims (what `kubectl describe` would show)."""
+    out: dict[str, Any] = {}
+    for name in names:
+        p = obj(c, "Pod", name, NS) or {}
+        st = p.get("status", {})
+        out[name] = {
+            "phase": st.get("phase"), "node": p.get("spec", {}).get("nodeName"),
+            "conditions": [f"{x['type']}={x['status']} {x.get('reason', '')} {x.get('message', '')}".strip()
+                           for x in st.get("conditions") or [] if x.get("status") != "True"],
+            "waiting": [f"{cs['name']}: {cs['state']['waiting'].get('reason', '')} "
+                        f"{cs['state']['waiting'].get('message', '')}".strip()
+                        for cs in st.get("containerStatuses") or [] if "waiting" in cs.get("state", {})]}
+    out["events"] = [f"{e['involvedObject'].get('kind')}/{e['involvedObject'].get('name')}: {e.get('reason')} "
+                     f"{e.get('message', '')}".strip()
+                     for e in c.events() if e.get("involvedObject", {}).get("namespace") == NS][-20:]
+    return out
 
 
 def _landed(log: str) -> str:
@@ -339,19 +368,23 @@ def run_faults(c: KindCluster, *, claims: int = 30, concurrency: int = 6, kills:
     }
 
 
-def node_restart(c: KindCluster, *, pods: int = 3, timeout: float = 300.0) -> dict[str, Any]:
-    """`docker restart` a worker with prepared claims; its pods must come back with the same devices."""
+def node_restart(c: KindCluster, *, pods: int = 3, timeout: float = 600.0) -> dict[str, Any]:
+    """`docker restart` a worker with prepared claims; its pods must come back with the same devices.
+    It starts once the node's plugin is registered (after the fault run the DaemonSet rolls out anew),
+    and a wait that fails says why (`whyNotRunning`, `whyNotBack`)."""
     t0 = time.monotonic()
     _setup(c, 0)
     names = [f"nr-{i}" for i in range(pods)]
     workers = [n for n in plugin_pods(c)]
     node = sorted(workers)[0]
+    registered = bool(poll(lambda: plugin_registered(c, node), timeout, 1.0))
     for name in names:
         pod = _pod(c, name)
         pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
         kubectl(c, "apply", "-f", "-", input=yaml.safe_dump(pod))
-    ok = poll(lambda: all(_ready(p) for p in c.list("Pod", NS)
-                          if p["metadata"]["name"] in names), timeout, 1.0)
+    ok = poll(lambda: len([p for p in c.list("Pod", NS) if p["metadata"]["name"] in names and _ready(p)])
+              == len(names), timeout, 1.0)
+    why_not_running = {} if ok else why_not_ready(c, names)
     before = {n: _gpu_names(c.pod_env(n, NS)) for n in names} if ok else {}
     uids_before = {n: c.get("Pod", n, NS)["metadata"]["uid"] for n in names}
     ctr = node_containers(c)[node]
@@ -366,6 +399,7 @@ def node_restart(c: KindCluster, *, pods: int = 3, timeout: float = 300.0) -> di
         return len(restarted) == len(names)
 
     came_back = bool(poll(back, timeout, 2.0))
+    why_not_back = {} if came_back else why_not_ready(c, names)
     after = {n: _gpu_names(c.pod_env(n, NS)) for n in names} if came_back else {}
     uids_after = {n: c.get("Pod", n, NS)["metadata"]["uid"] for n in names} if came_back else {}
     specs_after = cdi_specs(ctr)
@@ -374,7 +408,8 @@ def node_restart(c: KindCluster, *, pods: int = 3, timeout: float = 300.0) -> di
     poll(lambda: not c.list("ResourceClaim", NS), 180, 2.0)
     left = poll(lambda: not [u for u, e in checkpoint(ctr).items() if e.get("namespace") == NS], 120, 2.0)
     return {
-        "node": node, "pods": pods, "ranBefore": bool(ok), "claimsInCheckpointBefore": len(from_ckpt),
+        "node": node, "pods": pods, "pluginRegisteredBefore": registered, "ranBefore": bool(ok),
+        "whyNotRunning": why_not_running, "whyNotBack": why_not_back, "claimsInCheckpointBefore": len(from_ckpt),
         "cameBack": came_back, "sameDevices": bool(before) and before == after,
         "samePods": bool(uids_after) and uids_before == uids_after,
         "devicesBefore": before, "devicesAfter": after,

@@ -29,9 +29,12 @@ DRIVER_NS = "fake-gpus"
 PLUGIN_LABEL = "app.kubernetes.io/name=fake-gpus-kubelet-plugin"
 #: the profile the kind fault/RBAC tests use (a running cluster of it is reused)
 PROFILE = os.environ.get("LABKIT_FAULTS_PROFILE", "workshop")
+#: the cluster's name when not labkit-<profile>; make test's fault lane names its own
+#: (tools/test-lanes.sh), which tools/with-kind.sh removes when a killed run left it behind
+CLUSTER_NAME = os.environ.get("LABKIT_FAULTS_CLUSTER") or None
 
 
-def cluster(profile: str = PROFILE, name: str | None = None) -> KindCluster:
+def cluster(profile: str = PROFILE, name: str | None = CLUSTER_NAME) -> KindCluster:
     kw: dict[str, Any] = {"cluster_name": name} if name else {}
     c = connect("kind", profile, **kw)
     assert isinstance(c, KindCluster)

@@ -114,7 +114,7 @@ def test_internal_errors_are_one_clean_line(monkeypatch: pytest.MonkeyPatch, cap
 
     def boom(*_a: object, **_k: object) -> list:
         raise KeyError("surprise")
-    monkeypatch.setattr(cli, "validate", boom)
+    monkeypatch.setattr(cli, "check_objects", boom)
     assert main(["validate", "-f", str(DATA / "slices.yaml")]) == 70  # labkit.errors.EXIT_INTERNAL
     err = capsys.readouterr().err
     assert err.strip() == ("labkit validate: internal error: KeyError: 'surprise' (a LabKit bug: "

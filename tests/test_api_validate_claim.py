@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit.api import load, validate
+from labkit.api import load
+from labkit.cel.validation import validate
 from tests.test_api_helpers import V1, claim, exact, first, messages, one
 
 DATA = Path(__file__).parent / "data" / "api"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.api import validate
 from labkit.api.context import CelChecks
 from labkit.api.features import FeatureGateError
+from labkit.api.validate import check_objects
 from labkit.cel import compile_new_selector
-from labkit.cel.validation import CEL_CHECKS
+from labkit.cel.validation import CEL_CHECKS, validate
 from tests.test_api_helpers import V1, claim, exact, messages, one, slice_
 
 
@@ -150,8 +150,8 @@ def test_options_errors() -> None:
 
 
 def api_messages(objs: object, cel: CelChecks | None) -> list[str]:
-    """labkit.api.validate itself, given ``cel`` (what callers above labkit.cel hand in)."""
-    return [str(p) for p in validate(objs, cel=cel)]  # type: ignore[arg-type]
+    """labkit.api.validate.check_objects itself, given ``cel`` (what callers above labkit.cel hand in)."""
+    return [str(p) for p in check_objects(objs, cel=cel)]  # type: ignore[arg-type]
 
 
 def test_cel_compile_errors_reported_with_labkit_cel_checks() -> None:

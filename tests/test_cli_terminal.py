@@ -1,6 +1,7 @@
 """The command line as typed, on a terminal and off it: tables on a pseudo-terminal 80 columns wide,
-the machine-readable form through a pipe, colour and NO_COLOR, `labkit describe`, and bash completion
-through bash itself with the script `labkit completion bash` prints.
+the machine-readable form through a pipe, colour and NO_COLOR, `labkit describe`, the -o forms every
+command offers, `labkit cluster status`, and completion through bash, zsh and fish themselves with the
+scripts `labkit completion SHELL` prints.
 
 Messages are never written here: each test reads the scheduler's words from the JSON of the same run
 (another branch may change them) and looks for them in the table.
@@ -126,6 +127,44 @@ def test_pending_table_on_a_terminal_has_every_reason_and_message(pending_json):
         row = next(line for line in claims.splitlines() if line.startswith(claim["name"] + " "))
         assert row.split() == [claim["name"], "pending", "<none>", "-"]
         assert _flat(claims.split(row, 1)[1]).startswith(_flat(f"{reason} (pod {pod['name']}): {message}"))
+
+
+MISSING_CLAIM = """
+apiVersion: v1
+kind: Pod
+metadata: {name: needs-a-claim}
+spec:
+  resourceClaims: [{name: gpu, resourceClaimName: not-created}]
+  containers: [{name: main, image: busybox, resources: {claims: [{name: gpu}]}}]
+"""
+
+
+def test_a_pod_kube_scheduler_does_not_try_yet_says_which_plugin_holds_it(tmp_path):
+    """A claim that does not exist: DynamicResources PreEnqueue holds the pod back, so kube-scheduler
+    writes no condition and no event; the report's `gate` and the table's message say why, and once the
+    claim is applied the pod runs and the gate is gone."""
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(MISSING_CLAIM)
+    code, out, err = run_pipe("simulate", "-f", str(pod), "--profile", "workshop", "-o", "json")
+    assert code == 0, err
+    (p,) = json.loads(out)["pods"]
+    assert (p["phase"], p["reason"], p["events"]) == ("Pending", "", [])
+    gate = p["gate"]
+    assert (gate["plugin"], gate["extensionPoint"]) == ("DynamicResources", "PreEnqueue")
+    assert "default/not-created" in gate["message"], gate
+    code, table, err = run_tty("simulate", "-f", str(pod), "--profile", "workshop", NO_COLOR="1")
+    assert code == 0, err
+    row = next(line for line in table.splitlines() if line.startswith("needs-a-claim "))
+    assert row.split() == ["needs-a-claim", "<none>", "Pending"]
+    assert _flat(table.split(row, 1)[1]).startswith(_flat(f"DynamicResources PreEnqueue: {gate['message']}"))
+    claim = tmp_path / "claim.yaml"
+    claim.write_text(yaml.safe_dump({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                     "metadata": {"name": "not-created"}, "spec": {"devices": {"requests": [
+                                         {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}))
+    code, out, err = run_pipe("simulate", "-f", str(pod), "-f", str(claim), "--profile", "workshop", "-o", "json")
+    assert code == 0, err
+    (p,) = json.loads(out)["pods"]
+    assert (p["phase"], p["gate"]) == ("Running", None)
 
 
 def test_table_colours_only_on_a_terminal():
@@ -304,10 +343,193 @@ def test_bash_completion(state_dump):
     assert [w for w in complete("labkit completion ") if not w.startswith("-")] == ["bash", "zsh", "fish"]
 
 
+ZSH_COMPLETE = r'''
+autoload -U compinit && compinit -u -D
+source <(labkit completion zsh) || exit 9
+[[ ${_comps[labkit]} == _python_argcomplete ]] || exit 8
+# what zsh's completion widget would get: _describe receives the candidates as NAME:DESCRIPTION
+_describe() { print -rl -- ${(P)2} }
+BUFFER=$1; CURSOR=${#BUFFER}
+words=(${(z)BUFFER}); [[ $BUFFER == *" " ]] && words+=("")
+_python_argcomplete
+'''
+FISH_COMPLETE = 'labkit completion fish | source; or exit 9; complete -C "$argv[1]"'
+
+
+def complete_in(shell: str, line: str) -> list[str]:
+    """What zsh or fish offers for TAB at the end of `line`, through the script `labkit completion SHELL`
+    prints, run by the shell itself (zsh: compinit's compdef registers it and our function answers the
+    line as the completion widget would call it; fish: `complete -C`, fish's own completion query)."""
+    exe = shutil.which(shell)
+    if exe is None:
+        pytest.skip(f"{shell} is not installed (make shell-deps installs it: apt-get install zsh fish)")
+    argv = [exe, "-f", "-c", ZSH_COMPLETE, "zsh", line] if shell == "zsh" else [
+        exe, "--no-config", "-c", FISH_COMPLETE, line]
+    p = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=_env())
+    assert p.returncode == 0, (p.returncode, p.stderr)
+    sep = ":" if shell == "zsh" else "\t"
+    return [w.split(sep, 1)[0].strip() for w in p.stdout.splitlines() if w.strip()]
+
+
 @pytest.mark.parametrize("shell", ["zsh", "fish"])
-def test_completion_scripts_for_zsh_and_fish(shell):
-    code, out, _ = run_pipe("completion", shell)
-    assert code == 0 and "labkit" in out
-    if shutil.which(shell):  # the shell parses what we print
-        p = subprocess.run([shutil.which(shell), "-n"], input=out, capture_output=True, text=True)
-        assert p.returncode == 0, p.stderr
+def test_completion_in_zsh_and_fish(shell, state_dump):
+    assert complete_in(shell, "labkit sim") == ["simulate"]
+    assert complete_in(shell, "labkit simulate --profile works") == ["workshop"]
+    assert {"workshop", "tiny", "mig-lab"} <= set(complete_in(shell, "labkit simulate --profile "))
+    claims = complete_in(shell, f"labkit describe claim --state {state_dump} ")  # the claims in a dump
+    assert "too-many" in claims and any(c.startswith("train-a-gpu-") for c in claims)
+
+
+# ---- the -o forms every command that prints objects offers (labkit.output.OBJECT_FORMATS) ----
+
+def test_every_command_that_prints_objects_offers_the_same_output_forms():
+    from labkit.cli import build_parser
+    from labkit.output import OBJECT_FORMATS
+
+    def outputs(parser, path=()):
+        for action in parser._actions:
+            if "-o" in action.option_strings:
+                yield path, list(action.choices or [])
+            for name, sub in (getattr(action, "choices", None) or {}).items() if hasattr(action, "_name_parser_map") else ():
+                yield from outputs(sub, (*path, name))
+
+    found = dict(outputs(build_parser()))
+    # snapshot's -o is the file it writes (documented); every other -o is the shared set (csv: experiments)
+    assert set(found) == {("simulate",), ("allocate",), ("cel",), ("cluster",), ("explain",), ("topology",),
+                          ("experiment", "run"), ("experiment", "sweep"), ("experiment", "inflation"),
+                          ("experiment", "policies"), ("snapshot",)}
+    for path, choices in found.items():
+        if path != ("snapshot",):
+            assert choices[:5] == list(OBJECT_FORMATS) and set(choices[5:]) <= {"csv"}, (path, choices)
+
+
+def test_allocate_name_and_yaml_say_what_the_json_says():
+    env = {"LABKIT_DETERMINISTIC_SHAREID": "1"}
+    doc = json.loads(run_pipe("allocate", "-f", ALLOC_CASE, "--node", "node-1", **env)[1])
+    code, out, _ = run_pipe("allocate", "-f", ALLOC_CASE, "--node", "node-1", "-o", "yaml", **env)
+    assert code == 0 and yaml.safe_load(out) == doc
+    code, out, _ = run_pipe("allocate", "-f", ALLOC_CASE, "--node", "node-1", "-o", "name")
+    assert code == 0 and doc["allocations"]
+    assert out.splitlines() == [f"resourceclaim.resource.k8s.io/{k.split('/')[1]}" for k in doc["allocations"]]
+
+
+CEL_SLICES = """\
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: node-1-gpu}
+spec:
+  driver: gpu.nvidia.com
+  nodeName: node-1
+  pool: {name: node-1, generation: 1, resourceSliceCount: 1}
+  devices: [{name: gpu-0}, {name: gpu-1}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: nics}
+spec:
+  driver: nic.example.com
+  allNodes: true
+  pool: {name: fabric, generation: 1, resourceSliceCount: 1}
+  devices: [{name: nic-0}]
+"""
+
+
+def test_cel_name_lists_the_matching_devices(tmp_path):
+    slices = tmp_path / "slices.yaml"
+    slices.write_text(CEL_SLICES)
+    expr = 'device.driver == "gpu.nvidia.com"'
+    code, out, _ = run_pipe("cel", expr, "-f", str(slices), "-o", "json")
+    doc = json.loads(out)
+    assert code == 0 and [r["result"] for r in doc["devices"]] == ["match", "match", "no match"]
+    code, out, _ = run_pipe("cel", expr, "-f", str(slices), "-o", "name")
+    assert out.splitlines() == ["device/gpu.nvidia.com/node-1/gpu-0", "device/gpu.nvidia.com/node-1/gpu-1"]
+    code, out, _ = run_pipe("cel", expr, "-f", str(slices), "-o", "yaml")
+    assert code == 0 and yaml.safe_load(out) == doc
+
+
+def test_topology_forms():
+    code, out, _ = run_pipe("topology", "--profile", "dgx-a100")  # piped: JSON, as before
+    stats = json.loads(out)
+    code, y, _ = run_pipe("topology", "--profile", "dgx-a100", "-o", "yaml")
+    assert code == 0 and yaml.safe_load(y) == stats
+    code, out, _ = run_pipe("topology", "--profile", "dgx-a100", "-o", "name")
+    names = out.splitlines()
+    assert code == 0 and len(names) == stats["nodes"]
+    kinds: dict[str, int] = {}
+    for n in names:
+        kinds[n.split("/", 1)[0]] = kinds.get(n.split("/", 1)[0], 0) + 1
+    assert kinds == stats["kinds"]
+    code, out, _ = run_tty("topology", "--profile", "dgx-a100", NO_COLOR="1")
+    assert code == 0 and out.splitlines()[1].split() == ["WHAT", "KIND", "COUNT"]
+    _fits(out)
+
+
+def test_experiment_name_and_yaml():
+    code, out, _ = run_pipe("experiment", "policies", "-o", "yaml")
+    policies = [p["name"] for p in yaml.safe_load(out)["policies"]]
+    assert code == 0 and {"whole-gpu", "shared"} <= set(policies)
+    code, out, _ = run_pipe("experiment", "policies", "-o", "name")
+    assert out.splitlines() == [f"policy/{p}" for p in policies]
+    args = ("experiment", "run", "--fleet", "tiny", "--trace", "synthetic:10", "--policy", "whole-gpu,shared")
+    code, out, _ = run_pipe(*args, "-o", "yaml")
+    doc = yaml.safe_load(out)
+    assert code == 0 and [r["policy"] for r in doc["summary"]] == ["whole-gpu", "shared"]
+    code, js, _ = run_pipe(*args, "-o", "json")
+    assert json.loads(js)["summary"][0]["placed"] == doc["summary"][0]["placed"]
+    code, out, _ = run_pipe(*args, "-o", "name")
+    assert code == 0 and out.splitlines() == ["run/whole-gpu", "run/shared"]
+
+
+# ---- labkit cluster status: the running clusters (their run states, as `cluster up` records them) ----
+
+@pytest.fixture
+def run_dir(tmp_path):
+    """A run dir with one local cluster recorded as running (its server pid: this process, alive)."""
+    root = tmp_path / "a-run-dir-with-a-rather-long-name-so-the-path-wraps"
+    kubeconfig = root / "local-tiny" / "kubeconfig"
+    state = {"backend": "local", "profile": "tiny", "pid": os.getpid(), "server": "https://127.0.0.1:41234",
+             "kubeconfig": str(kubeconfig), "kubernetesVersion": "v1.37.0", "componentGroups": []}
+    kubeconfig.parent.mkdir(parents=True)
+    (kubeconfig.parent / "state.json").write_text(json.dumps(state))
+    return root, state
+
+
+def test_cluster_status_lists_running_clusters_as_a_table_or_a_document(run_dir):
+    root, state = run_dir
+    env = {"LABKIT_RUN_DIR": str(root)}
+    code, out, err = run_tty("cluster", "status", NO_COLOR="1", **env)
+    assert code == 0, err
+    _fits(out)
+    header, row, *under = out.splitlines()
+    assert header.split() == ["BACKEND", "PROFILE", "CLUSTER"]
+    assert row.split() == ["local", "tiny", "pid", str(os.getpid())]
+    # under its row, ready to export: the path whole (on as many lines as it needs), never cut
+    assert all(line.startswith("    ") for line in under) and len(under) > 1
+    assert "".join(line.strip() for line in under) == f"KUBECONFIG={state['kubeconfig']}"
+    code, out, _ = run_pipe("cluster", "status", **env)  # a pipe: the document
+    expected = {"clusters": [{"backend": "local", "profile": "tiny", "cluster": None, "pid": os.getpid(),
+                              "server": state["server"], "kubernetesVersion": "v1.37.0",
+                              "kubeconfig": state["kubeconfig"]}]}
+    assert code == 0 and json.loads(out) == expected
+    code, out, _ = run_pipe("cluster", "status", "-o", "yaml", **env)
+    assert code == 0 and yaml.safe_load(out) == expected
+    code, out, _ = run_pipe("cluster", "status", "-o", "name", **env)
+    assert code == 0 and out == "local/tiny\n"
+    code, out, _ = run_pipe("cluster", "status", "-o", "wide", **env)
+    assert out.splitlines()[1].split() == ["local", "tiny", "pid", str(os.getpid()), state["server"], "v1.37.0",
+                                           state["kubeconfig"]]
+    # one backend and profile: that cluster, or exit 3 and an empty list
+    code, out, _ = run_pipe("cluster", "status", "--backend", "local", "--profile", "tiny", **env)
+    assert code == 0 and json.loads(out) == expected
+    code, out, err = run_pipe("cluster", "status", "--backend", "local", "--profile", "workshop", **env)
+    assert code == 3 and json.loads(out) == {"clusters": []} and "not running" in err
+
+
+def test_cluster_status_with_nothing_running(tmp_path):
+    env = {"LABKIT_RUN_DIR": str(tmp_path)}
+    code, out, _ = run_tty("cluster", "status", **env)
+    assert code == 3 and out.startswith("no local or kind cluster is running")
+    code, out, err = run_pipe("cluster", "status", **env)
+    assert code == 3 and json.loads(out) == {"clusters": []} and "no local or kind cluster" in err
+    code, _, err = run_pipe("cluster", "status", "--backend", "sim", "-o", "json", **env)
+    assert code == 2 and len(err.splitlines()) == 1

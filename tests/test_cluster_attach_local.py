@@ -213,7 +213,7 @@ def test_an_emulating_server_picks_the_older_allocator_profile():
     import dataclasses
 
     from labkit.cluster.explain_live import restored_sim
-    from labkit.sim.profiles import load_profile
+    from labkit.model.profiles import load_profile
 
     old = connect("local", dataclasses.replace(load_profile("tiny"), kubernetes_version="1.36"), progress=False,
                   build=False)

@@ -18,7 +18,8 @@ def test_simulate_json_contract(capsys):
     rep = json.loads(out)
     assert list(rep) == ["pods", "claims"]
     for p in rep["pods"]:
-        assert list(p) == ["namespace", "name", "node", "phase", "reason", "containers", "events"]
+        assert list(p) == ["namespace", "name", "node", "phase", "reason", "gate", "containers", "events"]
+        assert p["gate"] is None  # every claim exists: no pod is held back in PreEnqueue
     for c in rep["claims"]:
         assert list(c) == ["namespace", "name", "allocation", "reservedFor"]
     assert [p["name"] for p in rep["pods"]] == ["infer-1", "infer-2", "too-big"]
@@ -72,9 +73,9 @@ def test_simulate_bad_input_is_one_line(tmp_path, capsys):
     assert main(["simulate", "-f", str(f)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cuont" in err[0]
-    assert main(["simulate", "-f", str(tmp_path / "missing.yaml")]) == 2
+    assert main(["simulate", "-f", str(tmp_path / "missing.yaml")]) == 3  # not found
     assert "no such file" in capsys.readouterr().err
-    assert main(["simulate", "-f", str(f), "--profile", "no-such-profile"]) == 2
+    assert main(["simulate", "-f", str(f), "--profile", "no-such-profile"]) == 3  # not found
     assert "cluster profile 'no-such-profile' not found; known profiles:" in capsys.readouterr().err
 
 

@@ -20,6 +20,7 @@ import re
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from labkit.cluster.kind.backend import SWAP_ANNOTATION, KindCluster
 from labkit.cluster.kind.driver import helm_values
 from labkit.cluster.kind.preflight import check_host, find_tool
 from labkit.cluster.report import normalize_report, simulate_report
-from labkit.sim.profiles import load_profile
+from labkit.model.profiles import load_profile
 from tests import test_least_privilege
 
 pytestmark = [pytest.mark.kind, pytest.mark.slow]
@@ -117,6 +118,9 @@ class Clusters:
         assert up.returncode == 0, f"labkit cluster up failed:\n{up.stdout}\n{up.stderr}"
         if KEEP and "was already running" in up.stdout:  # a developer's kept cluster
             return self._connect(profile)
+        assert "was already running" not in up.stdout, (
+            f"labkit-e2e-{profile} existed before this run created it (left by a killed run? tools/with-kind.sh "
+            f"removes such clusters before the lanes start):\n{up.stdout}")
         assert "export KUBECONFIG=" in up.stdout and "kubectl get resourceslices" in up.stdout, up.stdout
         m = re.search(r"is up in (\d+)s \(create (\d+)s, images (\d+)s, driver DaemonSets ready (\d+)s, "
                       r"slices (\d+)s\)", up.stdout)
@@ -291,20 +295,33 @@ def _spec(s: dict) -> dict:
 
 
 def check_slices(c: KindCluster, profile: str) -> None:
-    """Every node's ResourceSlices (spec) equal `python -m fake_gpus slices` for its hardware."""
-    live = c.list("ResourceSlice")
+    """Every node's ResourceSlices (spec) equal `python -m fake_gpus slices` for its hardware. A plugin
+    publishes its drivers' slices one after the other (GPUs, then NICs), so this first waits until every
+    node has as many slices as it should, however late the last one comes."""
     prof = load_profile(profile)
+    wants: dict[str, list[dict]] = {}
     for n in prof.nodes:
         cmd = [sys.executable, "-m", "fake_gpus", "slices", "--profile", n.node_profile, "--node", n.name, "-o", "json"]
         if n.mig_mode:
             cmd += ["--mig", n.mig_mode]
         if prof.topology_attributes:
             cmd += ["--topology-attributes"]
-        want = sorted((_spec(s) for s in json.loads(_run(*cmd).stdout)), key=lambda s: (s["driver"], s["pool"]["name"]))
-        got = sorted((_spec(s) for s in live if s["spec"]["nodeName"] == n.name),
+        wants[n.name] = sorted((_spec(s) for s in json.loads(_run(*cmd).stdout)),
+                               key=lambda s: (s["driver"], s["pool"]["name"]))
+    live: list[dict] = []
+
+    def all_published(cl: KindCluster) -> bool:
+        live[:] = cl.list("ResourceSlice")
+        counts = Counter(s["spec"].get("nodeName") for s in live)
+        return all(counts[node] == len(want) for node, want in wants.items())
+
+    published = c.wait(until=all_published, timeout=300)
+    for node, want in wants.items():
+        got = sorted((_spec(s) for s in live if s["spec"].get("nodeName") == node),
                      key=lambda s: (s["driver"], s["pool"]["name"]))
-        assert got and len(got) == len(want), n.name
-        assert got == want, n.name
+        assert published and got and len(got) == len(want), (node, [(s["driver"], s["pool"]["name"]) for s in got],
+                                                              [(s["driver"], s["pool"]["name"]) for s in want])
+        assert got == want, node
 
 
 def test_workshop_resourceslices_equal_fake_gpus_slices_for_each_node(clusters):
@@ -547,13 +564,16 @@ def check_generated(c: KindCluster, profile: str) -> None:
 #: on this session's cluster of that profile (connect() in the notebook finds it through
 #: LABKIT_RUN_DIR), so the course costs no cluster start of its own. `make notebooks-kind`
 #: (tools/kind-notebooks.sh) runs the same notebooks on clusters of their own.
-KIND_NOTEBOOKS = {"workshop": ("03_*", "04_*", "05_*", "11_*"), "mig-lab": ("06_*",), "topology-lab": ("07_*",)}
+KIND_NOTEBOOKS: dict[str, list[str]] = {}  # profile -> notebooks: the lessons' front matter (tools/lessons.py)
+for _lesson in json.loads(subprocess.run([sys.executable, str(ROOT / "tools/lessons.py"), "json"], check=True,
+                                         capture_output=True, text=True).stdout):
+    if "kind" in _lesson["backends"]:
+        KIND_NOTEBOOKS.setdefault(_lesson["profile"], []).append(_lesson["notebook"])
 
 
 def check_notebooks(c: KindCluster, profile: str) -> None:
-    books = sorted(str(p.relative_to(ROOT)) for pattern in KIND_NOTEBOOKS[profile]
-                   for p in (ROOT / "notebooks").glob(f"{pattern}.ipynb"))
-    assert len(books) == len(KIND_NOTEBOOKS[profile]), books
+    books = KIND_NOTEBOOKS[profile]
+    assert books and all((ROOT / b).is_file() for b in books), books
     clean(c)
     t0 = time.monotonic()
     out = _run(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env",
@@ -623,10 +643,8 @@ def test_workshop_helm_chart_installs_runs_a_seed_and_uninstalls_clean(clusters,
                "-f", str(values), "--kubeconfig", kc, "--wait", "--timeout", "5m")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "STATUS: deployed" in out.stdout, out.stdout
-    assert c.wait(until=lambda cl: {s["spec"]["nodeName"] for s in cl.list("ResourceSlice")}
-                  == {n.name for n in c.profile.nodes}, timeout=180)
+    check_slices(c, "workshop")  # waits until every node has all its drivers' slices
     MEASURED["helm install -> slices published s"] = round(time.monotonic() - t1, 1)
-    check_slices(c, "workshop")
     c.apply(SEED_40GI)
     running(c, "trainer")
     (device,) = results(c, claim_of(c, "trainer", "gpu")).values()

@@ -3,6 +3,7 @@ connect() from another process reusing it. Needs the control-plane binaries (mak
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -63,13 +64,17 @@ def test_local_cluster_stays_up_is_found_reused_and_removed(run_env):
     assert "labkit cluster down --backend local --profile tiny" in up.stdout
     assert Path(kubeconfig).is_file()
 
-    # the command returned; another process finds the cluster
+    # the command returned; another process finds the cluster (through a pipe: the JSON list)
     status = _labkit("status", env=run_env)
-    assert status.returncode == 0 and "local  tiny" in status.stdout and kubeconfig in status.stdout
-    detail = _labkit("status", "--backend", "local", "--profile", "tiny", env=run_env)
+    assert status.returncode == 0, status.stderr
+    [found] = json.loads(status.stdout)["clusters"]
+    assert (found["backend"], found["profile"], found["kubeconfig"]) == ("local", "tiny", kubeconfig)
+    assert json.loads(_labkit("status", "--backend", "local", "--profile", "tiny", env=run_env).stdout) == {
+        "clusters": [found]}
+    detail = _labkit("status", "--backend", "local", "--profile", "tiny", "-o", "table", env=run_env)
     assert detail.returncode == 0 and "Kubernetes v1.37" in detail.stdout
     pid = int(detail.stdout.split("server process pid ")[1].split()[0])
-    assert pid_alive(pid)
+    assert pid_alive(pid) and found["pid"] == pid
 
     # a second `up` does not start a second cluster
     again = _labkit("up", "--backend", "local", "--profile", "tiny", env=run_env)
@@ -96,5 +101,7 @@ def test_local_cluster_stays_up_is_found_reused_and_removed(run_env):
     assert not pid_alive(pid)
     assert not [g for g in groups if pid_alive(g)], "a control-plane or plugin process survived `down`"
     gone = _labkit("status", "--backend", "local", "--profile", "tiny", env=run_env)
+    assert gone.returncode == 3 and json.loads(gone.stdout) == {"clusters": []} and "not running" in gone.stderr
+    gone = _labkit("status", "--backend", "local", "--profile", "tiny", "-o", "table", env=run_env)
     assert gone.returncode == 3 and "not running" in gone.stdout
     assert not list((Path(run_env["LABKIT_RUN_DIR"])).glob("local-*"))

@@ -258,7 +258,7 @@ def test_older_profile_runs_on_the_newer_binaries_by_emulation(cluster: LocalClu
         assert old.emulated_version == "1.36" and old.kubernetes_version == cluster.kubernetes_version
         version = old.kube.request("GET", "/version")
         assert (version["emulationMajor"], version["emulationMinor"]) == ("1", "36")
-        from labkit.cluster.local.kube import ApiError
+        from labkit.cluster.kube import ApiError
 
         with pytest.raises(ApiError, match="not served"):  # DRADeviceTaintRules: beta, off in 1.36
             old.kube.resource("devicetaintrules")

@@ -252,7 +252,7 @@ def test_a_kind_the_server_does_not_serve_is_not_rediscovered_on_every_call(monk
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from labkit.cluster.local import kube
+    from labkit.cluster import kube
 
     paths: list[str] = []
     docs = {"/api": {"items": [{"metadata": {"name": ""}, "versions": [{"version": "v1", "resources": [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from labkit.sim.profiles import ProfileError, load_profile, parse_profile, profile_names
+from labkit.model.profiles import ProfileError, load_profile, parse_profile, profile_names
 
 
 def test_shipped_profiles_load():

@@ -201,7 +201,8 @@ def test_missing_context_is_one_line(tmp_path, capsys):
 def test_unreachable_server_is_one_line(tmp_path, capsys):
     port = _closed_port()
     kc = _kubeconfig(tmp_path, f"https://127.0.0.1:{port}")
-    assert main(["snapshot", "--kubeconfig", str(kc), "-o", str(tmp_path / "d.yaml")]) == 2
+    # the input is fine, the cluster cannot be reached: an engine error
+    assert main(["snapshot", "--kubeconfig", str(kc), "-o", str(tmp_path / "d.yaml")]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert f"cannot reach the API server of context lab (https://127.0.0.1:{port})" in err
@@ -210,7 +211,7 @@ def test_unreachable_server_is_one_line(tmp_path, capsys):
 
 
 def test_missing_kubeconfig_is_one_line(tmp_path, capsys):
-    assert main(["explain", "pod", "x", "--kubeconfig", str(tmp_path / "none")]) == 2
+    assert main(["explain", "pod", "x", "--kubeconfig", str(tmp_path / "none")]) == 3  # not found
     assert "none: no such file; pass kubeconfig=PATH (--kubeconfig) or set $KUBECONFIG" in capsys.readouterr().err
 
 

@@ -150,7 +150,7 @@ def test_cli_json_csv_and_plot(capsys, tmp_path):
 @pytest.mark.parametrize("argv, msg, code", [
     (["--trace", "nope.csv"], "trace 'nope.csv': no such file", 3),  # not found
     (["--policy", "bogus"], "policy 'bogus': unknown", 2),
-    (["--fleet", "no-such-fleet"], "no-such-fleet", 2),
+    (["--fleet", "no-such-fleet"], "no-such-fleet", 3),  # not found
     (["--limit", "-1"], "--limit -1", 2),
 ])
 def test_cli_bad_input_is_one_line(capsys, argv, msg, code):

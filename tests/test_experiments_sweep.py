@@ -113,7 +113,7 @@ def test_bad_grid_is_one_line_and_exit_2(capsys, argv, message):
     rc = labkit_main(["experiment", "sweep", "--no-progress", *argv])
     err = capsys.readouterr().err
     assert rc == 2
-    assert err.startswith(f"error: {message}"), err
+    assert err.startswith(f"labkit experiment: {message}"), err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
@@ -132,7 +132,7 @@ def test_address_without_the_dask_extra_names_the_extra(capsys, monkeypatch):
                       "--address", "tcp://127.0.0.1:8786", "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 2
-    assert err.strip() == ("error: --address tcp://127.0.0.1:8786: running on a Dask cluster needs the 'dask' "
+    assert err.strip() == ("labkit experiment: --address tcp://127.0.0.1:8786: running on a Dask cluster needs the 'dask' "
                            "extra; fix: pip install 'dra-labkit[dask]'")
 
 

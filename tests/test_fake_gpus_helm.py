@@ -22,7 +22,7 @@ from fake_gpus.cli import build_parser
 from fake_gpus.plugin.cli import load_slices
 from labkit.cluster.kind.driver import driver_manifests, helm_values
 from labkit.cluster.kind.preflight import find_tool
-from labkit.sim.profiles import load_profile
+from labkit.model.profiles import load_profile
 from tests.localutil import ready_local_cluster
 from tests.test_fake_gpus_deploy import _kubelet_expand
 

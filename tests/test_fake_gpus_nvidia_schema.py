@@ -56,7 +56,13 @@ def test_attribute_and_capacity_keys_are_nvidias(profile, mode):
     for d in devices(profile, mode):
         kind = d["attributes"]["type"]["string"]
         published = "dynamic" if "consumesCounters" in d else ("static" if kind == "mig" else "none")
-        assert set(d["attributes"]) == NVIDIA_ATTRS[(kind, published)], (profile, mode, d["name"])
+        want = NVIDIA_ATTRS[(kind, published)]
+        if prof.fm_partitions and kind in ("gpu", "vfio"):
+            # the FabricManagerPartitioning gate: the GPU module's id and, per partition size N holding
+            # it, partitionN (cmd/gpu-kubelet-plugin deviceinfo.go)
+            module = d["attributes"]["gpuModuleID"]["int"]
+            want = want | {"gpuModuleID"} | {f"partition{n}" for n in prof.fm_partitions_of(module)}
+        assert set(d["attributes"]) == want, (profile, mode, d["name"])
         caps = set(d["capacity"]) - shares
         if kind == "vfio":
             assert caps == {"addressableMemory"} and "allowMultipleAllocations" not in d
@@ -89,7 +95,7 @@ def test_mig_devices_carry_the_parents_numa_node_and_topology_is_an_explicit_opt
 
 
 def test_cluster_profiles_turn_topology_on_where_lessons_use_it():
-    from labkit.sim.profiles import load_profile
+    from labkit.model.profiles import load_profile
 
     assert {n: load_profile(n).topology_attributes for n in ("topology-lab", "exp-small", "fleet-1000", "workshop",
                                                               "tiny", "mig-lab")} == {

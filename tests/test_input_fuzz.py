@@ -28,16 +28,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from fake_gpus.plugin import cdi
 from labkit.api import dump, load
 from labkit.api.load import LoadError, read_documents
 from labkit.cel.validation import validate
 from labkit.cluster import connect
+from labkit.cluster.local.cdi import load_specs, resolve_env
 from labkit.cluster.snapshot import snapshot_yaml
 from labkit.errors import LabkitError, exit_code, one_line
 from labkit.experiments.alibaba import SAMPLE, load_alibaba
-from labkit.sim.profiles import PACKAGE_CLUSTERS, parse_profile
-from labkit.sim.state import load_state
+from labkit.model.profiles import PACKAGE_CLUSTERS, parse_profile
+from labkit.model.state import load_state
 from tests.cliserver import CliServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,8 +79,15 @@ def seeds() -> dict[str, list[tuple[str, Any]]]:
     cluster.wait()
     dump_objs = load(snapshot_yaml(cluster), default_namespace=None)
     trace = SAMPLE.read_text().splitlines(keepends=True)[:40]
+    # CDI specs as the fake driver writes them when it prepares the allocated claim (NVIDIA's
+    # personality), and the example driver's per-node spec
+    slices = cluster.list("ResourceSlice")
+    specs = [(f"CDI spec of {c['metadata']['name']}", cdi.prepare(c, r["driver"], slices)[0])
+             for c in cluster.list("ResourceClaim") if (c.get("status") or {}).get("allocation")
+             for r in c["status"]["allocation"]["devices"]["results"][:1]]
+    specs.append(("CDI spec of the example driver's common device", cdi.common_spec("gpu.example.com", "node-0")))
     return {"manifest": manifests, "profile": profiles, "dump": [("sim snapshot of gpu-40gi", dump_objs)],
-            "trace": [(str(SAMPLE.relative_to(ROOT)), "".join(trace))]}
+            "trace": [(str(SAMPLE.relative_to(ROOT)), "".join(trace))], "cdi": specs}
 
 
 def _yaml(path: Path) -> Any:
@@ -180,6 +190,21 @@ def _check_trace(text: str, tmp: Path) -> None:
     load_alibaba(tmp)
 
 
+def _check_cdi(data: Any, tmp: Path) -> None:
+    """A spec file in a node's CDI dir, as the local backend's runtime reads it."""
+    d = tmp.parent / "cdi"
+    d.mkdir(exist_ok=True)
+    for old in d.iterdir():
+        old.unlink()
+    f = d / "k8s.gpu.nvidia.com-claim_fuzz.yaml"
+    if isinstance(data, bytes):
+        f.write_bytes(data)
+    else:
+        f.write_text(json.dumps(data, allow_nan=True), encoding="utf-8", errors="surrogatepass")
+    ids = [f"{spec['kind']}={dev['name']}" for spec in load_specs([d]) for dev in spec["devices"]]
+    resolve_env(ids, [d])  # what a container that gets every device sees
+
+
 LOADERS: dict[str, Callable[[Any], None]] = {"manifest": _check_manifest, "profile": _check_profile,
                                              "dump": _check_dump}
 
@@ -204,6 +229,8 @@ def run_one(kind: str, data: Any, path: tuple, tmp: Path) -> tuple[bool, str]:
     try:
         if kind == "trace":
             _check_trace(data, tmp)
+        elif kind == "cdi":
+            _check_cdi(data, tmp)
         else:
             LOADERS[kind](data)
         return False, ""
@@ -235,11 +262,16 @@ def _keep(kind: str, data: Any, why: str) -> Path:
     return path
 
 
-def generate(n: int, seed: int) -> Iterator[tuple[str, str, Any, tuple, str]]:
+#: how often each kind of input is drawn; CDI specs have no command of their own (the local backend's
+#: node agent reads them), so the CLI sample leaves them out
+KINDS = ["manifest"] * 6 + ["profile"] * 2 + ["dump", "trace", "cdi"]
+CLI_KINDS = [k for k in KINDS if k != "cdi"]
+
+
+def generate(n: int, seed: int, kinds: list[str] = KINDS) -> Iterator[tuple[str, str, Any, tuple, str]]:
     """n mutated inputs: (kind, seed name, input, mutated path, what was done)."""
     rng = random.Random(seed)
     pool = seeds()
-    kinds = ["manifest"] * 6 + ["profile"] * 2 + ["dump", "trace"]
     for _ in range(n):
         kind = rng.choice(kinds)
         name, doc = pool[kind][rng.randrange(len(pool[kind]))]
@@ -247,7 +279,10 @@ def generate(n: int, seed: int) -> Iterator[tuple[str, str, Any, tuple, str]]:
             yield kind, name, _mutate_csv(doc, rng), (), "csv"
             continue
         if kind != "profile" and rng.random() < 0.15:  # bytes in an odd encoding
-            text = dump(doc, "yaml") if rng.random() < 0.7 else dump(doc, "json")
+            if kind == "cdi":
+                text = yaml.safe_dump(doc) if rng.random() < 0.7 else json.dumps(doc)
+            else:
+                text = dump(doc, "yaml") if rng.random() < 0.7 else dump(doc, "json")
             data, op = encode(text, rng)
             yield kind, name, data, (), op
             continue
@@ -278,14 +313,15 @@ def _mutate_csv(text: str, rng: random.Random) -> str | bytes:
 
 
 # -- the tests ---------------------------------------------------------------------------------------
-def test_every_kind_of_input_has_valid_seeds() -> None:
+def test_every_kind_of_input_has_valid_seeds(tmp_path: Path) -> None:
     """The fuzzer starts from what the kit ships, and each seed is accepted unmutated."""
     pool = seeds()
-    assert len(pool["manifest"]) >= 20 and len(pool["profile"]) >= 10
+    assert len(pool["manifest"]) >= 20 and len(pool["profile"]) >= 10 and len(pool["cdi"]) >= 2
+    assert set(pool) == set(KINDS)
     for kind, items in pool.items():
         for _name, doc in items:
             if kind != "trace":
-                assert run_one(kind, doc, (), Path("/nonexistent")) == (False, "")
+                assert run_one(kind, doc, (), tmp_path / "trace.csv") == (False, "")
 
 
 def test_mutated_inputs_in_process(tmp_path: Path) -> None:
@@ -350,7 +386,7 @@ def test_mutated_inputs_through_the_cli(tmp_path: Path) -> None:
     bad: list[str] = []
     ran = 0
     try:
-        for i, (kind, name, data, path, op) in enumerate(generate(CLI_SAMPLE, SEED + 1)):
+        for i, (kind, name, data, path, op) in enumerate(generate(CLI_SAMPLE, SEED + 1, CLI_KINDS)):
             f = _write(kind, data, tmp_path, i)
             rc, out, err = server.run("labkit", _command(kind, f))
             ran += 1
@@ -360,7 +396,7 @@ def test_mutated_inputs_through_the_cli(tmp_path: Path) -> None:
     finally:
         server.close()
     real = 0
-    for i, (kind, _name, data, _path, _op) in enumerate(generate(4, SEED + 2)):
+    for i, (kind, _name, data, _path, _op) in enumerate(generate(4, SEED + 2, CLI_KINDS)):
         f = _write(kind, data, tmp_path, 1000 + i)
         proc = subprocess.run([LABKIT, *_command(kind, f)], cwd=ROOT, capture_output=True, text=True, env=ENV,
                               errors="replace", stdin=subprocess.DEVNULL, check=False)

@@ -40,7 +40,8 @@ def check_driver_faults(c) -> None:
 
 def check_node_restart(c) -> None:
     r = faultrun.node_restart(c, pods=3)
-    assert r["ranBefore"] and r["claimsInCheckpointBefore"] == 3
+    assert r["pluginRegisteredBefore"], r
+    assert r["ranBefore"] and r["claimsInCheckpointBefore"] == 3, r
     assert r["cameBack"] and r["samePods"], r
     assert r["sameDevices"], (r["devicesBefore"], r["devicesAfter"])
     assert r["cdiSpecsAfterRestart"] >= 3  # the plugin rewrote them from its checkpoint (/var/run is a tmpfs)

@@ -75,7 +75,7 @@ def test_wheel_holds_the_runtime_data(installed):
                 "print(pathlib.Path(fake_gpus.__file__).parent)"], cwd=work)
     pkg, fg = (Path(line) for line in res.stdout.split())
     assert REPO not in pkg.parents and REPO not in fg.parents  # the installed copy, not the clone
-    assert (pkg / "sim" / "clusters" / "workshop.yaml").is_file()
+    assert (pkg / "model" / "clusters" / "workshop.yaml").is_file()
     assert (fg / "deploy" / "05-daemonset.yaml").is_file()
     assert (fg / "deploy" / "helm" / "fake-gpus" / "templates" / "_helpers.tpl").is_file()
     assert list((fg / "catalog" / "profiles").glob("*.yaml"))
@@ -86,7 +86,7 @@ def test_connect_sim_workshop(installed):
     res = _run([str(py), "-c", "from labkit.cluster import connect\n"
                 "c = connect('sim', 'workshop', progress=False)\n"
                 "print(sorted(n['metadata']['name'] for n in c.list('Node')))\n"
-                "from labkit.sim.profiles import profile_names; print(profile_names())"], cwd=work)
+                "from labkit.model.profiles import profile_names; print(profile_names())"], cwd=work)
     nodes, names = res.stdout.splitlines()
     assert nodes == "['dgx-a100-0', 't4-0', 't4-1']"
     assert "workshop" in names and "mig-lab" in names

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from labkit.cluster import connect
-from labkit.sim.profiles import load_profile
+from labkit.model.profiles import load_profile
 from labkit.sim.scoring import (
     balanced_allocation,
     least_allocated,

@@ -11,7 +11,7 @@ from fake_gpus.catalog import load_node_profile, node_profiles
 from fake_gpus.topology import topo_code, topology_matrix
 from labkit.cli import main
 from labkit.errors import NotFoundError
-from labkit.sim.profiles import load_profile
+from labkit.model.profiles import load_profile
 from labkit.topology import (
     cluster_graph,
     devices_under,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Notebooks 03-07 and 11 under nbval on real kind clusters (LABKIT_BACKEND=kind).
+# The lessons tested on kind (front matter lesson.backends) under nbval on real kind clusters (LABKIT_BACKEND=kind).
 #
 # usage: tools/kind-notebooks.sh [PYTEST ARGS...]     (`make notebooks-kind`; make test runs the same
 #        notebooks inside tests/test_cluster_kind_e2e.py, on the clusters that test starts)
@@ -15,12 +15,9 @@ LABKIT=("$VENV/bin/python" -m labkit)
 export LABKIT_RUN_DIR="${LABKIT_RUN_DIR:-$(mktemp -d /tmp/labkit-nb-run.XXXXXX)}"
 export LABKIT_BACKEND=kind
 
-# profile -> notebooks (the profile each notebook's first cell connects to)
-GROUPS_=(
-  "workshop:notebooks/03_*.ipynb notebooks/04_*.ipynb notebooks/05_*.ipynb notebooks/11_*.ipynb"
-  "mig-lab:notebooks/06_*.ipynb"
-  "topology-lab:notebooks/07_*.ipynb"
-)
+# profile -> notebooks: the lessons whose front matter lists `kind` in lesson.backends, grouped by
+# lesson.profile (the profile each notebook's first cell connects to; tools/lessons.py)
+mapfile -t GROUPS_ < <(python3 tools/lessons.py groups --backend kind)
 
 status=0
 current=""
@@ -31,7 +28,7 @@ trap cleanup EXIT
 
 for group in "${GROUPS_[@]}"; do
   profile="${group%%:*}"
-  # shellcheck disable=SC2206  # the globs are meant to expand
+  # shellcheck disable=SC2206  # the paths are split on spaces
   books=(${group#*:})
   current="$profile"
   SECONDS=0

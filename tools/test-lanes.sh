@@ -109,7 +109,8 @@ kind_lane() {
 }
 
 faults_lane() {
-  env "$(lane_env faults)" LABKIT_FAULTS_PROFILE="${LABKIT_FAULTS_PROFILE:-tiny}" "$VENV/bin/pytest" tests -m kind_faults -p no:cacheprovider --junitxml="$LOGS/faults.xml"
+  env "$(lane_env faults)" LABKIT_FAULTS_PROFILE="${LABKIT_FAULTS_PROFILE:-tiny}" \
+    LABKIT_FAULTS_CLUSTER="${LABKIT_FAULTS_CLUSTER:-labkit-e2e-faults}" "$VENV/bin/pytest" tests -m kind_faults -p no:cacheprovider --junitxml="$LOGS/faults.xml"
 }
 
 BACKGROUND=(local course kind faults)

@@ -79,6 +79,20 @@ if [[ "${LABKIT_KIND_PRELOAD:-1}" != 0 ]]; then
   say "node image with the test images preloaded: $LABKIT_KIND_NODE_IMAGE ready in $((SECONDS - s))s"
 fi
 
+# Clusters named labkit-e2e-* belong to the test lanes. One still there now was left by a run that
+# was killed before its fixtures could delete it (its containers persist in the engine's data root,
+# which lives in the cache): the e2e would attach to it, or the fault lane run on a stale node, so it
+# goes first. LABKIT_KIND_E2E_KEEP (a developer's kept e2e clusters) leaves them alone.
+remove_leftover_clusters() {
+  [[ -z "${LABKIT_KIND_E2E_KEEP:-}" ]] || return 0
+  local name
+  for name in $(kind get clusters 2>/dev/null | grep '^labkit-e2e-' || true); do
+    say "removing kind cluster $name, left over from an interrupted test run"
+    kind delete cluster --name "$name" >&2 || true
+  done
+}
+
 raise_inotify
 export PATH="$CACHE/bin:$PATH"
+remove_leftover_clusters
 "$@"

@@ -278,6 +278,7 @@ def catalog_defaults() -> dict[str, str]:
 _PROFILE_FIELDS = {
     "name", "description", "migMode", "driverVersion", "cudaDriverVersion", "sockets", "pcieRoots",
     "pcieSwitches", "nvlinkDomains", "gpus", "nics", "addressingMode", "consumableShares", "iommuFD",
+    "computeDomains", "fabricManagerPartitions",
 }
 
 
@@ -472,7 +473,8 @@ def _parse_profile(c: _Ctx, source: str) -> NodeProfile:
 
     gpus: list[GpuSlot] = []
     for g in c.items("gpus", required=True):
-        g.only({"minor", "model", "pciBusID", "pcieSwitch", "pcieRoot", "nvlinkDomain", "migLayout", "passthrough"})
+        g.only({"minor", "model", "pciBusID", "pcieSwitch", "pcieRoot", "nvlinkDomain", "migLayout", "passthrough",
+                "gpuModuleID"})
         minor = g.get("minor", int, nonneg=True)
         if any(x.minor == minor for x in gpus):
             g.fail(f"duplicate GPU minor {minor}", "minor")
@@ -492,7 +494,10 @@ def _parse_profile(c: _Ctx, source: str) -> NodeProfile:
         if passthrough and not (model.pci_device_id and model.addressable_memory_mib):
             g.fail(f"GPU model {model.name} has no pci.deviceID / pci.addressableMemoryMiB in gpus.yaml, which "
                    "a VFIO device publishes; add them or remove passthrough", "passthrough")
-        gpus.append(GpuSlot(minor, model, bus, root, sw, sock, sockets[sock], dom, layout, passthrough))
+        module_id = g.get("gpuModuleID", int, 0, nonneg=True)
+        if module_id and any(x.module_id == module_id for x in gpus):
+            g.fail(f"gpuModuleID {module_id} is used twice", "gpuModuleID")
+        gpus.append(GpuSlot(minor, model, bus, root, sw, sock, sockets[sock], dom, layout, passthrough, module_id))
 
     nics: list[NicSlot] = []
     for n in c.items("nics"):
@@ -523,7 +528,33 @@ def _parse_profile(c: _Ctx, source: str) -> NodeProfile:
         addressing_mode=_addressing_mode(c, defaults),
         consumable_shares=_consumable_shares(c),
         iommufd=c.get("iommuFD", bool, False),
+        compute_domains=c.get("computeDomains", bool, False),
+        fm_partitions=_fm_partitions(c, {g.module_id for g in gpus if g.module_id}),
     )
+
+
+def _fm_partitions(c: _Ctx, modules: set[int]) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """Fabric Manager's partitions (NVIDIA's FabricManagerPartitioning gate): each an id and the
+    gpuModuleIDs of its GPUs; a GPU is in at most one partition of each size, as FM reports them."""
+    out: list[tuple[int, tuple[int, ...]]] = []
+    seen: dict[tuple[int, int], int] = {}  # (size, module) -> partition id
+    for p in c.items("fabricManagerPartitions"):
+        p.only({"id", "gpuModuleIDs"})
+        pid = p.get("id", int, nonneg=True)
+        if any(pid == x for x, _ in out):
+            p.fail(f"duplicate partition id {pid}", "id")
+        mods = p.get("gpuModuleIDs", list)
+        if not mods or not all(isinstance(m, int) and not isinstance(m, bool) for m in mods):
+            p.fail("must be a non-empty list of integers (the GPUs' gpuModuleID)", "gpuModuleIDs")
+        for m in mods:
+            if m not in modules:
+                p.fail(f"no GPU has gpuModuleID {m}; set gpuModuleID on the profile's gpus", "gpuModuleIDs")
+            if (len(mods), m) in seen:
+                p.fail(f"gpuModuleID {m} is already in partition {seen[(len(mods), m)]} of size {len(mods)}",
+                       "gpuModuleIDs")
+            seen[(len(mods), m)] = pid
+        out.append((pid, tuple(mods)))
+    return tuple(out)
 
 
 def _consumable_shares(c: _Ctx) -> str:

@@ -157,6 +157,7 @@ class GpuSlot:
     nvlink_domain: str | None = None
     mig_layout: tuple[MigPlacement, ...] = ()
     passthrough: bool = False  # bound to vfio-pci: published as a VFIO device (PassthroughSupport)
+    module_id: int = 0  # NVML's GPU module id (the baseboard slot, 1-based); 0 = not reported
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,13 @@ class NodeProfile:
     example: Any = None  # an example_driver.ExampleDriverSpec: the node runs dra-example-driver instead
     consumable_shares: str = "disabled"  # the driver's --consumable-shares: disabled, memory, unlimited or N
     iommufd: bool = False  # the host has /dev/iommu (VFIO devices publish iommuFDEnabled)
+    compute_domains: bool = False  # NVIDIA's compute-domain kubelet plugin runs here (multi-node NVLink)
+    fm_partitions: tuple[tuple[int, tuple[int, ...]], ...] = ()  # Fabric Manager: (partition id, module ids)
+
+    def fm_partitions_of(self, module_id: int) -> dict[int, int]:
+        """size -> id of the Fabric Manager partition of that size holding the GPU module (what
+        NVIDIA's driver publishes as `partition<size>` under its FabricManagerPartitioning gate)."""
+        return {len(mods): pid for pid, mods in self.fm_partitions if module_id in mods}
 
     def gpu(self, minor: int) -> GpuSlot:
         for g in self.gpus:

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from fake_gpus import example_driver
+from fake_gpus import computedomain, example_driver
 
 from .config import config_env
 from .devices import AllocatedDevice, ClaimError, DeviceIndex, allocated_devices
@@ -261,6 +261,8 @@ def build_spec(claim: dict[str, Any], driver: str, devices: Sequence[AllocatedDe
     """The CDI spec (a dict) for a claim's prepared devices; see the module docstring."""
     if example_driver.is_example_driver(driver):
         return _example_spec(claim, driver, devices)
+    if driver == computedomain.DRIVER:
+        return _compute_domain_spec(claim, driver, devices)
     claim_uid = str((claim.get("metadata") or {}).get("uid", ""))
     per_device = device_envs(devices, claim, driver)
     spec_devices: list[dict[str, Any]] = []
@@ -280,6 +282,24 @@ def build_spec(claim: dict[str, Any], driver: str, devices: Sequence[AllocatedDe
         "devices": spec_devices,
         "containerEdits": {"env": _env_list(_claim_env(claim, driver))},
     }
+
+
+def _compute_domain_spec(claim: dict[str, Any], driver: str, devices: Sequence[AllocatedDevice]) -> dict[str, Any]:
+    """NVIDIA's compute-domain plugin: the channel's device nodes (FAKE_IMEX_CHANNELS lists them)
+    or the daemon's env, from the claim's ComputeDomain*Config (ClaimError when it is refused)."""
+    meta = claim.get("metadata") or {}
+    try:
+        config = computedomain.claim_config(claim)
+    except computedomain.ConfigError as exc:
+        raise ClaimError(f"claim {meta.get('namespace', '')}/{meta.get('name', '')}: {exc}") from None
+    if config is None:
+        raise ClaimError(f"claim {meta.get('namespace', '')}/{meta.get('name', '')}: no opaque config for "
+                         f"driver {driver}; a ComputeDomain's claim template carries its "
+                         f"{computedomain.CHANNEL_CONFIG_KIND} (create claims from that template)")
+    spec_devices = [{"name": cdi_device_name(str(meta.get("uid", "")), d.name, d.share_id),
+                     "containerEdits": computedomain.container_edits(config)} for d in devices]
+    return {"cdiVersion": minimum_cdi_version(spec_devices), "kind": cdi_kind(driver), "devices": spec_devices,
+            "containerEdits": {"env": _env_list(_claim_env(claim, driver))}}
 
 
 # ------------------------------------------------------------------ the dra-example-driver personality
@@ -423,26 +443,60 @@ def remove_spec(cdi_dir: str | os.PathLike[str], driver: str, claim_uid: str) ->
     spec_path(cdi_dir, driver, claim_uid).unlink(missing_ok=True)
 
 
-def validate_spec(spec: dict[str, Any]) -> list[str]:
-    """Problems with a spec under the CDI naming rules (used by tests and as a self-check)."""
+_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+def validate_spec(spec: Any) -> list[str]:
+    """Problems with a spec, each ``field path: problem``, under the rules of the CDI spec's
+    reference parser: cdiVersion a version string, kind ``vendor/class`` (vendor and class start
+    with a letter, then letters, digits, ``_ - .``, end with a letter or digit), at least one
+    device, each named once (a letter or digit first and last, ``_ - . :`` between; a digit first
+    needs cdiVersion >= 0.5.0), container edits a mapping whose env entries are ``KEY=VALUE`` with
+    a non-empty KEY. Takes any parsed document (the local backend reads spec files with it)."""
+    if not isinstance(spec, dict):
+        return [f"(the document): a CDI spec is a mapping, not {type(spec).__name__}"]
     problems: list[str] = []
-    kind = str(spec.get("kind", ""))
-    vendor, _, cls = kind.partition("/")
+    version = spec.get("cdiVersion")
+    if not isinstance(version, str) or not _VERSION_RE.match(version):
+        problems.append(f"cdiVersion: {version!r} is not a CDI version such as '0.6.0'")
+    kind = spec.get("kind")
+    vendor, sep, cls = kind.partition("/") if isinstance(kind, str) else ("", "", "")
     if not _VENDOR_RE.match(vendor):
-        problems.append(f"kind {kind!r}: vendor must start with a letter and use [A-Za-z0-9_.-]")
-    if not _VENDOR_RE.match(cls):
-        problems.append(f"kind {kind!r}: class must start with a letter and use [A-Za-z0-9_.-]")
-    names = [d.get("name", "") for d in spec.get("devices") or []]
-    for n in names:
-        if not _NAME_RE.match(n):
-            problems.append(f"device {n!r}: invalid CDI device name")
-    if len(set(names)) != len(names):
-        problems.append("duplicate device names")
-    if any(n[:1].isdigit() for n in names) and spec.get("cdiVersion") in ("0.3.0", "0.4.0"):
-        problems.append("device names starting with a digit need cdiVersion >= 0.5.0")
-    for where, edits in [("spec", spec.get("containerEdits") or {})] + [
-            (f"device {d.get('name')}", d.get("containerEdits") or {}) for d in spec.get("devices") or []]:
-        for e in edits.get("env") or []:
-            if "=" not in e:
-                problems.append(f"{where}: env entry {e!r} is not KEY=VALUE")
+        problems.append(f"kind: {kind!r}: vendor must start with a letter and use [A-Za-z0-9_.-]")
+    if not sep or not _VENDOR_RE.match(cls):
+        problems.append(f"kind: {kind!r}: class must start with a letter and use [A-Za-z0-9_.-]")
+    problems += _edits_problems("containerEdits", spec.get("containerEdits"))
+    devices = spec.get("devices")
+    if not isinstance(devices, list) or not devices:
+        return [*problems, "devices: a CDI spec defines at least one device (a list)"]
+    seen: set[str] = set()
+    for i, dev in enumerate(devices):
+        where = f"devices[{i}]"
+        if not isinstance(dev, dict):
+            problems.append(f"{where}: a device is a mapping, not {type(dev).__name__}")
+            continue
+        name = dev.get("name")
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            problems.append(f"{where}.name: device {name!r}: invalid CDI device name (letters, digits, _ - . :)")
+        elif name in seen:
+            problems.append(f"{where}.name: duplicate device names ({name!r})")
+        else:
+            seen.add(name)
+            if name[:1].isdigit() and version in ("0.3.0", "0.4.0"):
+                problems.append(f"{where}.name: device names starting with a digit need cdiVersion >= 0.5.0")
+        problems += _edits_problems(f"{where}.containerEdits", dev.get("containerEdits"))
     return problems
+
+
+def _edits_problems(where: str, edits: Any) -> list[str]:
+    if edits is None:
+        return []
+    if not isinstance(edits, dict):
+        return [f"{where}: container edits are a mapping, not {type(edits).__name__}"]
+    env = edits.get("env")
+    if env is None:
+        return []
+    if not isinstance(env, list):
+        return [f"{where}.env: a list of KEY=VALUE strings, not {type(env).__name__}"]
+    return [f"{where}.env[{i}]: env entry {item!r} is not KEY=VALUE" for i, item in enumerate(env)
+            if not isinstance(item, str) or item.find("=") <= 0]

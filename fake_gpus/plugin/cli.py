@@ -17,11 +17,12 @@ from typing import Any
 
 import yaml
 
-from fake_gpus import featuregates
+from fake_gpus import computedomain, featuregates
 from fake_gpus.errors import InputError
 from fake_gpus.slices import device_classes
 
 from . import paths
+from .cdgate import ChannelGate
 
 log = logging.getLogger("fake_gpus.plugin")
 
@@ -167,7 +168,7 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
     # lazy: start-up (grpc and the gRPC server; python -m fake_gpus --help imports this module)
     from .checkpoint import CheckpointError
     from .claims import KubeClaimSource, kube_api_client
-    from .kube import KubeError
+    from .kube import KubeError, KubeRest
     from .publisher import SlicePublisher, apply_device_classes
     from .server import PluginServer
     from .state import DriverState
@@ -192,6 +193,8 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
         for driver in served_drivers(args, slices):
             state = DriverState(driver, claims, cdi_dir=args.cdi_dir,
                                 checkpoint_path=paths.checkpoint_path(args.plugins_dir, driver), slices=slices)
+            if driver == computedomain.DRIVER and api_client is not None:
+                state.precheck = ChannelGate(KubeRest(api_client), args.node)
             server = PluginServer(state, registry_dir=args.registry_dir, plugins_dir=args.plugins_dir,
                                   health=args.health)
             server.start()

@@ -30,10 +30,11 @@ class KubeRest:
 
     def request(self, method: str, path: str, *, body: dict[str, Any] | None = None,
                 query: dict[str, str] | None = None) -> tuple[int, Any]:
-        """(HTTP status, decoded JSON body or None). Raises KubeError only for transport errors."""
+        """(HTTP status, decoded JSON body or None). Raises KubeError only for transport errors.
+        A PATCH is a JSON merge patch."""
         headers = {"Accept": "application/json"}
         if body is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = "application/merge-patch+json" if method == "PATCH" else "application/json"
         try:
             m, url, hdrs, data, _ = self.api_client.param_serialize(
                 method, path, query_params=query or None, header_params=headers,

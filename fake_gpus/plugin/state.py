@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,8 @@ class DriverState:
         self._slices = list(slices or [])
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        #: the driver's own check of a claim before it is prepared: the error for the kubelet, or None
+        self.precheck: Callable[[dict[str, Any]], str | None] | None = None
         restored = self.checkpoint.all()
         if restored:
             log.info("restored %d prepared claim(s) from %s", len(restored), self.checkpoint.path)
@@ -94,6 +97,10 @@ class DriverState:
             if got_uid != uid:
                 raise ClaimError(f"claim {ref} got replaced: the API server has uid {got_uid}, "
                                  f"the kubelet asked for uid {uid}")
+            if self.precheck is not None:
+                why = self.precheck(claim)
+                if why:
+                    raise ClaimError(f"claim {ref}: {why}")
             devices = allocated_devices(claim, self.driver, self._index)
             spec = cdi.build_spec(claim, self.driver, devices) if devices else None
             if spec is not None:

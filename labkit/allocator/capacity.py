@@ -109,17 +109,26 @@ def _violates(value: Quantity, policy: dict | None, fractional: bool) -> bool:
     return False
 
 
+def _consumed_of(requests: dict | None, name: str, cap: CapacityInfo, fractional: bool) -> tuple[Quantity, bool]:
+    """(what the request consumes of `cap`, whether that violates its policy), kept on the
+    capacity: a request text always consumes the same (the allocator asks for every device it
+    looks at, many times per claim)."""
+    text = str(requests[name]) if requests and name in requests else None
+    key = (text, fractional)
+    hit = cap.memo.get(key)
+    if hit is None:
+        try:
+            q = _consumed(None if text is None else _q(text), cap, fractional)
+        except CapacityError as exc:
+            raise CapacityError(f"capacity {name!r}: {exc}") from exc
+        hit = cap.memo[key] = (q, q.value >= 0 and _violates(q, cap.policy, fractional))
+    return hit
+
+
 def consumed_quantities(requests: dict | None, caps: dict[str, CapacityInfo],
                         fractional: bool) -> dict[str, Quantity]:
     """What a request consumes of every capacity of a device (``GetConsumedCapacityFromRequest``)."""
-    out = {}
-    for name, cap in caps.items():
-        req = _q(requests[name]) if requests and name in requests else None
-        try:
-            out[name] = _consumed(req, cap, fractional)
-        except CapacityError as exc:
-            raise CapacityError(f"capacity {name!r}: {exc}") from exc
-    return out
+    return {name: _consumed_of(requests, name, cap, fractional)[0] for name, cap in caps.items()}
 
 
 def check_capacity(requests: dict | None, caps: dict[str, CapacityInfo],
@@ -131,13 +140,13 @@ def check_capacity(requests: dict | None, caps: dict[str, CapacityInfo],
         for name in requests:
             if name not in caps:
                 return False, ("missing", name)
-    consumed = consumed_quantities(requests, caps, fractional)
-    for name, q in consumed.items():
+    consumed = {name: _consumed_of(requests, name, cap, fractional) for name, cap in caps.items()}
+    for name, (q, _) in consumed.items():
         if q.value < 0:
             raise CapacityError(f"capacity {name!r}: capacity value is negative")
     for name, cap in caps.items():
-        q = consumed[name]
-        if _violates(q, cap.policy, fractional):
+        q, violates = consumed[name]
+        if violates:
             return False, ("policy", name, q.canonical())
         total = q.value + (already or {}).get(name, 0) + (allocating or {}).get(name, 0)
         if total > cap.value:

@@ -15,7 +15,7 @@ from labkit.allocator import Allocator, features_for
 from labkit.api import LoadError, load_files, with_defaults
 from labkit.api.features import DEFAULT_VERSION, FeatureGateError, parse_feature_gates, resolve_gates
 from labkit.cel.validation import validate
-from labkit.output import HUMAN, Table, add_output_arg, dump_doc, print_table, resolve_format, terminal_width
+from labkit.output import Table, add_output_arg, print_output, print_table, resolve_format, terminal_width
 
 __all__ = ["register", "run", "allocate_files", "deterministic_share_ids"]
 
@@ -33,7 +33,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--feature-gates", default="", metavar="G=true,...", help="Kubernetes gate overrides")
     p.add_argument("--kubernetes-version", default=DEFAULT_VERSION, help="1.34-1.37 (default %(default)s)")
     p.add_argument("--no-validate", action="store_true", help="hand objects straight to the allocator")
-    add_output_arg(p, ("table", "wide", "json", "yaml"), "json")
+    add_output_arg(p, "json", name="the allocated claims")
     p.add_argument("--explain", action="store_true", help="add an explanation of refusals")
     p.set_defaults(func=run)
 
@@ -136,15 +136,16 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - the contract is: never a traceback
         doc = _bad(f"internal error: {type(exc).__name__}: {exc}")
     summary = doc.pop("_summary", None)
-    fmt = resolve_format(args.output, "json")
-    if fmt in HUMAN:
+
+    def human(fmt: str) -> None:
         print_table(_table(doc), fmt)
         status = f"status: {doc['status']}" + (f" ({doc['error']})" if doc.get("error") else "")
         print(status if fmt == "wide" else "\n".join(textwrap.wrap(status, terminal_width()) or [status]))
         if summary:
             print(summary)
-    else:
-        sys.stdout.write(dump_doc(doc, fmt))
+
+    print_output(resolve_format(args.output, "json"), doc, human=human,
+                 names=lambda: [f"resourceclaim.resource.k8s.io/{key.partition('/')[2]}" for key in doc["allocations"]])
     if doc["status"] == "error":  # the JSON document has it too; the user sees one line on stderr
         print(f"labkit allocate: {doc['error']}", file=sys.stderr)
     return EXIT.get(doc["status"], 2)

@@ -64,6 +64,9 @@ class CapacityInfo:
     value: Fraction
     text: str
     policy: dict | None
+    #: labkit.allocator.capacity's results for this capacity, by (request text, fractional):
+    #: (consumed, violates the policy) - a capacity and its policy never change
+    memo: dict = field(default_factory=dict, repr=False)
 
 
 @dataclass(eq=False)
@@ -104,11 +107,17 @@ class DeviceInfo:
     @lazy
     def capacity(self) -> dict[str, CapacityInfo]:
         raw = self.raw.get("capacity") or {}
-        # the GPUs of a fleet share a few capacity maps: one parsed, read-only copy of each (only
-        # maps of plain value texts: the key is then made of strings)
-        key: tuple | None = tuple((cname, cap["value"]) for cname, cap in raw.items()
-                                  if type(cap) is dict and len(cap) == 1 and type(cap.get("value")) is str)
-        if len(key) != len(raw):
+        # the GPUs of a fleet share a few capacity maps: one parsed, read-only copy of each (maps
+        # of value texts, with or without a request policy; the key is made of strings and the
+        # policy as a hashable JSON key), which also shares the capacity checks' memo
+        key: tuple | None = None
+        try:
+            key = tuple((cname, cap["value"], frozen_json(cap.get("requestPolicy"))) for cname, cap in raw.items()
+                        if type(cap) is dict and type(cap.get("value")) is str and len(cap) <= 2
+                        and (len(cap) == 1 or "requestPolicy" in cap))
+        except TypeError:
+            key = None
+        if key is not None and len(key) != len(raw):
             key = None
         caps = _CAPACITY_CACHE.get(key) if key is not None else None
         if caps is not None:

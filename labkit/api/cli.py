@@ -10,14 +10,14 @@ from typing import Any
 from labkit.api.context import CelChecks
 from labkit.api.features import DEFAULT_VERSION, parse_feature_gates, resolve_gates
 from labkit.api.load import LoadError, load, load_files, read_documents
-from labkit.api.validate import validate
+from labkit.api.validate import check_objects
 from labkit.errors import InputError
 
 __all__ = ["register", "run"]
 
 
-def register(subparsers: Any, *, cel: CelChecks | None = None) -> None:
-    """``cel``: how to check CEL selectors (labkit.cli passes labkit.cel's; without, their
+def register(subparsers: Any, *, cel: CelChecks | None) -> None:
+    """``cel``: how to check CEL selectors (labkit.cli passes labkit.cel's; None checks their
     length only)."""
     parser = subparsers.add_parser(
         "validate", help="check manifests like the API server would",
@@ -49,8 +49,8 @@ def run(args: argparse.Namespace) -> int:
     if not objs:
         print(f"no Kubernetes objects in {len(files)} file(s): nothing to validate", file=sys.stderr)
         return 0
-    problems = validate(objs, kubernetes_version=args.kubernetes_version, feature_gates=gates,
-                        cel=getattr(args, "cel_checks", None))
+    problems = check_objects(objs, kubernetes_version=args.kubernetes_version, feature_gates=gates,
+                        cel=args.cel_checks)
     if problems:
         sys.stdout.write("".join(f"{p}\n" for p in problems))
         return 1

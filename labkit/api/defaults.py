@@ -5,8 +5,9 @@ Only ``resource.k8s.io/v1`` objects are touched; everything else is returned as 
 
 from __future__ import annotations
 
-import copy
 from typing import Any
+
+from labkit.api.load import copy_of
 
 __all__ = ["with_defaults"]
 
@@ -48,9 +49,10 @@ def _default_device_claim(spec: Any) -> None:
                 _default_request_fields(sub)
 
 
-def with_defaults(obj: dict) -> dict:
-    """A deep copy of ``obj`` with the defaults the API server would apply on create."""
-    out = copy.deepcopy(obj)
+def with_defaults(obj: dict, *, copy: bool = True) -> dict:
+    """A deep copy of ``obj`` with the defaults the API server would apply on create
+    (``copy=False``: ``obj`` itself, defaulted in place - for objects the caller just made)."""
+    out = copy_of(obj) if copy else obj
     if not isinstance(out, dict) or out.get("apiVersion") != _V1:
         return out
     kind = out.get("kind")

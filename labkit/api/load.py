@@ -354,13 +354,25 @@ def _looks_like_text(source: str) -> bool:
     return ": " in source or source.rstrip().endswith(":")
 
 
+def copy_of(obj: Any) -> Any:
+    """Deep copy of plain JSON-like data (dicts, lists, scalars); much faster than copy.deepcopy,
+    which it falls back to for anything else. Shared parts are copied once per reference."""
+    if isinstance(obj, dict):
+        return {k: copy_of(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [copy_of(v) for v in obj]
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    return copy.deepcopy(obj)
+
+
 def _read_source(source: Any) -> tuple[list[Any], str]:
     """Return (documents, origin) for any accepted source."""
     try:
         if isinstance(source, dict):
-            return [copy.deepcopy(source)], "<dict>"
+            return [copy_of(source)], "<dict>"
         if isinstance(source, list | tuple):
-            return [copy.deepcopy(item) for item in source], "<list>"
+            return [copy_of(item) for item in source], "<list>"
     except RecursionError:  # what a file cannot hold (the YAML reader stops earlier), a dict can
         raise LoadError(f"<{type(source).__name__}>: nested too deeply to read (hundreds of levels of lists "
                         "or mappings); fix: flatten the document") from None

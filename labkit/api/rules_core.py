@@ -4,7 +4,7 @@ Pods (and the pod templates of Deployments and Jobs), Nodes and Namespaces.
 Covered: containers (required, names, images), resource lists (names, quantities, requests vs.
 limits, extended resources), nodeName, nodeSelector, tolerations, restartPolicy; Node taints,
 capacity and allocatable; Namespace finalizers. The DRA side of a pod (``resourceClaims``) is in
-:mod:`labkit.api.rules_pod`. Cluster profiles describe Nodes too: :mod:`labkit.sim.profiles`
+:mod:`labkit.api.rules_pod`. Cluster profiles describe Nodes too: :mod:`labkit.model.profiles`
 reuses :func:`check_taints`, :func:`check_labels` and :func:`check_resource_list` so a profile is
 refused where a Node would be.
 """

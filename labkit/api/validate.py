@@ -17,11 +17,12 @@ from labkit.api.problem import Problem, Sink, as_dict, show
 from labkit.api.rules_claim import check_claim_spec, check_claim_status, check_device_class_spec
 from labkit.api.rules_core import check_namespace, check_node, check_pod_core
 from labkit.api.rules_meta import check_metadata, check_template_metadata
+from labkit.api.rules_nvidia import COMPUTE_DOMAIN_API, check_compute_domain
 from labkit.api.rules_pod import check_pod_spec
 from labkit.api.rules_slice import check_slice_spec, check_taint_rule_spec
 from labkit.api.schema import check_structure, suggest
 
-__all__ = ["KNOWN_KINDS", "MAX_OBJECT_BYTES", "CelChecks", "Problem", "validate"]
+__all__ = ["KNOWN_KINDS", "MAX_OBJECT_BYTES", "CelChecks", "Problem", "check_objects"]
 
 #: etcd's default --max-request-bytes: a larger object is refused by the API server
 MAX_OBJECT_BYTES = 1536 * 1024
@@ -61,17 +62,20 @@ def _ident(obj: dict) -> tuple[str, str]:
     return (kind if isinstance(kind, str) and kind else "<no kind>"), str(name)
 
 
-def validate(objs: dict | Iterable[dict], *, kubernetes_version: str = features.DEFAULT_VERSION,
-             feature_gates: dict[str, bool] | None = None,
-             existing: Iterable[dict] = (), cel: CelChecks | None = None) -> list[Problem]:
+def check_objects(objs: dict | Iterable[dict], *, cel: CelChecks | None,
+                  kubernetes_version: str = features.DEFAULT_VERSION,
+                  feature_gates: dict[str, bool] | None = None,
+                  existing: Iterable[dict] = ()) -> list[Problem]:
     """All problems in ``objs``; empty when the API server would accept them.
+
+    Callers use :func:`labkit.cel.validation.validate` (this with CEL compiled); this function is
+    the rules engine under it, named apart so that nobody calls it without deciding ``cel``.
 
     ``existing`` are objects already stored in the cluster: they are not validated, but rules
     that look at other objects see them (a claim's admin access checks its Namespace's label).
 
     ``cel``: how to compile CEL selectors and estimate their cost. labkit.api cannot do that
-    itself (labkit.cel sits above it); None checks their length only.
-    ``labkit.cel.validation.validate`` is this function with labkit.cel's checks.
+    itself (labkit.cel sits above it); None (said on purpose) checks their length only.
 
     Raises :class:`labkit.api.features.FeatureGateError` for an unsupported version or an
     unknown gate name (bad options, not bad objects).
@@ -148,6 +152,9 @@ def _check(obj: dict, sink: Sink, ctx: Context) -> None:
             hint = suggest(kind, sorted(served | {k for k, v in KNOWN_KINDS.items() if api in v}))
             fix = f'did you mean "{hint}"?' if hint else "check the kind and apiVersion"
             sink.add("kind", f"{show(kind)} is not a kind of {api} ({fix})")
+        if kind == "ComputeDomain" and api == COMPUTE_DOMAIN_API:  # NVIDIA's CRD: the sim runs its controller
+            check_metadata(obj, sink)
+            check_compute_domain(sink, obj)
         return  # not LabKit's business (ConfigMap, Service, CRDs ...): accepted as is
     if api and api not in KNOWN_KINDS[kind]:
         sink.add("apiVersion", f"{kind} is {' or '.join(KNOWN_KINDS[kind])}, not {api!r}")

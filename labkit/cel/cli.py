@@ -9,7 +9,6 @@ allocator aborts on a selector's runtime error). Never a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import asdict
 from typing import Any
 
@@ -18,7 +17,7 @@ from labkit.cel.facade import DEFAULT_ENGINE, ENGINES, compile_selector
 from labkit.cel.slices import evaluate_slices
 from labkit.cel.validation import validate
 from labkit.errors import InputError
-from labkit.output import Table, print_table
+from labkit.output import Table, add_output_arg, print_output, print_table, resolve_format
 
 __all__ = ["register", "run"]
 
@@ -31,7 +30,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("expression", metavar="EXPR", help="CEL selector, e.g. 'device.driver == \"gpu.nvidia.com\"'")
     parser.add_argument("-f", "--filename", dest="files", action="append", required=True, metavar="FILE",
                         help="manifest file with ResourceSlices (YAML/JSON); '-' = stdin; repeatable")
-    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    add_output_arg(parser, "table", name="device/DRIVER/POOL/DEVICE of each device the selector matches")
     parser.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE)
     parser.add_argument("--no-consumable-capacity", dest="consumable_capacity", action="store_false",
                         help="compile as with feature gate DRAConsumableCapacity off")
@@ -74,10 +73,12 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         raise InputError("no devices found: the files contain no ResourceSlice with devices",
                          fix="pass ResourceSlices, e.g. from `python -m fake_gpus slices`")
-    if args.output == "json":
-        print(json.dumps({"expression": args.expression, "engine": args.engine, "devices": rows}, indent=2))
-    else:
-        print_table(_table(rows), "table", fit_pipe=False)  # piped: one line per device, as always
+    doc = {"expression": args.expression, "engine": args.engine, "devices": rows}
+    # piped, the table has one line per device, as always
+    print_output(resolve_format(args.output, "table"), doc,
+                 human=lambda fmt: print_table(_table(rows), fmt, fit_pipe=False),
+                 names=lambda: [f"device/{r['driver']}/{r['pool']}/{r['device']}" for r in rows
+                                if r["result"] == "match"])
     if rows and all(r["result"] == "error" for r in rows):
         raise InputError(f"the selector fails on every device ({len(rows)}), first: {rows[0]['message']}; "
                          "kube-scheduler would fail every allocation that uses it",

@@ -8,6 +8,7 @@
 from labkit.cluster.base import (
     Cluster,
     ClusterError,
+    ClusterInputError,
     NotFound,
     backend_class,
     backends,
@@ -19,6 +20,7 @@ from labkit.cluster.placements import Placement, PlacementTable, build_placement
 __all__ = [
     "Cluster",
     "ClusterError",
+    "ClusterInputError",
     "NotFound",
     "Placement",
     "PlacementTable",

@@ -27,7 +27,7 @@ that ``labkit cluster down --backend B --profile P`` can stop a cluster an earli
 
 Objects are plain dicts (see docs/architecture.md). Shared helpers that need no backend:
 `labkit.cluster.placements.build_placements` (the `placements()` table from pods and claims) and
-`labkit.sim.profiles.load_profile` (cluster profiles).
+`labkit.model.profiles.load_profile` (cluster profiles).
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from labkit.api import LoadError, load
 from labkit.cluster.placements import PlacementTable
-from labkit.errors import EngineError, NotFoundError
-from labkit.sim.profiles import ProfileError
+from labkit.errors import EngineError, InputError, LabkitError, NotFoundError
+from labkit.model.profiles import ProfileError, load_profile
 
 T = TypeVar("T")
 
@@ -56,6 +57,24 @@ class NotFound(NotFoundError, ClusterError):
     """The named object does not exist."""
 
 
+class ClusterInputError(InputError, ClusterError):
+    """What the user handed a cluster (objects, a profile, a dump, a kubeconfig) is wrong (exit 2)."""
+
+
+def cluster_error(exc: BaseException) -> ClusterError:
+    """``exc`` as the ClusterError of its kind (input 2, not found 3, else engine 1), with its
+    ``obj``/``field``/``fix`` kept: callers still catch ``ClusterError``, the CLI still sees the kind."""
+    if isinstance(exc, ClusterError):
+        return exc
+    cls = NotFound if isinstance(exc, NotFoundError) else ClusterInputError if isinstance(exc, InputError) \
+        else ClusterError
+    if isinstance(exc, LabkitError) and "\n" not in str(exc).strip():
+        return cls(exc.line())  # object, field and fix on the one line, as `str()` shows it
+    if isinstance(exc, LabkitError):  # several problems, one per line: keep them, and the context
+        return cls(str(exc), obj=exc.obj, field=exc.field, fix=exc.fix)
+    return cls(str(exc))
+
+
 class Cluster(ABC):
     """A Kubernetes cluster with DRA, seen through plain-dict objects."""
 
@@ -65,7 +84,7 @@ class Cluster(ABC):
     def __init__(self, *, progress: bool = True, **unknown: Any) -> None:
         if unknown:
             raise ClusterError(_unknown_options(type(self), sorted(unknown)))
-        self.profile: Any = None  # labkit.sim.profiles.ClusterProfile once up
+        self.profile: Any = None  # labkit.model.profiles.ClusterProfile once up
         self.show_progress = progress
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -140,6 +159,28 @@ class Cluster(ABC):
         name = getattr(self.profile, "name", self.profile)
         return f"{self.backend} cluster, profile {name}"
 
+    # -- `labkit cluster up|down|status --backend <this>` -----------------------------------
+    @classmethod
+    def manage(cls, action: str, profile: Any, *, name: str | None = None, swap_images: bool | None = None,
+               progress: bool = False) -> int:
+        """Run `labkit cluster <action>` for this backend and print what happened; returns the
+        exit code (`status`: 3 when no such cluster runs). The CLI asks the registry for the class
+        and calls this; a backend whose clusters outlive the command overrides it."""
+        profile = load_profile(profile)
+        c = cls()
+        c.profile = profile
+        if action == "up":
+            c = connect(cls.backend, profile, progress=progress)
+        elif action == "down":
+            c.down()
+        print(c.status())
+        return 0
+
+    @classmethod
+    def is_running(cls, state: dict[str, Any]) -> bool:
+        """Whether the cluster recorded in `state` (labkit.cluster.runstate) still runs."""
+        return False
+
     # -- helpers for subclasses ------------------------------------------------------------
     def progress(self, items: Iterable[T], desc: str, total: int | None = None) -> Iterable[T]:
         """Wrap a slow loop in a tqdm.auto bar (widget in notebooks, text in a terminal)."""
@@ -154,6 +195,16 @@ class Cluster(ABC):
         return f"<{type(self).__name__} backend={self.backend!r} profile={name!r}>"
 
 
+def load_source(source: Source) -> list[dict]:
+    """Objects from YAML/JSON text, a path, a dict or a list (labkit.api.load), as one-line errors."""
+    if isinstance(source, Path):
+        source = str(source)
+    try:
+        return load(source)
+    except LoadError as exc:
+        raise cluster_error(exc) from None
+
+
 # -- registry ------------------------------------------------------------------------------
 _BACKENDS: dict[str, type[Cluster]] = {}
 
@@ -162,7 +213,7 @@ LAZY_BACKENDS: dict[str, str] = {
     "sim": "labkit.cluster.sim",
     "local": "labkit.cluster.local",
     "kind": "labkit.cluster.kind",
-    "kubeconfig": "labkit.cluster.attach",
+    "kubeconfig": "labkit.cluster.kubeapi",
 }
 
 
@@ -217,4 +268,4 @@ def connect(backend: str = "sim", profile: Any = "workshop", **kw: Any) -> Clust
     try:
         return backend_class(backend)(**kw).up(profile)
     except ProfileError as exc:
-        raise ClusterError(str(exc)) from None
+        raise cluster_error(exc) from None

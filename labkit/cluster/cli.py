@@ -3,34 +3,28 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from labkit.cluster import runstate
-from labkit.cluster.base import ClusterError, backend_class, backends, connect
+from labkit.cluster.base import backend_class, backends, connect
 from labkit.cluster.describe import KINDS, describe, object_names
 from labkit.cluster.report import claim_users, report_tables, simulate_report
-from labkit.cluster.runstate import usage_lines
+from labkit.cluster.statuslist import status_doc, status_names, status_table
+from labkit.errors import NotFoundError, UsageError
+from labkit.model.profiles import load_profile, profile_names
 from labkit.output import (
     HUMAN,
     add_output_arg,
-    dump_doc,
+    print_output,
     print_table,
-    print_text,
     progress_bar,
     resolve_format,
     terminal_width,
 )
-from labkit.sim.profiles import ProfileError, load_profile, profile_names
 
-#: what a command that prints objects offers with -o (labkit.output)
-OBJECT_FORMATS = ("table", "wide", "json", "yaml", "name")
-
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
-#: `labkit cluster status`: no such cluster is running
-EXIT_NOT_RUNNING = 3
+EXIT_OK = 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,6 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cl.add_argument("--no-swap-images", dest="swap_images", action="store_false", default=None,
                     help="kind only: run workload images as written (your cluster can pull and run them); by "
                          "default images missing on the nodes run as a small local image that prints its env")
+    add_output_arg(cl, "json", name="BACKEND/PROFILE per running cluster (status only; its table: the running "
+                   "clusters, with --backend local|kind that cluster's summary)")
     cl.set_defaults(func=run_cluster)
 
     sim = subparsers.add_parser("simulate", help="apply manifests to a fresh cluster and print where pods landed")
@@ -59,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="what-if: start the sim from a real cluster's dump (`labkit snapshot -o DUMP` or "
                           "`kubectl get ... -A -o yaml`) instead of a profile; existing pods and allocations stay")
     sim.add_argument("--backend", default="sim", choices=backends())
-    add_output_arg(sim, OBJECT_FORMATS, "json")
+    add_output_arg(sim, "json", name="the pods, then the claims")
     sim.add_argument("--seed", type=int, default=0, help="sim only: seed for names and uids (default 0)")
     sim.add_argument("--advance", type=float, default=0.0, metavar="SECONDS",
                      help="sim only: let this much simulated time pass after applying (Jobs finish)")
@@ -99,151 +95,44 @@ def _complete_names(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> l
     return [n for n in object_names(kind, sources) if n.startswith(prefix)]
 
 
-def _fail(msg: str) -> int:
-    print(f"error: {msg}", file=sys.stderr)
-    return EXIT_BAD_INPUT
-
-
 def run_cluster(args: argparse.Namespace) -> int:
-    try:
-        if args.action == "status" and args.backend is None and args.profile is None:
-            return _status_all()
-        backend = args.backend or "sim"
-        profile_arg = args.profile or "workshop"
+    """The registry's class for --backend does the work (`Cluster.manage`); errors go to
+    labkit.cli, which prints them with their kind's exit code. `status` in a machine-readable form
+    (-o json|yaml|name, or through a pipe) lists the running clusters (labkit.cluster.statuslist)."""
+    fmt = resolve_format(args.output, "json")
+    if args.action == "status" and args.backend is None and args.profile is None:
+        return _status_all(fmt)
+    backend, profile_arg = args.backend or "sim", args.profile or "workshop"
+    if args.action == "status" and fmt not in HUMAN:
         if backend == "sim":
-            profile = load_profile(profile_arg)
-            if args.action == "down":
-                print("sim: nothing to stop - a sim cluster lives inside the Python process that created it.")
-                return EXIT_OK
-            c = connect("sim", profile, progress=sys.stderr.isatty())
-            print_text(c.inventory())
-            print_text("note: the sim backend runs in-process; this cluster ends with this command. Notebooks "
-                       "and `labkit simulate` each create their own (identical, deterministic) sim cluster.")
-            return EXIT_OK
-        if backend == "local":
-            return _local(args.action, profile_arg)
-        if backend == "kind":
-            return _kind(args, profile_arg)
-        cls = backend_class(backend)
-        c = cls()
-        c.profile = load_profile(profile_arg)
-        if args.action == "up":
-            c = connect(backend, profile_arg)
-        elif args.action == "down":
-            c.down()
-        _print_status(c.status())
-        return EXIT_OK
-    except (ClusterError, ProfileError) as exc:
-        return _fail(str(exc))
-
-
-def _usage(backend: str, profile: str, kubeconfig: str) -> None:
-    print("\n".join(usage_lines(backend, profile, kubeconfig)))
-
-
-def _local(action: str, profile_arg: str) -> int:
-    # lazy: start-up (the local backend loads the kubernetes client, grpc and the sim)
-    from labkit.cluster.local import serve
-
-    name = load_profile(profile_arg).name
-    if action == "up":
-        already = serve.running_state(name) is not None
-        state = serve.start(profile_arg)
-        if already:
-            print(f"local cluster of profile {name} was already running (server pid {state['pid']})")
+            if args.output is not None:
+                raise UsageError(f"-o {args.output}: a sim cluster lives only inside the process that created it, "
+                                 "so there is none to list; drop --backend sim and --profile to list the running "
+                                 "local and kind clusters")
         else:
-            total = (state.get("timings") or {}).get("total")
-            print(f"local cluster of profile {name} is up" + (f" in {total:.1f}s" if total else "")
-                  + f" (server pid {state['pid']}, log {state['log']})")
-        _usage("local", name, state["kubeconfig"])
-    elif action == "down":
-        stopped = serve.stop(name)
-        print(f"local cluster of profile {name} " + ("is down" if stopped else "was not running"))
-    else:
-        # lazy: start-up (the local backend loads the kubernetes client, grpc and the sim)
-        from labkit.cluster.local import LocalCluster
-
-        c = LocalCluster()
-        c.profile = load_profile(profile_arg)
-        print(c.status())
-        return EXIT_OK if serve.running_state(name) else EXIT_NOT_RUNNING
-    return EXIT_OK
+            return _status_all(fmt, only=(backend, load_profile(profile_arg).name))
+    cls = backend_class(backend)
+    return cls.manage(args.action, profile_arg, name=args.name, swap_images=args.swap_images,
+                      progress=sys.stderr.isatty())
 
 
-def _kind(args: argparse.Namespace, profile_arg: str) -> int:
-    # lazy: start-up (the kind backend and its preflight are not needed by labkit --help)
-    from labkit.cluster.kind import KindCluster
-    from labkit.cluster.kind.preflight import check_host
-
-    profile = load_profile(profile_arg)
-    c = KindCluster(cluster_name=args.name, swap_images=args.swap_images, keep=True,
-                    progress=sys.stderr.isatty(), log=_stderr if args.action == "up" else None)
-    if args.action == "up":
-        checks = check_host(profile.kubernetes_version)
-        for check in checks:
-            print(check, file=sys.stderr)
-        failed = [ch for ch in checks if not ch.ok]
-        if failed:
-            return _fail(f"kind cannot run on this machine yet: {len(failed)} check(s) failed (fixes above)")
-        c.up(profile)
-        if c.attached:
-            print(f"kind cluster {c.cluster_name} (profile {profile.name}) was already running")
-        else:
-            t = c.timings
-            print(f"kind cluster {c.cluster_name} (profile {profile.name}) is up in {t.get('total', 0):.0f}s "
-                  f"(create {t.get('create kind cluster', 0):.0f}s, images {t.get('driver images', 0):.0f}s, "
-                  f"driver DaemonSets ready {t.get('driver DaemonSets ready', 0):.0f}s, "
-                  f"slices {t.get('ResourceSlices published', 0):.0f}s)")
-        _usage("kind", profile.name, str(c.kubeconfig))
-        return EXIT_OK
-    c.profile = profile
-    if args.action == "down":
-        c.select_profile(profile)
-        running = c.cluster_name in c.running_clusters()
-        c.down()
-        print(f"kind cluster {c.cluster_name} (profile {profile.name}) " + ("is down" if running else "was not running"))
-        return EXIT_OK
-    text = c.status()
-    print(text)
-    return EXIT_NOT_RUNNING if "not running" in text else EXIT_OK
-
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-def _status_all() -> int:
-    states = runstate.all_states()
-    live = []
-    kind_running: list[str] | None = None
-    for st in states:
-        if st.get("backend") == "local":
-            # lazy: start-up (the local backend loads the kubernetes client, grpc and the sim)
-            from labkit.cluster.local import serve
-
-            if serve.running_state(st["profile"]) is None:
-                continue
-        elif st.get("backend") == "kind":
-            if kind_running is None:
-                # lazy: start-up (the kind backend and its preflight are not needed by labkit --help)
-                from labkit.cluster.kind import KindCluster
-
-                kind_running = KindCluster().running_clusters()
-            if st.get("cluster") not in kind_running:
-                continue
-        live.append(st)
-    if not live:
-        print("no local or kind cluster is running (start one with `labkit cluster up --backend kind|local "
-              "--profile P`)")
-        return EXIT_NOT_RUNNING
-    for st in live:
-        where = f"kind cluster {st['cluster']}" if st["backend"] == "kind" else f"server pid {st['pid']}"
-        print(f"{st['backend']:<6} {st['profile']:<14} {where}  KUBECONFIG={st['kubeconfig']}")
-    return EXIT_OK
-
-
-def _print_status(status: object) -> None:
-    print(status if isinstance(status, str) else json.dumps(status, indent=2, default=str))
+def _status_all(fmt: str, only: tuple[str, str] | None = None) -> int:
+    """The running clusters (``only``: the one of this backend and profile) in ``fmt``; exit 3 when none."""
+    live = [st for st in runstate.all_states()
+            if st.get("backend") in backends() and (only is None or (st.get("backend"), st.get("profile")) == only)
+            and backend_class(st["backend"]).is_running(st)]
+    none = ("no local or kind cluster is running (start one with `labkit cluster up --backend kind|local "
+            "--profile P`)") if only is None else (
+        f"{only[0]} cluster of profile {only[1]}: not running (start it with "
+        f"`labkit cluster up --backend {only[0]} --profile {only[1]}`)")
+    if not live and fmt in HUMAN:
+        print(none)
+        return runstate.EXIT_NOT_RUNNING
+    print_output(fmt, status_doc(live), human=lambda f: print_table(status_table(live, wide=f == "wide"), f),
+                 names=lambda: status_names(live))
+    if not live:  # the empty document or no names on stdout; why, on stderr
+        print(none, file=sys.stderr)
+    return EXIT_OK if live else runstate.EXIT_NOT_RUNNING
 
 
 def _simulated(args: argparse.Namespace) -> Any:
@@ -252,9 +141,9 @@ def _simulated(args: argparse.Namespace) -> Any:
     kw = {"seed": args.seed, "progress": sys.stderr.isatty()} if args.backend == "sim" else {}
     if args.state is not None:
         if args.backend != "sim":
-            raise _Usage(f"--state: a dump is replayed on the sim backend only; drop --backend {args.backend}")
+            raise UsageError(f"--state: a dump is replayed on the sim backend only; drop --backend {args.backend}")
         if args.profile is not None:
-            raise _Usage("--state and --profile: the dump already says which nodes there are; drop --profile")
+            raise UsageError("--state and --profile: the dump already says which nodes there are; drop --profile")
         kw["state"] = Path(args.state)
     cluster = connect(args.backend, args.profile or "workshop", **kw)
     bar = progress_bar("pods scheduled or refused", unit="pod") if hasattr(cluster, "watch") else None
@@ -265,12 +154,12 @@ def _simulated(args: argparse.Namespace) -> Any:
         for f in args.files:
             applied += len(cluster.apply(sys.stdin.read() if f == "-" else _path(f)) or ())
         if args.files and not applied:  # kubectl apply refuses this too ("no objects passed to apply")
-            raise _Usage(f"{', '.join(args.files)}: no objects (the input is empty or only comments); "
+            raise UsageError(f"{', '.join(args.files)}: no objects (the input is empty or only comments); "
                          "fix: give manifests with apiVersion, kind and metadata")
         cluster.wait()
         if args.advance:
             if not hasattr(cluster, "advance"):
-                raise _Usage(f"--advance: the {args.backend} backend has no simulated time; drop --advance")
+                raise UsageError(f"--advance: the {args.backend} backend has no simulated time; drop --advance")
             cluster.advance(args.advance)
     except BaseException:
         if args.backend != "sim":
@@ -301,21 +190,14 @@ def _count_settled(bar: Any) -> Any:
     return on_event
 
 
-class _Usage(Exception):
-    """A bad combination of options: `error: ...`, exit 2 (as `_fail`)."""
-
-
 def run_simulate(args: argparse.Namespace) -> int:
+    cluster = _simulated(args)
     try:
-        cluster = _simulated(args)
-        try:
-            report = simulate_report(cluster)
-            users = claim_users(cluster)
-        finally:
-            if args.backend != "sim":
-                cluster.down()
-    except (ClusterError, _Usage) as exc:
-        return _fail(str(exc))
+        report = simulate_report(cluster)
+        users = claim_users(cluster)
+    finally:
+        if args.backend != "sim":
+            cluster.down()
     print_report(report, resolve_format(args.output, "json"), users)
     return EXIT_OK
 
@@ -324,18 +206,15 @@ def run_describe(args: argparse.Namespace) -> int:
     ns, _, name = args.name.rpartition("/")
     namespace = ns or args.namespace
     if not name or "/" in ns:
-        return _fail(f"{args.name!r}: give the object as NAME or NAMESPACE/NAME")
+        raise UsageError(f"{args.name!r}: give the object as NAME or NAMESPACE/NAME")
     if args.kubeconfig or args.context:
         if args.files or args.state or args.profile:
-            return _fail("--kubeconfig describes what runs on that cluster; drop -f, --state and --profile")
+            raise UsageError("--kubeconfig describes what runs on that cluster; drop -f, --state and --profile")
         cluster = connect("kubeconfig", kubeconfig=args.kubeconfig, context=args.context, progress=False)
     elif args.files or args.state:
-        try:
-            cluster = _simulated(args)
-        except _Usage as exc:
-            return _fail(str(exc))
+        cluster = _simulated(args)
     else:
-        return _fail("describe what? give the manifests (-f FILE, run on a fresh sim), a state dump "
+        raise UsageError("describe what? give the manifests (-f FILE, run on a fresh sim), a state dump "
                      "(--state DUMP) or a real cluster (--kubeconfig FILE)")
     try:
         # NotFound (exit 3) goes to labkit.cli as one line
@@ -350,24 +229,20 @@ def run_describe(args: argparse.Namespace) -> int:
 def print_report(report: dict, fmt: str, users: dict | None = None) -> None:
     """A simulate report in ``fmt`` (labkit.output): two tables (pods, claims), the JSON/YAML
     document, or kubectl's ``kind/name`` lines."""
-    if fmt in HUMAN:
+
+    def human(fmt: str) -> None:
         pods, claims = report_tables(report, wide=fmt == "wide", users=users)
         print_table(pods, fmt)
         print()
         print_table(claims, fmt)
-    elif fmt == "name":
-        for p in report["pods"]:
-            print(f"pod/{p['name']}")
-        for c in report["claims"]:
-            print(f"resourceclaim.resource.k8s.io/{c['name']}")
-    else:
-        sys.stdout.write(dump_doc(report, fmt))
+
+    print_output(fmt, report, human=human,
+                 names=lambda: [f"pod/{p['name']}" for p in report["pods"]]
+                 + [f"resourceclaim.resource.k8s.io/{c['name']}" for c in report["claims"]])
 
 
-def _path(f: str):  # noqa: ANN202
-    from pathlib import Path
-
+def _path(f: str) -> Path:
     p = Path(f)
     if not p.exists():
-        raise ClusterError(f"{f}: no such file; check the -f path")
+        raise NotFoundError(f"{f}: no such file; check the -f path")
     return p

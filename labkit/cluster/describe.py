@@ -15,8 +15,8 @@ from typing import Any
 from labkit.api import LoadError, load_files
 from labkit.cluster.base import NotFound
 from labkit.cluster.report import claim_users
+from labkit.model.podutil import claim_entries, claim_name_for
 from labkit.output import DEFAULT_WIDTH, Table, fit_text
-from labkit.sim.podutil import claim_entries, claim_name_for
 
 __all__ = ["KINDS", "describe", "object_names"]
 

@@ -8,12 +8,31 @@
   claim explanation) plus the pod's claims, as the text of ``Cluster.explain(pod)``;
 - live pod explanation (``labkit.cluster.explain_live``): a real cluster restored into a sim,
   that sim's pod explanation text, then what kube-scheduler said — ``labkit explain pod``.
+
+The same verdict as data (``labkit explain pod -o json|yaml``), :func:`pod_explanation_doc`::
+
+    {"pod": {"namespace", "name"}, "phase", "node",
+     "verdict": {"status", "plugin", "plugins", "extensionPoint", "message"},
+     "nodeGroups": [{"nodes", "plugin", "reasons", "detail", "allocator": {"verdict", "error", "details"} | null}],
+     "claims": [{"name", "claim", "state", "devices": [{"request", "driver", "pool", "device", "shareID"}]}]}
+
+``verdict.status``: ``Scheduled`` (bound; ``node``), ``Schedulable`` (Pending, but the scheduler
+would place it now on ``verdict.node``), ``SchedulingGated``, ``NotTried``, ``Unschedulable``
+(with the plugin and extension point as kube-scheduler names them: ``PreEnqueue``, ``PreFilter``
+or ``Filter``) or ``Error``. ``plugin``: the one plugin that rejected the pod (null when several
+did, each node group then names its own; ``plugins`` lists them all). ``message``: kube-scheduler's
+words (the FitError message) or labkit's one line. ``nodeGroups``: the nodes that failed alike, the
+Filter reasons, a plugin's detail (e.g. the untolerated taint) and the allocator's verdict with
+its detail lines (for DynamicResources; in a group of several nodes, ``<node>`` stands for each).
+``claims.state``: ``not created``, ``pending`` or ``allocated``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+from labkit.sim.filters import plugin_of
 
 MAX_NODES_LISTED = 12
 
@@ -128,3 +147,80 @@ def format_pod_explanation(pod: dict, attempt: Any, agent_problem: str | None,
     lines += _per_node_lines(attempt.explanations, said=lines[0])
     lines += _claims_lines(pod, get_claim)
     return "\n".join(lines)
+
+
+def _claims_doc(pod: dict, get_claim: Callable[[str], dict | None]) -> list[dict]:
+    out = []
+    statuses = {s.get("name"): s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+        name = entry.get("resourceClaimName") or statuses.get(entry.get("name"))
+        claim = get_claim(name) if name else None
+        alloc = ((claim or {}).get("status") or {}).get("allocation")
+        devices = [{"request": r.get("request"), "driver": r.get("driver"), "pool": r.get("pool"),
+                    "device": r.get("device"), "shareID": r.get("shareID")}
+                   for r in ((alloc or {}).get("devices") or {}).get("results") or []]
+        out.append({"name": entry.get("name"), "claim": name,
+                    "state": "not created" if claim is None else "allocated" if alloc else "pending", "devices": devices})
+    return out
+
+
+def _node_groups(attempt: Any) -> list[dict]:
+    """The nodes that failed alike (same reasons, same allocator verdict), each named."""
+    groups: dict[tuple, dict] = {}
+    for n, reasons in sorted(attempt.per_node.items()):
+        outcome = attempt.explanations.get(n)
+        allocator, detail = None, outcome if isinstance(outcome, str) else None
+        if outcome is not None and detail is None:
+            head, lines = _body(n, outcome)
+            status, _, error = head.partition(" — ")
+            allocator = {"verdict": status or None, "error": error or None, "details": lines}
+        key = (tuple(reasons), detail, repr(allocator).replace(n, "<node>"))
+        group = groups.setdefault(key, {"nodes": [], "plugin": plugin_of(reasons[0]) if reasons else "",
+                                        "reasons": list(reasons), "detail": detail, "allocator": allocator})
+        group["nodes"].append(n)
+    out = list(groups.values())
+    for g in out:  # a group of several nodes: its lines say <node> where each says its own name
+        if len(g["nodes"]) > 1 and g["allocator"] is not None:
+            first = g["nodes"][0]
+            a = g["allocator"]
+            g["allocator"] = {"verdict": a["verdict"], "error": a["error"] and a["error"].replace(first, "<node>"),
+                              "details": [d.replace(first, "<node>") for d in a["details"]]}
+    return out
+
+
+def pod_explanation_doc(pod: dict, attempt: Any, get_claim: Callable[[str], dict | None],
+                        fits_on: str | None = None) -> dict:
+    """The verdict of format_pod_explanation as data (see the module doc); ``fits_on``: the node a
+    fresh attempt would bind a Pending pod to (the live explanation's "fits now")."""
+    m = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    node = spec.get("nodeName")
+    verdict: dict[str, Any] = {"status": "", "plugin": None, "plugins": [], "extensionPoint": None, "message": ""}
+    groups: list[dict] = []
+    if node:
+        verdict.update(status="Scheduled", message=f"bound to node {node}")
+    elif fits_on:
+        verdict.update(status="Schedulable", message=f"fits node {fits_on} now; the scheduler has not retried it yet")
+        verdict["node"] = fits_on
+    elif spec.get("schedulingGates"):
+        gates = [g.get("name") for g in spec["schedulingGates"]]
+        verdict.update(status="SchedulingGated", plugins=["SchedulingGates"], extensionPoint="PreEnqueue",
+                       message=f"waiting for scheduling gate(s): {', '.join(str(g) for g in gates)}")
+    elif attempt is None:
+        verdict.update(status="NotTried", message="not tried by the scheduler yet")
+    elif attempt.prefilter:
+        plugin, _, rest = (getattr(attempt, "stage", "") or "DynamicResources PreFilter, Unschedulable").partition(" ")
+        point, _, status = rest.partition(", ")
+        verdict.update(status=status or "Unschedulable", plugins=[plugin], extensionPoint=point or None,
+                       message=attempt.message or attempt.prefilter)
+    elif attempt.error:
+        verdict.update(status="Error", plugins=["DynamicResources"], extensionPoint="Filter", message=attempt.message)
+    else:
+        groups = _node_groups(attempt)
+        verdict.update(status="Unschedulable", extensionPoint="Filter", message=attempt.message,
+                       plugins=sorted({g["plugin"] for g in groups if g["plugin"]}))
+    if len(verdict["plugins"]) == 1:
+        verdict["plugin"] = verdict["plugins"][0]
+    return {"pod": {"namespace": m.get("namespace", "default"), "name": m.get("name", "")},
+            "phase": (pod.get("status") or {}).get("phase", "Pending"), "node": node or None,
+            "verdict": verdict, "nodeGroups": groups, "claims": _claims_doc(pod, get_claim)}

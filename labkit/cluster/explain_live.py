@@ -17,11 +17,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from labkit.api.features import SUPPORTED_VERSIONS
-from labkit.cluster.base import ClusterError
-from labkit.cluster.explain import format_pod_explanation
+from labkit.cluster.base import ClusterError, cluster_error
+from labkit.cluster.explain import format_pod_explanation, pod_explanation_doc
 from labkit.cluster.snapshot import cluster_state
+from labkit.model.state import StateError, load_state, profile_for_state
 from labkit.sim.engine import Sim
-from labkit.sim.state import StateError, load_state, profile_for_state
 
 #: events shown under the explanation
 MAX_EVENTS = 5
@@ -61,26 +61,37 @@ def restored_sim(cluster: Any, objs: list[dict] | None = None, kubernetes_versio
         profile = profile_for_state(objs, name=f"live {cluster.backend} cluster", kubernetes_version=version,
                                     feature_gates=cluster_gates(cluster))
     except StateError as exc:
-        raise ClusterError(str(exc)) from None
+        raise cluster_error(exc) from None
     return Sim(profile, state=objs)
 
 
-def _scheduler_lines(pod: dict, events: list[dict]) -> list[str]:
-    lines = []
+def _scheduler_said(pod: dict, events: list[dict]) -> tuple[dict | None, list[dict]]:
+    """(the False PodScheduled condition's reason and message, or None; the pod's latest events)."""
+    condition = None
     for c in (pod.get("status") or {}).get("conditions") or []:
         if c.get("type") == "PodScheduled" and c.get("status") == "False":
-            lines.append(f"  kube-scheduler says: {c.get('reason', '')}: {c.get('message', '')}".rstrip(": "))
+            condition = {"reason": c.get("reason", ""), "message": c.get("message", "")}
     uid = pod["metadata"].get("uid")
     mine = [e for e in events if (e.get("involvedObject") or e.get("regarding") or {}).get("uid") == uid]
-    for e in mine[-MAX_EVENTS:]:
-        src = (e.get("source") or {}).get("component") or e.get("reportingComponent") or e.get("reportingController") or ""
-        lines.append(f"  event {e.get('type', '')} {e.get('reason', '')} ({src}): {e.get('message') or e.get('note', '')}")
+    said = [{"type": e.get("type", ""), "reason": e.get("reason", ""),
+             "source": (e.get("source") or {}).get("component") or e.get("reportingComponent")
+             or e.get("reportingController") or "",
+             "message": e.get("message") or e.get("note", "")} for e in mine[-MAX_EVENTS:]]
+    return condition, said
+
+
+def _scheduler_lines(pod: dict, events: list[dict]) -> list[str]:
+    condition, said = _scheduler_said(pod, events)
+    lines = []
+    if condition is not None:
+        lines.append(f"  kube-scheduler says: {condition['reason']}: {condition['message']}".rstrip(": "))
+    for e in said:
+        lines.append(f"  event {e['type']} {e['reason']} ({e['source']}): {e['message']}")
     return lines
 
 
-def explain_pod(cluster: Any, pod: str, namespace: str = "default", *, kubernetes_version: str | None = None,
-                extra: Iterable[str] = ()) -> str:
-    """Why `namespace/pod` is where it is, or why it is Pending, on a live cluster (see the module doc)."""
+def _attempt(cluster: Any, pod: str, namespace: str, kubernetes_version: str | None) -> tuple[dict, Any, dict, Any]:
+    """(the live pod, the restored sim, the sim's pod, the sim scheduler's attempt or None)."""
     live = cluster.get("Pod", pod, namespace)
     sim = restored_sim(cluster, kubernetes_version=kubernetes_version)
     spod = sim.store.get("Pod", pod, namespace)
@@ -90,6 +101,26 @@ def explain_pod(cluster: Any, pod: str, namespace: str = "default", *, kubernete
     attempt = None
     if not spec.get("nodeName") and not spec.get("schedulingGates"):
         attempt = sim.scheduler.attempt(spod)
+    return live, sim, spod, attempt
+
+
+def explain_pod_doc(cluster: Any, pod: str, namespace: str = "default", *,
+                    kubernetes_version: str | None = None) -> dict:
+    """explain_pod's verdict as data (labkit.cluster.explain.pod_explanation_doc), plus what the
+    real scheduler said: ``"scheduler": {"condition": {"reason", "message"} | null,
+    "events": [{"type", "reason", "source", "message"}]}`` (the pod's latest events)."""
+    live, sim, spod, attempt = _attempt(cluster, pod, namespace, kubernetes_version)
+    doc = pod_explanation_doc(spod, attempt, lambda name: sim.store.get("ResourceClaim", name, namespace),
+                              fits_on=attempt.node if attempt is not None and attempt.node else None)
+    condition, events = _scheduler_said(live, cluster.events())
+    doc["scheduler"] = {"condition": condition, "events": events}
+    return doc
+
+
+def explain_pod(cluster: Any, pod: str, namespace: str = "default", *, kubernetes_version: str | None = None,
+                extra: Iterable[str] = ()) -> str:
+    """Why `namespace/pod` is where it is, or why it is Pending, on a live cluster (see the module doc)."""
+    live, sim, spod, attempt = _attempt(cluster, pod, namespace, kubernetes_version)
     if attempt is not None and attempt.node:
         devs = []
         for key, result in sorted(attempt.allocations.items()):

@@ -1,12 +1,14 @@
 """The `labkit simulate` report, computed from any Cluster (so every backend prints the same).
 
-    {"pods":   [{"namespace", "name", "node", "phase", "reason",
+    {"pods":   [{"namespace", "name", "node", "phase", "reason", "gate",
                  "containers": [{"name", "env"}], "events": [{"type", "reason", "message"}]}],
      "claims": [{"namespace", "name", "allocation", "reservedFor"}]}
 
 `reason` is the pod's `status.reason` when set (e.g. Evicted), else the reason of a False
 PodScheduled condition (Unschedulable, SchedulingGated, ...), else the waiting reason of a
-container (ContainerCreating while its devices cannot be prepared), else "". `containers`
+container (ContainerCreating while its devices cannot be prepared), else "". `gate` is null, or
+for a pod kube-scheduler does not try yet because a claim is missing (DynamicResources PreEnqueue:
+no condition, no event) ``{"plugin", "extensionPoint", "message"}`` in the scheduler's words. `containers`
 lists init containers first; `env` is what `pod_env(pod, container=...)` returns. Lists are sorted by
 namespace, then name. `normalize_report` removes what legitimately differs between backends
 (random claim-name suffixes, uids, shareIDs, the order in which consumers were added to
@@ -20,8 +22,8 @@ import re
 from typing import Any
 
 from labkit.cluster.base import ClusterError
+from labkit.model.podutil import claim_entries, claim_gate, claim_name_for
 from labkit.output import Table, first_line
-from labkit.sim.podutil import claim_entries, claim_name_for
 
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 
@@ -62,9 +64,21 @@ def _env(cluster: Any, pod: str, ns: str, container: str, init: bool) -> dict[st
         raise
 
 
+def pod_gate(pod: dict, claims: dict[tuple[str, str], dict]) -> dict | None:
+    """The report's `gate` of one pod (see the module doc); ``claims``: (namespace, name) -> claim."""
+    st = pod.get("status") or {}
+    if (pod.get("spec") or {}).get("nodeName") or st.get("phase", "Pending") != "Pending" or pod_reason(pod):
+        return None
+    ns = (pod.get("metadata") or {}).get("namespace", "default")
+    message = claim_gate(pod, lambda name: claims.get((ns, name)))
+    return {"plugin": "DynamicResources", "extensionPoint": "PreEnqueue", "message": message} if message else None
+
+
 def simulate_report(cluster: Any) -> dict[str, list[dict]]:
     pods = []
     events = _pod_events(cluster.events())
+    claim_objs = {((c.get("metadata") or {}).get("namespace", "default"), (c.get("metadata") or {}).get("name", "")): c
+                  for c in cluster.list("ResourceClaim")}
     for p in cluster.list("Pod"):
         m = p.get("metadata") or {}
         ns, name = m.get("namespace", "default"), m.get("name", "")
@@ -76,7 +90,7 @@ def simulate_report(cluster: Any) -> dict[str, list[dict]]:
                       + [(False, c) for c in spec.get("containers") or []]]
         pods.append({"namespace": ns, "name": name, "node": spec.get("nodeName") or None,
                      "phase": (p.get("status") or {}).get("phase", "Pending"), "reason": pod_reason(p),
-                     "containers": containers, "events": events.get((ns, name), [])})
+                     "gate": pod_gate(p, claim_objs), "containers": containers, "events": events.get((ns, name), [])})
     claims = []
     for c in cluster.list("ResourceClaim"):
         m = c.get("metadata") or {}
@@ -129,6 +143,9 @@ def pod_why(pod: dict) -> tuple[str, str]:
     last = warnings[-1] if warnings else {}
     if pod.get("phase") in ("Running", "Succeeded") and not pod.get("reason"):
         return "", ""
+    gate = pod.get("gate")
+    if gate and not warnings:  # not tried yet: kube-scheduler writes nothing; say which plugin holds it
+        return "", f"{gate['plugin']} {gate['extensionPoint']}: {first_line(gate['message'])}"
     return pod.get("reason") or last.get("reason", ""), first_line(last.get("message", ""))
 
 

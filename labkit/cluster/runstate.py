@@ -24,12 +24,16 @@ from typing import Any
 from labkit.cluster.base import ClusterError
 
 STATE_FILE = "state.json"
+#: `labkit cluster status`: no such cluster is running
+EXIT_NOT_RUNNING = 3
+
+
+def cache_dir() -> Path:
+    """Where LabKit keeps what it builds or downloads (binaries, images, run state), for every backend."""
+    return Path(os.environ.get("LABKIT_CACHE") or Path.home() / ".cache" / "dra-labkit")
 
 
 def run_root() -> Path:
-    # lazy: start-up (labkit.cluster.local loads the local backend; labkit --help imports this)
-    from labkit.cluster.local.binaries import cache_dir
-
     return Path(os.environ.get("LABKIT_RUN_DIR") or cache_dir() / "run")
 
 

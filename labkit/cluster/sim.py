@@ -12,26 +12,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from labkit.api import LoadError, load, with_defaults
+from labkit.api import with_defaults
 from labkit.cel.validation import validate
-from labkit.cluster.base import Cluster, ClusterError, NotFound, Source, register_backend
+from labkit.cluster.base import (
+    Cluster,
+    ClusterError,
+    ClusterInputError,
+    NotFound,
+    Source,
+    cluster_error,
+    load_source,
+    register_backend,
+)
 from labkit.cluster.explain import format_pod_explanation
 from labkit.cluster.placements import PlacementTable, build_placements
+from labkit.model.kinds import canonical_kind
+from labkit.model.profiles import ClusterProfile, load_profile
+from labkit.model.state import StateError, load_state, origin_of, profile_for_state
+from labkit.output import print_text
 from labkit.sim.engine import Sim, SimError
-from labkit.sim.kinds import canonical_kind
 from labkit.sim.nodes import HardwareError
-from labkit.sim.profiles import ClusterProfile, load_profile
-from labkit.sim.state import StateError, load_state, origin_of, profile_for_state
-
-
-def load_source(source: Source) -> list[dict]:
-    """Objects from YAML/JSON text, a path, a dict or a list (labkit.api.load), as one-line errors."""
-    if isinstance(source, Path):
-        source = str(source)
-    try:
-        return load(source)
-    except LoadError as exc:
-        raise ClusterError(str(exc)) from None
 
 
 class SimCluster(Cluster):
@@ -61,7 +61,7 @@ class SimCluster(Cluster):
                 objs = load_state(self.state)
                 self.profile = profile_for_state(objs, name=origin_of(self.state))
             except StateError as exc:
-                raise ClusterError(exc.line()) from None
+                raise cluster_error(exc) from None
         else:
             self.profile = load_profile(profile)
         try:
@@ -69,7 +69,7 @@ class SimCluster(Cluster):
                            default_duration=self.default_duration,
                            progress=self._progress if self.show_progress else None, state=objs)
         except (HardwareError, SimError) as exc:
-            raise ClusterError(str(exc)) from None
+            raise cluster_error(exc) from None
         self.sim.run()
         return self
 
@@ -95,12 +95,12 @@ class SimCluster(Cluster):
                                 feature_gates=self._sim.dra.gates or None,
                                 existing=self._sim.list("Namespace"))
             if problems:
-                raise ClusterError("\n".join(str(p) for p in problems))
-        objs = [with_defaults(o) for o in objs]
+                raise ClusterInputError("\n".join(str(p) for p in problems))
+        objs = [with_defaults(o, copy=False) for o in objs]  # load_source's objects are copies already
         try:
             out = self._sim.apply(objs)
         except SimError as exc:
-            raise ClusterError(str(exc)) from None
+            raise cluster_error(exc) from None
         return out
 
     def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
@@ -136,14 +136,14 @@ class SimCluster(Cluster):
                 sim.advance(max(0.0, nxt - sim.clock.seconds))
             return True
         except SimError as exc:
-            raise ClusterError(str(exc)) from None
+            raise cluster_error(exc) from None
 
     def advance(self, seconds: float) -> None:
         """Move simulated time forward by `seconds` (sim only)."""
         try:
             self._sim.advance(seconds)
         except SimError as exc:
-            raise ClusterError(str(exc)) from None
+            raise cluster_error(exc) from None
 
     def watch(self, callback: Callable[[Any], None], kinds: list[str] | None = None) -> None:
         """Sim only: call `callback(event)` after every change (event.type ADDED/MODIFIED/DELETED,
@@ -174,6 +174,18 @@ class SimCluster(Cluster):
 
     def status(self) -> str:
         return self.inventory() if self.sim is not None else "sim cluster (not up)"
+
+    @classmethod
+    def manage(cls, action: str, profile: Any, *, progress: bool = False, **_: Any) -> int:
+        profile = load_profile(profile)
+        if action == "down":
+            print("sim: nothing to stop - a sim cluster lives inside the Python process that created it.")
+            return 0
+        c = cls(progress=progress).up(profile)
+        print_text(c.inventory())
+        print_text("note: the sim backend runs in-process; this cluster ends with this command. Notebooks "
+                   "and `labkit simulate` each create their own (identical, deterministic) sim cluster.")
+        return 0
 
     def inventory(self) -> str:
         """Nodes, GPUs and other devices of the cluster, one line per node profile."""

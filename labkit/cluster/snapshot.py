@@ -11,14 +11,14 @@ from typing import Any
 
 from labkit.api import dump
 from labkit.cluster.base import NotFound
-from labkit.sim.state import STATE_KINDS
+from labkit.model.state import STATE_KINDS
 
 #: kinds a cluster may not serve at all (DeviceTaintRule is alpha before 1.37): none of them, then
 OPTIONAL_KINDS = frozenset({"DeviceTaintRule"})
 
 
 def cluster_state(cluster: Any) -> list[dict]:
-    """The objects of labkit.sim.state.STATE_KINDS on `cluster`, each with apiVersion and kind."""
+    """The objects of labkit.model.state.STATE_KINDS on `cluster`, each with apiVersion and kind."""
     out = []
     for kind, api_version in STATE_KINDS.items():
         try:

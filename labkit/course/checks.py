@@ -565,3 +565,42 @@ def check_whatif_pending(answer: Any, whatif: Any, new_pods: Any) -> str:
                     "read the node column of the table: an empty node means Pending; whatif.explain(name) says why")
     return (f"{', '.join(pending) or 'none'}: Pending in the what-if"
             " — found before anything touched the real cluster")
+
+
+# ---------------------------------------------------------------------------------------------
+# 14 rack-scale NVLink
+
+@checker("ComputeDomain job")
+def check_compute_domain_pair(answer: Any) -> str:
+    """14: a ComputeDomain and two pods, 4 GPUs each, that run in one NVLink domain with an IMEX
+    channel (nvl72-rack cluster)."""
+    objs = _objects(answer)
+    cds = [o for o in objs if o.get("kind") == "ComputeDomain"]
+    if len(cds) != 1:
+        raise _Fail(f"{len(cds)} ComputeDomain(s) in your YAML", "keep exactly one kind: ComputeDomain")
+    tmpl = (((cds[0].get("spec") or {}).get("channel") or {}).get("resourceClaimTemplate") or {}).get("name")
+    pods = _pods(objs)
+    for o in objs:
+        if o.get("kind") == "Pod":
+            names = [c.get("resourceClaimTemplateName") for c in o["spec"].get("resourceClaims") or []]
+            if tmpl not in names:
+                raise _Fail(f"pod {o['metadata']['name']} does not use the channel template {tmpl!r}",
+                            "resourceClaims: [{name: channel, resourceClaimTemplateName: <the CD's template>}]")
+    cluster = _run_on_sim(objs, "nvl72-rack")
+    try:
+        _require_running(cluster, pods)
+        nodes = {p: cluster.get("Pod", p)["spec"]["nodeName"] for p in pods}
+        channels = {p: cluster.pod_env(p).get("FAKE_IMEX_CHANNELS") for p in pods}
+        cd = cluster.get("ComputeDomain", cds[0]["metadata"]["name"])
+    finally:
+        cluster.down()
+    if len(set(nodes.values())) != len(pods):
+        raise _Fail(f"the pods share a tray: {nodes}", "ask for 4 GPUs per pod (a tray has 4)")
+    missing = [p for p, ch in channels.items() if ch != "channel0"]
+    if missing:
+        raise _Fail(f"{', '.join(missing)} got no IMEX channel", "the container must list the channel claim in "
+                    "resources.claims")
+    if (cd.get("status") or {}).get("status") != "Ready":
+        raise _Fail(f"ComputeDomain {cd['metadata']['name']} is {cd.get('status', {}).get('status')}",
+                    "numNodes: how many trays the job spans")
+    return f"{', '.join(f'{p} on {n}' for p, n in sorted(nodes.items()))}; ComputeDomain Ready, channel0 in each"

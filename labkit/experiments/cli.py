@@ -5,16 +5,15 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import math
 import sys
 from typing import Any
 
-from labkit.errors import LabkitError
-from labkit.output import color_enabled, terminal_width
-from labkit.sim.profiles import profile_names
+from labkit.errors import EXIT_INPUT, UsageError, as_input_error
+from labkit.model.profiles import profile_names
+from labkit.output import add_output_arg, color_enabled, print_output, resolve_format, terminal_width
 
-EXIT_OK, EXIT_BAD_INPUT = 0, 2
+EXIT_OK = 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      "alibaba-shape[:SCALE] (default: exp-small)").completer = _complete_fleets
     run.add_argument("--policy", default="whole-gpu,shared",
                      help="comma-separated policy names (default: whole-gpu,shared); see `labkit experiment policies`")
-    run.add_argument("-o", "--output", default="table", choices=["table", "json", "csv"])
+    add_output_arg(run, "table", extra=["csv"], name="run/POLICY per run")
     run.add_argument("--plot", metavar="FILE", help="write a PNG/SVG/PDF figure of the timelines")
     run.add_argument("--seed", type=int, default=0, help="synthetic trace and sim seed (default 0)")
     run.add_argument("--limit", type=int, help="use only the first N items of the trace")
@@ -59,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sw.add_argument("--rate", type=float, default=6.0, help="synthetic traces: arrivals per minute (default 6)")
     sw.add_argument("--tick", type=float, default=10.0, help="sim seconds per step (default 10)")
     sw.add_argument("--limit", type=int, help="use only the first N items of each trace")
-    sw.add_argument("-o", "--output", default="table", choices=["table", "json", "csv"])
+    add_output_arg(sw, "table", extra=["csv"], name="run/TRACE/FLEET/SEED/POLICY per run, as given")
     bar = sw.add_mutually_exclusive_group()
     bar.add_argument("--progress", dest="progress", action="store_true", default=None,
                      help="progress bar on stderr (default: when stderr is a terminal)")
@@ -70,11 +69,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Tasks of an Alibaba cluster-trace-gpu-v2023 pod list arrive (inflated to --ratio x the "
                     "fleet's GPUs, shuffled) and never leave; each policy of the paper places them, as real DRA "
                     "claims through the sim. -o json keys: trace, ratio, seeds, sample_every, nodes, gpus, sim, whole_gpus, "
-                    "x_step_pct, wall_s, paper (the paper's figures for this trace, when it reports them), and "
+                    "gpu_mode (shares | whole | mig), x_step_pct, engine (serial, local xN or dask URL), workers, wall_s, cpu_s (all runs), paper "
+                    "(the paper's figures for this trace, when it reports them), and "
                     "policies.<name>: alloc_pct (allocated GPUs in % of the fleet at x = 0, 1, ... % arrived "
-                    "workload), alloc_pct_at_saturation, unallocated_gpus (at the last x), "
-                    "unallocated_gpus_by_seed, failed_pods, served_gpus (GPUs the placed tasks asked for; below the "
-                    "allocated GPUs with --whole-gpus), pods, wall_s, cpu_s.")
+                    "workload; mean over seeds), alloc_pct_at_saturation, unallocated_gpus (at the last x; mean "
+                    "over seeds), unallocated_gpus_by_seed, unallocated_gpus_sd (sample standard deviation over "
+                    "seeds; 0 for one seed), unallocated_gpus_min, unallocated_gpus_max, failed_pods, served_gpus "
+                    "(GPUs the placed tasks asked for; below the allocated GPUs with --whole-gpus), pods, wall_s, "
+                    "cpu_s.")
     inf.add_argument("--trace", default="default",
                      help="openb pod list: default, cpu050, gpushare40, multigpu20, gpuspec33, ... or a csv path "
                           "(default: default)")
@@ -85,18 +87,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="comma-separated: fgd,best-fit,dot-product,gpu-packing,gpu-clustering,random-fit (default: all)")
     inf.add_argument("--seeds", default="42", help="comma-separated seeds and ranges (default 42; the paper: 42-51)")
     inf.add_argument("--ratio", type=float, default=1.3, help="inflate to this x the fleet's GPUs (default 1.3)")
-    inf.add_argument("--workers", type=int, default=1, help="local processes (default 1)")
+    inf.add_argument("--workers", type=int, default=None,
+                     help="local processes, one (policy, seed) run each at a time (default: the CPU count; "
+                          "1 = serially in this process)")
+    inf.add_argument("--address", metavar="URL",
+                     help="run on an existing Dask distributed scheduler, e.g. tcp://10.0.0.5:8786 "
+                          "(needs the 'dask' extra), as `experiment sweep --address` does")
+    inf_bar = inf.add_mutually_exclusive_group()
+    inf_bar.add_argument("--progress", dest="progress", action="store_true", default=None,
+                         help="progress bar on stderr (default: when stderr is a terminal)")
+    inf_bar.add_argument("--no-progress", dest="progress", action="store_false")
     inf.add_argument("--no-sim", action="store_true",
                      help="skip the sim: the policies' bookkeeping only (fast; no DRA objects)")
-    inf.add_argument("--whole-gpus", action="store_true",
-                     help="no sharing: a task asking for part of a GPU gets a whole one (DRA without consumable "
-                          "capacity); x still counts what the tasks asked for")
+    inf.add_argument("--gpus", default="shares", choices=["shares", "whole", "mig"],
+                     help="how a task gets part of a GPU as a DRA claim: shares (consumable capacity, the paper's "
+                          "GPU sharing; default), whole (no sharing: a whole GPU), mig (dynamic MIG: every GPU "
+                          "assumed an A100-SXM4-40GB, a share rounded up to the smallest MIG profile with that much "
+                          "compute, placed by the catalog's placement rules; needs --no-sim); x still counts what "
+                          "the tasks asked for")
+    inf.add_argument("--whole-gpus", action="store_true", help="the same as --gpus whole")
     inf.add_argument("--plot", metavar="FILE", help="write the figure (allocation ratio vs arrived workload)")
-    inf.add_argument("-o", "--output", default="table", choices=["table", "json"])
+    add_output_arg(inf, "table", name="run/POLICY per policy")
     inf.set_defaults(func=inflation_cmd)
     pol = sub.add_parser("policies", help="list the built-in policies")
+    add_output_arg(pol, "table", name="policy/NAME per policy")
     pol.set_defaults(func=list_policies)
-    ex.set_defaults(func=lambda args: (ex.print_help(), EXIT_BAD_INPUT)[1])
+    ex.set_defaults(func=lambda args: (ex.print_help(), EXIT_INPUT)[1])
 
 
 def _complete_fleets(prefix: str, **_: object) -> list[str]:
@@ -104,26 +120,28 @@ def _complete_fleets(prefix: str, **_: object) -> list[str]:
     return [n for n in [*profile_names(), "alibaba-shape"] if n.startswith(prefix)]
 
 
-def _print_summary(summary: object, keep: int) -> None:
-    """The summary as it always printed, one line per run; on a terminal, folded to its width
-    (the ``keep`` columns that name a run repeated in each part)."""
-    if sys.stdout.isatty():
+def _print_summary(summary: object, keep: int, fmt: str = "table") -> None:
+    """The summary as it always printed, one line per run (and so ``-o wide``); on a terminal,
+    ``-o table`` folds it to its width (the ``keep`` columns that name a run repeated in each part)."""
+    if fmt == "table" and sys.stdout.isatty():
         print(summary.table(keep).fold(terminal_width(), keep, color_enabled()))  # type: ignore[attr-defined]
     else:
         print(summary)
-
-
-def _fail(msg: str) -> int:
-    print(f"error: {msg}", file=sys.stderr)
-    return EXIT_BAD_INPUT
 
 
 def list_policies(args: argparse.Namespace) -> int:
     # lazy: start-up (labkit --help loads this module; policies import the sim)
     from labkit.experiments.policies import POLICIES
 
-    for name, cls in POLICIES.items():
-        print(f"{name:<12} MIG {cls.mig_mode or 'as given':<8} {cls.description}")
+    doc = {"policies": [{"name": name, "migMode": cls.mig_mode, "description": cls.description}
+                        for name, cls in POLICIES.items()]}
+
+    def human(_fmt: str) -> None:
+        for name, cls in POLICIES.items():
+            print(f"{name:<12} MIG {cls.mig_mode or 'as given':<8} {cls.description}")
+
+    print_output(resolve_format(args.output, "table"), doc, human=human,
+                 names=lambda: [f"policy/{name}" for name in POLICIES])
     return EXIT_OK
 
 
@@ -144,44 +162,44 @@ def run_experiment_cmd(args: argparse.Namespace) -> int:
     _, metrics, policies, runner, sweep = _experiments()
 
     if args.limit is not None and args.limit < 0:
-        return _fail(f"--limit {args.limit}: must be >= 0")
+        raise UsageError(f"--limit {args.limit}: must be >= 0")
     if args.pods < 0 or args.rate <= 0 or args.tick <= 0:
-        return _fail("--pods must be >= 0, --rate and --tick > 0")
+        raise UsageError("--pods must be >= 0, --rate and --tick > 0")
     try:
         chosen = [policies.get_policy(p.strip()) for p in args.policy.split(",") if p.strip()]
         if not chosen:
-            return _fail("--policy: give at least one policy name; see `labkit experiment policies`")
+            raise UsageError("--policy: give at least one policy name; see `labkit experiment policies`")
         fleet = sweep.fleet_profile(args.fleet)
         trace, trace_name = sweep.load_trace(args.trace, seed=args.seed, pods=args.pods, rate=args.rate,
                                              gpu_mem_gib=sweep.reference_gpu_mem(fleet))
         res = runner.run_experiment(trace, fleet, chosen, tick=args.tick, seed=args.seed, limit=args.limit,
                                    progress=sys.stderr.isatty() if args.progress is None else args.progress)
-    except (LabkitError, ValueError) as exc:
-        if isinstance(exc, LabkitError) and not isinstance(exc, ValueError):
-            raise  # the CLI prints it as one line with its kind's exit code (3: not found)
-        return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    except ValueError as exc:  # a LabkitError keeps its kind; a plain ValueError is bad input
+        raise as_input_error(exc) from None
     res.trace_name = trace_name
     if args.plot:
         try:
             res.plot(args.plot)
         except (OSError, ValueError) as exc:
-            return _fail(f"--plot {args.plot}: {exc}")
-    if args.output == "json":
-        doc = res.to_dict()
-        if not args.timeline:
-            doc.pop("timelines")
-        doc["summary"] = [{k: _clean(v) for k, v in row.items()} for row in doc["summary"]]
-        print(json.dumps(doc, indent=2, default=str).replace("NaN", "null"))
-    elif args.output == "csv":
+            raise UsageError(f"--plot {args.plot}: {exc}") from None
+    fmt = resolve_format(args.output, "table")
+    if fmt == "csv":
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=list(metrics.SUMMARY_KEYS), lineterminator="\n")
         w.writeheader()
         for r in res.runs:
             w.writerow({k: ("" if _clean(r.summary[k]) is None else r.summary[k]) for k in metrics.SUMMARY_KEYS})
         sys.stdout.write(buf.getvalue())
-    else:
+        return EXIT_OK
+    doc = res.to_dict()
+    if not args.timeline:
+        doc.pop("timelines")
+
+    def human(fmt: str) -> None:
         print(f"trace {trace_name} on fleet {args.fleet}")
-        _print_summary(res.summary(), keep=1)
+        _print_summary(res.summary(), keep=1, fmt=fmt)
+
+    print_output(fmt, doc, human=human, names=lambda: [f"run/{r.policy}" for r in res.runs])
     return EXIT_OK
 
 
@@ -189,9 +207,9 @@ def sweep_cmd(args: argparse.Namespace) -> int:
     _, metrics, policies, _, sweep = _experiments()
 
     if args.workers is not None and args.workers < 1:
-        return _fail(f"--workers {args.workers}: give at least 1 (1 = serially in this process)")
+        raise UsageError(f"--workers {args.workers}: give at least 1 (1 = serially in this process)")
     if args.workers is not None and args.address:
-        return _fail("--workers and --address: give one (the Dask cluster has its own workers)")
+        raise UsageError("--workers and --address: give one (the Dask cluster has its own workers)")
     try:
         names = sweep.split_axis("--policies", args.policies) if args.policies is not None else list(policies.POLICIES)
         traces = sweep.split_axis("--traces", args.traces)
@@ -200,26 +218,28 @@ def sweep_cmd(args: argparse.Namespace) -> int:
         options = sweep.Options(pods=args.pods, rate=args.rate, tick=args.tick, limit=args.limit)
         cells = sweep.make_grid(names, traces, seeds, fleets, options)
         res = sweep.run_sweep(cells, options, workers=args.workers, address=args.address, progress=args.progress)
-    except (LabkitError, ValueError) as exc:
-        if isinstance(exc, LabkitError) and not isinstance(exc, ValueError):
-            raise  # the CLI prints it as one line with its kind's exit code
-        return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    except ValueError as exc:  # a LabkitError keeps its kind; a plain ValueError is bad input
+        raise as_input_error(exc) from None
     rows = [{k: _clean(v) for k, v in r.items()} for r in res.rows]
-    if args.output == "json":
-        print(json.dumps({**res.to_dict(), "rows": rows}, indent=2, default=str).replace("NaN", "null"))
-    elif args.output == "csv":
+    fmt = resolve_format(args.output, "table")
+    if fmt == "csv":
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=list(sweep.ROW_KEYS), lineterminator="\n")
         w.writeheader()
         for r in rows:
             w.writerow({k: "" if r.get(k) is None else r[k] for k in sweep.ROW_KEYS})
         sys.stdout.write(buf.getvalue())
-    else:
+        return EXIT_OK
+
+    def human(fmt: str) -> None:
         keys = ("trace", "fleet", "seed", *(k for k in metrics.SUMMARY_KEYS if k != "pods_per_s"), "cpu_s")
-        _print_summary(metrics.SummaryTable(rows, keys), keep=4)
+        _print_summary(metrics.SummaryTable(rows, keys), keep=4, fmt=fmt)
         print(f"{len(rows)} runs on {res.engine} ({res.workers} worker{'s' if res.workers > 1 else ''}): "
               f"{res.wall_s:.1f} s wall; the runs themselves took {res.cell_wall_s:.1f} s wall, "
               f"{res.cell_cpu_s:.1f} s CPU in all")
+
+    print_output(fmt, {**res.to_dict(), "rows": rows}, human=human,
+                 names=lambda: [f"run/{c.trace}/{c.fleet}/{c.seed}/{c.policy}" for c in cells])  # rows: in cell order
     return EXIT_OK
 
 
@@ -232,35 +252,38 @@ def inflation_cmd(args: argparse.Namespace) -> int:
     if base and tail.isdigit():
         fleet, every = base, int(tail)
     elif fleet.startswith("openb:"):
-        return _fail(f"--fleet {fleet}: openb:N takes a whole number N >= 1 (1 node in N)")
+        raise UsageError(f"--fleet {fleet}: openb:N takes a whole number N >= 1 (1 node in N)")
     if fleet == "openb":
         nodes = inflation.NODES_PATH
     elif fleet.endswith((".csv", ".csv.gz")):
         nodes = fleet
     else:
-        return _fail(f"--fleet {fleet}: use openb, openb:N or a cluster-trace-gpu-v2023 node list csv (PATH[:N])")
-    if args.workers < 1:
-        return _fail(f"--workers {args.workers}: give at least 1")
+        raise UsageError(f"--fleet {fleet}: use openb, openb:N or a cluster-trace-gpu-v2023 node list csv (PATH[:N])")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers {args.workers}: give at least 1 (1 = serially in this process)")
+    if args.workers is not None and args.address:
+        raise UsageError("--workers and --address: give one (the Dask cluster has its own workers)")
     try:
         pols = tuple(sweep.split_axis("--policies", args.policies)) if args.policies else inflation.POLICIES
         seeds = tuple(sweep.parse_seeds(args.seeds))
         res = inflation.run_all(args.trace, pols, seeds=seeds, every=every, ratio=args.ratio,
-                                sim=not args.no_sim, workers=args.workers, whole_gpus=args.whole_gpus, nodes=nodes)
-    except (LabkitError, ValueError) as exc:
-        if isinstance(exc, LabkitError) and not isinstance(exc, ValueError):
-            raise
-        return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-    res["paper"] = (inflation.paper_figures(args.trace) if every == 1 and args.ratio == 1.3 and not args.whole_gpus
-                    and fleet == "openb" else None)
+                                sim=not args.no_sim, workers=args.workers, address=args.address,
+                                gpu_mode="whole" if args.whole_gpus else args.gpus, nodes=nodes,
+                                progress=args.progress)
+    except ValueError as exc:  # a LabkitError keeps its kind; a plain ValueError is bad input
+        raise as_input_error(exc) from None
+    res["paper"] = (inflation.paper_figures(args.trace) if every == 1 and args.ratio == 1.3
+                    and res["gpu_mode"] == "shares" and fleet == "openb" else None)
     if args.plot:
         inflation.plot_inflation(res, args.plot)
-    if args.output == "json":
-        print(json.dumps(res, indent=2))
+    fmt = resolve_format(args.output, "table")
+    if fmt not in ("table", "wide"):
+        print_output(fmt, res, human=lambda _: None, names=lambda: [f"run/{p}" for p in res["policies"]])
         return EXIT_OK
     paper = res["paper"] or {}
     print(f"trace {res['trace']} on {res['nodes']} nodes / {res['gpus']} GPUs, inflated to {res['ratio']:g}x, "
           f"seeds {','.join(map(str, res['seeds']))}{'' if res['sim'] else ' (no sim)'}"
-          f"{', whole GPUs only' if res['whole_gpus'] else ''}")
+          f"{'' if res['gpu_mode'] == 'shares' else ', GPUs: ' + res['gpu_mode']}")
     print(f"{'policy':<15}{'alloc % at sat.':>16}{'unallocated GPUs':>18}{'paper':>9}{'failed pods':>13}{'wall s':>9}")
     for name, r in sorted(res["policies"].items(), key=lambda kv: kv[1]["unallocated_gpus"]):
         ref = paper.get(name, {}).get("unallocated_gpus_at_130")

@@ -15,7 +15,7 @@ from typing import Any
 
 from labkit.api.attributes import plain_value
 from labkit.api.quantity import parse_quantity
-from labkit.sim.profiles import ClusterProfile, load_profile
+from labkit.model.profiles import ClusterProfile, load_profile
 
 GPU_DRIVER = "gpu.nvidia.com"
 NVLINK_ATTR = "topology.fake-gpus.dev/nvlinkDomain"

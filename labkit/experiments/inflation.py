@@ -36,9 +36,11 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,7 @@ import numpy as np
 from fake_gpus.catalog import gpu_model
 from fake_gpus.slices import build_slices
 from labkit.cluster import connect
+from labkit.errors import LabkitError, one_line
 from labkit.experiments import objects as o
 from labkit.experiments.openb import (
     DATA,
@@ -60,8 +63,9 @@ from labkit.experiments.openb import (
     openb_pods,
     sample_nodes,
 )
+from labkit.experiments.sweep import run_map
+from labkit.model.podutil import claim_name_for
 from labkit.sim.engine import fewer_collections
-from labkit.sim.podutil import claim_name_for
 
 POLICIES = ("fgd", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "random-fit")
 MILLI = 1000
@@ -120,10 +124,20 @@ class State:
     g: np.ndarray  # (nodes, 8)
     bus: list[list[str]]  # PCI bus id per GPU
     tags: np.ndarray = field(default_factory=lambda: np.zeros((0, 9), dtype=np.int64))  # pods per _tag_col
+    #: dynamic MIG only (gpu_mode "mig"): the memory slices in use per GPU, a bit mask (nodes, 8)
+    slices: np.ndarray | None = None
 
     @property
     def capacity_milli(self) -> int:
         return int(self.ngpu.sum()) * MILLI
+
+    def fit(self, idx: np.ndarray | slice, milli: int) -> np.ndarray:
+        """(nodes, 8): the GPUs of nodes idx that can take a share of `milli`: that much left and,
+        with dynamic MIG, a free placement of the profile the share is rounded to."""
+        ok = self.g[idx] >= milli
+        if self.slices is not None:
+            ok &= mig_place_ok(self.slices[idx], milli)
+        return ok
 
 
 def _tag(pod: OpenbPod) -> str:
@@ -144,14 +158,14 @@ def feasible(st: State, pod: OpenbPod, allowed: np.ndarray) -> np.ndarray:
     if pod.num_gpu:
         ok &= allowed
         if pod.gpu_milli < MILLI:
-            ok &= st.g.max(axis=1) >= pod.gpu_milli
+            ok &= (st.g.max(axis=1) >= pod.gpu_milli) if st.slices is None else st.fit(slice(None), pod.gpu_milli).any(axis=1)
         else:
             ok &= (st.g == MILLI).sum(axis=1) >= pod.num_gpu
     return np.flatnonzero(ok)
 
 
-def _best_gpu(g: np.ndarray, milli: int) -> int:
-    fits = np.flatnonzero(g >= milli)
+def _best_gpu(g: np.ndarray, fit: np.ndarray) -> int:
+    fits = np.flatnonzero(fit)
     return int(fits[np.argmin(g[fits])])  # the first of the tightest
 
 
@@ -208,7 +222,7 @@ class Scorer:
                   & (cpu[:, None, None] >= t.cpu[None, None, :]))
             after = (np.where(q3, sm, s[:, None, None]) * t.p[None, None, :]).sum(axis=2)  # (M, 8)
             scores = (_sigmoid((before[:, None] - after) / 1000) * MAX_SCORE).astype(np.int64)
-            scores = np.where(g >= m, scores, -1)
+            scores = np.where(st.fit(idx, m), scores, -1)
             best = scores.argmax(axis=1)  # the first GPU of the best score
             return scores[np.arange(len(idx)), best], best
         g2 = g.copy()
@@ -274,7 +288,7 @@ class Scorer:
         if pod.gpu_milli >= MILLI:  # whole GPUs: always idle ones
             busy = np.full(len(idx), max(MAX_SCORE // 2 - pod.num_gpu, MAX_SCORE // 3))
         else:  # a share takes the GPU with the least left that fits
-            tight = np.where(g >= pod.gpu_milli, g, MILLI + 1).min(axis=1)
+            tight = np.where(st.fit(idx, pod.gpu_milli), g, MILLI + 1).min(axis=1)
             busy = np.where(tight == MILLI, max(MAX_SCORE // 2 - 1, MAX_SCORE // 3),
                             np.maximum(MAX_SCORE - (tight * 100 // MILLI) // 10, MAX_SCORE // 2))
         return np.where(free == k, idle, busy).astype(np.int64)
@@ -293,17 +307,19 @@ class Scorer:
         return (base + band).astype(np.int64)
 
     def gpus(self, i: int, pod: OpenbPod, fgd_best: int | None) -> list[int]:
-        g = self.st.g[i, : int(self.st.ngpu[i])]
+        k = int(self.st.ngpu[i])
+        g = self.st.g[i, :k]
         if pod.num_gpu == 0:
             return []
         if pod.gpu_milli >= MILLI:
             return _whole(g, pod.num_gpu)
         if self.name == "fgd" and fgd_best is not None:
             return [fgd_best]
+        fit = self.st.fit(np.array([i]), pod.gpu_milli)[0, :k]
         if self.name == "random-fit":
-            fits = [int(j) for j in np.flatnonzero(g >= pod.gpu_milli)]
+            fits = [int(j) for j in np.flatnonzero(fit)]
             return [self.rng.choice(fits)]
-        return [_best_gpu(g, pod.gpu_milli)]
+        return [_best_gpu(g, fit)]
 
     def placed(self, i: int) -> None:
         self.version[i] += 1
@@ -363,14 +379,17 @@ def _pod(name: str, pod: OpenbPod, node: str, template: str | None) -> dict:
 
 @fewer_collections()
 def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio: float = 1.3, seed: int = 42,
-                  sim: bool = True, whole_gpus: bool = False, nodes: str | Path = NODES_PATH,
+                  sim: bool = True, whole_gpus: bool = False, gpu_mode: str = "shares", nodes: str | Path = NODES_PATH,
                   product_names: dict[str, str] | None = None) -> dict:
     """One policy, one seed: the curve and the unallocated GPUs at saturation (see the module text).
     `every`: run on 1 node in `every` of each node group (and inflate to that cluster's capacity);
     `sim=False` skips the sim (the policy's own bookkeeping only; for comparison and speed tests).
     `whole_gpus`: no sharing - a task asking for part of a GPU gets a whole one (what a DRA claim
     without a capacity request gets from a device that is not multi-allocatable); the x axis still
-    counts what the tasks asked for."""
+    counts what the tasks asked for. `gpu_mode`: "shares" (the default: consumable capacity),
+    "whole" (= whole_gpus) or "mig" (dynamic MIG, see MIG_MODEL; bookkeeping only, sim=False)."""
+    gpu_mode = "whole" if whole_gpus else gpu_mode
+    check_gpu_mode(gpu_mode, sim)
     if policy not in POLICIES:
         raise InflationError(f"policy {policy!r}: unknown; use one of {', '.join(POLICIES)}")
     started, cpu_started = time.perf_counter(), time.process_time()
@@ -379,9 +398,16 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
     original = openb_pods(trace)
     pods = inflate(original, st.capacity_milli, ratio, seed)
     asked = [p.milli_total for p in pods]
-    if whole_gpus:
+    if gpu_mode == "whole":
         original = [_whole_pod(p) for p in original]
         pods = [_whole_pod(p) for p in pods]
+    elif gpu_mode == "mig":
+        original = [_mig_pod(p) for p in original]
+        pods = [_mig_pod(p) for p in pods]
+        st.slices = np.zeros_like(st.g)
+    #: what a placed pod takes of the GPUs, in milli-GPU (MIG: compute slices / 7 of each GPU)
+    takes = [p.milli_total if gpu_mode != "mig" or not p.num_gpu or p.gpu_milli >= MILLI
+             else _mig_profile(p.gpu_milli)[1] * MILLI / gpu_model(MIG_MODEL).mig_compute_slices for p in pods]
     rng = random.Random(seed * 1_000_003 + POLICIES.index(policy))
     typical = Typical.of(original, st.model)  # the simulator's: from the pod list before inflation
     scorer = Scorer(policy, st, typical, rng)
@@ -419,10 +445,12 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
             st.mem[i] -= pod.memory_mib
             for j in gpus:
                 st.g[i, j] -= min(pod.gpu_milli, MILLI)
+                if st.slices is not None:
+                    st.slices[i, j] = mig_place(int(st.slices[i, j]), pod.gpu_milli)
             if pod.num_gpu:
                 st.tags[i, _tag_col(pod)] += 1
             scorer.placed(i)
-            allocated += pod.milli_total
+            allocated += takes[k]
             served += asked[k]
         while next_x * X_STEP * cap <= arrived * 100 and next_x * X_STEP <= ratio * 100 + 1e-9:
             curve.append(round(100 * allocated / cap, 3))
@@ -438,11 +466,79 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
             "unallocated_gpus": round(gpus_total - allocated / MILLI, 3),
             "served_gpus": round(served / MILLI, 3),
             "wall_s": round(time.perf_counter() - started, 2),
-            "cpu_s": round(time.process_time() - cpu_started, 2), "sim": sim, "whole_gpus": whole_gpus}
+            "cpu_s": round(time.process_time() - cpu_started, 2), "sim": sim, "whole_gpus": gpu_mode == "whole",
+            "gpu_mode": gpu_mode}
 
 
 def _whole_pod(p: OpenbPod) -> OpenbPod:
     return OpenbPod(p.name, p.cpu_milli, p.memory_mib, p.num_gpu, MILLI, p.gpu_spec) if p.num_gpu else p
+
+
+# -- dynamic MIG (gpu_mode "mig") ------------------------------------------------------------
+#: the MIG-capable model every GPU of the fleet is assumed to be in gpu_mode "mig" (none of the
+#: trace's models supports MIG): 7 compute slices, 8 memory slices, the catalog's placements
+MIG_MODEL = "A100-SXM4-40GB"
+GPU_MODES = ("shares", "whole", "mig")
+
+
+def check_gpu_mode(gpu_mode: str, sim: bool) -> None:
+    if gpu_mode not in GPU_MODES:
+        raise InflationError(f"--gpus {gpu_mode!r}: unknown; use one of {', '.join(GPU_MODES)}")
+    if gpu_mode == "mig" and sim:
+        raise InflationError("--gpus mig: dynamic MIG runs on the policies' bookkeeping only; add --no-sim")
+
+
+@cache
+def mig_profiles() -> tuple[tuple[str, int, int, tuple[int, ...]], ...]:
+    """MIG_MODEL's profiles a share can be rounded to, smallest first, one per compute size (the
+    catalog's first: 1g.5gb, not 1g.10gb; no +me media variants): (name, compute slices, the
+    share's milli-GPU once rounded to it (floor of slices x 1000 / 7; 1000 for the whole GPU),
+    the memory-slice bit masks of its placements in the catalog's order)."""
+    model = gpu_model(MIG_MODEL)
+    out: dict[int, tuple[str, int, int, tuple[int, ...]]] = {}
+    for prof in model.mig_profiles:
+        k = prof.compute_slices
+        if "+" in prof.name or k in out:
+            continue
+        masks = tuple(sum(1 << b for b in prof.slices_at(start)) for start in prof.placements)
+        out[k] = (prof.name, k, MILLI if k >= model.mig_compute_slices else k * MILLI // model.mig_compute_slices,
+                  masks)
+    return tuple(out[k] for k in sorted(out))
+
+
+def _mig_profile(milli: int) -> tuple[str, int, int, tuple[int, ...]]:
+    """The smallest profile with at least `milli` / 1000 of the GPU's compute (what a claim's
+    firstAvailable over the profiles, smallest first, gets); a rounded share maps to itself."""
+    total = gpu_model(MIG_MODEL).mig_compute_slices
+    for prof in mig_profiles():
+        if prof[2] == milli or prof[1] * MILLI >= milli * total:
+            return prof
+    return mig_profiles()[-1]
+
+
+def _mig_pod(p: OpenbPod) -> OpenbPod:
+    if not p.num_gpu or p.gpu_milli >= MILLI:
+        return p
+    return OpenbPod(p.name, p.cpu_milli, p.memory_mib, p.num_gpu, _mig_profile(p.gpu_milli)[2], p.gpu_spec)
+
+
+def mig_place_ok(slices: np.ndarray, milli: int) -> np.ndarray:
+    """Per GPU (memory-slice masks `slices`): a placement of the share's profile is free."""
+    ok = np.zeros(slices.shape, dtype=bool)
+    for mask in _mig_profile(milli)[3]:
+        ok |= (slices & mask) == 0
+    return ok
+
+
+def mig_place(used: int, milli: int) -> int:
+    """The memory-slice mask of a GPU after the share's profile takes its first free placement
+    (whole GPUs: all eight slices)."""
+    if milli >= MILLI:
+        return 0xFF
+    for mask in _mig_profile(milli)[3]:
+        if used & mask == 0:
+            return used | mask
+    raise InflationError(f"MIG placement of {milli} milli-GPU on slices {used:#x}: none free; this is a bug")
 
 
 def _product_names() -> dict[str, str]:
@@ -479,35 +575,42 @@ def _place(cluster: Any, st: State, i: int, pod: OpenbPod, gpus: list[int], name
 
 
 def run_all(trace: str = "default", policies: tuple[str, ...] = POLICIES, *, seeds: tuple[int, ...] = (42,),
-            every: int = 1, ratio: float = 1.3, sim: bool = True, workers: int = 1, whole_gpus: bool = False,
-            nodes: str | Path = NODES_PATH) -> dict:
+            every: int = 1, ratio: float = 1.3, sim: bool = True, workers: int | None = 1, address: str | None = None,
+            whole_gpus: bool = False, gpu_mode: str = "shares", nodes: str | Path = NODES_PATH,
+            progress: bool | None = False) -> dict:
     """Every policy x seed; per policy the mean curve and unallocated GPUs (documented keys: see
-    `labkit experiment inflation --help`)."""
+    `labkit experiment inflation --help`). The cells run as sweeps do (labkit.experiments.sweep):
+    serially (`workers=1`), in `workers` local processes (None: the CPU count) or on the Dask
+    scheduler at `address`; every engine gives the same figures."""
     cells = [(p, s) for p in policies for s in seeds]
     bad = [p for p in policies if p not in POLICIES]
     if bad:
         raise InflationError(f"policy {bad[0]!r}: unknown; use one of {', '.join(POLICIES)}")
     if every < 1:
         raise InflationError(f"--sample {every}: give a whole number >= 1 (1 = every node)")
+    if workers is not None and workers < 1:
+        raise InflationError(f"--workers {workers}: give at least 1 (1 = serially in this process)")
+    gpu_mode = "whole" if whole_gpus else gpu_mode
+    check_gpu_mode(gpu_mode, sim)
+    openb_pods(trace)  # a bad trace fails here, in one line, before any work is sent out
     started = time.perf_counter()
-    if workers > 1 and len(cells) > 1:
-        from concurrent.futures import ProcessPoolExecutor  # lazy: only for parallel runs
-
-        with ProcessPoolExecutor(workers) as ex:
-            runs = list(ex.map(_cell, [(p, trace, every, ratio, s, sim, whole_gpus, str(nodes)) for p, s in cells]))
-    else:
-        runs = [_cell((p, trace, every, ratio, s, sim, whole_gpus, str(nodes))) for p, s in cells]
+    runs, engine, n = run_map(_cell, [(p, trace, every, ratio, s, sim, gpu_mode, str(nodes)) for p, s in cells],
+                              workers=workers, address=address, progress=progress, desc="inflation: cells")
     out: dict[str, Any] = {"trace": trace, "ratio": ratio, "seeds": list(seeds), "sample_every": every,
-                           "nodes": runs[0]["nodes"], "gpus": runs[0]["gpus"], "sim": sim, "whole_gpus": whole_gpus,
-                           "x_step_pct": X_STEP, "policies": {}}
+                           "nodes": runs[0]["nodes"], "gpus": runs[0]["gpus"], "sim": sim,
+                           "whole_gpus": gpu_mode == "whole", "gpu_mode": gpu_mode, "x_step_pct": X_STEP, "engine": engine, "workers": n, "policies": {}}
     for p in policies:
         mine = [r for r in runs if r["policy"] == p]
+        by_seed = [r["unallocated_gpus"] for r in mine]
         curve = [round(sum(c) / len(c), 3) for c in zip(*(r["alloc_pct"] for r in mine), strict=True)]
         out["policies"][p] = {
             "alloc_pct": curve,
             "alloc_pct_at_saturation": round(sum(r["alloc_pct_at_saturation"] for r in mine) / len(mine), 3),
-            "unallocated_gpus": round(sum(r["unallocated_gpus"] for r in mine) / len(mine), 2),
-            "unallocated_gpus_by_seed": [r["unallocated_gpus"] for r in mine],
+            "unallocated_gpus": round(sum(by_seed) / len(mine), 2),
+            "unallocated_gpus_by_seed": by_seed,
+            "unallocated_gpus_sd": round(statistics.stdev(by_seed), 2) if len(by_seed) > 1 else 0.0,
+            "unallocated_gpus_min": min(by_seed),
+            "unallocated_gpus_max": max(by_seed),
             "failed_pods": round(sum(r["failed_pods"] for r in mine) / len(mine), 1),
             "served_gpus": round(sum(r["served_gpus"] for r in mine) / len(mine), 2),
             "pods": mine[0]["pods"],
@@ -515,12 +618,18 @@ def run_all(trace: str = "default", policies: tuple[str, ...] = POLICIES, *, see
             "cpu_s": round(sum(r["cpu_s"] for r in mine), 2),
         }
     out["wall_s"] = round(time.perf_counter() - started, 2)
+    out["cpu_s"] = round(sum(r["cpu_s"] for r in runs), 2)
     return out
 
 
 def _cell(args: tuple) -> dict:
-    p, trace, every, ratio, s, sim, whole, nodes = args
-    return run_inflation(p, trace, every=every, ratio=ratio, seed=s, sim=sim, whole_gpus=whole, nodes=nodes)
+    """One (policy, seed) run; a module-level function (the engines pickle it by name). A bad
+    input comes back as {"error": one line}, so no exception crosses a process boundary."""
+    p, trace, every, ratio, s, sim, gpu_mode, nodes = args
+    try:
+        return run_inflation(p, trace, every=every, ratio=ratio, seed=s, sim=sim, gpu_mode=gpu_mode, nodes=nodes)
+    except LabkitError as exc:
+        return {"error": f"{p} / {trace} / seed {s}: {one_line(exc)}"}
 
 
 def fleet_summary(every: int = 1) -> dict[str, int]:

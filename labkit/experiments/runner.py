@@ -27,9 +27,9 @@ from labkit.experiments.metrics import PodRecord, SummaryTable, summarize_run
 from labkit.experiments.plots import plot_results
 from labkit.experiments.policies import Context, Policy, PolicyError, get_policy
 from labkit.experiments.traces import WorkItem, request_mix
+from labkit.model.podutil import claim_name_for
+from labkit.model.profiles import ClusterProfile
 from labkit.sim.engine import fewer_collections
-from labkit.sim.podutil import claim_name_for
-from labkit.sim.profiles import ClusterProfile
 
 
 class ExperimentError(InputError, ValueError):

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ from labkit.experiments.metrics import SUMMARY_KEYS, WALL_CLOCK_KEYS
 from labkit.experiments.policies import POLICIES, get_policy
 from labkit.experiments.runner import run_policy
 from labkit.experiments.traces import WorkItem, generate
-from labkit.sim.profiles import ClusterProfile
+from labkit.model.profiles import ClusterProfile
 
 #: columns of a sweep row before the policy's summary
 CELL_KEYS = ("trace", "fleet", "seed")
@@ -233,39 +234,59 @@ def run_sweep(cells: Sequence[Cell], options: Options = Options(), *, workers: i
     each cell finishes (in finishing order; rows with "error" are not passed), so a caller can
     keep finished rows of a sweep that is interrupted later."""
     started = time.perf_counter()
-    bar = tqdm(total=len(cells), desc="sweep: cells", unit="cell", disable=None if progress is None else not progress)
 
     def done(i: int, row: dict) -> None:
         if on_row is not None and "error" not in row:
             on_row(cells[i], row)
+
+    rows, engine, n = run_map(partial(run_cell, options=options), cells, workers=workers, address=address,
+                              progress=progress, desc="sweep: cells", done=done)
+    return SweepResult(rows, engine, time.perf_counter() - started, n)
+
+
+def run_map(fn: Callable[[Any], dict], items: Sequence[Any], *, workers: int | None = None,
+            address: str | None = None, progress: bool | None = None, desc: str = "cells",
+            done: Callable[[int, dict], Any] | None = None) -> tuple[list[dict], str, int]:
+    """fn(item) for every item, on one of the engines (see the module text): the Dask scheduler
+    at `address`, else `workers` local processes (default: the CPU count; 1 = serially here).
+    `fn` is a module-level function (or a functools.partial of one: engines pickle it by name)
+    returning a dict, {"error": one line} for bad input. Returns (results in item order, engine
+    name, workers); the first error is raised as a SweepError (one line). `done(i, result)` is
+    called here as each item finishes."""
+    bar = tqdm(total=len(items), desc=desc, unit="cell", disable=None if progress is None else not progress)
+
+    def finished(i: int, row: dict) -> None:
+        if done is not None:
+            done(i, row)
         bar.update(1)
 
     try:
         if address:
-            rows, engine, n = _run_dask(cells, options, address, done)
+            rows, engine, n = _run_dask(fn, items, address, finished)
         else:
-            n = max(1, min(workers or os.cpu_count() or 1, len(cells) or 1))
+            n = max(1, min(workers or os.cpu_count() or 1, len(items) or 1))
             if n == 1:
                 rows, engine = [], "serial"
-                for i, c in enumerate(cells):
-                    rows.append(run_cell(c, options))
-                    done(i, rows[-1])
+                for i, c in enumerate(items):
+                    rows.append(fn(c))
+                    finished(i, rows[-1])
             else:
-                rows, engine = _run_local(cells, options, n, done), f"local x{n}"
+                rows, engine = _run_local(fn, items, n, finished), f"local x{n}"
     finally:
         bar.close()
     errors = [r["error"] for r in rows if "error" in r]
     if errors:
         more = f" (and {len(errors) - 1} more cells failed)" if len(errors) > 1 else ""
         raise SweepError(errors[0] + more)
-    return SweepResult(rows, engine, time.perf_counter() - started, n)
+    return rows, engine, n
 
 
-def _run_local(cells: Sequence[Cell], options: Options, n: int, done: Callable[[int, dict], Any]) -> list[dict]:
-    rows: list[dict | None] = [None] * len(cells)
+def _run_local(fn: Callable[[Any], dict], items: Sequence[Any], n: int,
+               done: Callable[[int, dict], Any]) -> list[dict]:
+    rows: list[dict | None] = [None] * len(items)
     # spawn: a fresh interpreter per worker (no forked locks or threads from this process)
     with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futs = {pool.submit(run_cell, c, options): i for i, c in enumerate(cells)}
+        futs = {pool.submit(fn, c): i for i, c in enumerate(items)}
         todo = set(futs)
         while todo:
             finished, todo = wait(todo, return_when=FIRST_COMPLETED)
@@ -276,7 +297,7 @@ def _run_local(cells: Sequence[Cell], options: Options, n: int, done: Callable[[
     return [r for r in rows if r is not None]
 
 
-def _run_dask(cells: Sequence[Cell], options: Options, address: str,
+def _run_dask(fn: Callable[[Any], dict], items: Sequence[Any], address: str,
               done: Callable[[int, dict], Any]) -> tuple[list[dict], str, int]:
     try:  # optional dependency (the `dask` extra): imported only for --address
         from distributed import Client, as_completed
@@ -290,9 +311,9 @@ def _run_dask(cells: Sequence[Cell], options: Options, address: str,
                           fix="start one (`dask scheduler` + `dask worker ADDRESS`) or check the address") from None
     try:
         n = max(1, sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values()))
-        futs = client.map(run_cell, list(cells), options=options, pure=False)
+        futs = client.map(fn, list(items), pure=False)
         index = {f.key: i for i, f in enumerate(futs)}
-        rows: list[dict | None] = [None] * len(cells)
+        rows: list[dict | None] = [None] * len(items)
         for f in as_completed(futs):
             i = index[f.key]
             try:

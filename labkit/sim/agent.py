@@ -12,14 +12,12 @@ by default) keep running, as their containers would be restarted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fake_gpus.plugin import cdi as fake_gpus_cdi
 from labkit.errors import NotFoundError
-from labkit.sim.clock import parse_timestamp
-from labkit.sim.dra import DraState
-from labkit.sim.events import EventRecorder
-from labkit.sim.podutil import (
+from labkit.model.podutil import (
     DURATION_ANNOTATION,
     EXTENDED_RESOURCES_KEY,
     claim_entries,
@@ -29,6 +27,9 @@ from labkit.sim.podutil import (
     meta,
     parse_duration,
 )
+from labkit.sim.clock import parse_timestamp
+from labkit.sim.dra import DraState
+from labkit.sim.events import EventRecorder
 from labkit.sim.store import Store, evolve
 
 COMPONENT = "kubelet"
@@ -65,6 +66,8 @@ class NodeAgent:
         self.problems: dict[str, str] = {}  # pod uid -> why it is not running yet
         self.deadlines: dict[str, tuple[float, str, str]] = {}  # pod uid -> (time, ns, name)
         self._todo: set[tuple[str, str]] = set()
+        #: a driver's own checks at NodePrepareResources: (pod, claim, node) -> why it fails, or None
+        self.prepare_checks: list[Callable[[dict, dict, dict], str | None]] = []
         store.watch(self._on_pod, kinds=("Pod",))
         store.watch(self._on_claim, kinds=("ResourceClaim",))
 
@@ -83,6 +86,10 @@ class NodeAgent:
         for ref in (ev.object.get("status") or {}).get("reservedFor") or []:
             if ref.get("resource", "pods") == "pods":
                 self._todo.add((meta(ev.object).get("namespace", "default"), ref.get("name", "")))
+
+    def retry(self, pods: list[tuple[str, str]]) -> None:
+        """Prepare these (namespace, name) pods again in the next round (a driver's retry)."""
+        self._todo.update(pods)
 
     def reconcile(self) -> None:
         todo, self._todo = sorted(self._todo), set()
@@ -125,6 +132,11 @@ class NodeAgent:
                                       f"and reserved for the pod; kubelet waits")
                 return None
             drivers = sorted({r.get("driver", "") for r in ((st["allocation"].get("devices") or {}).get("results") or [])})
+            for check in self.prepare_checks:
+                why = check(pod, claim, node)
+                if why:
+                    self._prepare_failed(pod, f"NodePrepareResources for claim {name} failed: {why}")
+                    return None
             for driver in drivers:
                 try:
                     cdi = self._cdi()

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from labkit.model.podutil import DELETE_PROTECTION, EXTENDED_RESOURCES_KEY, meta, pod_reference
 from labkit.sim import podgroups
 from labkit.sim.filters import EXTENDED_CLAIM_ANNOTATION
 from labkit.sim.names import new_uid
-from labkit.sim.podutil import DELETE_PROTECTION, EXTENDED_RESOURCES_KEY, meta, pod_reference
 from labkit.sim.resources import pod_requests
 from labkit.sim.scoring import nonzero_requests
 from labkit.sim.store import copy_of, evolve
 
 if TYPE_CHECKING:
-    from labkit.sim.scheduler import Attempt, Scheduler
+    from labkit.sim.attempt import Attempt
+    from labkit.sim.handle import SchedulerHandle
 
 COMPONENT = "default-scheduler"
 
@@ -51,8 +52,8 @@ def set_condition(pod: dict, status: str, reason: str | None, message: str | Non
 
 
 class Binder:
-    def __init__(self, scheduler: Scheduler) -> None:
-        self.s = scheduler
+    def __init__(self, handle: SchedulerHandle) -> None:
+        self.s = handle
 
     def _fix_share_ids(self, result: dict) -> dict:
         """Seeded shareIDs instead of random ones, so runs repeat exactly."""

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from labkit.sim import names, podgroups
-from labkit.sim.events import EventRecorder
-from labkit.sim.podutil import (
+from labkit.model.podutil import (
     DELETE_PROTECTION,
     POD_CLAIM_ANNOTATION,
     claim_name_for,
@@ -23,6 +21,8 @@ from labkit.sim.podutil import (
     is_finished,
     meta,
 )
+from labkit.sim import names, podgroups
+from labkit.sim.events import EventRecorder
 from labkit.sim.store import Store, copy_of, evolve
 
 COMPONENT = "resource_claim"

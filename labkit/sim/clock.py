@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 from labkit.errors import InputError
 
@@ -16,6 +17,7 @@ class ClockError(InputError, ValueError):
 class Clock:
     def __init__(self) -> None:
         self.seconds = 0.0
+        self._stamp: tuple[int, str] = (-1, "")  # the last timestamp written (every write asks)
 
     def advance(self, seconds: float) -> None:
         if seconds < 0:
@@ -24,9 +26,13 @@ class Clock:
 
     def timestamp(self) -> str:
         """RFC 3339 in UTC, whole seconds, like metav1.Time."""
-        return (EPOCH + timedelta(seconds=int(self.seconds))).strftime("%Y-%m-%dT%H:%M:%SZ")
+        whole = int(self.seconds)
+        if self._stamp[0] != whole:
+            self._stamp = (whole, (EPOCH + timedelta(seconds=whole)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        return self._stamp[1]
 
 
+@lru_cache(maxsize=4096)
 def parse_timestamp(ts: str) -> float:
     """Seconds since EPOCH for an RFC 3339 timestamp written by Clock."""
     return (datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) - EPOCH).total_seconds()

@@ -15,17 +15,19 @@ from contextlib import contextmanager
 from typing import Any
 
 from labkit.errors import InputError
+from labkit.model.kinds import canonical_kind, is_namespaced
+from labkit.model.podutil import meta
+from labkit.model.profiles import ClusterProfile
+from labkit.model.state import order_for_restore
 from labkit.sim.agent import NodeAgent
 from labkit.sim.claimctl import ClaimController
 from labkit.sim.clock import Clock
+from labkit.sim.computedomains import ComputeDomainController
 from labkit.sim.dra import DraState, split_gates
 from labkit.sim.events import EventRecorder
-from labkit.sim.kinds import canonical_kind, is_namespaced
+from labkit.sim.mpijobs import MPIJobController
 from labkit.sim.nodes import build_node, build_slices_for, default_device_classes
-from labkit.sim.podutil import meta
-from labkit.sim.profiles import ClusterProfile
 from labkit.sim.scheduler import Scheduler
-from labkit.sim.state import order_for_restore
 from labkit.sim.store import Store, StoreError, copy_of
 from labkit.sim.taintctl import DeviceTaintController
 from labkit.sim.workloads import WorkloadController
@@ -43,7 +45,7 @@ class Sim:
     def __init__(self, profile: ClusterProfile, seed: int = 0, progress: Callable[..., Iterable] | None = None,
                  cel_engine: str | None = None, state: list[dict] | None = None,
                  default_duration: float | None = None) -> None:
-        """`state`: objects of a real cluster (labkit.sim.state.load_state) to start from instead of the
+        """`state`: objects of a real cluster (labkit.model.state.load_state) to start from instead of the
         profile's nodes; `profile` then only gives the Kubernetes version and feature gates."""
         self.profile = profile
         self.clock = Clock()
@@ -52,11 +54,13 @@ class Sim:
         dra_gates, self.other_gates = split_gates(profile.kubernetes_version, profile.feature_gates)
         self.dra = DraState(self.store, profile.kubernetes_version, dra_gates, cel_engine=cel_engine)
         self.workloads = WorkloadController(self.store)
+        self.mpijobs = MPIJobController(self.store)
         self.scheduler = Scheduler(self.store, self.events, self.dra)
         self.claims = ClaimController(self.store, self.events, on_deallocate=self.scheduler.release_claim)
         self.agent = NodeAgent(self.store, self.events, self.dra,
                                **({} if default_duration is None else {"default_duration": default_duration}))
         self.taints = DeviceTaintController(self.store, self.events)
+        self.compute_domains = ComputeDomainController(self.store, self.events, self.agent)
         self.scheduler.progress = progress
         if state is not None:
             self._restore(state)
@@ -162,7 +166,9 @@ class Sim:
     def step(self) -> bool:
         """One round of every controller. True when something changed."""
         before = self.store.rv
+        self.mpijobs.reconcile()
         self.workloads.reconcile()
+        self.compute_domains.reconcile()
         self.claims.reconcile()
         self.scheduler.schedule_pending()
         self.claims.reconcile()

@@ -20,8 +20,8 @@ from typing import Any
 from labkit.allocator.nodes import node_selector_matches, pod_matches_node_affinity
 from labkit.allocator.taints import untolerated_taint
 from labkit.allocator.twins import TwinTable
+from labkit.model.podutil import EXTENDED_RESOURCES_KEY, meta
 from labkit.sim.dra import DraState
-from labkit.sim.podutil import EXTENDED_RESOURCES_KEY, meta
 from labkit.sim.resources import insufficient, is_extended, node_allocatable
 
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
@@ -85,6 +85,18 @@ def fit_error_message(num_nodes: int, per_node: dict[str, list[str]]) -> str:
 
 #: the status kube-scheduler gives every node a PreFilterResult left out (findNodesThatFitPod)
 PREFILTER_ABSENT = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
+
+#: which kube-scheduler Filter plugin gives each reason filter_node returns (by its start)
+_PLUGIN_OF = (("node(s) were unschedulable", "NodeUnschedulable"), ("node(s) had untolerated taint", "TaintToleration"),
+              ("node(s) didn't match Pod's node affinity", "NodeAffinity"), (PREFILTER_ABSENT, "NodeAffinity"),
+              ("Insufficient ", "NodeResourcesFit"), ("Too many pods", "NodeResourcesFit"),
+              ("resourceclaim not available on the node", "DynamicResources"),
+              ("cannot allocate all claims", "DynamicResources"), ("error: ", "DynamicResources"))
+
+
+def plugin_of(reason: str) -> str:
+    """The Filter plugin behind one of filter_node's reasons ("" for a reason it does not give)."""
+    return next((plugin for start, plugin in _PLUGIN_OF if reason.startswith(start)), "")
 
 
 def prefilter_node_names(pod: dict) -> set[str] | None:

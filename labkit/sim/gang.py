@@ -12,15 +12,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from labkit.sim.podutil import GROUP_LABEL, MIN_MEMBER_ANNOTATION, is_deleting, is_finished, meta
+from labkit.model.podutil import GROUP_LABEL, MIN_MEMBER_ANNOTATION, is_deleting, is_finished, meta
+from labkit.sim.attempt import Attempt
 
 if TYPE_CHECKING:
-    from labkit.sim.scheduler import Attempt, Scheduler
+    from labkit.sim.binding import Binder
+    from labkit.sim.handle import GangHandle
 
 
 class Gangs:
-    def __init__(self, scheduler: Scheduler) -> None:
-        self.s = scheduler
+    def __init__(self, handle: GangHandle, binder: Binder) -> None:
+        self.s = handle
+        self.binder = binder
 
     def group_of(self, pod: dict) -> tuple[str, str, int] | None:
         """(namespace, group name, minCount) when the pod belongs to a gang."""
@@ -70,14 +73,14 @@ class Gangs:
             return
         if min_count < 0:
             for p in pending:
-                s.attempts[meta(p)["uid"]] = s.new_attempt(prefilter=f'waiting for PodGroup "{shown}" to be created',
+                s.attempts[meta(p)["uid"]] = Attempt(prefilter=f'waiting for PodGroup "{shown}" to be created',
                                                            gated=True)
                 s.queue.park_single(meta(p)["uid"], s.epoch, key[1])
             return
         if placed_before + len(pending) < min_count:
             msg = f'waiting for pod group "{shown}": {placed_before + len(pending)} of minCount {min_count} pods exist'
             for p in pending:
-                s.attempts[meta(p)["uid"]] = s.new_attempt(prefilter=msg, gated=True)
+                s.attempts[meta(p)["uid"]] = Attempt(prefilter=msg, gated=True)
                 s.queue.park_single(meta(p)["uid"], s.epoch, key[1])
             return
         reserved: list[tuple[dict, Attempt, dict]] = []
@@ -86,20 +89,20 @@ class Gangs:
             att = s.attempt(p)
             s.attempts[meta(p)["uid"]] = att
             if att.node:
-                reserved.append((p, att, s.binder.reserve(p, att)))
+                reserved.append((p, att, self.binder.reserve(p, att)))
             else:
                 failed.append((p, att))
         if placed_before + len(reserved) >= min_count:
             for p, att, fixed in reserved:
-                s.binder.commit(p, att, fixed)
+                self.binder.commit(p, att, fixed)
             for p, att in failed:
-                s.binder.fail(p, att)
+                self.binder.fail(p, att)
             rest = ",".join(meta(p)["uid"] for p, _ in failed)
             for p, _ in failed:
                 s.queue.park_single(meta(p)["uid"], s.epoch, rest)
             return
         for p, att, fixed in reversed(reserved):
-            s.binder.unreserve(p, att, fixed)
+            self.binder.unreserve(p, att, fixed)
         s.bump()
         reason = failed[0][1].message if failed else ""
         msg = (f'pod group "{shown}": only {placed_before + len(reserved)} of minCount {min_count} pods fit; '
@@ -108,6 +111,6 @@ class Gangs:
             att = s.attempts[meta(p)["uid"]]
             att.node = None
             att.message = msg
-            s.binder.fail(p, att)
+            self.binder.fail(p, att)
         for p in pending:
             s.queue.park_single(meta(p)["uid"], s.epoch, key[1])

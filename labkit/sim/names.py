@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import random
-import uuid
 
 #: alphabet of k8s.io/apimachinery/pkg/util/rand (no vowels, no 0/1/3)
 ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"
@@ -68,4 +67,10 @@ def pod_template_hash(template: dict, collision_count: int = 0) -> str:
 
 
 def new_uid(rng: random.Random) -> str:
-    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    """A version-4 UUID from 128 bits of `rng`: what str(uuid.UUID(int=bits, version=4)) gives,
+    written directly (the sim makes one for every object it stores)."""
+    n = rng.getrandbits(128)
+    n = (n & ~(0xC000 << 48)) | (0x8000 << 48)  # the RFC 4122 variant
+    n = (n & ~(0xF000 << 64)) | (4 << 76)  # version 4
+    h = f"{n:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

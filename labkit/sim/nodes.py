@@ -8,7 +8,7 @@ from typing import Any
 from fake_gpus import catalog as fake_gpus_catalog
 from fake_gpus import slices as fake_gpus_slices
 from labkit.errors import EngineError
-from labkit.sim.profiles import DEFAULT_ALLOCATABLE, ClusterProfile, NodeSpec
+from labkit.model.profiles import DEFAULT_ALLOCATABLE, ClusterProfile, NodeSpec
 
 
 class HardwareError(EngineError):

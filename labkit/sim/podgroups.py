@@ -9,7 +9,7 @@ so every pod of the group shares the same devices.
 
 from __future__ import annotations
 
-from labkit.sim.podutil import meta
+from labkit.model.podutil import meta
 from labkit.sim.store import Store
 
 API_GROUP = "scheduling.k8s.io"

@@ -34,7 +34,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
-from labkit.sim.podutil import meta
+from labkit.model.podutil import meta
 
 Key = tuple[int, int]  # (-priority, creation order)
 

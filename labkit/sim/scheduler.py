@@ -45,7 +45,17 @@ from operator import is_not, itemgetter
 from typing import Any
 
 from labkit.allocator.twins import TwinTable
+from labkit.model.podutil import (
+    EXTENDED_RESOURCES_KEY,
+    claim_name_for,
+    claim_not_created,
+    claim_not_found,
+    is_deleting,
+    is_finished,
+    meta,
+)
 from labkit.sim import podgroups
+from labkit.sim.attempt import Attempt
 from labkit.sim.binding import Binder
 from labkit.sim.dra import DraState
 from labkit.sim.events import EventRecorder
@@ -64,13 +74,6 @@ from labkit.sim.filters import (
     single_node,
 )
 from labkit.sim.gang import Gangs
-from labkit.sim.podutil import (
-    EXTENDED_RESOURCES_KEY,
-    claim_name_for,
-    is_deleting,
-    is_finished,
-    meta,
-)
 from labkit.sim.queue import HELPS, SchedulingQueue, rejecting_plugins
 from labkit.sim.resources import pod_requests
 from labkit.sim.scoring import (
@@ -82,7 +85,6 @@ from labkit.sim.scoring import (
     score_row,
     simple_total,
     totals,
-    weighted_rows,
 )
 from labkit.sim.store import Store
 
@@ -100,38 +102,6 @@ _NOT_INFEASIBLE = re.compile(rb"[^\x02]")
 #: a kept FilterResult's reasons and detail (allocator Outcome or text; None: none)
 _REASONS, _DETAIL = itemgetter(0), itemgetter(1)
 _IS_SOMETHING = partial(is_not, None)
-
-
-@dataclass
-class Attempt:
-    """The outcome of scheduling one pod (kept for explain())."""
-
-    node: str | None = None
-    prefilter: str | None = None  # PreEnqueue/PreFilter message: no node was tried
-    stage: str = ""  # the plugin and extension point that gave `prefilter` ("DynamicResources PreFilter")
-    per_node: dict[str, list[str]] = field(default_factory=dict)  # node -> reasons it failed
-    explanations: dict[str, Any] = field(default_factory=dict)  # node -> allocator Outcome or a detail string
-    allocations: dict[str, dict] = field(default_factory=dict)  # "ns/claim" -> AllocationResult
-    claims: list[dict] = field(default_factory=list)  # the pod's claims as seen
-    error: str | None = None
-    ext_claim: dict | None = None  # in-memory claim for DRA-backed extended resources (DRAExtendedResource)
-    ext_mappings: list[dict] = field(default_factory=list)
-    gated: bool = False  # PreEnqueue: no status change, like kube-scheduler
-    num_nodes: int = 0
-    message: str = ""
-    shape: str | None = None  # the pod's signature when it reached the Filter stage
-    score_nodes: list[str] = field(default_factory=list, repr=False)  # the scored nodes, in walk order
-    score_rows: list[ScoreRow] = field(default_factory=list, repr=False)
-
-    @property
-    def scores(self) -> dict[str, dict[str, int]]:
-        """node -> plugin -> weighted score (and "total"), for the scored nodes."""
-        return dict(zip(self.score_nodes, weighted_rows(self.score_rows), strict=True))
-
-    def again(self, claims: list[dict]) -> Attempt:
-        """The same failure for another pod of the same shape (nothing changed in between)."""
-        return Attempt(per_node=self.per_node, explanations=self.explanations, claims=claims,
-                       num_nodes=self.num_nodes, message=self.message, shape=self.shape)
 
 
 @dataclass
@@ -158,6 +128,10 @@ class _Shape:
     simple_by_index: list[int | None] = field(default_factory=list)
 
 
+class _FilterError(Exception):
+    """A Filter plugin failed on a node (the allocator's error), not: the pod does not fit."""
+
+
 def _waiting(pod: dict) -> bool:
     """Unbound, alive and for this scheduler: a pod the queue holds."""
     spec = pod.get("spec") or {}
@@ -178,7 +152,7 @@ class Scheduler:
         self.resources = NodeResources()
         self.claim_allocs: dict[str, tuple[dict, str]] = {}  # claim uid -> (allocation, owner) in dra.allocated
         self.binder = Binder(self)
-        self.gangs = Gangs(self)
+        self.gangs = Gangs(self, self.binder)
         self.percentage_of_nodes_to_score = 0  # KubeSchedulerConfiguration's; 0 = adaptive
         self.next_start_node_index = 0
         self.filter_calls = 0  # filter_node calls (tests count them)
@@ -284,9 +258,6 @@ class Scheduler:
             self._index = {name: i for i, name in enumerate(self._names)}
         return self._nodes
 
-    def new_attempt(self, **kw: Any) -> Attempt:
-        return Attempt(**kw)
-
     # -- queue -----------------------------------------------------------------------------
     def pending(self) -> list[dict]:
         """The pods waiting to be placed, in queue order (active or not)."""
@@ -388,10 +359,10 @@ class Scheduler:
         for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
             name, templated = claim_name_for(pod, entry)
             if name is None:  # resourceclaim.Name: the controller has not recorded the claim (yet)
-                return claims, f'pod "{ns}/{meta(pod)["name"]}": ResourceClaim not created yet'
+                return claims, claim_not_created(pod)
             claim = self.store.get("ResourceClaim", name, ns)
             if claim is None:  # the assume cache's NotFoundError
-                return claims, f'could not find ResourceClaim "{ns}/{name}"'
+                return claims, claim_not_found(ns, name)
             if is_deleting(claim):
                 return claims, f'resourceclaim "{name}" is being deleted'
             if templated and not any(o.get("uid") == meta(pod)["uid"] for o in meta(claim).get("ownerReferences") or []) \
@@ -500,9 +471,7 @@ class Scheduler:
 
     def attempt(self, pod: dict) -> Attempt:
         """Find a node for `pod` (nothing is written; binder.commit() does that)."""
-        nodes = self.nodes()
-        names = self._names
-        n = len(nodes)
+        n = len(self.nodes())
         att = Attempt(num_nodes=n)
         claims, msg = self._prefilter(pod)
         att.claims = claims
@@ -520,112 +489,137 @@ class Scheduler:
         if shape.failed is not None:
             return shape.failed.again(claims)
         att.shape = sig
+        inp = self._filter_inputs(pod, claims)
+        try:
+            feasible = self._find_feasible(inp, shape, att)
+        except _FilterError as exc:  # a plugin failed (not: the pod does not fit): no node is chosen
+            att.error = str(exc)
+            att.message = f'running Filter plugin "DynamicResources": {att.error}'
+            return att
+        if not feasible:
+            att.message = fit_error_message(n, att.per_node)
+            shape.failed = att
+            return att
+        chosen = self._best(pod, inp, shape, feasible, att)
+        _, outcome, ext_claim = shape.by_index[chosen]  # type: ignore[misc]
+        self._choose(att, self._names[chosen], outcome, ext_claim, inp)
+        return att
+
+    def _filter_inputs(self, pod: dict, claims: list[dict]) -> FilterInputs:
         req = pod_requests(pod)
         ext_classes = self._extended_classes()
-        inp = FilterInputs(pod=pod, req=req, claims=claims,
-                           allocated=[c for c in claims if (c.get("status") or {}).get("allocation")],
-                           pending=[c for c in claims if not (c.get("status") or {}).get("allocation")],
-                           ext_classes=ext_classes, ext=extended_requests(pod, req, ext_classes),
-                           first_available=any(r.get("firstAvailable") for c in claims
-                                               for r in ((c.get("spec") or {}).get("devices") or {}).get("requests") or ()))
+        return FilterInputs(pod=pod, req=req, claims=claims,
+                            allocated=[c for c in claims if (c.get("status") or {}).get("allocation")],
+                            pending=[c for c in claims if not (c.get("status") or {}).get("allocation")],
+                            ext_classes=ext_classes, ext=extended_requests(pod, req, ext_classes),
+                            first_available=any(r.get("firstAvailable") for c in claims
+                                                for r in ((c.get("spec") or {}).get("devices") or {}).get("requests")
+                                                or ()))
+
+    def _filter_at(self, inp: FilterInputs, k: int, shape: _Shape, dra_results: _Shape | None) -> FilterResult:
+        """Node ``k``'s Filter result for this pod shape, run once and kept; a plugin error raises
+        _FilterError (and is not kept)."""
+        res = shape.by_index[k]
+        if res is None:
+            res = self._filter(inp, self._nodes[k], dra_results)  # type: ignore[index]
+            if res[0] and res[0][0].startswith("error: "):
+                raise _FilterError(res[0][0][len("error: "):])
+            shape.by_index[k] = res
+            shape.status[k] = INFEASIBLE if res[0] else FEASIBLE
+        return res
+
+    def _find_feasible(self, inp: FilterInputs, shape: _Shape, att: Attempt) -> list[int]:
+        """The Filter stage: up to numFeasibleNodesToFind feasible node indexes, walking from
+        nextStartNodeIndex (or only the nodes NodeAffinity's PreFilter names); the reasons of
+        the others go to ``att.per_node`` / ``att.explanations``, also when a plugin fails."""
+        n = len(self._names)
         to_find = num_feasible_nodes_to_find(n, self.percentage_of_nodes_to_score)
         sampling = n >= MIN_FEASIBLE_NODES_TO_FIND
         start = self.next_start_node_index % n if sampling else 0
-        results, status = shape.by_index, shape.status
         dra_results = self._dra_results(inp)
         feasible: list[int] = []
-        per_node: dict[str, list[str]] = {}
-        explanations: dict[str, Any] = {}
-        looked = 0  # nodes looked at: start..n-1, then 0..start-1
-        only = prefilter_node_names(pod)
+        att.per_node, att.explanations = {}, {}
+        only = prefilter_node_names(inp.pod)
         if only is not None:  # NodeAffinity's PreFilterResult: only these nodes are filtered
-            index = self._index
-            subset = sorted(index[name] for name in only if name in index)
-            for k in subset:
-                res = results[k]
-                if res is None:
-                    res = self._filter(inp, nodes[k], dra_results)
-                    if res[0] and res[0][0].startswith("error: "):
-                        att.error = res[0][0][len("error: "):]
-                        att.message = f'running Filter plugin "DynamicResources": {att.error}'
-                        return att
-                    results[k] = res
-                    status[k] = INFEASIBLE if res[0] else FEASIBLE
-                if res[0]:
-                    per_node[names[k]] = res[0]
-                    if res[1] is not None:
-                        explanations[names[k]] = res[1]
-                elif len(feasible) < to_find:
-                    feasible.append(k)
-            if not feasible:  # the nodes the PreFilter left out share one status
-                absent = [PREFILTER_ABSENT]
-                per_node.update((name, absent) for name in names if name not in per_node and name not in only)
-            looked = len(subset)
-        for lo, hi in (((start, n), (0, start)) if only is None else ()):
-            k = lo
-            while k < hi and len(feasible) < to_find:
-                known = status[k]
-                if known == FEASIBLE:  # a run of nodes known to be feasible: taken as a whole
-                    m = _NOT_FEASIBLE.search(status, k, hi)
-                    j = min(m.start() if m is not None else hi, k + to_find - len(feasible))
-                    feasible.extend(range(k, j))
-                    k = j
-                    continue
-                if known == INFEASIBLE:  # a run of nodes known to be infeasible: their reasons, as a whole
-                    m = _NOT_INFEASIBLE.search(status, k, hi)
-                    j = m.start() if m is not None else hi
-                    run, details = names[k:j], list(map(_DETAIL, results[k:j]))
-                    per_node.update(zip(run, map(_REASONS, results[k:j])))
-                    explanations.update(compress(zip(run, details), map(_IS_SOMETHING, details)))
-                    k = j
-                    continue
-                res = results[k]
-                if res is None:
-                    res = self._filter(inp, nodes[k], dra_results)
-                    if res[0] and res[0][0].startswith("error: "):
-                        att.error = res[0][0][len("error: "):]
-                        att.message = f'running Filter plugin "DynamicResources": {att.error}'
-                        att.per_node, att.explanations = per_node, explanations
-                        return att
-                    results[k] = res
-                    status[k] = INFEASIBLE if res[0] else FEASIBLE
-                reasons = res[0]
-                if reasons:
-                    name = names[k]
-                    per_node[name] = reasons
-                    if res[1] is not None:
-                        explanations[name] = res[1]  # its .explanation is computed lazily, on demand
-                else:
-                    feasible.append(k)
-                k += 1
-            looked += k - lo
-            if len(feasible) >= to_find:
-                break
+            looked = self._filter_subset(inp, shape, dra_results, only, to_find, feasible, att)
+        else:
+            looked = 0  # nodes looked at: start..n-1, then 0..start-1
+            for lo, hi in ((start, n), (0, start)):
+                looked += self._walk(inp, shape, dra_results, lo, hi, to_find, feasible, att) - lo
+                if len(feasible) >= to_find:
+                    break
         if sampling:
             self.next_start_node_index = (start + looked) % n  # moved on by the number of nodes looked at
-        att.per_node, att.explanations = per_node, explanations
-        if not feasible:
-            att.message = fit_error_message(n, per_node)
-            shape.failed = att
-            return att
-        chosen = feasible[0]
-        if len(feasible) > 1:
-            cached = shape.rows_by_index
-            rows = [cached[i] for i in feasible]
-            if None in rows:
-                pod_sizes = (nonzero_requests(pod), cpu_memory(inp.req))  # once per pod, not per node
-                for j, i in enumerate(feasible):
-                    if rows[j] is None:
-                        rows[j] = self._score_row(shape, inp, i, *pod_sizes)
-            simple = shape.simple_by_index
-            tot = [simple[i] for i in feasible]
-            if None in tot:  # some score needs normalising over these nodes
-                tot = totals(rows)
-            chosen = feasible[tot.index(max(tot))]  # the first of the best
-            att.score_nodes, att.score_rows = [names[i] for i in feasible], rows
-        _, outcome, ext_claim = results[chosen]
-        self._choose(att, names[chosen], outcome, ext_claim, inp)
-        return att
+        return feasible
+
+    def _filter_subset(self, inp: FilterInputs, shape: _Shape, dra_results: _Shape | None, only: set[str],
+                       to_find: int, feasible: list[int], att: Attempt) -> int:
+        """Filter the nodes NodeAffinity's PreFilter left; returns how many were looked at."""
+        names, per_node, explanations = self._names, att.per_node, att.explanations
+        subset = sorted(self._index[name] for name in only if name in self._index)
+        for k in subset:
+            res = self._filter_at(inp, k, shape, dra_results)
+            if res[0]:
+                per_node[names[k]] = res[0]
+                if res[1] is not None:
+                    explanations[names[k]] = res[1]
+            elif len(feasible) < to_find:
+                feasible.append(k)
+        if not feasible:  # the nodes the PreFilter left out share one status
+            absent = [PREFILTER_ABSENT]
+            per_node.update((name, absent) for name in names if name not in per_node and name not in only)
+        return len(subset)
+
+    def _walk(self, inp: FilterInputs, shape: _Shape, dra_results: _Shape | None, lo: int, hi: int,
+              to_find: int, feasible: list[int], att: Attempt) -> int:
+        """Filter nodes lo..hi-1 until enough are feasible; returns the index it stopped at. Runs
+        of nodes whose verdict is known are taken as a whole."""
+        names, results, status = self._names, shape.by_index, shape.status
+        per_node, explanations = att.per_node, att.explanations
+        k = lo
+        while k < hi and len(feasible) < to_find:
+            known = status[k]
+            if known == FEASIBLE:  # a run of nodes known to be feasible: taken as a whole
+                m = _NOT_FEASIBLE.search(status, k, hi)
+                j = min(m.start() if m is not None else hi, k + to_find - len(feasible))
+                feasible.extend(range(k, j))
+                k = j
+                continue
+            if known == INFEASIBLE:  # a run of nodes known to be infeasible: their reasons, as a whole
+                m = _NOT_INFEASIBLE.search(status, k, hi)
+                j = m.start() if m is not None else hi
+                run, details = names[k:j], list(map(_DETAIL, results[k:j]))
+                per_node.update(zip(run, map(_REASONS, results[k:j])))
+                explanations.update(compress(zip(run, details), map(_IS_SOMETHING, details)))
+                k = j
+                continue
+            reasons, detail, _ = self._filter_at(inp, k, shape, dra_results)
+            if reasons:
+                per_node[names[k]] = reasons
+                if detail is not None:
+                    explanations[names[k]] = detail  # its .explanation is computed lazily, on demand
+            else:
+                feasible.append(k)
+            k += 1
+        return k
+
+    def _best(self, pod: dict, inp: FilterInputs, shape: _Shape, feasible: list[int], att: Attempt) -> int:
+        """The Score stage: the first of the best-scored feasible nodes (scores kept on ``att``)."""
+        if len(feasible) == 1:
+            return feasible[0]
+        cached = shape.rows_by_index
+        rows = [cached[i] for i in feasible]
+        if None in rows:
+            pod_sizes = (nonzero_requests(pod), cpu_memory(inp.req))  # once per pod, not per node
+            for j, i in enumerate(feasible):
+                if rows[j] is None:
+                    rows[j] = self._score_row(shape, inp, i, *pod_sizes)
+        simple = shape.simple_by_index
+        tot = [simple[i] for i in feasible]
+        if None in tot:  # some score needs normalising over these nodes
+            tot = totals(rows)  # type: ignore[arg-type]
+        att.score_nodes, att.score_rows = [self._names[i] for i in feasible], rows  # type: ignore[assignment]
+        return feasible[tot.index(max(tot))]  # type: ignore[type-var]
 
     def _score_row(self, shape: _Shape, inp: FilterInputs, i: int, pod_nonzero: tuple[int, int],
                    pod_req: tuple[int, int]) -> ScoreRow:
@@ -661,9 +655,3 @@ class Scheduler:
             att.ext_mappings = [{"containerName": e[1], "resourceName": e[2], "requestName": e[4]}
                                 for e in inp.ext if e[2] not in alloc]
 
-    # -- compatibility: the seams' entry points under their old names ----------------------
-    def commit(self, pod: dict, att: Attempt, fixed: dict[str, dict] | None = None) -> None:
-        self.binder.commit(pod, att, fixed)
-
-    def group_of(self, pod: dict) -> tuple[str, str, int] | None:
-        return self.gangs.group_of(pod)

@@ -12,17 +12,18 @@ through `update` with a modified copy (`copy_of`).
 
 from __future__ import annotations
 
-import copy
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
+from labkit.api.load import copy_of
 from labkit.errors import InputError
+from labkit.model.kinds import API_VERSIONS, is_namespaced
+from labkit.model.podutil import status_on_create
 from labkit.sim import names
 from labkit.sim.clock import Clock
-from labkit.sim.kinds import API_VERSIONS, is_namespaced
-from labkit.sim.podutil import status_on_create
+
+__all__ = ["Store", "StoreError", "WatchEvent", "copy_of", "evolve", "key_of"]
 
 Key = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
 
@@ -40,17 +41,6 @@ class WatchEvent:
     @property
     def kind(self) -> str:
         return self.object.get("kind", "")
-
-
-def copy_of(obj: Any) -> Any:
-    """Deep copy of plain JSON-like data (dicts, lists, scalars); much faster than copy.deepcopy."""
-    if isinstance(obj, dict):
-        return {k: copy_of(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [copy_of(v) for v in obj]
-    if isinstance(obj, (str, int, float, bool)) or obj is None:
-        return obj
-    return copy.deepcopy(obj)
 
 
 def evolve(obj: dict, *sections: str) -> dict:

@@ -14,9 +14,9 @@ claim change re-examines that claim only; a change of the taints re-examines eve
 from __future__ import annotations
 
 from labkit.allocator.taints import tolerates
+from labkit.model.podutil import is_deleting, is_finished, meta
 from labkit.sim.clock import parse_timestamp
 from labkit.sim.events import EventRecorder
-from labkit.sim.podutil import is_deleting, is_finished, meta
 from labkit.sim.store import Store, evolve
 
 COMPONENT = "device-taint-eviction-controller"

@@ -8,8 +8,8 @@ Job pods finish when the sim clock passes their `labkit.dev/duration` annotation
 
 from __future__ import annotations
 
+from labkit.model.podutil import DURATION_ANNOTATION, is_deleting, is_finished, meta
 from labkit.sim import names
-from labkit.sim.podutil import DURATION_ANNOTATION, is_deleting, is_finished, meta
 from labkit.sim.store import Store, copy_of
 
 

@@ -9,8 +9,18 @@ from labkit.api.attributes import plain_attributes
 from labkit.topology.draw import draw_node, layout, save_png
 from labkit.topology.graph import cluster_graph, node_graph
 from labkit.topology.queries import devices_under, distance, gpus, nvlink_islands, stats, topo_matrix
+from labkit.topology.rack import (
+    draw_racks,
+    fleet_distance,
+    fleet_graph,
+    fleet_matrix,
+    format_matrix,
+    nvlink_domains,
+    placement,
+)
 
 __all__ = [
-    "cluster_graph", "devices_under", "distance", "draw_node", "gpus", "layout", "node_graph",
-    "nvlink_islands", "plain_attributes", "save_png", "stats", "topo_matrix",
+    "cluster_graph", "devices_under", "distance", "draw_node", "draw_racks", "fleet_distance", "fleet_graph",
+    "fleet_matrix", "format_matrix", "gpus", "layout", "node_graph", "nvlink_domains", "nvlink_islands", "placement",
+    "plain_attributes", "save_png", "stats", "topo_matrix",
 ]

@@ -1,4 +1,5 @@
-"""`labkit topology --profile P [--node N] (--png FILE | --json | --matrix)`."""
+"""`labkit topology --profile P [--node N] (--png FILE | --json | --matrix)`, and across nodes:
+`labkit topology --profile nvl72-two-racks --across rack-a-tray-00/GPU0 rack-b-tray-00/gpu-0 ...`."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import os
 import sys
 
 from fake_gpus.catalog import node_profiles
-from labkit.output import Table, add_output_arg, print_table, resolve_format
-from labkit.sim.profiles import ProfileError, load_profile, profile_names
-from labkit.topology import node_graph, save_png, stats, topo_matrix
+from labkit.model.profiles import ProfileError, load_profile, profile_names
+from labkit.output import Table, add_output_arg, print_output, print_table, resolve_format
+from labkit.topology import fleet_graph, fleet_matrix, format_matrix, node_graph, save_png, stats, topo_matrix
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,7 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--png", metavar="FILE", help="write a picture of the node")
     p.add_argument("--json", action="store_true", help="print graph statistics as JSON")
     p.add_argument("--matrix", action="store_true", help="print the nvidia-smi topo -m style matrix")
-    add_output_arg(p, ("table", "json"), "json")
+    p.add_argument("--across", nargs="+", metavar="NODE/DEVICE",
+                   help="the matrix across nodes of a cluster profile (NV<n> in one NVLink domain, RAIL, NET), "
+                        "for devices like rack-a-tray-00/GPU0 or rack-a-tray-00/gpu-0")
+    add_output_arg(p, "json", name="KIND/ID of each part of the node (gpu/..., nic/..., socket/...)")
     p.set_defaults(func=run)
 
 
@@ -50,6 +54,11 @@ def resolve_node(profile: str, node: str | None) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.across:
+        if args.profile not in profile_names() and not args.profile.endswith((".yaml", ".yml")):
+            raise ProfileError(f"--across needs a cluster profile, not {args.profile!r}: {', '.join(profile_names())}")
+        print(format_matrix(fleet_matrix(fleet_graph(args.profile), list(args.across))))  # TopologyError: exit 3
+        return 0
     node, node_profile = resolve_node(args.profile, args.node)  # ProfileError: labkit.cli, exit 2
     g = node_graph(node_profile, node_name=node)
     if args.png:
@@ -69,11 +78,13 @@ def run(args: argparse.Namespace) -> int:
             print(name.ljust(width) + "".join(code.ljust(width) for code in row.values()))
     if not (args.png or args.json or args.matrix):
         st = stats(g)
-        if resolve_format(args.output, "json") == "json":
-            print(json.dumps(st, indent=2))
-        else:
+
+        def human(fmt: str) -> None:
             print(f"node {st['name']}: {st['nodes']} parts, {st['edges']} links")
             rows = [("part", k, n) for k, n in st["kinds"].items()] + [("link", k, n) for k, n in st["edgeTypes"].items()]
             rows += [("nvlink island", ", ".join(island), len(island)) for island in st.get("nvlinkIslands") or []]
-            print_table(Table(("what", "kind", "count"), rows, wrap=[1]), "table")
+            print_table(Table(("what", "kind", "count"), rows, wrap=[1]), fmt)
+
+        print_output(resolve_format(args.output, "json"), st, human=human,
+                     names=lambda: [f"{d.get('kind', 'part')}/{n}" for n, d in g.nodes(data=True)])
     return 0

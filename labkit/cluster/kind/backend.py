@@ -43,17 +43,22 @@ from fake_gpus.plugin.cdi import visible_devices
 from fake_gpus.slices import build_slices
 from labkit.api import LoadError, load
 from labkit.cluster import runstate
-from labkit.cluster.attach import KubeconfigCluster
-from labkit.cluster.base import Cluster, ClusterError, NotFound, Source
-from labkit.cluster.explain_live import explain_pod
+from labkit.cluster.base import Cluster, ClusterError, ClusterInputError, NotFound, Source, cluster_error
 from labkit.cluster.kind.config import kind_config_yaml
 from labkit.cluster.kind.driver import driver_manifests
 from labkit.cluster.kind.image import DEFAULT_IMAGE, DOCKERFILE, REPO_ROOT
 from labkit.cluster.kind.images import WORKLOAD_DOCKERFILE, WORKLOAD_IMAGE
-from labkit.cluster.kind.preflight import HostFacts, cdi_check, container_engine, find_tool, run_preflight
+from labkit.cluster.kind.preflight import (
+    HostFacts,
+    cdi_check,
+    check_host,
+    container_engine,
+    find_tool,
+    run_preflight,
+)
 from labkit.cluster.kind.runner import CommandError, Runner, SubprocessRunner
-from labkit.cluster.placements import PlacementTable, build_placements
-from labkit.sim.profiles import ClusterProfile, load_profile
+from labkit.cluster.kubeapi import KubeCluster, KubeconfigCluster
+from labkit.model.profiles import ClusterProfile, load_profile
 
 #: kind runs one container per node; beyond this a profile belongs on `sim`
 MAX_KIND_NODES = 8
@@ -99,7 +104,7 @@ def _network_marker(network_id: str) -> Path:
     return Path(tempfile.gettempdir()) / f"labkit-kind-network-{network_id[:16]}"
 
 
-class KindCluster(Cluster):
+class KindCluster(KubeCluster):
     """Options: `cluster_name` (default ``labkit-<profile>``), `image` (the fake driver image),
     `workload_image` and `swap_images` (see the module docstring), `keep` (down() leaves the
     cluster running), `reuse` (attach to a running cluster of the profile; default True),
@@ -246,6 +251,46 @@ class KindCluster(Cluster):
             self._delete()
         elif self.profile is not None:
             runstate.clear("kind", self.profile.name)
+
+    @classmethod
+    def manage(cls, action: str, profile: Any, *, name: str | None = None, swap_images: bool | None = None,
+               progress: bool = False) -> int:
+        """`labkit cluster up|down|status --backend kind`: the cluster stays up after the command."""
+        profile = load_profile(profile)
+        c = cls(cluster_name=name, swap_images=swap_images, keep=True, progress=progress,
+                log=_stderr if action == "up" else None)
+        if action == "up":
+            checks = check_host(profile.kubernetes_version)
+            for check in checks:
+                print(check, file=sys.stderr)
+            failed = [ch for ch in checks if not ch.ok]
+            if failed:  # the machine cannot do it (yet): an engine error, the fixes are printed above
+                raise ClusterError(f"kind cannot run on this machine yet: {len(failed)} check(s) failed (fixes above)")
+            c.up(profile)
+            if c.attached:
+                print(f"kind cluster {c.cluster_name} (profile {profile.name}) was already running")
+            else:
+                t = c.timings
+                print(f"kind cluster {c.cluster_name} (profile {profile.name}) is up in {t.get('total', 0):.0f}s "
+                      f"(create {t.get('create kind cluster', 0):.0f}s, images {t.get('driver images', 0):.0f}s, "
+                      f"driver DaemonSets ready {t.get('driver DaemonSets ready', 0):.0f}s, "
+                      f"slices {t.get('ResourceSlices published', 0):.0f}s)")
+            print("\n".join(runstate.usage_lines("kind", profile.name, str(c.kubeconfig))))
+            return 0
+        c.profile = profile
+        if action == "down":
+            c.select_profile(profile)
+            running = c.cluster_name in c.running_clusters()
+            c.down()
+            print(f"kind cluster {c.cluster_name} (profile {profile.name}) " + ("is down" if running else "was not running"))
+            return 0
+        text = c.status()
+        print(text)
+        return runstate.EXIT_NOT_RUNNING if "not running" in text else 0
+
+    @classmethod
+    def is_running(cls, state: dict[str, Any]) -> bool:
+        return state.get("cluster") in cls().running_clusters()
 
     def running_clusters(self) -> list[str]:
         out = self._kind("get", "clusters", check=False)
@@ -476,14 +521,16 @@ class KindCluster(Cluster):
         try:
             objs = load(source)
         except LoadError as exc:
-            raise ClusterError(str(exc)) from None
+            raise cluster_error(exc) from None
         if self.swap_images:
             for obj in objs:
                 self._swap(obj)
         result = self._kubectl("apply", "-o", "json", "-f", "-", input=yaml.safe_dump_all(objs, sort_keys=False),
                                check=False)
-        if result.returncode != 0:
-            raise ClusterError(_one_line(result.stderr or result.stdout))
+        if result.returncode != 0:  # the API server refusing the objects is bad input, as on local
+            said = result.stderr or result.stdout
+            refused = any(f"({r})" in said for r in ("Invalid", "BadRequest", "Conflict", "Forbidden"))
+            raise (ClusterInputError if refused else ClusterError)(_one_line(said))
         out = _items(result.stdout)
         if self.attached:
             runstate.remember(self._applied, out)
@@ -610,22 +657,7 @@ class KindCluster(Cluster):
             time.sleep(1.0)
         return False
 
-    def events(self) -> list[dict]:
-        items = self.list("Event")
-
-        def when(e: dict) -> str:
-            return (e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp")
-                    or e["metadata"].get("creationTimestamp") or "")
-
-        return sorted(items, key=when)
-
-    # -- looking ---------------------------------------------------------------------------
-    def placements(self) -> PlacementTable:
-        return build_placements(self.list("Pod"), self.list("ResourceClaim"), self.list("ResourceSlice"))
-
-    def explain(self, pod: str, namespace: str = "default") -> str:
-        return explain_pod(self, pod, namespace)
-
+    # -- looking (events, placements, explain: KubeCluster) ---------------------------------
     def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
         """The device environment (``FAKE_*``, ``NVIDIA_*``) the container really has, read with
         `kubectl exec ... env`: what the CDI specs of the requests it references gave it. The list
@@ -720,3 +752,7 @@ def _settled(pod: dict) -> bool:
         return True
     return any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
                for c in status.get("conditions", []))
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

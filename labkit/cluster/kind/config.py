@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from labkit.cluster.kind.images import node_image
-from labkit.sim.profiles import ClusterProfile, load_profile
+from labkit.model.profiles import ClusterProfile, load_profile
 
 #: label keys the fake_gpus DaemonSet reads (through the Node object) to pick its hardware
 PROFILE_LABEL = "fake-gpus.dev/node-profile"

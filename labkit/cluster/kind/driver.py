@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from labkit.cluster.kind.config import MIG_LABEL, PROFILE_LABEL
-from labkit.sim.profiles import ClusterProfile
+from labkit.model.profiles import ClusterProfile
 
 DEPLOY_DIR = Path(__file__).resolve().parents[3] / "fake_gpus" / "deploy"
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from labkit.cluster.kind.config import minor_of
 from labkit.cluster.kind.images import KIND_MIN_VERSION, KIND_VERSION, parse_kind_version
 from labkit.cluster.kind.runner import Runner, SubprocessRunner
-from labkit.cluster.local.binaries import cache_dir
+from labkit.cluster.runstate import cache_dir
 
 #: CAP_SYS_RESOURCE's bit in /proc/<pid>/status CapBnd
 CAP_SYS_RESOURCE = 24

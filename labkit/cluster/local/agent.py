@@ -21,15 +21,13 @@ from typing import Any
 import grpc
 
 from fake_gpus.plugin.cdi import visible_devices
+from labkit.cluster.annotations import CONTAINER_ENV_ANNOTATION, DEVICES_ANNOTATION, ENV_ANNOTATION
+from labkit.cluster.kube import ApiError, Kube
 from labkit.cluster.local.cdi import CDIError, resolve_env
-from labkit.cluster.local.kube import ApiError, Kube
-from labkit.sim.podutil import EXTENDED_RESOURCES_KEY, claim_entries, claim_name_for
+from labkit.model.podutil import EXTENDED_RESOURCES_KEY, claim_entries, claim_name_for
 
 log = logging.getLogger("labkit.cluster.local.agent")
 
-ENV_ANNOTATION = "labkit.dev/cdi-env"
-DEVICES_ANNOTATION = "labkit.dev/cdi-devices"
-CONTAINER_ENV_ANNOTATION = "labkit.dev/cdi-container-env"  # {container: env}
 #: what a 1.37 kubelet speaks, in its order of preference
 KUBELET_DRA_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
 RPC_TIMEOUT = 45.0

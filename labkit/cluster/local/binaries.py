@@ -8,6 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from labkit.cluster.runstate import cache_dir
 from labkit.errors import EngineError
 
 DEFAULT_MINOR = "1.37"  # what tools/build-controlplane.sh builds without arguments
@@ -19,10 +20,6 @@ BUILD_SCRIPT = Path(__file__).resolve().parents[3] / "tools" / "build-controlpla
 
 class BinariesMissing(EngineError, RuntimeError):
     """The control-plane binaries for a version are not built (message says how to get them)."""
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("LABKIT_CACHE") or Path.home() / ".cache" / "dra-labkit")
 
 
 @dataclass(frozen=True)

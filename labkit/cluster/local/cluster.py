@@ -16,21 +16,23 @@ from pathlib import Path
 from typing import Any
 
 import fake_gpus
+from fake_gpus import cdcontroller
 from fake_gpus.catalog import load_node_profile
 from fake_gpus.slices import build_slices, device_classes_for
 from labkit.api import LoadError, load
 from labkit.api.features import FeatureGateError, resolve_gates
 from labkit.cluster import runstate
-from labkit.cluster.base import Cluster, ClusterError, NotFound, Source
+from labkit.cluster.annotations import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION
+from labkit.cluster.base import Cluster, ClusterError, ClusterInputError, NotFound, Source, cluster_error
 from labkit.cluster.explain_live import explain_pod
-from labkit.cluster.local import binaries, controlplane, nodes, pki
-from labkit.cluster.local.agent import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION, NodeAgent
+from labkit.cluster.kube import ApiError, Kube
+from labkit.cluster.kubeapi import REFUSED_INPUT, KubeCluster
+from labkit.cluster.local import binaries, controlplane, nodes, pki, served
+from labkit.cluster.local.agent import NodeAgent
 from labkit.cluster.local.binaries import Binaries, BinariesMissing
-from labkit.cluster.local.kube import ApiError, Kube
 from labkit.cluster.local.procs import Component, ProcessError, Supervisor, pid_alive, port_open
 from labkit.cluster.local.served import running_state
-from labkit.cluster.placements import PlacementTable, build_placements
-from labkit.sim.profiles import DEFAULT_ALLOCATABLE, load_profile
+from labkit.model.profiles import DEFAULT_ALLOCATABLE, load_profile
 
 #: apply order: namespaces and classes first, then claims and templates, then the rest (pods),
 #: so pods never race their claims (a stable sort keeps file order within a tier)
@@ -47,7 +49,7 @@ _NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreach
 UNDECIDED_GRACE = 10.0
 
 
-class LocalCluster(Cluster):
+class LocalCluster(KubeCluster):
     """Real kube-apiserver/etcd/kube-scheduler/kube-controller-manager on 127.0.0.1.
 
     Options: `state_dir` (default: a fresh temp dir, short enough for unix sockets), `keep`
@@ -114,12 +116,12 @@ class LocalCluster(Cluster):
         try:
             gates, _warnings = resolve_gates(prof.kubernetes_version, prof.feature_gates)
         except FeatureGateError as exc:
-            raise ClusterError(f"cluster profile {prof.name}: featureGates: {exc}") from None
+            raise ClusterInputError(f"cluster profile {prof.name}: featureGates: {exc}") from None
         try:
             self.binaries, self.emulated_version = binaries.for_profile(
                 prof.kubernetes_version, build=self.build, exact=self.exact)
         except BinariesMissing as exc:
-            raise ClusterError(str(exc)) from None
+            raise cluster_error(exc) from None
         self.profile, self._gates = prof, gates
         self.kubernetes_version = self.binaries.kubernetes_version
         if self.binaries.minor != prof.kubernetes_version and self.emulated_version is None:
@@ -212,8 +214,35 @@ class LocalCluster(Cluster):
     def _apply_device_classes(self) -> None:
         assert self.kube
         names = dict.fromkeys(n.node_profile for n in self.profile.nodes)
-        for dc in device_classes_for([load_node_profile(n) for n in names]):
+        profiles = [load_node_profile(n) for n in names]
+        for dc in device_classes_for(profiles):
             self.kube.apply(dc)
+        if any(p.compute_domains for p in profiles):
+            self._start_compute_domains()
+
+    def _start_compute_domains(self) -> None:
+        """NVIDIA's ComputeDomain CRD and (fake_gpus') controller, for nodes that run the
+        compute-domain plugin: the controller is a process like the plugins."""
+        assert self.kube and self.sup
+        crd = cdcontroller.crd()
+        try:
+            self.kube.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        deadline = time.monotonic() + self.start_timeout
+        while True:  # until the API server serves the new kind
+            got = self.kube.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}")
+            if any(c.get("type") == "Established" and c.get("status") == "True"
+                   for c in (got.get("status") or {}).get("conditions") or []):
+                break
+            if time.monotonic() > deadline:
+                raise ProcessError("timed out waiting for the ComputeDomain CRD to be established")
+            time.sleep(0.2)
+        self.kube.discover()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.sup.start("compute-domain-controller", [sys.executable, "-m", "fake_gpus", "compute-domain-controller",
+                                                     "--kubeconfig", str(self.kubeconfig)], env=env, group="plugins")
 
     def _plugin_cmd(self) -> list[str]:
         top = Path(fake_gpus.__file__).parent / "__main__.py"
@@ -331,7 +360,7 @@ class LocalCluster(Cluster):
         try:
             objs = load(source)
         except LoadError as exc:
-            raise ClusterError(str(exc)) from None
+            raise cluster_error(exc) from None
         objs = sorted(objs, key=lambda o: _TIERS.get(o.get("kind", ""), 2))
         out = []
         for obj in objs:
@@ -343,8 +372,9 @@ class LocalCluster(Cluster):
                 if obj.get("kind") == "Namespace" and meta.get("name"):
                     self._default_service_account(meta["name"])  # pods may follow right away
             except ApiError as exc:
-                raise ClusterError(f"{obj.get('kind')}/{meta.get('name') or meta.get('generateName')}: "
-                                   f"{exc.message}") from None
+                cls = ClusterInputError if exc.status in REFUSED_INPUT else ClusterError
+                raise cls(f"{obj.get('kind')}/{meta.get('name') or meta.get('generateName')}: "
+                          f"{exc.message}") from None
         return out
 
     def _call(self, fn: Callable[[], Any], kind: str, name: str, namespace: str | None) -> Any:
@@ -354,7 +384,8 @@ class LocalCluster(Cluster):
             where = f"{kind}/{name}" + (f" in namespace {namespace}" if namespace else "")
             if exc.status == 404:
                 raise NotFound(f"{where}: not found ({exc.message})") from None
-            raise ClusterError(f"{where}: {exc.message}") from None
+            cls = ClusterInputError if exc.status in REFUSED_INPUT else ClusterError
+            raise cls(f"{where}: {exc.message}") from None
 
     def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
         self._call(lambda: self._api().delete(kind, name, namespace), kind, name, namespace)
@@ -433,19 +464,7 @@ class LocalCluster(Cluster):
             raise ClusterError(f"local cluster: {c.name} (pid {c.pid}) exited with code {c.popen.returncode}; "
                                f"see {c.log}; call down() and up() again")
 
-    def events(self) -> list[dict]:
-        evs = self.list("events")
-
-        def when(e: dict) -> str:
-            return (e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp")
-                    or e["metadata"].get("creationTimestamp") or "")
-
-        return sorted(evs, key=when)
-
-    # -- looking -------------------------------------------------------------------------------
-    def placements(self) -> PlacementTable:
-        return build_placements(self.list("pods"), self.list("resourceclaims"), self.list("resourceslices"))
-
+    # -- looking (events, placements: KubeCluster) ----------------------------------------------
     def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
         """One container's env (CDI devices of the requests it references), or with no name the
         union over the pod's containers."""
@@ -464,6 +483,35 @@ class LocalCluster(Cluster):
         uid = self.get("pods", pod, namespace)["metadata"]["uid"]
         extra = [f"  node agent {a.node}: {a.errors[uid]}" for a in self.agents.values() if a.errors.get(uid)]
         return explain_pod(self, pod, namespace, kubernetes_version=self.profile.kubernetes_version, extra=extra)
+
+    @classmethod
+    def manage(cls, action: str, profile: Any, **_: Any) -> int:
+        """`labkit cluster up|down|status --backend local`: the cluster runs in a server process
+        (labkit.cluster.local.serve) that outlives the command."""
+        name = load_profile(profile).name
+        if action == "up":
+            already = running_state(name) is not None
+            state = served.start(profile)
+            if already:
+                print(f"local cluster of profile {name} was already running (server pid {state['pid']})")
+            else:
+                total = (state.get("timings") or {}).get("total")
+                print(f"local cluster of profile {name} is up" + (f" in {total:.1f}s" if total else "")
+                      + f" (server pid {state['pid']}, log {state['log']})")
+            print("\n".join(runstate.usage_lines("local", name, state["kubeconfig"])))
+            return 0
+        if action == "down":
+            stopped = served.stop(name)
+            print(f"local cluster of profile {name} " + ("is down" if stopped else "was not running"))
+            return 0
+        c = cls()
+        c.profile = load_profile(profile)
+        print(c.status())
+        return 0 if running_state(name) else runstate.EXIT_NOT_RUNNING
+
+    @classmethod
+    def is_running(cls, state: dict[str, Any]) -> bool:
+        return running_state(state["profile"]) is not None
 
     def status(self) -> str:
         """A short human summary (the `Cluster.status()` contract); `status_info()` has the data."""

@@ -8,7 +8,7 @@ import logging
 import threading
 from typing import Any
 
-from labkit.cluster.local.kube import ApiError, Kube
+from labkit.cluster.kube import ApiError, Kube
 
 log = logging.getLogger("labkit.cluster.local.nodes")
 

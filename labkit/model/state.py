@@ -19,7 +19,7 @@ from labkit.api.load import path_problem
 from labkit.api.problem import as_dict, printable_name
 from labkit.cel.validation import validate
 from labkit.errors import InputError
-from labkit.sim.profiles import ClusterProfile, NodeSpec
+from labkit.model.profiles import ClusterProfile, NodeSpec
 
 #: the kinds a state dump holds, with the apiVersion labkit reads them in (restore order)
 STATE_KINDS: dict[str, str] = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
@@ -55,6 +56,34 @@ def claim_name_for(pod: dict, entry: dict) -> tuple[str | None, bool]:
         if st.get("name") == entry.get("name"):
             return st.get("resourceClaimName"), True
     return None, True
+
+
+def claim_not_created(pod: dict) -> str:
+    """resourceclaim.Name's error for a template claim the controller has not recorded yet."""
+    return f'pod "{meta(pod).get("namespace", "default")}/{meta(pod).get("name", "")}": ResourceClaim not created yet'
+
+
+def claim_not_found(namespace: str, name: str) -> str:
+    """The scheduler's claim cache's answer for a claim that does not exist."""
+    return f'could not find ResourceClaim "{namespace}/{name}"'
+
+
+def claim_gate(pod: dict, get_claim: Callable[[str], dict | None]) -> str | None:
+    """Why kube-scheduler's DynamicResources PreEnqueue holds `pod` back, or None: one of its claims
+    is not created yet or does not exist (the first such claim, in spec order, stopping at a claim that
+    is there but fails a later check, which PreFilter reports). A gated pod is not tried at all: it gets
+    no PodScheduled condition and no event, so this is the only place its reason shows.
+    ``get_claim(name)``: the claim of that name in the pod's namespace, or None."""
+    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+        name, _ = claim_name_for(pod, entry)
+        if name is None:
+            return claim_not_created(pod)
+        claim = get_claim(name)
+        if claim is None:
+            return claim_not_found(meta(pod).get("namespace", "default"), name)
+        if is_deleting(claim):
+            return None
+    return None
 
 
 def pod_reference(pod: dict) -> dict:

@@ -20,7 +20,7 @@ profile) is YAML, `<name>.yaml` in a profile directory::
 
 `load_profile` accepts a profile name, a path, a dict, or a ClusterProfile. Names are looked up
 in the directories of $LABKIT_CLUSTERS_PATH (a list like PATH, first wins), then `./clusters`,
-then the profiles shipped in the package (labkit/sim/clusters/): put your own profiles in one of
+then the profiles shipped in the package (labkit/model/clusters/): put your own profiles in one of
 the first two to add to or override the shipped ones.
 """
 
@@ -37,7 +37,7 @@ from labkit.api.features import SUPPORTED_VERSIONS, FeatureGateError, resolve_ga
 from labkit.api.load import LoadError, path_problem, read_documents
 from labkit.api.problem import Sink, printable_name
 from labkit.api.rules_core import TAINT_EFFECTS, check_labels, check_resource_list, check_taints
-from labkit.errors import InputError
+from labkit.errors import InputError, NotFoundError
 
 #: the profiles shipped with labkit (package data)
 PACKAGE_CLUSTERS = Path(__file__).resolve().parent / "clusters"
@@ -50,6 +50,10 @@ DEFAULT_ALLOCATABLE = {"cpu": "64", "memory": "512Gi", "pods": "110"}
 
 class ProfileError(InputError, ValueError):
     """A cluster profile that cannot be used; the message names file, field path and fix."""
+
+
+class ProfileNotFound(NotFoundError, ProfileError):
+    """No cluster profile of that name in the search path (exit 3)."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +120,7 @@ def find_profile(name: str) -> Path:
         if cand.is_file():
             return cand
     known = ", ".join(profile_names()) or "(none found)"
-    raise ProfileError(f"cluster profile {name!r} not found; known profiles: {known} (or pass a path to a YAML file, "
+    raise ProfileNotFound(f"cluster profile {name!r} not found; known profiles: {known} (or pass a path to a YAML file, "
                        f"or put {name}.yaml in ./clusters or a directory listed in ${PATH_ENV})")
 
 

@@ -1,5 +1,13 @@
-"""The `kubeconfig` backend: attach to an existing cluster (any conformant one serving
-resource.k8s.io/v1) through a kubeconfig, read-only unless asked.
+"""The shared Kubernetes-API base of the real-cluster backends, and the `kubeconfig` backend.
+
+`KubeCluster` is what every backend with a real API server shares (as kwok's backends share
+``runtime.Cluster``): events, placements and explain, written once over ``get``/``list``. The
+`local` and `kind` backends derive from it and add only what differs (how the cluster starts,
+how objects are written, how a container's env is read); no backend imports a sibling.
+
+`KubeconfigCluster` is that base reached through a kubeconfig: the `kubeconfig` backend (attach
+to an existing cluster, any conformant one serving resource.k8s.io/v1, read-only unless asked)
+and the kept-alive API connection of the kind backend.
 
     c = connect("kubeconfig", context="prod", kubeconfig="~/.kube/config")
     print(c.explain("trainer-0", "ml"))          # why is it Pending?
@@ -20,14 +28,21 @@ from pathlib import Path
 from typing import Any
 
 from labkit.api.features import DEFAULT_VERSION, FEATURE_DEFAULTS, SUPPORTED_VERSIONS
-from labkit.cluster.base import Cluster, ClusterError, NotFound, Source, register_backend
+from labkit.cluster.annotations import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION
+from labkit.cluster.base import (
+    Cluster,
+    ClusterError,
+    ClusterInputError,
+    NotFound,
+    Source,
+    load_source,
+    register_backend,
+)
 from labkit.cluster.explain_live import explain_pod
-from labkit.cluster.local.agent import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION
-from labkit.cluster.local.kube import ApiError, Kube
+from labkit.cluster.kube import ApiError, Kube
 from labkit.cluster.placements import PlacementTable, build_placements
-from labkit.cluster.sim import load_source
-from labkit.sim.kinds import API_VERSIONS, canonical_kind, is_namespaced
-from labkit.sim.profiles import ClusterProfile, NodeSpec
+from labkit.model.kinds import API_VERSIONS, canonical_kind, is_namespaced
+from labkit.model.profiles import ClusterProfile, NodeSpec
 
 
 def _resource_name(kind: str) -> str:
@@ -37,7 +52,30 @@ def _resource_name(kind: str) -> str:
     return f"{plural}.{group}" if group else plural
 
 
-class KubeconfigCluster(Cluster):
+#: API server answers that mean the request (the objects, the context's rights) is what is wrong:
+#: 400 Bad Request, 409 Conflict, 422 Invalid (401 and 403 name the credentials)
+REFUSED_INPUT = frozenset({400, 409, 422})
+
+
+def _event_time(e: dict) -> str:
+    return (e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp")
+            or e["metadata"].get("creationTimestamp") or "")
+
+
+class KubeCluster(Cluster):
+    """A cluster with a real API server: what the local, kind and kubeconfig backends share."""
+
+    def events(self) -> list[dict]:
+        return sorted(self.list("Event"), key=_event_time)
+
+    def placements(self) -> PlacementTable:
+        return build_placements(self.list("Pod"), self.list("ResourceClaim"), self.list("ResourceSlice"))
+
+    def explain(self, pod: str, namespace: str = "default") -> str:
+        return explain_pod(self, pod, namespace)
+
+
+class KubeconfigCluster(KubeCluster):
     """An existing cluster reached through a kubeconfig (see the module doc)."""
 
     backend = "kubeconfig"
@@ -65,26 +103,26 @@ class KubeconfigCluster(Cluster):
         path = self.kubeconfig_path or Path(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]
                                             ).expanduser()
         if not path.is_file():
-            raise ClusterError(f"kubeconfig {path}: no such file; pass kubeconfig=PATH (--kubeconfig) or set $KUBECONFIG")
+            raise NotFound(f"kubeconfig {path}: no such file; pass kubeconfig=PATH (--kubeconfig) or set $KUBECONFIG")
         try:
             contexts, current = list_kube_config_contexts(str(path))
         except (ConfigException, ValueError, OSError) as exc:
-            raise ClusterError(f"kubeconfig {path}: cannot read it ({exc}); check the file is a kubeconfig") from None
+            raise ClusterInputError(f"kubeconfig {path}: cannot read it ({exc}); check the file is a kubeconfig") from None
         names = [c.get("name") for c in contexts or []]
         if self.context is None:
             if not current:
-                raise ClusterError(f"kubeconfig {path}: no current-context; pass context=NAME (--context), one of: "
+                raise ClusterInputError(f"kubeconfig {path}: no current-context; pass context=NAME (--context), one of: "
                                    f"{', '.join(names) or '(none)'}")
             self.context = current["name"]
         elif self.context not in names:
-            raise ClusterError(f"kubeconfig {path}: no context {self.context!r}; use one of: "
+            raise ClusterInputError(f"kubeconfig {path}: no context {self.context!r}; use one of: "
                                f"{', '.join(names) or '(none)'}")
         cfg = k8s.Configuration()
         try:
             load_kube_config(config_file=str(path), context=self.context, client_configuration=cfg,
                              persist_config=False)
         except (ConfigException, ValueError, OSError) as exc:
-            raise ClusterError(f"kubeconfig {path}, context {self.context}: {exc}; fix the context's cluster/user "
+            raise ClusterInputError(f"kubeconfig {path}, context {self.context}: {exc}; fix the context's cluster/user "
                                "entries") from None
         self.kube = Kube(configuration=cfg)
         self.server = self.kube.server
@@ -129,14 +167,15 @@ class KubeconfigCluster(Cluster):
             return fn()
         except ApiError as exc:
             if exc.status == 401:
-                raise ClusterError(f"{self.where}: {what}: Unauthorized: the context's credentials were not accepted "
+                raise ClusterInputError(f"{self.where}: {what}: Unauthorized: the context's credentials were not accepted "
                                    "(expired token or certificate?); refresh them in the kubeconfig") from None
             if exc.status == 403:
-                raise ClusterError(f"{self.where}: {what}: forbidden by RBAC ({exc.message}); ask for a (Cluster)Role "
+                raise ClusterInputError(f"{self.where}: {what}: forbidden by RBAC ({exc.message}); ask for a (Cluster)Role "
                                    "granting get/list on it, or use a context with more rights") from None
             if exc.status == 404:
                 raise NotFound(exc.message) from None
-            raise ClusterError(f"{self.where}: {what}: {exc.message}") from None
+            cls = ClusterInputError if exc.status in REFUSED_INPUT else ClusterError
+            raise cls(f"{self.where}: {what}: {exc.message}") from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             reason = getattr(exc, "reason", None) or exc
             raise ClusterError(f"cannot reach the API server of {self.where}: {what}: {reason}; check the server "
@@ -196,20 +235,7 @@ class KubeconfigCluster(Cluster):
             time.sleep(0.5)
         return False
 
-    def events(self) -> list[dict]:
-        def when(e: dict) -> str:
-            return (e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp")
-                    or e["metadata"].get("creationTimestamp") or "")
-
-        return sorted(self.list("Event"), key=when)
-
     # -- looking ---------------------------------------------------------------------------
-    def placements(self) -> PlacementTable:
-        return build_placements(self.list("Pod"), self.list("ResourceClaim"), self.list("ResourceSlice"))
-
-    def explain(self, pod: str, namespace: str = "default") -> str:
-        return explain_pod(self, pod, namespace)
-
     def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
         """The CDI environment when labkit's local node agent recorded it (one container's, or the
         union over the pod's containers), else a pointer to kubectl exec."""

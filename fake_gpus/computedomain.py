@@ -1,0 +1,230 @@
+"""NVIDIA's compute-domain kubelet plugin, faked: its devices, DeviceClasses and CDI edits.
+
+Facts (kubernetes-sigs/dra-driver-nvidia-gpu at 95932046, docs/rack-scale-nvlink.md): driver
+`compute-domain.nvidia.com`; each node publishes one pool named after the node with devices
+`channel-0` (type channel, id 0: the only IMEX channel published, of 2048) and `daemon-0` (type
+daemon, id 0). Two DeviceClasses select them. A channel claim carries an opaque
+`ComputeDomainChannelConfig` (domainID, allocationMode Single|All); preparing it injects the
+device node /dev/nvidia-caps-imex-channels/channel0 (every channel with All; the fake lists them
+in the env FAKE_IMEX_CHANNELS). A daemon claim
+carries `ComputeDomainDaemonConfig` (domainID); its container gets COMPUTE_DOMAIN_UUID and the
+node's CLIQUE_ID.
+
+The controller's objects (`workload_template`, `daemon_template`, `daemonset`) and its status
+rule (`domain_status`) live here too, so that labkit's sim and `fake_gpus.cdcontroller` (against a
+real API server) build the same objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DRIVER = "compute-domain.nvidia.com"
+CONFIG_API_VERSION = "resource.nvidia.com/v1beta1"
+CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
+DAEMON_CLASS = "compute-domain-daemon.nvidia.com"
+CHANNEL_CONFIG_KIND = "ComputeDomainChannelConfig"
+DAEMON_CONFIG_KIND = "ComputeDomainDaemonConfig"
+ALLOCATION_MODES = ("Single", "All")
+#: IMEX channels a node has (NVIDIA's getImexChannelCount); only channel 0 is published
+MAX_IMEX_CHANNELS = 2048
+CHANNEL_DIR = "/dev/nvidia-caps-imex-channels"
+CD_API_VERSION = "resource.nvidia.com/v1beta1"
+LABEL = "resource.nvidia.com/computeDomain"  # the node / object label, and the finalizer
+TARGET_LABEL = "resource.nvidia.com/computeDomainTarget"
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+DRIVER_NAMESPACE = "dra-driver-nvidia-gpu"  # where NVIDIA's bats tests install the chart
+NOT_READY = "error asserting ComputeDomain Ready: current node not ready in ComputeDomain"
+_FIELDS = {CHANNEL_CONFIG_KIND: {"apiVersion", "kind", "domainID", "allocationMode"},
+           DAEMON_CONFIG_KIND: {"apiVersion", "kind", "domainID"}}
+
+
+class ConfigError(ValueError):
+    """An opaque config NVIDIA's plugin would refuse (the message carries its reason)."""
+
+
+def devices() -> list[dict[str, Any]]:
+    """The devices one node's compute-domain plugin publishes."""
+    return [{"name": f"{kind}-0", "attributes": {"id": {"int": 0}, "type": {"string": kind}}}
+            for kind in ("channel", "daemon")]
+
+
+def device_classes(api_version: str = "resource.k8s.io/v1") -> list[dict[str, Any]]:
+    """The two DeviceClasses NVIDIA's chart installs with computeDomains enabled."""
+    base = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == "
+    return [
+        {"apiVersion": api_version, "kind": "DeviceClass", "metadata": {"name": DAEMON_CLASS},
+         "spec": {"selectors": [{"cel": {"expression": base + "'daemon'"}}]}},
+        {"apiVersion": api_version, "kind": "DeviceClass", "metadata": {"name": CHANNEL_CLASS},
+         "spec": {"selectors": [{"cel": {"expression": base + f"'channel' && device.attributes['{DRIVER}'].id == 0"}}]}},
+    ]
+
+
+def channel_paths(allocation_mode: str) -> list[str]:
+    """The device nodes a channel claim injects: channel0, or all 2048 with allocationMode All."""
+    count = MAX_IMEX_CHANNELS if allocation_mode == "All" else 1
+    return [f"{CHANNEL_DIR}/channel{i}" for i in range(count)]
+
+
+def parse_config(params: Any, where: str) -> dict[str, str]:
+    """Validate one opaque config's parameters as NVIDIA's plugin decodes them (strict: unknown
+    fields refused; domainID required; allocationMode Single|All, default Single)."""
+    if not isinstance(params, dict):
+        raise ConfigError(f"{where}: parameters must be an object")
+    kind = params.get("kind")
+    if kind not in _FIELDS:
+        raise ConfigError(f"{where}: unknown config kind {kind!r} for driver {DRIVER}; "
+                          f"use {CHANNEL_CONFIG_KIND} or {DAEMON_CONFIG_KIND}")
+    if params.get("apiVersion") != CONFIG_API_VERSION:
+        raise ConfigError(f"{where}: apiVersion must be {CONFIG_API_VERSION}")
+    for k in params:
+        if k not in _FIELDS[kind]:
+            raise ConfigError(f'{where}: strict decoding error: unknown field "{k}"')
+    if not params.get("domainID"):
+        raise ConfigError(f"{where}: error validating config: domainID cannot be empty")
+    mode = str(params.get("allocationMode") or "Single")
+    if kind == CHANNEL_CONFIG_KIND and mode not in ALLOCATION_MODES:
+        raise ConfigError(f"{where}: allocationMode {mode!r} must be Single or All")
+    return {"kind": str(kind), "domainID": str(params["domainID"]), "allocationMode": mode}
+
+
+def claim_config(claim: dict[str, Any]) -> dict[str, str] | None:
+    """The compute-domain config of an allocated (or not yet allocated) claim, or None when the
+    claim has no opaque config for this driver. Raises ConfigError."""
+    st_cfg = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("config")
+    spec_cfg = (((claim.get("spec") or {}).get("devices") or {}).get("config")) or []
+    found = None
+    for i, entry in enumerate(st_cfg if st_cfg is not None else spec_cfg):
+        opaque = entry.get("opaque") or {}
+        if opaque.get("driver") == DRIVER:
+            found = parse_config(opaque.get("parameters"), f"config[{i}]")
+    return found
+
+
+def container_edits(config: dict[str, str], clique_id: str = "") -> dict[str, Any]:
+    """CDI containerEdits for a prepared channel or daemon device. NVIDIA's plugin injects the
+    channel device nodes; the fake lists them in FAKE_IMEX_CHANNELS instead (a CDI deviceNode must
+    exist on the host, and a node without NVIDIA hardware has none)."""
+    if config["kind"] == CHANNEL_CONFIG_KIND:
+        paths = channel_paths(config["allocationMode"])
+        env = [f"FAKE_IMEX_CHANNELS={','.join(p.rsplit('/', 1)[1] for p in paths)}",
+               f"FAKE_COMPUTE_DOMAIN={config['domainID']}"]
+        return {"env": env}
+    env = [f"COMPUTE_DOMAIN_UUID={config['domainID']}"]
+    if clique_id:
+        env.insert(0, f"CLIQUE_ID={clique_id}")
+    return {"env": env}
+
+
+# ------------------------------------------------------------------ the controller's objects
+
+
+def _as_dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def template_name(cd: dict[str, Any]) -> str:
+    """spec.channel.resourceClaimTemplate.name ('' when missing)."""
+    name = _as_dict(_as_dict(_as_dict(cd.get("spec")).get("channel")).get("resourceClaimTemplate")).get("name")
+    return name if isinstance(name, str) else ""
+
+
+def _template(namespace: str, name: str, uid: str, target: str, request: str, device_class: str,
+              params: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"namespace": namespace, "name": name, "finalizers": [LABEL],
+                     "labels": {LABEL: uid, TARGET_LABEL: target}},
+        "spec": {"spec": {"devices": {
+            "requests": [{"name": request, "exactly": {"deviceClassName": device_class,
+                                                       "allocationMode": "ExactCount", "count": 1}}],
+            "config": [{"requests": [request], "opaque": {"driver": DRIVER, "parameters": params}}],
+        }}},
+    }
+
+
+def workload_template(cd: dict[str, Any]) -> dict[str, Any]:
+    """The channel claim template the controller creates in the CD's namespace."""
+    m = cd["metadata"]
+    channel = _as_dict(_as_dict(cd.get("spec")).get("channel"))
+    params = {"apiVersion": CONFIG_API_VERSION, "kind": CHANNEL_CONFIG_KIND, "domainID": m["uid"],
+              "allocationMode": channel.get("allocationMode") or "Single"}
+    return _template(m.get("namespace") or "default", template_name(cd), m["uid"], "Workload", "channel",
+                     CHANNEL_CLASS, params)
+
+
+def daemon_template(cd: dict[str, Any], namespace: str = DRIVER_NAMESPACE) -> dict[str, Any]:
+    uid = cd["metadata"]["uid"]
+    params = {"apiVersion": CONFIG_API_VERSION, "kind": DAEMON_CONFIG_KIND, "domainID": uid}
+    return _template(namespace, f"computedomain-daemon-{uid}", uid, "Daemon", "daemon", DAEMON_CLASS, params)
+
+
+def daemonset(cd: dict[str, Any], namespace: str = DRIVER_NAMESPACE, image: str = "dra-driver-nvidia-gpu",
+              command: list[str] | None = None) -> dict[str, Any]:
+    """The per-domain DaemonSet: a daemon on every node labelled with the domain's UID."""
+    uid = cd["metadata"]["uid"]
+    name = f"computedomain-daemon-{uid}"
+    container: dict[str, Any] = {"name": "compute-domain-daemon", "image": image,
+                                 "resources": {"claims": [{"name": "compute-domain-daemon"}]}}
+    if command:
+        container["command"] = list(command)
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"namespace": namespace, "name": name, "finalizers": [LABEL], "labels": {LABEL: uid}},
+        "spec": {"selector": {"matchLabels": {LABEL: uid}}, "template": {
+            "metadata": {"labels": {LABEL: uid}},
+            "spec": {"nodeSelector": {LABEL: uid}, "containers": [container],
+                     "tolerations": [{"operator": "Exists", "effect": e}
+                                     for e in ("NoSchedule", "NoExecute", "PreferNoSchedule")],
+                     "resourceClaims": [{"name": "compute-domain-daemon", "resourceClaimTemplateName": name}]}}},
+    }
+
+
+def domain_status(cd: dict[str, Any], running: dict[str, tuple[str, str]]) -> dict[str, Any]:
+    """The status the daemons and the controller write: `running` maps each node with a running
+    daemon to (pod IP, clique id). Known nodes keep their index; new ones take the lowest free one.
+    Ready once at least numNodes nodes are in and all of them are Ready."""
+    old = [n for n in _as_dict(cd.get("status")).get("nodes") or [] if isinstance(n, dict)]
+    nodes = [n for n in old if n.get("name") in running]
+    used = {n.get("index") for n in nodes}
+    for name in sorted(set(running) - {n.get("name") for n in nodes}):
+        index = next(i for i in range(len(running) + len(used) + 1) if i not in used)
+        used.add(index)
+        ip, clique = running[name]
+        nodes.append({"name": name, "ipAddress": ip, "cliqueID": clique, "index": index, "status": "Ready"})
+    num = _as_dict(cd.get("spec")).get("numNodes")
+    want = num if isinstance(num, int) and not isinstance(num, bool) else 0
+    ready = len(nodes) >= want and all(n.get("status") == "Ready" for n in nodes)
+    status: dict[str, Any] = {"status": "Ready" if ready else "NotReady"}
+    if nodes:
+        status["nodes"] = nodes
+    return status
+
+
+def node_ready(cd: dict[str, Any] | None, node: str) -> bool:
+    """The plugin's isCurrentNodeReadyInStatus."""
+    for n in _as_dict((cd or {}).get("status")).get("nodes") or []:
+        if isinstance(n, dict) and n.get("name") == node:
+            return n.get("status") == "Ready"
+    return False
+
+
+def channel_check(claim: dict[str, Any], cd: dict[str, Any] | None, node: str, node_labels: dict[str, str]
+                  ) -> tuple[str | None, bool]:
+    """What the plugin checks before it hands out a channel (applyComputeDomainChannelConfigDriverManaged),
+    as (error or None, whether to label the node first): the claim's namespace is the domain's, the node
+    carries no other domain's label, the node is Ready in the domain. Claims that are not channel claims
+    pass. Raises ConfigError for a config the plugin refuses."""
+    config = claim_config(claim)
+    if config is None or config["kind"] != CHANNEL_CONFIG_KIND:
+        return None, False
+    uid = config["domainID"]
+    if cd is None:
+        return f"error asserting ComputeDomain's namespace: ComputeDomain not found: {uid}", False
+    if cd["metadata"].get("namespace", "default") != _as_dict(claim.get("metadata")).get("namespace", "default"):
+        return ("error asserting ComputeDomain's namespace: the ResourceClaim's namespace is different than "
+                "the ComputeDomain's namespace"), False
+    current = node_labels.get(LABEL)
+    if current not in (None, uid):
+        return "error adding Node label for ComputeDomain: label already exists for a different ComputeDomain", False
+    return (None if node_ready(cd, node) else NOT_READY), current != uid

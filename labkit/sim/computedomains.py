@@ -1,0 +1,211 @@
+"""NVIDIA's ComputeDomain (resource.nvidia.com/v1beta1) on the sim: the controller, the per-node
+daemons and what the compute-domain kubelet plugin does at prepare time.
+
+As kubernetes-sigs/dra-driver-nvidia-gpu does it (commit 95932046; docs/rack-scale-nvlink.md):
+
+- controller (cmd/compute-domain-controller): adds the finalizer `resource.nvidia.com/computeDomain`;
+  creates the workload ResourceClaimTemplate named in `spec.channel.resourceClaimTemplate.name`
+  (request `channel`, class compute-domain-default-channel.nvidia.com, ComputeDomainChannelConfig
+  with the CD's UID as domainID), the daemon template and the DaemonSet `computedomain-daemon-<uid>`
+  in the driver's namespace; status.status is NotReady until `numNodes` nodes are Ready; on delete it
+  removes the templates, the DaemonSet, the node labels and then its finalizer.
+- kubelet plugin, preparing a channel claim: refuses a claim from another namespace, labels the node
+  `resource.nvidia.com/computeDomain=<uid>` (which is what makes the DaemonSet run a daemon there) and
+  fails until the node is Ready in the CD; then the container gets the IMEX channel.
+- the daemon (cmd/compute-domain-daemon): once running, enters its node in status.nodes
+  (name, ipAddress, cliqueID from the node's nvidia.com/gpu.clique label, index, status Ready).
+
+Not modelled: ComputeDomainClique objects (the ComputeDomainCliques gate), host-managed IMEX, the
+IMEX daemon's own peer handshake (a daemon is Ready once its pod runs).
+"""
+
+from __future__ import annotations
+
+from fake_gpus import computedomain as cd_plugin
+from labkit.api import with_defaults
+from labkit.model.podutil import claim_entries, claim_name_for, is_deleting, is_finished, meta
+from labkit.sim.agent import NodeAgent
+from labkit.sim.events import EventRecorder
+from labkit.sim.store import Store, copy_of, evolve
+
+KIND = "ComputeDomain"
+LABEL = cd_plugin.LABEL
+DRIVER_NAMESPACE = cd_plugin.DRIVER_NAMESPACE
+COMPONENT = "compute-domain-controller"
+
+
+class ComputeDomainController:
+    """Runs in every sim step; cheap when nothing it watches changed."""
+
+    def __init__(self, store: Store, events: EventRecorder, agent: NodeAgent) -> None:
+        self.store, self.events, self.agent = store, events, agent
+        self._dirty = True
+        store.watch(self._on_event, kinds=(KIND, "Pod", "Node", "ResourceClaim"))
+        agent.prepare_checks.append(self.check_prepare)
+
+    def _on_event(self, ev) -> None:
+        if ev.kind == KIND or self.store.count(KIND) or any(self._ours(ev.object)):
+            self._dirty = True
+
+    @staticmethod
+    def _ours(obj: dict) -> list[str]:
+        return [v for k, v in (meta(obj).get("labels") or {}).items() if k == LABEL]
+
+    # -- the kubelet plugin's side ------------------------------------------------------------
+    def check_prepare(self, pod: dict, claim: dict, node: dict) -> str | None:
+        """What the compute-domain plugin checks before it hands out a channel (None: go ahead)."""
+        results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
+        if not any(r.get("driver") == cd_plugin.DRIVER for r in results):
+            return None
+        try:
+            config = cd_plugin.claim_config(claim)
+            cd = self._by_uid(config["domainID"]) if config else None
+            why, label = cd_plugin.channel_check(claim, cd, meta(node)["name"], meta(node).get("labels") or {})
+        except cd_plugin.ConfigError as exc:
+            return str(exc)
+        if label and cd is not None:
+            new = evolve(node, "metadata")
+            new["metadata"]["labels"] = {**(meta(node).get("labels") or {}), LABEL: meta(cd)["uid"]}
+            self.store.update(new)
+        return why
+
+    def _by_uid(self, uid: str) -> dict | None:
+        return next((c for c in self.store.list(KIND) if meta(c).get("uid") == uid), None)
+
+    # -- the controller ------------------------------------------------------------------------
+    def reconcile(self) -> None:
+        if not self._dirty:
+            return
+        self._dirty = False
+        live = set()
+        for cd in self.store.list(KIND):
+            if is_deleting(cd):
+                self._delete(cd)
+            else:
+                live.add(meta(cd)["uid"])
+                if cd_plugin.template_name(cd):  # else refused by the API server (labkit.api.rules_nvidia)
+                    self._sync(cd)
+        for node in self.store.list("Node"):  # labels of domains that are gone (RemoveStaleComputeDomainLabels)
+            uid = (meta(node).get("labels") or {}).get(LABEL)
+            if uid is not None and uid not in live and self._by_uid(uid) is None:
+                self._unlabel(node)
+
+    def _ensure(self, obj: dict) -> dict:
+        m = meta(obj)
+        have = self.store.get(obj["kind"], m["name"], m.get("namespace"))
+        return have if have is not None else self.store.create(with_defaults(obj), copy=False)
+
+    def _sync(self, cd: dict) -> None:
+        m = meta(cd)
+        if LABEL not in (m.get("finalizers") or []):
+            new = evolve(cd, "metadata")
+            new["metadata"]["finalizers"] = [*(m.get("finalizers") or []), LABEL]
+            cd = self.store.update(new)
+            m = meta(cd)
+        if self.store.get("Namespace", DRIVER_NAMESPACE, None) is None:
+            self.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DRIVER_NAMESPACE},
+                               "status": {"phase": "Active"}})
+        self._ensure(cd_plugin.daemon_template(cd))
+        ds = self._ensure(cd_plugin.daemonset(cd))
+        wanted = cd_plugin.workload_template(cd)
+        have = self.store.get("ResourceClaimTemplate", meta(wanted)["name"], m["namespace"])
+        if have is None:
+            self.store.create(with_defaults(wanted), copy=False)
+        elif (meta(have).get("labels") or {}).get(LABEL) != m["uid"]:
+            self.events.record(cd, "Warning", "ResourceClaimTemplateExists",
+                               f"error creating ResourceClaimTemplate '{m['namespace']}/{meta(wanted)['name']}': "
+                               "it already exists and belongs to something else", COMPONENT)
+        self._daemon_pods(cd, ds)
+        self._status(cd)
+
+    def _daemon_pods(self, cd: dict, ds: dict) -> None:
+        """The DaemonSet controller: one daemon pod per node labelled for this domain."""
+        uid = meta(cd)["uid"]
+        nodes = {meta(n)["name"] for n in self.store.list("Node") if (meta(n).get("labels") or {}).get(LABEL) == uid}
+        pods = [p for p in self.store.list("Pod", DRIVER_NAMESPACE) if self._ours(p) == [uid]]
+        placed = {p["spec"].get("nodeName") or self._target(p) for p in pods if not is_deleting(p)}
+        for p in pods:
+            if (p["spec"].get("nodeName") or self._target(p)) not in nodes:
+                self.store.delete("Pod", meta(p)["name"], DRIVER_NAMESPACE)
+        for node in sorted(nodes - placed):
+            tmpl = copy_of(ds["spec"]["template"])
+            spec = tmpl["spec"]
+            spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
+            self.store.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
+                "generateName": f"{meta(ds)['name']}-", "namespace": DRIVER_NAMESPACE, "labels": tmpl["metadata"]["labels"],
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": meta(ds)["name"],
+                                     "uid": meta(ds)["uid"], "controller": True, "blockOwnerDeletion": True}]},
+                "spec": spec}, copy=False)
+
+    @staticmethod
+    def _target(pod: dict) -> str:
+        terms = ((((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {})
+                 .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [{}]
+        fields = terms[0].get("matchFields") or [{}]
+        return (fields[0].get("values") or [""])[0]
+
+    def _status(self, cd: dict) -> None:
+        """What the daemons write (status.nodes) and the controller's global status."""
+        uid = meta(cd)["uid"]
+        running: dict[str, tuple[str, str]] = {}
+        for p in self.store.list("Pod", DRIVER_NAMESPACE):
+            if self._ours(p) == [uid] and (p.get("status") or {}).get("phase") == "Running" and not is_deleting(p):
+                node = self.store.get("Node", p["spec"]["nodeName"], None) or {}
+                running[p["spec"]["nodeName"]] = ((p.get("status") or {}).get("podIP", ""),
+                                                   (meta(node).get("labels") or {}).get(cd_plugin.CLIQUE_LABEL, ""))
+        status = cd_plugin.domain_status(cd, running)
+        if (cd.get("status") or {}) != status:
+            old = {n.get("name") for n in (cd.get("status") or {}).get("nodes") or []}
+            new = evolve(cd, "status")
+            new["status"] = status
+            self.store.update(new)
+            newly = {n["name"] for n in status.get("nodes") or []} - old
+            if newly:
+                self.agent.retry(self._waiting_on(uid, newly))
+
+    def _waiting_on(self, uid: str, nodes: set[str]) -> list[tuple[str, str]]:
+        """Pods bound to these nodes whose channel claims belong to the domain (the plugin retries them)."""
+        out = []
+        for pod in self.store.list("Pod"):
+            if (pod.get("spec") or {}).get("nodeName") not in nodes or is_finished(pod):
+                continue
+            for entry in claim_entries(pod):
+                name, _ = claim_name_for(pod, entry)
+                claim = self.store.get("ResourceClaim", name, meta(pod)["namespace"]) if name else None
+                try:
+                    config = cd_plugin.claim_config(claim) if claim else None
+                except cd_plugin.ConfigError:
+                    config = None
+                if config and config["domainID"] == uid:
+                    out.append((meta(pod)["namespace"], meta(pod)["name"]))
+                    break
+        return out
+
+    def _delete(self, cd: dict) -> None:
+        uid = meta(cd)["uid"]
+        for kind in ("ResourceClaimTemplate", "DaemonSet"):
+            for obj in self.store.list(kind):
+                if self._ours(obj) == [uid]:
+                    self._drop_finalizer(obj)
+                    if self.store.get(kind, meta(obj)["name"], meta(obj)["namespace"]) is not None:
+                        self.store.delete(kind, meta(obj)["name"], meta(obj)["namespace"])
+        for p in self.store.list("Pod", DRIVER_NAMESPACE):
+            if self._ours(p) == [uid]:
+                self.store.delete("Pod", meta(p)["name"], DRIVER_NAMESPACE)
+        for node in self.store.list("Node"):
+            if (meta(node).get("labels") or {}).get(LABEL) == uid:
+                self._unlabel(node)
+        self._drop_finalizer(cd)
+
+    def _drop_finalizer(self, obj: dict) -> None:
+        fins = meta(obj).get("finalizers") or []
+        if LABEL in fins:
+            new = evolve(obj, "metadata")
+            new["metadata"]["finalizers"] = [f for f in fins if f != LABEL]
+            self.store.update(new)
+
+    def _unlabel(self, node: dict) -> None:
+        new = evolve(node, "metadata")
+        new["metadata"]["labels"] = {k: v for k, v in (meta(node).get("labels") or {}).items() if k != LABEL}
+        self.store.update(new)
