@@ -14,7 +14,8 @@ from pathlib import Path
 import jupytext
 
 ROOT = Path(__file__).resolve().parent.parent
-NATIVE = ("cel_expr_python", "re2", "kubernetes", "grpc", "cryptography", "pydantic", "pydantic_core")
+NATIVE = ("cel_expr_python", "re2", "kubernetes", "grpc", "cryptography", "pydantic", "pydantic_core",
+          "_multiprocessing")  # Pyodide's CPython has no _multiprocessing (concurrent.futures.process needs it)
 
 # a finder in front of all others: `import re2` (and the rest) fail as when the package is absent
 BLOCK = f"""
