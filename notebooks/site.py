@@ -163,6 +163,13 @@ def _lock_entry(wheel: Path, markers: dict[str, str]) -> tuple[str, dict]:
 ANY_DISTRIBUTION_NEEDS = ("matplotlib", "numpy", "micropip", "ssl", "sqlite3")
 
 
+#: requirements of the kernel's IPython and of ipywidgets that a browser tab does not use, left out of the site
+#: (and of every package's ``depends``): jedi and parso (IPython's completer works without them: 4.9 MB),
+#: widgetsnbextension (the widgets' front end for the classic Notebook server: 2.2 MB; the site's JupyterLab
+#: carries its own)
+NOT_IN_BROWSER = ("jedi", "parso", "widgetsnbextension")
+
+
 #: JupyterLab settings of the site: every output stays in the page (the browser test reads cells below the
 #: fold); no news, no update check, no announcement dialog (a learner offline gets no question to answer)
 OVERRIDES = {
@@ -211,7 +218,7 @@ def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> N
         for wheel in wheels:
             name, entry = _lock_entry(wheel, markers)
             # a name in the official lock keeps its entry (and its files) when the distribution has the file
-            if name in have:
+            if name in have or name in NOT_IN_BROWSER:
                 continue
             shutil.copy2(wheel, target / wheel.name)
             lock["packages"][name] = entry
@@ -219,7 +226,7 @@ def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> N
     # a requirement this distribution does not have (google-re2: no wasm build; protobuf, rich: not on the sim
     # path, not in the npm core) is left out, or loading the package would fail on it
     for entry in lock["packages"].values():
-        entry["depends"] = [d for d in entry["depends"] if d in have]
+        entry["depends"] = [d for d in entry["depends"] if d in have and d not in NOT_IN_BROWSER]
     (target / "pyodide-lock.json").write_text(json.dumps(lock, separators=(",", ":")))
     (lite_dir / "overrides.json").write_text(json.dumps(OVERRIDES, indent=1))
     if pyodide is None:  # the kernel: Pyodide from the CDN, with the site's lock (its wheels: from the site)
