@@ -12,7 +12,7 @@ export LABKIT_CACHE ?= $(HOME)/.cache/dra-labkit
 # the CEL tests compare with Kubernetes' own CEL code when this binary exists (make oracle builds it)
 export LABKIT_CEL_ORACLE ?= $(LABKIT_CACHE)/cel-oracle/cel-oracle
 
-.PHONY: lab test test-suites setup lint unit notebooks notebooks-local oracle controlplane helm browser-deps shell-deps pyodide-deps site site-serve \
+.PHONY: lab test test-suites setup lint unit notebooks notebooks-local oracle controlplane helm browser-deps shell-deps pyodide-deps site site-venv site-serve \
         kind-engine kind-engine-stop kind-images notebooks-kind reliability clean help
 
 help:
@@ -79,8 +79,23 @@ $(SITE_VENV)/.installed:
 	  jupyterlite-pyodide-kernel==0.8.6 jupyter_server jupyterlab_widgets anywidget jupytext setuptools wheel
 	touch $@
 
-site: $(SITE_VENV)/.installed pyodide-deps
-	$(SITE_VENV)/bin/python notebooks/site.py $(SITE_ARGS)
+# the JupyterLite kernel that fits Pyodide 0.27 (the verified local copy: `make site SITE_PYODIDE=verified`)
+SITE_VENV_VERIFIED := $(LABKIT_CACHE)/site-venv-pyodide-0.27
+$(SITE_VENV_VERIFIED)/.installed:
+	$(PYTHON) -m venv $(SITE_VENV_VERIFIED)
+	$(SITE_VENV_VERIFIED)/bin/python -m pip install -q uv
+	$(SITE_VENV_VERIFIED)/bin/uv pip install -q --python $(SITE_VENV_VERIFIED)/bin/python jupyterlite-core==0.5.1 \
+	  jupyterlite-pyodide-kernel==0.5.2 jupyter_server jupyterlab_widgets anywidget jupytext packaging setuptools wheel
+	touch $@
+
+site-venv: $(SITE_VENV)/.installed $(SITE_VENV_VERIFIED)/.installed
+
+# SITE_PYODIDE: cdn (the official CDN, the default), verified (self-contained, drawing included: the official
+# Pyodide 0.27.7 core and its wheels, each checked against its lock), or the folder of an official Pyodide
+SITE_PYODIDE ?= cdn
+site: site-venv pyodide-deps
+	$(if $(filter verified,$(SITE_PYODIDE)),$(SITE_VENV_VERIFIED),$(SITE_VENV))/bin/python notebooks/site.py \
+	  --pyodide $(SITE_PYODIDE) $(SITE_ARGS)
 
 site-serve:
 	@test -f build/site/index.html || { echo "no site yet: make site"; exit 2; }

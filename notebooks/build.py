@@ -68,13 +68,14 @@ def _cells_digest(nb: nbformat.NotebookNode) -> str:
     return _digest(json.dumps(_cells(nb, solutions=False), ensure_ascii=False))
 
 
-def learner(name: str) -> nbformat.NotebookNode:
-    """The learner copy of notebook `name`: its source without solution cells and without outputs."""
+def learner(name: str, *, solutions: bool = False) -> nbformat.NotebookNode:
+    """The learner copy of notebook `name`: its source without solution cells and without outputs
+    (``solutions``: with them, each after its exercise, as in the source: the instructor's copy)."""
     text = source_path(name).read_text(encoding="utf-8")
     nb = nbformat.v4.new_notebook()
     nb.metadata = {"kernelspec": KERNEL, "language_info": {"name": "python"},
                    "labkit": {"source": f"{name}.md", "source_sha256": _digest(text)}}
-    for i, (kind, body, tags) in enumerate(_cells(jupytext.reads(text, fmt=SOURCE_FORMAT), solutions=False)):
+    for i, (kind, body, tags) in enumerate(_cells(jupytext.reads(text, fmt=SOURCE_FORMAT), solutions=solutions)):
         cell = nbformat.v4.new_markdown_cell(body) if kind == "markdown" else nbformat.v4.new_code_cell(body)
         if tags:
             cell.metadata["tags"] = tags

@@ -2,12 +2,21 @@
 
 The site holds every notebook of the course, built from the same MyST sources as `notebooks/build.py`'s
 learner copies (no forked copies), the `examples/` they read, and a landing page. It runs Python in the
-browser with official Pyodide: a local Pyodide distribution is copied into the site (default: the npm
-core fetched by `tools/pyodide-deps.sh`), with the kit's wheel and the pure-Python wheels the course
-needs added beside it and listed in its `pyodide-lock.json`, so that `import labkit` loads them with no
-`%pip` and no request leaves the site's origin. numpy and matplotlib are not in the npm core: give
-`--pyodide` a full official Pyodide release (its folder, as unpacked from pyodide-<version>.tar.bz2) for
-the drawing cells.
+browser with official Pyodide, from one of:
+
+- ``--pyodide cdn`` (the default): Pyodide's official CDN (jsDelivr), the version of the npm core that
+  `tools/pyodide-deps.sh` fetches. The site holds the kit's wheel and the pure-Python wheels the course
+  needs, and a `pyodide-lock.json` that is the official one of that version (its packages pointed at the
+  CDN) plus those wheels, so `import labkit` loads them with no `%pip`; numpy and matplotlib come from
+  the CDN.
+- ``--pyodide PATH``: a local official Pyodide distribution (its folder, as unpacked from
+  pyodide-<version>.tar.bz2): its core and the packages the course loads are copied into the site, with
+  the wheels added beside them: no request leaves the site's origin (a classroom with no network, a USB
+  stick).
+- ``--pyodide verified``: the official npm core of Pyodide 0.27.7 plus its numpy/matplotlib wheels, each
+  checked against that release's official lock (`tools/pyodide_verified.py`, fetched by
+  `tools/pyodide-deps.sh`): self-contained like PATH, for where neither the CDN nor an official tarball
+  can be had (the browser test).
 
     python notebooks/site.py                       # -> build/site (no source maps)
     python notebooks/site.py --pyodide ~/pyodide-314.0.7 --out /media/usb/dra-course
@@ -22,6 +31,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import html
+import importlib.metadata
 import json
 import os
 import shutil
@@ -40,14 +50,45 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 import build  # noqa: E402 - the learner copies of notebooks/build.py
 
+sys.path.insert(0, str(ROOT / "tools"))
+from pyodide_verified import closure  # noqa: E402 - the lock's dependency closure (tools/pyodide_verified.py)
+
 CACHE = Path(os.environ.get("LABKIT_CACHE", Path.home() / ".cache" / "dra-labkit")) / "pyodide"
+#: the official npm core (its lock names the CDN's packages); --pyodide verified (tools/pyodide-deps.sh)
+NPM_CORE = CACHE / "node_modules" / "pyodide"
+VERIFIED = CACHE / "verified-0.27.7"
+CDN = "https://cdn.jsdelivr.net/pyodide/v{version}/full/"
+KERNEL_PLUGIN = "@jupyterlite/pyodide-kernel-extension:kernel"
+#: the jupyterlite-pyodide-kernel series that runs on each Pyodide series (its piplite needs that micropip)
+KERNEL_FOR_PYODIDE = {"0.27": "0.5", "314": "0.8"}
+
+
+def pyodide_version(folder: Path) -> str:
+    """The version of the Pyodide distribution in ``folder``: its lock's (0.27), else its package.json's (npm)."""
+    version = json.loads((folder / "pyodide-lock.json").read_text())["info"].get("version")
+    if not version and (folder / "package.json").exists():
+        version = json.loads((folder / "package.json").read_text()).get("version")
+    return str(version or "")
+
+
+def kernel_mismatch(pyodide_version: str) -> str | None:
+    """Why this Python's JupyterLite kernel cannot run Pyodide ``pyodide_version`` (None: it can)."""
+    parts = pyodide_version.split(".")
+    series = ".".join(parts[:2]) if parts[0] == "0" else parts[0]
+    want = KERNEL_FOR_PYODIDE.get(series)
+    have = importlib.metadata.version("jupyterlite-pyodide-kernel")
+    if want is None or have.startswith(want + "."):
+        return None
+    venv = "site-venv-pyodide-0.27" if want == "0.5" else "site-venv"
+    return (f"Pyodide {pyodide_version} runs with jupyterlite-pyodide-kernel {want}.x, this Python has {have}; "
+            f"fix: run it with $LABKIT_CACHE/{venv}/bin/python (make site-venv makes it)")
 KERNEL = {"display_name": "Python (Pyodide)", "language": "python", "name": "python"}
 #: the notebooks that need a real cluster (kind/local): in the site, but the landing page says so
 FULL_KIT_ONLY = {"11_the_real_thing"}
 
 
-def _learner_notebook(name: str) -> str:
-    nb = build.learner(name)
+def _learner_notebook(name: str, solutions: bool = False) -> str:
+    nb = build.learner(name, solutions=solutions)
     nb.metadata["kernelspec"] = dict(KERNEL)
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 
@@ -79,13 +120,14 @@ def _kit_wheel(out_dir: Path) -> Path:
     return next(out_dir.glob("dra_labkit-*.whl"))
 
 
-#: the browser's environment markers (Pyodide 314: CPython 3.14 on emscripten)
-BROWSER_MARKERS = {"sys_platform": "emscripten", "platform_system": "Emscripten", "python_version": "3.14",
-                   "python_full_version": "3.14.2", "implementation_name": "cpython", "os_name": "posix",
-                   "platform_machine": "wasm32", "extra": ""}
+def browser_markers(python: str) -> dict[str, str]:
+    """The browser's environment markers: CPython ``python`` (the lock's ``info.python``) on emscripten."""
+    return {"sys_platform": "emscripten", "platform_system": "Emscripten",
+            "python_version": ".".join(python.split(".")[:2]), "python_full_version": python,
+            "implementation_name": "cpython", "os_name": "posix", "platform_machine": "wasm32", "extra": ""}
 
 
-def _depends(requires: list[str], extras: tuple[str, ...] = ("",)) -> list[str]:
+def _depends(requires: list[str], markers: dict[str, str], extras: tuple[str, ...] = ("",)) -> list[str]:
     """A wheel's requirements that apply in the browser: the lock's ``depends`` (Pyodide loads them with the
     package when a cell imports it)."""
     out = []
@@ -94,12 +136,12 @@ def _depends(requires: list[str], extras: tuple[str, ...] = ("",)) -> list[str]:
             req = Requirement(text)
         except InvalidRequirement:
             continue
-        if req.marker is None or any(req.marker.evaluate({**BROWSER_MARKERS, "extra": e}) for e in extras):
+        if req.marker is None or any(req.marker.evaluate({**markers, "extra": e}) for e in extras):
             out.append(canonicalize_name(req.name))
     return sorted(set(out))
 
 
-def _lock_entry(wheel: Path) -> tuple[str, dict]:
+def _lock_entry(wheel: Path, markers: dict[str, str]) -> tuple[str, dict]:
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
@@ -113,40 +155,85 @@ def _lock_entry(wheel: Path) -> tuple[str, dict]:
     extras = ("", "notebooks") if name == "dra-labkit" else ("",)
     return name, {"name": name, "version": fields["Version"], "file_name": wheel.name, "install_dir": "site",
                   "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(), "package_type": "package",
-                  "imports": imports, "depends": _depends(requires, extras), "unvendored_tests": False, "shared_library": False}
+                  "imports": imports, "depends": _depends(requires, markers, extras), "unvendored_tests": False, "shared_library": False}
 
 
-def stage(lite_dir: Path, pyodide: Path) -> None:
-    """The JupyterLite sources: files/ (notebooks, examples), static/pyodide (Pyodide + wheels + lock)."""
+#: the official packages a site takes from a local distribution (with their dependencies): the drawing cells'
+#: and what the JupyterLite kernel loads; the rest of the course's packages are the site's own wheels
+ANY_DISTRIBUTION_NEEDS = ("matplotlib", "numpy", "micropip", "ssl", "sqlite3")
+
+
+#: requirements of the kernel's IPython and of ipywidgets that a browser tab does not use, left out of the site
+#: (and of every package's ``depends``): jedi and parso (IPython's completer works without them: 4.9 MB),
+#: widgetsnbextension (the widgets' front end for the classic Notebook server: 2.2 MB; the site's JupyterLab
+#: carries its own)
+NOT_IN_BROWSER = ("jedi", "parso", "widgetsnbextension")
+
+
+#: JupyterLab settings of the site: every output stays in the page (the browser test reads cells below the
+#: fold); no news, no update check, no announcement dialog (a learner offline gets no question to answer)
+OVERRIDES = {
+    "@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
+}
+
+
+def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> None:
+    """The JupyterLite sources: files/ (notebooks, examples), and the wheels + lock beside a local Pyodide
+    (static/pyodide, ``pyodide`` a distribution's folder) or for the CDN (static/labkit, ``pyodide`` None)."""
     files = lite_dir / "files"
     (files / "notebooks").mkdir(parents=True)
     for name in build.names():
-        (files / "notebooks" / f"{name}.ipynb").write_text(_learner_notebook(name), encoding="utf-8")
+        (files / "notebooks" / f"{name}.ipynb").write_text(_learner_notebook(name, solutions), encoding="utf-8")
     shutil.copytree(ROOT / "examples", files / "examples")
-    target = lite_dir / "static" / "pyodide"
-    shutil.copytree(pyodide, target, ignore=shutil.ignore_patterns("*.map", "*.d.ts", "package.json", "README.md"))
-    lock = json.loads((pyodide / "pyodide-lock.json").read_text())
+    official = json.loads(((pyodide or NPM_CORE) / "pyodide-lock.json").read_text())
+    version = pyodide_version(pyodide or NPM_CORE)
+    if pyodide is None:
+        target = lite_dir / "static" / "labkit"
+        target.mkdir(parents=True)
+        lock = official
+        for entry in lock["packages"].values():  # the official packages: from the CDN of the same version
+            entry["file_name"] = CDN.format(version=version) + entry["file_name"]
+        have = set(official["packages"])
+    else:
+        target = lite_dir / "static" / "pyodide"
+        # of a full release's packages only those the course and the kernel load (a few MB of its ~300)
+        keep = {official["packages"][n]["file_name"] for n in closure(official, [
+            n for n in ANY_DISTRIBUTION_NEEDS if n in official["packages"]])}
+        packages = {e["file_name"] for e in official["packages"].values()} - keep
+
+        def ignore(folder: str, names: list[str]) -> set[str]:
+            return {n for n in names if n in packages or n.endswith((".map", ".d.ts"))
+                    or n in ("package.json", "README.md")}
+
+        shutil.copytree(pyodide, target, ignore=ignore)
+        lock = official
+        have = {n for n, e in lock["packages"].items() if (target / e["file_name"]).exists()}
+    markers = browser_markers(official["info"]["python"])
     with tempfile.TemporaryDirectory() as tmp:
         wheels = [_kit_wheel(Path(tmp))]
         for folder in (CACHE / "dist", CACHE / "site"):
             for f in sorted(folder.iterdir()):
                 wheels.append(f if f.suffix == ".whl" else _pure_wheel_from_sdist(f, Path(tmp)))
         for wheel in wheels:
-            name, entry = _lock_entry(wheel)
+            name, entry = _lock_entry(wheel, markers)
             # a name in the official lock keeps its entry (and its files) when the distribution has the file
-            if name in lock["packages"] and (target / lock["packages"][name]["file_name"]).exists():
+            if name in have or name in NOT_IN_BROWSER:
                 continue
             shutil.copy2(wheel, target / wheel.name)
             lock["packages"][name] = entry
+            have.add(name)
     # a requirement this distribution does not have (google-re2: no wasm build; protobuf, rich: not on the sim
     # path, not in the npm core) is left out, or loading the package would fail on it
-    present = {n for n, e in lock["packages"].items() if (target / e["file_name"]).exists()}
     for entry in lock["packages"].values():
-        entry["depends"] = [d for d in entry["depends"] if d in present]
+        entry["depends"] = [d for d in entry["depends"] if d in have and d not in NOT_IN_BROWSER]
     (target / "pyodide-lock.json").write_text(json.dumps(lock, separators=(",", ":")))
-    # every output stays in the page (the browser test reads cells below the fold)
-    (lite_dir / "overrides.json").write_text(json.dumps(
-        {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}, indent=1))
+    (lite_dir / "overrides.json").write_text(json.dumps(OVERRIDES, indent=1))
+    if pyodide is None:  # the kernel: Pyodide from the CDN, with the site's lock (its wheels: from the site)
+        (lite_dir / "jupyter-lite.json").write_text(json.dumps({
+            "jupyter-lite-schema-version": 0, "jupyter-config-data": {"litePluginSettings": {KERNEL_PLUGIN: {
+                "pyodideUrl": CDN.format(version=version) + "pyodide.mjs",
+                "loadPyodideOptions": {"lockFileURL": "./static/labkit/pyodide-lock.json"}}}}}, indent=1))
 
 
 def _lessons() -> list[tuple[str, str, str, str]]:
@@ -192,27 +279,39 @@ native engines need an install: <code>git clone</code> the DRA LabKit repository
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "site", help="the site folder (default build/site)")
-    parser.add_argument("--pyodide", type=Path, default=CACHE / "node_modules" / "pyodide",
-                        help="a local official Pyodide distribution (default: the npm core of tools/pyodide-deps.sh)")
+    parser.add_argument("--pyodide", default="cdn", metavar="cdn|verified|PATH",
+                        help="where Pyodide comes from: the official CDN (default), the verified local copy of "
+                             "tools/pyodide-deps.sh, or the folder of a local official Pyodide distribution")
     parser.add_argument("--sourcemaps", action="store_true", help="keep the JavaScript source maps (bigger)")
+    parser.add_argument("--solutions", action="store_true",
+                        help="the instructor's copy: each exercise followed by its solution")
     args = parser.parse_args(argv)
-    if not (args.pyodide / "pyodide-lock.json").exists():
-        print(f"site: no Pyodide distribution in {args.pyodide} (no pyodide-lock.json); fix: bash tools/pyodide-deps.sh, "
+    pyodide = None if args.pyodide == "cdn" else VERIFIED if args.pyodide == "verified" else Path(args.pyodide)
+    lock = (pyodide or NPM_CORE) / "pyodide-lock.json"
+    if not lock.exists():
+        what = f"--pyodide {args.pyodide}: no Pyodide distribution in {pyodide}" if pyodide else "no Pyodide lock for the CDN"
+        print(f"site: {what} (no {lock.name}); fix: bash tools/pyodide-deps.sh, "
               "or --pyodide <folder of an official Pyodide release>", file=sys.stderr)
+        return 2
+    if why := kernel_mismatch(pyodide_version(lock.parent)):
+        print(f"site: {why}", file=sys.stderr)
         return 2
     # always a clean build: an incremental one once dropped the local Pyodide setting (back to the CDN)
     lite_dir = args.out.parent / (args.out.name + "-src")
     for d in (lite_dir, args.out):
         shutil.rmtree(d, ignore_errors=True)
-    stage(lite_dir, args.pyodide.resolve())
+    stage(lite_dir, pyodide.resolve() if pyodide else None, solutions=args.solutions)
     cmd = [sys.executable, "-m", "jupyter", "lite", "build", "--lite-dir", str(lite_dir), "--output-dir", str(args.out)]
     if not args.sourcemaps:
         cmd.append("--no-sourcemaps")
     subprocess.run(cmd, check=True, cwd=lite_dir)
+    if pyodide is None:  # the build copies static/pyodide only: the CDN site's wheels and lock, by hand
+        shutil.copytree(lite_dir / "static" / "labkit", args.out / "static" / "labkit")
     settings = json.loads((args.out / "jupyter-lite.json").read_text())["jupyter-config-data"]
     plugin = settings.get("litePluginSettings", {}).get("@jupyterlite/pyodide-kernel-extension:kernel", {})
-    if "static/pyodide" not in str(plugin.get("pyodideUrl", "")):
-        print("site: the build did not point the kernel at the local Pyodide (it would use the CDN)", file=sys.stderr)
+    want = CDN.split("{")[0] if pyodide is None else "static/pyodide"
+    if want not in str(plugin.get("pyodideUrl", "")):
+        print(f"site: the build did not point the kernel at {want} but at {plugin.get('pyodideUrl')!r}", file=sys.stderr)
         return 1
     built = (args.out / "index.html").read_text(encoding="utf-8")
     start = built.find('<script id="jupyter-config-data"')

@@ -174,11 +174,11 @@ def wait_kernel_idle(base: str, path: str, timeout: float = HANG) -> None:
     raise TimeoutError(f"kernel for {path} never became idle in {timeout:.0f} s")
 
 
-def launch(playwright):
+def launch(playwright, extra_args: tuple[str, ...] = ()):
     from playwright.sync_api import expect  # lazy: playwright is a test extra (missing_requirements())
 
     expect.set_options(timeout=HANG * 1000)
-    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=[*CHROMIUM_ARGS, *extra_args])
 
 
 #: JupyterLab's dialogs on screen, as "title — text", once their title is rendered (it can come after

@@ -52,6 +52,34 @@ def test_version_and_gates(capsys: pytest.CaptureFixture[str]) -> None:
                  "--feature-gates", "DRADeviceTaints=true"]) == 0
 
 
+PROBE_POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    livenessProbe: {httpGet: {port: 8080, path: /healthz, protocol: HTTP}}
+"""
+
+
+@pytest.mark.parametrize("version, out", [
+    ("1.37", ""),
+    ("1.36", 'Pod/p: spec.containers[0].livenessProbe.httpGet.protocol: unknown field "protocol"\n'),
+    ("1.35", 'Pod/p: spec.containers[0].livenessProbe.httpGet.protocol: unknown field "protocol"\n'),
+    ("1.34", 'Pod/p: spec.containers[0].livenessProbe.httpGet.protocol: unknown field "protocol"\n'),
+])
+def test_fields_are_those_of_the_target_version(version: str, out: str, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """labkit/api/schema_<version>.json of the version asked for: a field that version's API does not have
+    (HTTPGetAction.protocol, in the API since 1.37) is unknown there, as its API server says."""
+    f = tmp_path / "pod.yaml"
+    f.write_text(PROBE_POD)
+    rc = main(["validate", "-f", str(f), "--kubernetes-version", version])
+    assert (rc, capsys.readouterr().out) == (1 if out else 0, out)
+
+
 @pytest.mark.parametrize("args", [
     ["-f", "/nonexistent/x.yaml"],
     ["-f", "DATA", "--kubernetes-version", "1.2"],

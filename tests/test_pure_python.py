@@ -14,7 +14,8 @@ from pathlib import Path
 import jupytext
 
 ROOT = Path(__file__).resolve().parent.parent
-NATIVE = ("cel_expr_python", "re2", "kubernetes", "grpc", "cryptography", "pydantic", "pydantic_core")
+NATIVE = ("cel_expr_python", "re2", "kubernetes", "grpc", "cryptography", "pydantic", "pydantic_core",
+          "_multiprocessing")  # Pyodide's CPython has no _multiprocessing (concurrent.futures.process needs it)
 
 # a finder in front of all others: `import re2` (and the rest) fail as when the package is absent
 BLOCK = f"""
@@ -94,3 +95,62 @@ def test_notebook_00_says_what_runs_here_without_an_import_error() -> None:
     for name in ("local", "kind"):
         assert "no" in rows[name].split() and "needs the Python package kubernetes" in rows[name], rows
     assert "sim cluster up" in out.stdout
+
+
+def test_cel_playground_defaults_to_the_engine_that_is_there() -> None:
+    """In a browser (no cel-expr-python) the CEL playground opens on cel-python and shows matches, not the
+    "not installed" compile error (found by tests/test_browser_site.py); a full install keeps cel-expr-python."""
+    code = ("from labkit.cluster import connect\nfrom labkit.widgets import CelPlayground\n"
+            "c = connect('sim', 'workshop', progress=False)\np = CelPlayground(c)\n"
+            "print(p.engine.value, '|', p.summary.value, '|', 'not installed' in p.table.value)\nc.down()\n")
+    pure, full = _run(code, pure=True), _run(code, pure=False)
+    assert pure.returncode == 0 and full.returncode == 0, pure.stderr[-2000:] + full.stderr[-2000:]
+    engine, summary, error = pure.stdout.strip().splitlines()[-1].split(" | ")
+    assert (engine, error) == ("cel-python", "False") and " match" in summary, pure.stdout
+    assert full.stdout.strip().splitlines()[-1].startswith("cel-expr-python | ")
+
+
+def _notebook_modules() -> list[str]:
+    """Every labkit / fake_gpus module a notebook of the course imports (its code cells, as written)."""
+    found: set[str] = set()
+    for md in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.md")):
+        for cell in jupytext.read(md).cells:
+            if cell.cell_type != "code":
+                continue
+            for line in cell.source.splitlines():
+                words = line.split()
+                if words[:1] in (["from"], ["import"]) and len(words) > 1 \
+                        and words[1].split(".")[0] in ("labkit", "fake_gpus"):
+                    found.add(words[1].rstrip(","))
+    return sorted(found)
+
+
+def test_every_module_the_notebooks_import_loads_without_native_modules() -> None:
+    modules = _notebook_modules()
+    assert {"labkit.cluster.kind", "labkit.cluster.kind.config", "labkit.widgets", "labkit.topology"} <= set(modules)
+    code = "import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in modules) \
+        + LOADED % (NATIVE,)
+    out = _run(code, pure=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "LOADED ['re2'] labkit.cel.re2_pure", out.stdout[-2000:]
+
+
+def test_notebook_11_runs_on_sim_and_live_backends_say_they_need_the_full_kit() -> None:
+    """Notebook 11's cells (kind config, the kind plan, kubectl, print-env, Helm values, migration) on sim
+    without the kubernetes client, as in a browser tab; then connect('kind'/'local') answers in one line."""
+    nb = jupytext.read(ROOT / "notebooks" / "11_the_real_thing.md")
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and "exercise" not in c.metadata.get("tags", [])]
+    live = ("from labkit.cluster import ClusterError\n"
+            "for name in ('kind', 'local'):\n"
+            "    try:\n        connect(name, 'workshop', progress=False)\n"
+            "    except ClusterError as exc:\n        print('LIVE', name, exc)\n")
+    out = _run("import os\nos.chdir('notebooks')\nfrom labkit.course import checks\n" + "\n".join(cells) + "\n" + live,
+               pure=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "Traceback" not in out.stdout + out.stderr
+    for expected in ("sim cluster up", "kind create cluster", "(not run: BACKEND is sim)", "FAKE_GPU_0_NAME",
+                     "helm install fake-gpus", "resource.k8s.io/v1alpha2", "✅"):
+        assert expected in out.stdout, (expected, out.stdout[-3000:])
+    live_lines = {line.split()[1]: line for line in out.stdout.splitlines() if line.startswith("LIVE ")}
+    assert "needs the Python package kubernetes" in live_lines["kind"] and "make lab" in live_lines["kind"]
+    assert "needs the Python package" in live_lines["local"] and "make lab" in live_lines["local"]

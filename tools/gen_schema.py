@@ -9,14 +9,28 @@ client (nor pydantic) to validate: a browser, or a lighter install.
 
     .venv/bin/python tools/gen_schema.py           # regenerate (tests/test_api_schema_data.py checks it)
     .venv/bin/python tools/gen_schema.py --check   # exit 1 when the committed file is stale
+
+The older versions the profiles offer (1.34 to 1.36) come from the client releases of those versions
+(OLD_CLIENTS), read from their wheels without importing them: their models are the OpenAPI generator's
+plain classes (``openapi_types``, ``attribute_map``), so a field's set, name and nesting come from its
+version's client, and a field that the newest schema also has keeps the newest schema's entry (its type
+code, strict or lax, and whether it is required: the checks' rules stay the same across versions); a
+field only the older version has gets a lax code from its OpenAPI type.
+
+    .venv/bin/python tools/gen_schema.py --old     # pip-downloads OLD_CLIENTS, writes schema_1.34..1.36
 """
 
 from __future__ import annotations
 
+import ast
 import datetime
 import json
+import re
+import subprocess
 import sys
+import tempfile
 import typing
+import zipfile
 from pathlib import Path
 
 import kubernetes
@@ -82,10 +96,80 @@ def generate() -> tuple[str, str]:
     return version, json.dumps(data, separators=(",", ":"), sort_keys=False) + "\n"
 
 
-def main() -> int:
-    version, text = generate()
+#: the client release of each older Kubernetes version (its major version N describes Kubernetes 1.N)
+OLD_CLIENTS = ("34.1.0", "35.0.0", "36.0.3")
+_OPENAPI_LEAVES = {"str": "S", "int": "I", "bool": "B", "float": "a", "datetime": "t", "date": "t", "object": "a"}
+
+
+def _old_models(wheel: Path) -> dict[str, list[tuple[str, str, str, bool]]]:
+    """class name -> [(camelCase, snake_case, OpenAPI type, required)] of every model of an old-style client."""
+    out = {}
+    with zipfile.ZipFile(wheel) as zf:
+        for name in zf.namelist():
+            if not re.fullmatch(r"kubernetes/client/models/\w+\.py", name) or name.endswith("__init__.py"):
+                continue
+            tree = ast.parse(zf.read(name))
+            for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+                values = {t.id: ast.literal_eval(a.value) for a in cls.body if isinstance(a, ast.Assign)
+                          for t in a.targets if isinstance(t, ast.Name) and t.id in ("openapi_types", "attribute_map")}
+                if "openapi_types" not in values:
+                    continue
+                required = set(re.findall(r"Invalid value for `(\w+)`, must not be `None`", ast.get_source_segment(
+                    zf.read(name).decode(), cls) or ""))
+                out[cls.name] = [(values["attribute_map"][snake], snake, tp, snake in required)
+                                 for snake, tp in values["openapi_types"].items()]
+    return out
+
+
+def _old_code(tp: str, old: dict, newest: dict, models: dict) -> str:
+    if tp.startswith("list[") and tp.endswith("]"):
+        return "[" + _old_code(tp[5:-1], old, newest, models)
+    if tp.startswith(("dict(str, ", "dict[str, ")) and tp.endswith((")", "]")):
+        return "{" + _old_code(tp[10:-1], old, newest, models)
+    if tp in _OPENAPI_LEAVES:
+        return _OPENAPI_LEAVES[tp]
+    if tp in old:
+        _old_visit(tp, old, newest, models)
+        return "M:" + tp
+    raise SystemExit(f"unknown OpenAPI type {tp!r}: extend tools/gen_schema.py")
+
+
+def _old_visit(model: str, old: dict, newest: dict, models: dict) -> None:
+    if model in models:
+        return
+    models[model] = fields = []
+    known = {entry[0]: entry for entry in newest.get(model, [])}
+    for alias, snake, tp, required in old[model]:
+        code = _old_code(tp, old, newest, models)  # visits the nested models of this version's client
+        if alias in known:
+            fields.append(list(known[alias]))
+        else:
+            fields.append([alias, snake if snake != alias else "", code, required])
+
+
+def generate_old(wheel: Path) -> tuple[str, str]:
+    """The schema of the Kubernetes version of an old-style client's wheel (kubernetes-N.x.y-...whl)."""
+    client_version = wheel.name.split("-")[1]
+    version = f"1.{client_version.split('.')[0]}"
+    old = _old_models(wheel)
+    newest = json.loads(schema_path(f"1.{kubernetes.__version__.split('.')[0]}").read_text())["models"]
+    models: dict[str, list] = {}
+    for name in sorted(set(MODEL_FOR.values()) & set(old)):  # a kind this version does not serve: left out
+        _old_visit(name, old, newest, models)
+    data = {"kubernetes": version, "client": client_version, "models": {k: models[k] for k in sorted(models)}}
+    return version, json.dumps(data, separators=(",", ":"), sort_keys=False) + "\n"
+
+
+def _old_wheels(folder: Path) -> list[Path]:
+    for v in OLD_CLIENTS:  # one at a time: pip resolves the names of one command together
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(folder), f"kubernetes=={v}"],
+                       check=True)
+    return sorted(folder.glob("kubernetes-*.whl"))
+
+
+def _write(version: str, text: str, check: bool) -> int:
     path = schema_path(version)
-    if "--check" in sys.argv[1:]:
+    if check:
         if not path.exists() or path.read_text() != text:
             print(f"{path.relative_to(ROOT)} is stale: run .venv/bin/python tools/gen_schema.py")
             return 1
@@ -93,6 +177,15 @@ def main() -> int:
     path.write_text(text)
     print(f"wrote {path.relative_to(ROOT)} ({len(text):,} bytes, {len(json.loads(text)['models'])} models)")
     return 0
+
+
+def main() -> int:
+    check = "--check" in sys.argv[1:]
+    if "--old" in sys.argv[1:]:
+        with tempfile.TemporaryDirectory() as tmp:
+            return max(_write(*generate_old(w), check) for w in _old_wheels(Path(tmp)))
+    version, text = generate()
+    return _write(version, text, check)
 
 
 if __name__ == "__main__":

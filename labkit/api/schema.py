@@ -6,8 +6,10 @@ The schema of the kinds labkit validates is a JSON file per Kubernetes version
 them; a learner's install is lighter). The checks are the client's own: unknown fields by a walk
 over the camelCase field names (with a suggestion), wrong types with the client's (pydantic's)
 rules, strict or lax per field, in the client's field order; the messages are written in our style.
-Fields that exist in the schema but not yet in the target version are handled by the validation
-rules (:mod:`labkit.api.features` gates).
+There is a file for each Kubernetes version the profiles offer (1.34 to 1.37); the checks use the one of
+the target version (the profile's, ``--kubernetes-version``), so a field the version's API does not have
+is an unknown field, as its API server says. Fields the version has behind a feature gate are handled by
+the validation rules (:mod:`labkit.api.features` gates).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from typing import Any
 
 from labkit.api.problem import Sink, show
 
-__all__ = ["MODEL_FOR", "SCHEMA_VERSION", "check_structure", "schema_path", "type_errors"]
+__all__ = ["MODEL_FOR", "SCHEMA_VERSION", "SCHEMA_VERSIONS", "check_structure", "schema_path", "schema_version",
+           "type_errors"]
 
 #: (apiVersion, kind) -> the model's name in the schema (the client's class name)
 MODEL_FOR: dict[tuple[str, str], str] = {
@@ -53,24 +56,38 @@ def schema_path(version: str) -> Path:
     return _HERE / f"schema_{version}.json"
 
 
-def _newest() -> str:
-    versions = [p.stem.removeprefix("schema_") for p in _HERE.glob("schema_1.*.json")]
-    return max(versions, key=lambda v: tuple(int(x) for x in v.split(".")), default="")
+def _minor(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("."))
 
 
-#: the Kubernetes version of the schema the checks use (the newest generated)
-SCHEMA_VERSION = _newest()
+#: the Kubernetes versions with a schema file, oldest first
+SCHEMA_VERSIONS = sorted((p.stem.removeprefix("schema_") for p in _HERE.glob("schema_1.*.json")), key=_minor)
+#: the newest of them: the checks' schema when no version is given
+SCHEMA_VERSION = SCHEMA_VERSIONS[-1] if SCHEMA_VERSIONS else ""
+
+
+def schema_version(version: str | None = None) -> str:
+    """The schema the checks use for Kubernetes ``version``: its own, else the newest older one, else the
+    oldest (None: the newest)."""
+    if not version or not SCHEMA_VERSIONS:
+        return SCHEMA_VERSION
+    try:
+        wanted = _minor(version)
+    except ValueError:
+        return SCHEMA_VERSION
+    older = [v for v in SCHEMA_VERSIONS if _minor(v) <= wanted]
+    return older[-1] if older else SCHEMA_VERSIONS[0]
 
 
 @functools.cache
-def _models() -> dict[str, list[list[Any]]]:
-    return json.loads(schema_path(SCHEMA_VERSION).read_text())["models"]
+def _models(version: str = "") -> dict[str, list[list[Any]]]:
+    return json.loads(schema_path(version or SCHEMA_VERSION).read_text())["models"]
 
 
 @functools.cache
-def _fields(model: str) -> dict[str, str]:
+def _fields(model: str, version: str = "") -> dict[str, str]:
     """camelCase field name -> type code (see tools/gen_schema.py)."""
-    return {alias: code for alias, _snake, code, _req in _models()[model]}
+    return {alias: code for alias, _snake, code, _req in _models(version)[model]}
 
 
 def _shape(code: str) -> tuple[str, str | None]:
@@ -104,10 +121,10 @@ def suggest(key: str, known: list[str]) -> str | None:
 _MAX_SUGGESTIONS = 20
 
 
-def _walk(value: Any, model: str, path: str, sink: Sink, skip: set[str]) -> None:
+def _walk(value: Any, model: str, path: str, sink: Sink, skip: set[str], version: str = "") -> None:
     if not isinstance(value, dict):
         return
-    fields = _fields(model)
+    fields = _fields(model, version)
     unknown = 0
     for key, item in value.items():
         child = f"{path}.{key}" if path else str(key)
@@ -121,13 +138,13 @@ def _walk(value: Any, model: str, path: str, sink: Sink, skip: set[str]) -> None
             continue
         kind, inner = _shape(fields[key])
         if kind == "model":
-            _walk(item, inner, child, sink, skip)
+            _walk(item, inner, child, sink, skip, version)
         elif kind == "list" and isinstance(item, list):
             for i, elem in enumerate(item):
-                _walk(elem, inner, f"{child}[{i}]", sink, skip)
+                _walk(elem, inner, f"{child}[{i}]", sink, skip, version)
         elif kind == "dict" and isinstance(item, dict):
             for k, elem in item.items():
-                _walk(elem, inner, f"{child}[{k}]", sink, skip)
+                _walk(elem, inner, f"{child}[{k}]", sink, skip, version)
 
 
 _TRUE = {"1", "on", "t", "true", "y", "yes"}
@@ -186,12 +203,12 @@ def _time_error(value: Any) -> str | None:
     return None
 
 
-def _check_value(value: Any, code: str, loc: tuple, out: list[dict]) -> None:
+def _check_value(value: Any, code: str, loc: tuple, out: list[dict], version: str = "") -> None:
     if code.startswith("M:"):
         if not isinstance(value, dict):
             out.append({"type": "model_type", "loc": loc, "input": value})
             return
-        for alias, snake, field_code, required in _models()[code[2:]]:
+        for alias, snake, field_code, required in _models(version)[code[2:]]:
             if alias in value:
                 key = alias
             elif snake and snake in value:
@@ -203,19 +220,19 @@ def _check_value(value: Any, code: str, loc: tuple, out: list[dict]) -> None:
             item = value[key]
             if item is None and not required:
                 continue
-            _check_value(item, field_code, loc + (key,), out)
+            _check_value(item, field_code, loc + (key,), out, version)
     elif code[0] == "[":
         if not isinstance(value, list):
             out.append({"type": "list_type", "loc": loc, "input": value})
             return
         for i, item in enumerate(value):
-            _check_value(item, code[1:], loc + (i,), out)
+            _check_value(item, code[1:], loc + (i,), out, version)
     elif code[0] == "{":
         if not isinstance(value, dict):
             out.append({"type": "dict_type", "loc": loc, "input": value})
             return
         for key, item in value.items():
-            _check_value(item, code[1:], loc + (key,), out)
+            _check_value(item, code[1:], loc + (key,), out, version)
     elif code[0] == "|":  # a union of leaves: pydantic reports each member's error, tagged
         errors = [_leaf_error(value, member) for member in code[1:]]
         if all(errors):
@@ -227,11 +244,12 @@ def _check_value(value: Any, code: str, loc: tuple, out: list[dict]) -> None:
             out.append({"type": etype, "loc": loc, "input": value})
 
 
-def type_errors(obj: dict, model: str) -> list[dict]:
+def type_errors(obj: dict, model: str, version: str | None = None) -> list[dict]:
     """The client's type errors for ``obj`` as ``model`` (pydantic's error dicts: type, loc, input,
-    msg), in its order; unknown fields are not among them (:func:`check_structure` reports those)."""
+    msg), in its order; unknown fields are not among them (:func:`check_structure` reports those).
+    ``version``: the Kubernetes version whose schema applies (None: the newest)."""
     out: list[dict] = []
-    _check_value(obj, "M:" + model, (), out)
+    _check_value(obj, "M:" + model, (), out, schema_version(version))
     for err in out:
         err["msg"] = _MESSAGES.get(err["type"], err["type"].replace("_", " "))
     return out
@@ -278,15 +296,18 @@ _TYPE_WORDS = {
 }
 
 
-def check_structure(obj: dict, sink: Sink, *, skip: set[str] | None = None) -> None:
-    """Report unknown fields and wrong value types of a known kind (no-op for other kinds)."""
+def check_structure(obj: dict, sink: Sink, *, skip: set[str] | None = None, version: str | None = None) -> None:
+    """Report unknown fields and wrong value types of a known kind (no-op for other kinds), by the schema
+    of Kubernetes ``version`` (None: the newest)."""
     model_name = MODEL_FOR.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
     if model_name is None or not SCHEMA_VERSION:
         return
+    if model_name not in _models(schema_version(version)):
+        return  # a kind that version does not serve (DeviceTaintRule in resource.k8s.io/v1 before 1.37)
     skip = skip or set()
-    _walk(obj, model_name, "", sink, skip)
+    _walk(obj, model_name, "", sink, skip, schema_version(version))
     seen: set[str] = set()
-    for err in type_errors(obj, model_name):
+    for err in type_errors(obj, model_name, version):
         _report(err, sink, skip, seen)
 
 

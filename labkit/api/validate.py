@@ -116,12 +116,15 @@ def _validate_one(obj: Any, index: int, ctx: Context) -> list[Problem]:
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:
-    """Drop exact repeats, and a bare "Required value" when a rule said more about that path."""
+    """Drop exact repeats, a bare "Required value" when a rule said more about that path, and the
+    version's "unknown field" for a field whose feature gate says which Kubernetes version has it."""
     detailed = {p.path for p in problems if p.message != "Required value"}
+    newer = {p.path for p in problems if "which does not exist in Kubernetes" in p.message}
     out: list[Problem] = []
     seen: set[Problem] = set()  # a set: thousands of problems (a huge list) stay linear
     for p in problems:
-        if p in seen or (p.message == "Required value" and p.path in detailed):
+        if p in seen or (p.message == "Required value" and p.path in detailed) \
+                or (p.path in newer and p.message.startswith("unknown field")):
             continue
         seen.add(p)
         out.append(p)
@@ -157,7 +160,7 @@ def _check(obj: dict, sink: Sink, ctx: Context) -> None:
         sink.add("apiVersion", f"{kind} is {' or '.join(KNOWN_KINDS[kind])}, not {api!r}")
         return
     check_metadata(obj, sink)
-    check_structure(obj, sink, skip=skip)
+    check_structure(obj, sink, skip=skip, version=ctx.version)
     namespace = as_dict(obj.get("metadata")).get("namespace")
     spec = obj.get("spec")
     if kind == "DeviceClass":

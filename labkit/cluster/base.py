@@ -61,6 +61,20 @@ class ClusterInputError(InputError, ClusterError):
     """What the user handed a cluster (objects, a profile, a dump, a kubeconfig) is wrong (exit 2)."""
 
 
+#: how to get what a live backend needs: the README's one command, or the package
+FULL_KIT = "install the full kit (README: make lab; or pip install dra-labkit)"
+
+
+class MissingPackage(ClusterError):
+    """A live backend (local, kind, kubeconfig) needs a Python package that is not installed here
+    (a pure-Python install, or Pyodide in a browser tab): `.name` is the package's import name."""
+
+    def __init__(self, backend: str, name: str) -> None:
+        super().__init__(f"backend {backend!r} needs the Python package {name}, which is not installed here: "
+                         f"{FULL_KIT}")
+        self.name = name
+
+
 def cluster_error(exc: BaseException) -> ClusterError:
     """``exc`` as the ClusterError of its kind (input 2, not found 3, else engine 1), with its
     ``obj``/``field``/``fix`` kept: callers still catch ``ClusterError``, the CLI still sees the kind."""
@@ -230,6 +244,8 @@ def backend_class(name: str) -> type[Cluster]:
         try:
             importlib.import_module(LAZY_BACKENDS[name])
         except ModuleNotFoundError as exc:
+            if exc.name and exc.name.split(".")[0] not in ("labkit", "fake_gpus"):
+                raise MissingPackage(name, exc.name.split(".")[0]) from None
             if exc.name != LAZY_BACKENDS[name]:
                 raise
     if name not in _BACKENDS:

@@ -1,6 +1,10 @@
 """A small dict-in/dict-out REST client for one API server, built on the kubernetes client's
 Configuration + connection pool. Kinds are resolved through the server's aggregated discovery,
-so any built-in or CRD kind works by name ("Pod", "pods", "resourceclaim", "deviceclasses")."""
+so any built-in or CRD kind works by name ("Pod", "pods", "resourceclaim", "deviceclasses").
+
+The kubernetes client is loaded by :func:`client` when a live cluster is connected, not when this
+module is imported: the backends that import it (local, kind, kubeconfig) then load without it, so
+the sim course, `labkit` on a pure-Python install and a browser tab (Pyodide) never need it."""
 
 from __future__ import annotations
 
@@ -9,12 +13,24 @@ import json
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
-from kubernetes import client as k8s
-
+from labkit.cluster.base import MissingPackage
 from labkit.errors import EngineError
+
+if TYPE_CHECKING:
+    from kubernetes import client as k8s
+
+
+def client(backend: str = "kubeconfig") -> ModuleType:
+    """`kubernetes.client`, or MissingPackage naming `backend` when the client is not installed."""
+    try:
+        from kubernetes import client as k8s_client
+    except ModuleNotFoundError as exc:
+        raise MissingPackage(backend, (exc.name or "kubernetes").split(".")[0]) from None
+    return k8s_client
 
 
 class ApiError(EngineError):
@@ -70,9 +86,10 @@ class Kube:
 
     def __init__(self, server: str = "", token: str = "", ca_cert: str | None = None, *,
                  configuration: k8s.Configuration | None = None) -> None:
+        k8s_client = client()
         cfg = configuration
         if cfg is None:
-            cfg = k8s.Configuration()
+            cfg = k8s_client.Configuration()
             cfg.host = server
             cfg.ssl_ca_cert = ca_cert
             cfg.api_key = {"authorization": token}
@@ -80,7 +97,7 @@ class Kube:
         self._cfg = cfg
         self.server = cfg.host.rstrip("/")
         self._auth = _bearer(cfg)
-        self._api = k8s.ApiClient(cfg)
+        self._api = k8s_client.ApiClient(cfg)
         self._pool = self._api.rest_client.pool_manager
         self._by_kind: dict[str, list[Resource]] = {}
         self._missed: dict[str, float] = {}  # kind -> when discovery last did not find it

@@ -39,7 +39,7 @@ from labkit.cluster.base import (
     register_backend,
 )
 from labkit.cluster.explain_live import explain_pod
-from labkit.cluster.kube import ApiError, Kube
+from labkit.cluster.kube import ApiError, Kube, client
 from labkit.cluster.placements import PlacementTable, build_placements
 from labkit.model.kinds import API_VERSIONS, canonical_kind, is_namespaced
 from labkit.model.profiles import ClusterProfile, NodeSpec
@@ -96,7 +96,7 @@ class KubeconfigCluster(KubeCluster):
     # -- lifecycle -------------------------------------------------------------------------
     def up(self, profile: Any = None) -> KubeconfigCluster:
         """Attach (the profile argument is ignored: the cluster is what it is)."""
-        from kubernetes import client as k8s
+        k8s = client(self.backend)  # MissingPackage (one line) where the kubernetes client is not installed
         from kubernetes.config.config_exception import ConfigException
         from kubernetes.config.kube_config import list_kube_config_contexts, load_kube_config
 

@@ -6,6 +6,9 @@ import platform
 import sys
 from importlib import metadata
 
+from labkit.cluster.base import FULL_KIT, MissingPackage
+from labkit.cluster.kube import client as kube_client
+
 PACKAGES = ("dra-labkit", "kubernetes", "cel-expr-python", "networkx", "jupyterlab", "ipywidgets", "anywidget",
             "matplotlib")
 
@@ -59,9 +62,12 @@ def _status(name: str, minor: str) -> tuple[bool, str]:
     if in_browser():
         return False, IN_BROWSER[name]
     try:
+        kube_client(name)
         return _local_status(minor) if name == "local" else _kind_status(minor)
-    except ImportError as exc:  # a pure-Python install: the backend's client libraries are absent
-        return False, f"needs the Python package {exc.name or 'of the full kit'} (not installed here): pip install dra-labkit"
+    except MissingPackage as exc:  # a pure-Python install: the backend's client libraries are absent
+        return False, f"needs the Python package {exc.name} (not installed here): {FULL_KIT}"
+    except ImportError as exc:
+        return False, f"needs the Python package {exc.name or 'of the full kit'} (not installed here): {FULL_KIT}"
 
 
 def backend_table(minor: str = "1.37") -> list[tuple[str, str, str]]:

@@ -27,7 +27,10 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+# the module, not its ProcessPoolExecutor: that name loads concurrent.futures.process, which needs
+# _multiprocessing (Pyodide has none: notebook 12 imports this module in a browser tab)
+from concurrent import futures
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -285,11 +288,11 @@ def _run_local(fn: Callable[[Any], dict], items: Sequence[Any], n: int,
                done: Callable[[int, dict], Any]) -> list[dict]:
     rows: list[dict | None] = [None] * len(items)
     # spawn: a fresh interpreter per worker (no forked locks or threads from this process)
-    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with futures.ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
         futs = {pool.submit(fn, c): i for i, c in enumerate(items)}
         todo = set(futs)
         while todo:
-            finished, todo = wait(todo, return_when=FIRST_COMPLETED)
+            finished, todo = futures.wait(todo, return_when=futures.FIRST_COMPLETED)
             for f in finished:
                 i = futs[f]
                 rows[i] = f.result()

@@ -9,7 +9,7 @@ from typing import Any
 
 import ipywidgets as W
 
-from labkit.cel import CelError
+from labkit.cel import DEFAULT_ENGINE, ENGINES, CelError
 from labkit.widgets.logic import html_table, inventory_rows, match_devices
 from labkit.widgets.sources import Inventory, guarded
 
@@ -28,13 +28,14 @@ def evaluate(expression: str, slices: list[dict], engine: str | None = None) -> 
 
 
 class CelPlayground(W.VBox):
-    def __init__(self, cluster: Any = None, *, expression: str = EXAMPLE, engine: str = "cel-expr-python",
+    def __init__(self, cluster: Any = None, *, expression: str = EXAMPLE, engine: str = DEFAULT_ENGINE,
                  **lists: Any):
+        """``engine``: the kit's default (cel-expr-python where installed; cel-python in a browser)."""
         self.inventory = Inventory.of(cluster, **lists)
         self.expression = W.Textarea(value=expression, layout=W.Layout(width="100%", height="70px"),
                                      continuous_update=False)
         self.expression.add_class("labkit-cel-expression")
-        self.engine = W.Dropdown(options=["cel-expr-python", "cel-python"], value=engine, description="engine")
+        self.engine = W.Dropdown(options=list(ENGINES), value=engine, description="engine")
         self.only = W.ToggleButtons(options=["all", "match", "no match", "error"], value="all",
                                     style={"button_width": "auto"})
         self.only.add_class("labkit-cel-only")

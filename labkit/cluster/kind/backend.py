@@ -57,6 +57,7 @@ from labkit.cluster.kind.preflight import (
     run_preflight,
 )
 from labkit.cluster.kind.runner import CommandError, Runner, SubprocessRunner
+from labkit.cluster.kube import client
 from labkit.cluster.kubeapi import KubeCluster, KubeconfigCluster
 from labkit.model.profiles import ClusterProfile, load_profile
 
@@ -240,6 +241,7 @@ class KindCluster(KubeCluster):
 
     # -- lifecycle -------------------------------------------------------------------------
     def up(self, profile: Any = "workshop") -> KindCluster:
+        client(self.backend)  # the kubernetes client, before anything is created (MissingPackage without it)
         prof = load_profile(profile)
         if len(prof.nodes) > MAX_KIND_NODES:
             raise ClusterError(

@@ -1,0 +1,308 @@
+"""The course in a browser tab, as a learner meets it: the static JupyterLite site (notebooks/site.py)
+built clean, served on 127.0.0.1, every notebook run in Debian's Chromium (Playwright) with Python in
+the page (Pyodide) and no request allowed to leave 127.0.0.1 (the browser resolves no other host; each
+request to one is counted and fails the test).
+
+The site is built with ``--pyodide verified`` (the official Pyodide 0.27.7 core and its numpy/matplotlib
+wheels, each checked against the official lock: tools/pyodide-deps.sh) and ``--solutions`` (each exercise
+followed by its solution, the instructor's copy), once per session. One browser, one browser context (a
+learner who opens one notebook after the other: the first visit fetches Pyodide, the next ones find it in
+the HTTP cache; ``LABKIT_SITE_FIRST_VISIT=1`` gives each notebook a fresh context instead, to measure
+first visits). Per notebook, in a page of its own (its own JupyterLab and kernel): Run All, then
+
+- it ran to the end (every code cell numbered), no Traceback in any output;
+- every drawing cell shows a picture (an <img> with pixels), every widget rendered and answers a click;
+- every exercise cell (the open exercise, as the learner gets it) shows ❌ with a hint, every solution
+  cell ✅;
+- 0 requests to another host (each is aborted and counted), no JupyterLab dialog (its text fails the test).
+
+In one notebook (RUN_TWICE) Run All runs a second time in the same kernel, with the same checks.
+
+Notebook 11 (kind/local) runs on sim too, and its first cell says that kind and local need the full kit.
+Screenshots go to test-artifacts/site/, and the measured times and bytes to test-artifacts/site/metrics.json
+(numbers for docs/browser-course.md, not limits).
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.browser_lab import HANG, READY_JS, WATCH_JS, Lab, Watch, launch, missing_requirements
+from tests.test_browser_notebooks import DRAWS, WIDGETS, _click_widget
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+NAMES = sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.md"))
+ARTIFACTS = ROOT / "test-artifacts" / "site"
+CACHE = Path(os.environ.get("LABKIT_CACHE", Path.home() / ".cache" / "dra-labkit"))
+SITE_PYTHON = CACHE / "site-venv-pyodide-0.27" / "bin" / "python"  # the kernel that fits Pyodide 0.27 (Makefile)
+WIDGET_CELL = re.compile(r"^(ClaimBuilder|InventoryExplorer|CelPlayground|TopologyView)\(|^builder$", re.M)
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(missing_requirements() is not None,
+                                                      reason=missing_requirements() or "")]
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    """A static server (what make site-serve runs) that counts the bytes it sends."""
+
+    sent = 0
+
+    def copyfile(self, source, outputfile) -> None:  # noqa: ANN001 - http.server's signature
+        while chunk := source.read(64 * 1024):
+            outputfile.write(chunk)
+            type(self).sent += len(chunk)
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - http.server's signature
+        pass
+
+
+@functools.cache
+def _site_deps() -> None:
+    """The site's build environment and Pyodide (cached: a second run does nothing)."""
+    out = subprocess.run(["make", "--no-print-directory", "site-venv", "pyodide-deps"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, type[_Handler]]]:
+    _site_deps()
+    out = tmp_path_factory.mktemp("site") / "site"
+    build = subprocess.run([str(SITE_PYTHON), "notebooks/site.py", "--pyodide", "verified", "--solutions",
+                            "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
+    assert build.returncode == 0, (build.stdout + build.stderr)[-3000:]
+    handler = type("Handler", (_Handler,), {"sent": 0})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(out)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()  # bound and listening already: the browser's first request waits in the backlog
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright  # lazy: a test extra (missing_requirements())
+
+    with sync_playwright() as p:
+        # a hard offline check under the request handler: no other host even resolves
+        chromium = launch(p, ("--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",))
+        yield chromium
+        chromium.close()
+
+
+#: the notebook's kernel is started and idle (its execution indicator)
+KERNEL_IDLE = ".jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status='idle']"
+#: the first output of any code cell is on the page
+FIRST_OUTPUT = "() => !!document.querySelector('.jp-NotebookPanel .jp-CodeCell .jp-OutputArea-output')"
+
+#: Run All is over: no cell queued or running, every code cell numbered, or a cell that raised
+RUN_ALL_DONE = """n => {
+  const prompts = [...document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell .jp-InputPrompt')]
+    .map(p => p.innerText);
+  const numbered = prompts.filter(p => /\\[\\d+\\]/.test(p)).length;
+  const error = document.querySelector('.jp-NotebookPanel .jp-OutputArea-output[data-mime-type*="error"]');
+  return !prompts.some(p => p.includes('*')) && (numbered === n || (error && numbered > 0));
+}"""
+
+METRICS: dict[str, dict] = {}
+
+
+@functools.cache
+def _build_module():
+    """notebooks/build.py (a script beside the notebooks, not a package; `build` is also PyPA's name)."""
+    spec = importlib.util.spec_from_file_location("labkit_notebooks_build", NOTEBOOKS / "build.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def _code_cells(name: str) -> list[tuple[str, list[str]]]:
+    """(source, tags) of each code cell of the site's notebook (the learner copy with its solutions)."""
+    nb = _build_module().learner(name, solutions=True)
+    return [(c.source, c.metadata.get("tags", [])) for c in nb.cells if c.cell_type == "code"]
+
+
+#: the notebook whose Run All runs twice (a cluster, a widget, an exercise: what a second run could break)
+RUN_TWICE = "04_claiming_by_attributes"
+FIRST_VISIT = os.environ.get("LABKIT_SITE_FIRST_VISIT") == "1"
+
+#: the second Run All is over: the last code cell's prompt reads [2n], or a cell raised
+RUN_AGAIN_DONE = """n => {
+  const prompts = [...document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell .jp-InputPrompt')]
+    .map(p => p.innerText);
+  const error = document.querySelector('.jp-NotebookPanel .jp-OutputArea-output[data-mime-type*="error"]');
+  return !prompts.some(p => p.includes('*')) && (prompts[prompts.length - 1].includes(`[${2 * n}]`) || !!error);
+}"""
+
+
+#: every request to another host the pages and their workers made (each aborted), in order
+EXTERNAL: list[str] = []
+
+
+def _offline_context(browser):
+    """A browser context that records (EXTERNAL) each request to another host, the kernel's Web Worker's
+    included (the context sees those). The browser resolves no other host (``--host-resolver-rules``), so
+    each such request fails at once. No Playwright route here: routing turns the HTTP cache off, and the
+    notebooks after the first one would fetch Pyodide again instead of finding it in the cache."""
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    context.set_default_timeout(HANG * 1000)
+    context.on("request", lambda r: None if urlsplit(r.url).hostname in ("127.0.0.1", None)
+               or r.url.startswith(("data:", "blob:")) else EXTERNAL.append(r.url))
+    return context
+
+
+@pytest.fixture(scope="module")
+def shared_context(browser):
+    """The browser context the notebooks share (one learner, one HTTP cache), unless FIRST_VISIT."""
+    if FIRST_VISIT:
+        yield None
+        return
+    context = _offline_context(browser)
+    yield context
+    context.close()
+
+
+def _run_all(page) -> None:
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+
+
+def _output_problems(page, cells: list[tuple[str, list[str]]], run: str) -> list[str]:
+    """What the outputs of a finished Run All show wrong (`run`: which run, for the messages)."""
+    problems: list[str] = []
+    dom = page.locator(".jp-NotebookPanel .jp-CodeCell")
+    assert dom.count() == len(cells)
+    for i, (source, tags) in enumerate(cells):
+        cell = dom.nth(i)
+        text = cell.locator(".jp-OutputArea").inner_text()
+        if "Traceback" in text or cell.locator(".jp-OutputArea-output[data-mime-type*='error']").count():
+            problems.append(f"{run}: code cell {i}: {text.strip()[-300:]!r}")
+        if DRAWS.search(source):  # Run All is over: a picture is on the page now or never
+            picture = cell.locator(".jp-OutputArea-output img, .jp-RenderedSVG svg").first
+            ok = picture.count() > 0 and picture.evaluate(
+                "e => e.getBoundingClientRect().width > 100 && (e.tagName !== 'IMG' || (e.complete && e.naturalWidth > 100))")
+            if not ok:
+                problems.append(f"{run}: code cell {i} draws but shows no picture: {source.strip().splitlines()[-1]}")
+        if WIDGET_CELL.search(source):
+            found = [cls for cls in WIDGETS if cell.locator(f".{cls}").count()]
+            if not found:
+                problems.append(f"{run}: code cell {i}: no widget rendered ({text[:120]!r})")
+            elif why := _click_widget(found[0], cell.locator(f".{found[0]}").first, page):
+                problems.append(f"{run}: code cell {i}: {found[0]} did not answer a click: {why}")
+        if "exercise" in tags and "checks." in source and not (text.lstrip().startswith("❌") and "hint:" in text):
+            problems.append(f"{run}: exercise (code cell {i}) does not show ❌ with a hint: {text[:200]!r}")
+        if "solution" in tags and "✅" not in text:
+            problems.append(f"{run}: solution (code cell {i}): {text[:200]!r}")
+    return problems
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_in_the_site(site, browser, shared_context, name: str) -> None:
+    base, handler = site
+    cells = _code_cells(name)
+    context = shared_context or _offline_context(browser)
+    seen = len(EXTERNAL)
+    page = context.new_page()
+    watch = Watch(Lab(base, Path(os.devnull)))
+    page.expose_function("labkitDialog", watch.dialog)
+    page.add_init_script(WATCH_JS)
+    sent0 = handler.sent
+    problems: list[str] = []
+    try:
+        with watch.explain():
+            t0 = time.monotonic()
+            page.goto(f"{base}/lab/index.html?path=notebooks/{name}.ipynb", wait_until="commit")
+            state = page.wait_for_function(READY_JS, arg=".jp-NotebookPanel .jp-CodeCell", polling=250).json_value()
+            assert not state["dialogs"], f"JupyterLab showed a dialog: {state['dialogs']}"
+            # the kernel is up (Pyodide loaded): a Run All sent while it starts was lost now and then
+            page.wait_for_selector(KERNEL_IDLE, state="attached")
+            _run_all(page)
+            page.wait_for_function(FIRST_OUTPUT, polling=100)
+            first = time.monotonic() - t0
+            page.wait_for_function(RUN_ALL_DONE, arg=len(cells), polling=250)
+            done = time.monotonic() - t0
+            dom = page.locator(".jp-NotebookPanel .jp-CodeCell")
+            prompts = [p.strip() for p in dom.locator(".jp-InputPrompt").all_inner_texts()]
+            if prompts[-1] != f"[{len(cells)}]:":
+                problems.append(f"Run All stopped: the prompts read {' '.join(prompts)}")
+            problems += _output_problems(page, cells, "Run All")
+            if name.startswith("11_") and "full kit" not in dom.nth(0).locator(".jp-OutputArea").inner_text():
+                problems.append("notebook 11 does not say that kind and local need the full kit")
+            if name == RUN_TWICE and not problems:
+                _run_all(page)
+                page.wait_for_function(RUN_AGAIN_DONE, arg=len(cells), polling=250)
+                problems += _output_problems(page, cells, "Run All again")
+    finally:  # what the page showed, also when a wait failed
+        page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+        page.close()
+        if context is not shared_context:
+            context.close()
+    external = EXTERNAL[seen:]
+    METRICS[name] = {"first_output_s": round(first, 1), "done_s": round(done, 1),
+                     "bytes_fetched": handler.sent - sent0, "external_requests": len(external),
+                     "load_average": round(os.getloadavg()[0], 1), "first_visit": FIRST_VISIT or name == NAMES[0],
+                     "passed": not problems and not external}
+    (ARTIFACTS / "metrics.json").write_text(json.dumps(METRICS, indent=1))
+    assert external == [], f"{name}: {len(external)} requests to other hosts: {external[:5]}"
+    assert problems == [], f"{name}:\n" + "\n".join(problems)
+
+
+def test_the_default_site_takes_pyodide_from_the_official_cdn(browser, tmp_path: Path) -> None:
+    """``notebooks/site.py`` with no --pyodide (what a user builds): the kernel asks the official CDN for the
+    Pyodide of the npm core's version (aborted here, and it is the only host it asks), and the site's lock
+    points the official packages at that CDN and the kit's wheels at the site."""
+    _site_deps()
+    out = tmp_path / "site"
+    build = subprocess.run([str(CACHE / "site-venv" / "bin" / "python"), "notebooks/site.py", "--out", str(out)],
+                           cwd=ROOT, capture_output=True, text=True)
+    assert build.returncode == 0, (build.stdout + build.stderr)[-3000:]
+    version = json.loads((CACHE / "pyodide" / "node_modules" / "pyodide" / "package.json").read_text())["version"]
+    cdn = f"https://cdn.jsdelivr.net/pyodide/v{version}/full/"
+    lock = json.loads((out / "static" / "labkit" / "pyodide-lock.json").read_text())["packages"]
+    assert lock["numpy"]["file_name"] == cdn + json.loads(
+        (CACHE / "pyodide" / "node_modules" / "pyodide" / "pyodide-lock.json").read_text())["packages"]["numpy"]["file_name"]
+    assert (out / "static" / "labkit" / lock["dra-labkit"]["file_name"]).is_file()
+    assert not (out / "static" / "pyodide").exists()
+
+    handler = type("Handler", (_Handler,), {"sent": 0})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(out)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    context = browser.new_context()
+    context.set_default_timeout(HANG * 1000)
+    external: list[str] = []
+
+    # recorded from the request event (the route's handler may run after the wait below is over)
+    context.on("request", lambda r: None if urlsplit(r.url).hostname in ("127.0.0.1", None)
+               or r.url.startswith(("data:", "blob:")) else external.append(r.url))
+    context.route("**/*", lambda r: r.continue_() if urlsplit(r.request.url).hostname == "127.0.0.1" else r.abort())
+    page = context.new_page()
+    try:
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/lab/index.html?path=notebooks/01_why_dra.ipynb",
+                  wait_until="commit")
+        page.wait_for_function(READY_JS, arg=".jp-NotebookPanel .jp-CodeCell", polling=250)
+        with context.expect_event("request", predicate=lambda r: urlsplit(r.url).hostname != "127.0.0.1",
+                                  timeout=HANG * 1000) as first:
+            _run_all(page)
+    finally:
+        context.close()
+        server.shutdown()
+        server.server_close()
+    assert first.value.url == cdn + "pyodide.mjs", external
+    assert external and all(url.startswith(cdn) for url in external), external
