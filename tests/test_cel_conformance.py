@@ -19,9 +19,6 @@ With LABKIT_CEL_ORACLE pointing at the Go oracle (tools/cel-oracle, built with
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from typing import NamedTuple
 
 import pytest
@@ -397,21 +394,14 @@ def test_row(engine, row, device):
         assert "\n" not in message and "Traceback" not in message and message
 
 
-ORACLE = os.environ.get("LABKIT_CEL_ORACLE")
-if ORACLE and not os.path.exists(ORACLE):  # make sets the path; the binary needs Go to build
-    ORACLE = None
-
-
 @pytest.mark.oracle
-@pytest.mark.skipif(not ORACLE, reason="set LABKIT_CEL_ORACLE to the built tools/cel-oracle binary")
-def test_kubernetes_column_against_oracle():
-    lines = [json.dumps({"expr": r.expr, "driver": DRIVER, "attributes": DEVICE["attributes"],
-                         "capacity": DEVICE["capacity"], "consumableCapacity": True}) for r in ROWS]
-    proc = subprocess.run([ORACLE], input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
+def test_kubernetes_column_against_oracle(cel_oracle):
+    answers = cel_oracle([{"expr": r.expr, "driver": DRIVER, "attributes": DEVICE["attributes"],
+                           "capacity": DEVICE["capacity"], "consumableCapacity": True} for r in ROWS])
     names = {"true": True, "false": False, "compile": COMPILE, "runtime": RUNTIME}
     wrong = []
-    for row, line in zip(ROWS, proc.stdout.splitlines()):
-        got = names[json.loads(line)["result"]]
+    for row, answer in zip(ROWS, answers, strict=True):
+        got = names[answer["result"]]
         if got != row.k8s:
             wrong.append(f"{row.expr}: table {row.k8s}, Kubernetes {got}")
     assert not wrong, "\n".join(wrong)

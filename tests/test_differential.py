@@ -45,14 +45,6 @@ class _Summary:
 
 
 @pytest.fixture(scope="session")
-def oracle() -> Path:
-    path, reason = harness.ensure_oracle()
-    if path is None:
-        pytest.skip(reason)
-    return path
-
-
-@pytest.fixture(scope="session")
 def coverage(request) -> Coverage:
     cov = Coverage()
     request.config.pluginmanager.register(_Summary(cov), "labkit-differential-summary")
