@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from labkit.cluster import connect
-from labkit.cluster.local import LocalCluster, binaries
+from labkit.cluster.local import LocalCluster
+from tests.localutil import need_local_binaries
 
 pytestmark = pytest.mark.local
 
@@ -40,8 +41,7 @@ def _outcome(c) -> dict:
 
 
 def test_channel_injection_demo_gives_the_same_answer_on_local_as_on_sim():
-    if binaries.find("1.37") is None and not binaries.can_build():
-        pytest.skip("control-plane binaries not built (tools/build-controlplane.sh) and Go is not installed")
+    need_local_binaries()
     sim = connect("sim", PROFILE, progress=False)
     want = _outcome(sim)
     local = LocalCluster()
