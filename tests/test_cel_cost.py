@@ -2,7 +2,8 @@
 
 ``HAND`` rows were measured with the Go oracle (tools/cel-oracle: ``CompileCELExpression`` of
 ``k8s.io/dynamic-resource-allocation/cel`` v0.37.2 for a new expression, ``maxCost``); they are
-asserted exactly without the oracle. With ``LABKIT_CEL_ORACLE`` set, every expression of the
+asserted exactly without the oracle. With the oracle (``LABKIT_CEL_ORACLE``, or built here when Go
+is installed), every expression of the
 conformance table that Kubernetes compiles (under each combination of the DRAConsumableCapacity
 / DRAListTypeAttributes gates) and every hand row is re-measured, and labkit must agree except
 for ``KNOWN_DEVIATIONS`` (strict: a listed row that starts agreeing fails too). Whether a

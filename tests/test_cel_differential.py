@@ -1,5 +1,5 @@
-"""Generated selectors: both engines must agree (and agree with Kubernetes when the Go oracle
-is available: LABKIT_CEL_ORACLE, see tools/cel-oracle)."""
+"""Generated selectors: both engines must agree and agree with Kubernetes (the Go oracle
+tools/cel-oracle: LABKIT_CEL_ORACLE, or built here when Go is installed)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """labkit.cel.formats: Kubernetes' CEL format library (format.<name>().validate(s), format.named(n)).
 
-Hand cases pin Go's texts; with LABKIT_CEL_ORACLE the validators are compared with Kubernetes'
+Hand cases pin Go's texts; with the Go oracle (tests/conftest.py cel_oracle) the validators are compared with Kubernetes'
 own on every (format, input) pair below."""
 
 from __future__ import annotations
