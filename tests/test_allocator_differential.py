@@ -15,12 +15,28 @@ from pathlib import Path
 import pytest
 import yaml
 
+from labkit.allocator import Allocator, features_for
 from labkit.allocator.cli import allocate_files
+from labkit.api import with_defaults
 
 GPU = "gpu.nvidia.com"
 V1 = "resource.k8s.io/v1"
 GATE_CHOICES = ["DRAPartitionableDevices", "DRAConsumableCapacity", "DRADeviceTaints", "DRAPrioritizedList",
                 "DRADeviceBindingConditions", "DRAListTypeAttributes"]
+
+
+def allocator_for(objs: list[dict], version: str, gates: dict) -> tuple[Allocator, dict[str, list], list, list]:
+    """An Allocator over `objs` (defaulted) as `labkit allocate` builds one: (allocator, objects by
+    kind, pending claims, allocated claims)."""
+    by: dict[str, list] = {}
+    for o in objs:
+        by.setdefault(o["kind"], []).append(with_defaults(o))
+    claims = by.get("ResourceClaim", [])
+    pending = [c for c in claims if not (c.get("status") or {}).get("allocation")]
+    done = [c for c in claims if (c.get("status") or {}).get("allocation")]
+    alloc = Allocator(features_for(version, gates), by.get("DeviceClass", []), by.get("ResourceSlice", []), done,
+                      taint_rules=by.get("DeviceTaintRule", []))
+    return alloc, by, pending, done
 
 
 def random_scenario(rng: random.Random) -> tuple[list[dict], dict]:
