@@ -166,15 +166,21 @@ def test_missing_binaries_give_one_line_with_the_fix(tmp_path: Path, monkeypatch
     assert "\n" not in msg and "tools/build-controlplane.sh 1.36" in msg
 
 
-def test_find_reads_recorded_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
+def _fake_binaries(cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A control-plane cache under `cache` holding 1.37 binaries (empty scripts) of v1.37.1."""
+    monkeypatch.setenv("LABKIT_CACHE", str(cache))
     monkeypatch.delenv("LABKIT_CONTROLPLANE_BIN", raising=False)
-    root = tmp_path / "controlplane" / "1.37"
+    root = cache / "controlplane" / "1.37"
     (root / "bin").mkdir(parents=True)
     for c in binaries.COMPONENTS:
         (root / "bin" / c).write_text("#!/bin/sh\n")
         os.chmod(root / "bin" / c, 0o755)
     (root / "VERSION").write_text("v1.37.1\n")
+    return root
+
+
+def test_find_reads_recorded_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _fake_binaries(tmp_path, monkeypatch)
     (root / "ETCD_VERSION").write_text("v3.6.16\n")
     found = binaries.find("1.37")
     assert found is not None
@@ -227,14 +233,7 @@ def test_fleet_profiles_are_refused_with_the_fix(monkeypatch: pytest.MonkeyPatch
 
 
 def test_older_minor_emulates_on_cached_newer_binaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
-    monkeypatch.delenv("LABKIT_CONTROLPLANE_BIN", raising=False)
-    root = tmp_path / "controlplane" / "1.37"
-    (root / "bin").mkdir(parents=True)
-    for c in binaries.COMPONENTS:
-        (root / "bin" / c).write_text("#!/bin/sh\n")
-        os.chmod(root / "bin" / c, 0o755)
-    (root / "VERSION").write_text("v1.37.1\n")
+    _fake_binaries(tmp_path, monkeypatch)
     bins, emulated = binaries.for_profile("1.35", build=False)
     assert (bins.kubernetes_version, emulated) == ("v1.37.1", "1.35")
     assert binaries.for_profile("1.37", build=False)[1] is None
