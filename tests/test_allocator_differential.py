@@ -18,6 +18,7 @@ import yaml
 from labkit.allocator import Allocator, features_for
 from labkit.allocator.cli import allocate_files
 from labkit.api import with_defaults
+from tests.differential import harness
 
 GPU = "gpu.nvidia.com"
 V1 = "resource.k8s.io/v1"
@@ -123,11 +124,11 @@ def write_cases(root: Path, seeds: range) -> None:
         (d / "case.yaml").write_text(yaml.safe_dump(case))
 
 
-def labkit_output(d: Path) -> dict:
+def labkit_output(d: Path, version: str = "1.37") -> dict:
     case = yaml.safe_load((d / "case.yaml").read_text())
     gates = ",".join(f"{k}={str(v).lower()}" for k, v in sorted((case.get("featureGates") or {}).items()))
-    doc = allocate_files([str(d / "input.yaml")], case["node"], feature_gates=gates, validate_input=False,
-                         warn=lambda s: None)
+    doc = allocate_files([str(d / "input.yaml")], case["node"], feature_gates=gates, kubernetes_version=version,
+                         validate_input=False, warn=lambda s: None)
     return {"status": doc["status"], "allocations": json.loads(json.dumps(doc["allocations"])), "error": doc["error"]}
 
 
@@ -137,15 +138,12 @@ def test_random_scenarios_match_go(tmp_path, monkeypatch, oracle):
     monkeypatch.setenv("LABKIT_DETERMINISTIC_SHAREID", "1")
     n = int(os.environ.get("LABKIT_DIFF_CASES", "400"))
     write_cases(tmp_path, range(n))
-    out = subprocess.run([str(oracle), "--batch", str(tmp_path)], capture_output=True, text=True, check=True,
-                         env={**os.environ, "LABKIT_DETERMINISTIC_SHAREID": "1"})
     diffs = []
-    for line in out.stdout.splitlines():
-        row = json.loads(line)
+    for name, row in sorted(harness.run_oracle_batch(oracle, tmp_path).items()):
         go = {k: row["output"][k] for k in ("status", "allocations", "error")}
-        mine = labkit_output(tmp_path / row["name"])
+        mine = labkit_output(tmp_path / name)
         if mine != go:
-            diffs.append((row["name"], go, mine))
+            diffs.append((name, go, mine))
     assert not diffs, f"{len(diffs)} of {n} differ; first: {diffs[0]}"
 
 
@@ -171,21 +169,12 @@ def _run_release(oracle: Path, version: str, source_dirs: list[Path], tmp_path: 
         t.mkdir()
         (t / "input.yaml").write_text((d / "input.yaml").read_text())
         (t / "case.yaml").write_text(yaml.safe_dump(case))
-    out = subprocess.run([str(oracle), "--batch", str(tmp_path)], capture_output=True, text=True, check=True,
-                         env={**os.environ, "LABKIT_DETERMINISTIC_SHAREID": "1"})
     diffs = []
-    for line in out.stdout.splitlines():
-        row = json.loads(line)
+    for name, row in sorted(harness.run_oracle_batch(oracle, tmp_path).items()):
         go = {k: row["output"][k] for k in ("status", "allocations", "error")}
-        d = tmp_path / row["name"]
-        case = yaml.safe_load((d / "case.yaml").read_text())
-        gates = ",".join(f"{k}={str(v).lower()}" for k, v in sorted((case.get("featureGates") or {}).items()))
-        doc = allocate_files([str(d / "input.yaml")], case["node"], feature_gates=gates, kubernetes_version=version,
-                             validate_input=False, warn=lambda s: None)
-        mine = {"status": doc["status"], "allocations": json.loads(json.dumps(doc["allocations"])),
-                "error": doc["error"]}
+        mine = labkit_output(tmp_path / name, version)
         if mine != go and not _gate_problem(mine, go):
-            diffs.append((row["name"], go, mine))
+            diffs.append((name, go, mine))
     return diffs
 
 
