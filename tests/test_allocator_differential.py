@@ -15,13 +15,29 @@ from pathlib import Path
 import pytest
 import yaml
 
+from labkit.allocator import Allocator, features_for
 from labkit.allocator.cli import allocate_files
+from labkit.api import with_defaults
+from tests.differential import harness
 
-ORACLE = Path(os.environ.get("LABKIT_CACHE", Path.home() / ".cache" / "dra-labkit")) / "oracle" / "oracle-0.37"
 GPU = "gpu.nvidia.com"
 V1 = "resource.k8s.io/v1"
 GATE_CHOICES = ["DRAPartitionableDevices", "DRAConsumableCapacity", "DRADeviceTaints", "DRAPrioritizedList",
                 "DRADeviceBindingConditions", "DRAListTypeAttributes"]
+
+
+def allocator_for(objs: list[dict], version: str, gates: dict) -> tuple[Allocator, dict[str, list], list, list]:
+    """An Allocator over `objs` (defaulted) as `labkit allocate` builds one: (allocator, objects by
+    kind, pending claims, allocated claims)."""
+    by: dict[str, list] = {}
+    for o in objs:
+        by.setdefault(o["kind"], []).append(with_defaults(o))
+    claims = by.get("ResourceClaim", [])
+    pending = [c for c in claims if not (c.get("status") or {}).get("allocation")]
+    done = [c for c in claims if (c.get("status") or {}).get("allocation")]
+    alloc = Allocator(features_for(version, gates), by.get("DeviceClass", []), by.get("ResourceSlice", []), done,
+                      taint_rules=by.get("DeviceTaintRule", []))
+    return alloc, by, pending, done
 
 
 def random_scenario(rng: random.Random) -> tuple[list[dict], dict]:
@@ -108,30 +124,26 @@ def write_cases(root: Path, seeds: range) -> None:
         (d / "case.yaml").write_text(yaml.safe_dump(case))
 
 
-def labkit_output(d: Path) -> dict:
+def labkit_output(d: Path, version: str = "1.37") -> dict:
     case = yaml.safe_load((d / "case.yaml").read_text())
     gates = ",".join(f"{k}={str(v).lower()}" for k, v in sorted((case.get("featureGates") or {}).items()))
-    doc = allocate_files([str(d / "input.yaml")], case["node"], feature_gates=gates, validate_input=False,
-                         warn=lambda s: None)
+    doc = allocate_files([str(d / "input.yaml")], case["node"], feature_gates=gates, kubernetes_version=version,
+                         validate_input=False, warn=lambda s: None)
     return {"status": doc["status"], "allocations": json.loads(json.dumps(doc["allocations"])), "error": doc["error"]}
 
 
 @pytest.mark.oracle
 @pytest.mark.slow
-@pytest.mark.skipif(not ORACLE.exists(), reason="Go oracle not built (bash tools/build-oracle.sh)")
-def test_random_scenarios_match_go(tmp_path, monkeypatch):
+def test_random_scenarios_match_go(tmp_path, monkeypatch, oracle):
     monkeypatch.setenv("LABKIT_DETERMINISTIC_SHAREID", "1")
     n = int(os.environ.get("LABKIT_DIFF_CASES", "400"))
     write_cases(tmp_path, range(n))
-    out = subprocess.run([str(ORACLE), "--batch", str(tmp_path)], capture_output=True, text=True, check=True,
-                         env={**os.environ, "LABKIT_DETERMINISTIC_SHAREID": "1"})
     diffs = []
-    for line in out.stdout.splitlines():
-        row = json.loads(line)
+    for name, row in sorted(harness.run_oracle_batch(oracle, tmp_path).items()):
         go = {k: row["output"][k] for k in ("status", "allocations", "error")}
-        mine = labkit_output(tmp_path / row["name"])
+        mine = labkit_output(tmp_path / name)
         if mine != go:
-            diffs.append((row["name"], go, mine))
+            diffs.append((name, go, mine))
     assert not diffs, f"{len(diffs)} of {n} differ; first: {diffs[0]}"
 
 
@@ -149,10 +161,7 @@ def _gate_problem(mine: dict, go: dict) -> bool:
             or "not supported by this allocator release" in (go["error"] or ""))
 
 
-def _run_release(version: str, source_dirs: list[Path], tmp_path: Path) -> list:
-    oracle = ORACLE.parent / f"oracle-0.{version.split('.')[1]}"
-    if not oracle.exists():
-        pytest.skip(f"{oracle.name} not built (bash tools/build-oracle.sh 0.{version.split('.')[1]})")
+def _run_release(oracle: Path, version: str, source_dirs: list[Path], tmp_path: Path) -> list:
     for d in source_dirs:
         case = yaml.safe_load((d / "case.yaml").read_text())
         case["kubernetesVersion"] = version
@@ -160,45 +169,36 @@ def _run_release(version: str, source_dirs: list[Path], tmp_path: Path) -> list:
         t.mkdir()
         (t / "input.yaml").write_text((d / "input.yaml").read_text())
         (t / "case.yaml").write_text(yaml.safe_dump(case))
-    out = subprocess.run([str(oracle), "--batch", str(tmp_path)], capture_output=True, text=True, check=True,
-                         env={**os.environ, "LABKIT_DETERMINISTIC_SHAREID": "1"})
     diffs = []
-    for line in out.stdout.splitlines():
-        row = json.loads(line)
+    for name, row in sorted(harness.run_oracle_batch(oracle, tmp_path).items()):
         go = {k: row["output"][k] for k in ("status", "allocations", "error")}
-        d = tmp_path / row["name"]
-        case = yaml.safe_load((d / "case.yaml").read_text())
-        gates = ",".join(f"{k}={str(v).lower()}" for k, v in sorted((case.get("featureGates") or {}).items()))
-        doc = allocate_files([str(d / "input.yaml")], case["node"], feature_gates=gates, kubernetes_version=version,
-                             validate_input=False, warn=lambda s: None)
-        mine = {"status": doc["status"], "allocations": json.loads(json.dumps(doc["allocations"])),
-                "error": doc["error"]}
+        mine = labkit_output(tmp_path / name, version)
         if mine != go and not _gate_problem(mine, go):
-            diffs.append((row["name"], go, mine))
+            diffs.append((name, go, mine))
     return diffs
 
 
 @pytest.mark.oracle
 @pytest.mark.slow
 @pytest.mark.parametrize("version", ["1.36", "1.35", "1.34"])
-def test_corpus_matches_older_releases(version, tmp_path, monkeypatch):
+def test_corpus_matches_older_releases(version, tmp_path, monkeypatch, oracle_of):
     monkeypatch.setenv("LABKIT_DETERMINISTIC_SHAREID", "1")
     skip = RANDOM_ORDER | (RANDOM_ORDER_BEFORE_136 if version in ("1.34", "1.35") else set())
     dirs = [p for p in sorted(CORPUS.iterdir()) if (p / "case.yaml").exists() and p.name not in skip]
-    diffs = _run_release(version, dirs, tmp_path)
+    diffs = _run_release(oracle_of(version), version, dirs, tmp_path)
     assert not diffs, diffs[:2]
 
 
 @pytest.mark.oracle
 @pytest.mark.slow
 @pytest.mark.parametrize("version", ["1.36", "1.35"])
-def test_random_scenarios_match_older_releases(version, tmp_path, monkeypatch):
+def test_random_scenarios_match_older_releases(version, tmp_path, monkeypatch, oracle_of):
     monkeypatch.setenv("LABKIT_DETERMINISTIC_SHAREID", "1")
     src = tmp_path / "src"
     write_cases(src, range(int(os.environ.get("LABKIT_DIFF_CASES", "400")) // 2))
     out = tmp_path / "run"
     out.mkdir()
-    diffs = _run_release(version, sorted(src.iterdir()), out)
+    diffs = _run_release(oracle_of(version), version, sorted(src.iterdir()), out)
     assert not diffs, diffs[:2]
 
 
@@ -215,8 +215,7 @@ LIST_MATCH = [
 
 @pytest.mark.oracle
 @pytest.mark.parametrize("count", [1, 2])
-@pytest.mark.skipif(not ORACLE.exists(), reason="Go oracle not built (bash tools/build-oracle.sh)")
-def test_list_valued_match_attribute_with_the_gate_off_answers_as_go(tmp_path, count):
+def test_list_valued_match_attribute_with_the_gate_off_answers_as_go(tmp_path, count, oracle):
     """The stable allocator matches scalars only: a list value matches no second device, and
     answers without an error (labkit ended in `TypeError: unhashable type: 'list'`)."""
     claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c", "namespace": "default"},
@@ -226,7 +225,7 @@ def test_list_valued_match_attribute_with_the_gate_off_answers_as_go(tmp_path, c
     d.mkdir()
     (d / "input.yaml").write_text(yaml.safe_dump_all([*LIST_MATCH, claim], sort_keys=False))
     (d / "case.yaml").write_text(yaml.safe_dump({"node": "node-1"}))
-    out = subprocess.run([str(ORACLE), "--batch", str(tmp_path)], capture_output=True, text=True, check=True)
+    out = subprocess.run([str(oracle), "--batch", str(tmp_path)], capture_output=True, text=True, check=True)
     go = json.loads(out.stdout.splitlines()[0])["output"]
     doc = allocate_files([str(d / "input.yaml")], "node-1", validate_input=False, warn=lambda s: None)
     assert (doc["status"], doc["error"]) == (go["status"], go["error"])

@@ -7,25 +7,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from labkit.allocator import AllocatedState, Allocator, features_for
-from labkit.api import with_defaults
+from labkit.allocator import AllocatedState
+from tests.test_allocator_differential import allocator_for
 
 DATA = Path(__file__).parent / "data" / "allocator"
 
 
 def load_case(name: str, **gates):
-    objs = [with_defaults(o) for o in yaml.safe_load_all((DATA / name / "input.yaml").read_text())]
+    objs = list(yaml.safe_load_all((DATA / name / "input.yaml").read_text()))
     case = yaml.safe_load((DATA / name / "case.yaml").read_text())
     overrides = {**(case.get("featureGates") or {}), **gates}
-    by: dict[str, list] = {}
-    for o in objs:
-        by.setdefault(o["kind"], []).append(o)
-    claims = by.get("ResourceClaim", [])
-    pending = [c for c in claims if not (c.get("status") or {}).get("allocation")]
-    done = [c for c in claims if (c.get("status") or {}).get("allocation")]
-    features = features_for(case.get("kubernetesVersion", "1.37"), overrides)
-    rules = by.get("DeviceTaintRule", [])
-    alloc = Allocator(features, by.get("DeviceClass", []), by.get("ResourceSlice", []), done, taint_rules=rules)
+    alloc, by, pending, _done = allocator_for(objs, case.get("kubernetesVersion", "1.37"), overrides)
     nodes = {n["metadata"]["name"]: n for n in by.get("Node", [])}
     node = nodes.get(case["node"], {"metadata": {"name": case["node"]}})
     return alloc, node, pending

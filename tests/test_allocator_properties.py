@@ -7,22 +7,13 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from labkit.allocator import Allocator, features_for
-from labkit.api import with_defaults
-from tests.test_allocator_differential import random_scenario
+from tests.test_allocator_differential import allocator_for, random_scenario
 
 
 def _build(seed: int):
     objs, case = random_scenario(random.Random(seed))
-    objs = [with_defaults(o) for o in objs]
-    by: dict[str, list] = {}
-    for o in objs:
-        by.setdefault(o["kind"], []).append(o)
-    claims = by.get("ResourceClaim", [])
-    pending = [c for c in claims if not (c.get("status") or {}).get("allocation")]
-    done = [c for c in claims if (c.get("status") or {}).get("allocation")]
-    features = features_for("1.37", case.get("featureGates") or {})
-    return Allocator(features, by["DeviceClass"], by["ResourceSlice"], done), pending, done
+    alloc, _by, pending, done = allocator_for(objs, "1.37", case.get("featureGates") or {})
+    return alloc, pending, done
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

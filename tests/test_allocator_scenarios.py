@@ -16,7 +16,6 @@ from labkit.allocator.cli import EXIT, allocate_files
 
 DATA = Path(__file__).parent / "data" / "allocator"
 CASES = sorted(p.name for p in DATA.iterdir() if (p / "expected.json").exists())
-ORACLE = Path(os.environ.get("LABKIT_CACHE", Path.home() / ".cache" / "dra-labkit")) / "oracle" / "oracle-0.37"
 
 
 def run_case(name: str) -> dict:
@@ -60,26 +59,20 @@ def test_scenarios_cover_every_status():
 
 @pytest.mark.oracle
 @pytest.mark.slow
-@pytest.mark.skipif(not ORACLE.exists() or shutil.which("go") is None and not ORACLE.exists(),
-                    reason="Go oracle not built (bash tools/build-oracle.sh)")
-def test_expected_files_are_what_the_oracle_prints_now(tmp_path: Path):
-    rows = _oracle_rows(ORACLE, DATA)
+def test_expected_files_are_what_the_oracle_prints_now(tmp_path: Path, oracle: Path, oracle_of):
+    rows = _oracle_rows(oracle, DATA)
     older: dict[str, list[str]] = {}
     for name in CASES:
         version = str(yaml.safe_load((DATA / name / "case.yaml").read_text()).get("kubernetesVersion", "1.37"))
         if version != "1.37":
             rows.pop(name, None)
             older.setdefault(version, []).append(name)
-    for version, names in sorted(older.items()):  # each with its own release's oracle (opt-in)
-        oracle = ORACLE.with_name("oracle-0." + version.split(".")[1])
-        if not oracle.exists():
-            continue
+    for version, names in sorted(older.items()):  # each with its own release's oracle
         batch = tmp_path / version
         for name in names:
             shutil.copytree(DATA / name, batch / name)
-        rows.update(_oracle_rows(oracle, batch))
+        rows.update(_oracle_rows(oracle_of(version), batch))
+    assert set(CASES) <= set(rows), sorted(set(CASES) - set(rows))
     for name in CASES:
-        if name not in rows:
-            continue
         expected = json.loads((DATA / name / "expected.json").read_text())
         assert comparable(rows[name]["output"]) == comparable(expected), name

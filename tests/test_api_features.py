@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -75,19 +74,17 @@ def test_the_table_is_the_shared_json() -> None:
             assert (gate in LOCKED[version]) is locked
 
 
-ORACLE = Path(os.environ.get("LABKIT_CACHE", Path.home() / ".cache" / "dra-labkit")) / "oracle" / "oracle-0.37"
 CASE = Path(__file__).parent / "data" / "allocator" / "exact-count" / "input.yaml"
 
 
 @pytest.mark.oracle
-@pytest.mark.skipif(not ORACLE.exists(), reason="Go oracle not built (bash tools/build-oracle.sh)")
-def test_oracle_knows_exactly_the_gates_of_each_version() -> None:
+def test_oracle_knows_exactly_the_gates_of_each_version(oracle: Path) -> None:
     """The oracle embeds the same JSON: a gate set off is accepted iff the table has it for that
     version (off, so that no release lacks the allocator field it would need)."""
     every_gate = sorted({g for gates in FEATURE_DEFAULTS.values() for g in gates})
     for version in SUPPORTED_VERSIONS:
         for gate in every_gate:
-            run = subprocess.run([str(ORACLE), "-f", str(CASE), "--node", "node-1", "-o", "json",
+            run = subprocess.run([str(oracle), "-f", str(CASE), "--node", "node-1", "-o", "json",
                                   "--kubernetes-version", version, "--feature-gates", f"{gate}=false"],
                                  capture_output=True, text=True)
             error = json.loads(run.stdout)["error"] or ""

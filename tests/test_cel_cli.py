@@ -4,49 +4,19 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 
 from labkit.cli import main
 
-SLICES = """\
-apiVersion: resource.k8s.io/v1
-kind: ResourceSlice
-metadata: {name: node-1-gpu}
-spec:
-  driver: gpu.nvidia.com
-  nodeName: node-1
-  pool: {name: node-1, generation: 1, resourceSliceCount: 1}
-  devices:
-  - name: gpu-0
-    attributes:
-      productName: {string: NVIDIA A100-SXM4-80GB}
-      driverVersion: {version: 550.54.15}
-    capacity:
-      memory: {value: 80Gi}
-  - name: gpu-1
-    attributes:
-      productName: {string: Tesla T4}
-    capacity:
-      memory: {value: 16Gi}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceSlice
-metadata: {name: nics}
-spec:
-  driver: nic.example.com
-  allNodes: true
-  pool: {name: fabric, generation: 1, resourceSliceCount: 1}
-  devices:
-  - name: nic-0
-"""
-
 
 @pytest.fixture
-def slices(tmp_path):
-    path = tmp_path / "slices.yaml"
-    path.write_text(SLICES)
-    return str(path)
+def slices(cel_slices):
+    return cel_slices
+
+
+SLICES = Path(__file__).parent / "data" / "cel" / "slices.yaml"
 
 
 def run(capsys, *argv):
@@ -80,7 +50,7 @@ def test_table(capsys, slices):
 
 
 def test_stdin(capsys, monkeypatch):
-    monkeypatch.setattr("sys.stdin", io.StringIO(SLICES))
+    monkeypatch.setattr("sys.stdin", io.StringIO(SLICES.read_text()))
     code, out, _ = run(capsys, "true", "-f", "-", "-o", "json")
     assert code == 0
     assert [r["result"] for r in json.loads(out)["devices"]] == ["match"] * 3
@@ -111,12 +81,12 @@ def test_the_cli_and_the_cel_explorer_list_the_same_rows(capsys, slices):
     expr = 'device.attributes["gpu.nvidia.com"].driverVersion.major() >= 550'
     code, out, _ = run(capsys, expr, "-f", slices, "-o", "json")
     assert code == 0
-    widget = [vars(m) for m in match_devices([expr], load(SLICES))]
+    widget = [vars(m) for m in match_devices([expr], load(SLICES.read_text()))]
     assert widget == json.loads(out)["devices"]
     assert [(r["device"], r["node"], r["result"]) for r in widget] == [
         ("gpu-0", "node-1", "match"), ("gpu-1", "node-1", "error"), ("nic-0", "<all nodes>", "error")]
     # several selectors are ANDed and stop at the first false, like the allocator
-    both = match_devices(['device.driver == "gpu.nvidia.com"', expr], load(SLICES))
+    both = match_devices(['device.driver == "gpu.nvidia.com"', expr], load(SLICES.read_text()))
     assert [m.result for m in both] == ["match", "error", "no match"]
 
 

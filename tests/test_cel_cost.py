@@ -2,7 +2,8 @@
 
 ``HAND`` rows were measured with the Go oracle (tools/cel-oracle: ``CompileCELExpression`` of
 ``k8s.io/dynamic-resource-allocation/cel`` v0.37.2 for a new expression, ``maxCost``); they are
-asserted exactly without the oracle. With ``LABKIT_CEL_ORACLE`` set, every expression of the
+asserted exactly without the oracle. With the oracle (``LABKIT_CEL_ORACLE``, or built here when Go
+is installed), every expression of the
 conformance table that Kubernetes compiles (under each combination of the DRAConsumableCapacity
 / DRAListTypeAttributes gates) and every hand row is re-measured, and labkit must agree except
 for ``KNOWN_DEVIATIONS`` (strict: a listed row that starts agreeing fails too). Whether a
@@ -10,10 +11,6 @@ selector exceeds the limit of 1,000,000 must agree on every expression labkit co
 """
 
 from __future__ import annotations
-
-import json
-import os
-import subprocess
 
 import pytest
 
@@ -143,11 +140,6 @@ def test_presence_of_device_fields_costs_the_device_identifier() -> None:
 
 # --- against the Go oracle -------------------------------------------------------------------
 
-ORACLE = os.environ.get("LABKIT_CEL_ORACLE")
-if ORACLE and not os.path.exists(ORACLE):
-    ORACLE = None
-
-
 def _corpus() -> list[tuple[str, str]]:
     cases = [(g, r.expr) for g in FEATURES for r in ROWS]
     cases += [(g, e) for g, e, _ in HAND] + DEVIATION_ROWS
@@ -155,19 +147,16 @@ def _corpus() -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def oracle_costs() -> dict[tuple[str, str], int]:
+def oracle_costs(cel_oracle) -> dict[tuple[str, str], int]:
     """(gates, expression) -> Kubernetes' maxCost, for the expressions Kubernetes compiles."""
-    assert ORACLE
     cases = _corpus()
     lines = []
     for gates, expr in cases:
         cc, lt = FEATURES[gates]
-        lines.append(json.dumps({"expr": expr, "driver": "gpu.nvidia.com", "attributes": {}, "capacity": {},
-                                 "new": True, "consumableCapacity": cc, "listTypeAttributes": lt}))
-    proc = subprocess.run([ORACLE], input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
+        lines.append({"expr": expr, "driver": "gpu.nvidia.com", "attributes": {}, "capacity": {},
+                      "new": True, "consumableCapacity": cc, "listTypeAttributes": lt})
     out = {}
-    for case, line in zip(cases, proc.stdout.splitlines(), strict=True):
-        answer = json.loads(line)
+    for case, answer in zip(cases, cel_oracle(lines), strict=True):
         if answer["result"] != "compile":
             out[case] = answer["maxCost"]
     return out
@@ -181,7 +170,6 @@ def _labkit(gates: str, expr: str) -> int | None:
 
 
 @pytest.mark.oracle
-@pytest.mark.skipif(not ORACLE, reason="set LABKIT_CEL_ORACLE to the built tools/cel-oracle binary")
 def test_estimates_match_kubernetes(oracle_costs: dict[tuple[str, str], int]) -> None:
     wrong, fixed, agree = [], [], 0
     for (gates, expr), k8s in oracle_costs.items():
@@ -200,7 +188,6 @@ def test_estimates_match_kubernetes(oracle_costs: dict[tuple[str, str], int]) ->
 
 
 @pytest.mark.oracle
-@pytest.mark.skipif(not ORACLE, reason="set LABKIT_CEL_ORACLE to the built tools/cel-oracle binary")
 def test_limit_decision_matches_kubernetes(oracle_costs: dict[tuple[str, str], int]) -> None:
     """Whether the API server refuses the selector must agree, known deviations included."""
     wrong, over = [], 0

@@ -1,12 +1,9 @@
-"""Generated selectors: both engines must agree (and agree with Kubernetes when the Go oracle
-is available: LABKIT_CEL_ORACLE, see tools/cel-oracle)."""
+"""Generated selectors: both engines must agree and agree with Kubernetes (the Go oracle
+tools/cel-oracle: LABKIT_CEL_ORACLE, or built here when Go is installed)."""
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import subprocess
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -88,23 +85,16 @@ def test_engines_agree(dev, expr):
     assert outcome(expr, "cel-expr-python", dev) == outcome(expr, "cel-python", dev), expr
 
 
-ORACLE = os.environ.get("LABKIT_CEL_ORACLE")
-if ORACLE and not os.path.exists(ORACLE):  # make sets the path; the binary needs Go to build
-    ORACLE = None
-
-
 @pytest.mark.oracle
-@pytest.mark.skipif(not ORACLE, reason="set LABKIT_CEL_ORACLE to the built tools/cel-oracle binary")
-def test_default_engine_agrees_with_kubernetes(dev):
+def test_default_engine_agrees_with_kubernetes(dev, cel_oracle):
     rng = random.Random(1337)
     exprs = sorted({random_expression(rng, 6) for _ in range(400)} | set(ATOMS))
-    lines = [json.dumps({"expr": e, "driver": D, "attributes": DEVICE["attributes"],
-                         "capacity": DEVICE["capacity"], "consumableCapacity": True}) for e in exprs]
-    proc = subprocess.run([ORACLE], input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
+    answers = cel_oracle([{"expr": e, "driver": D, "attributes": DEVICE["attributes"],
+                           "capacity": DEVICE["capacity"], "consumableCapacity": True} for e in exprs])
     names = {"true": True, "false": False, "compile": "compile", "runtime": "runtime"}
     wrong = []
-    for expr, line in zip(exprs, proc.stdout.splitlines()):
-        k8s = names[json.loads(line)["result"]]
+    for expr, answer in zip(exprs, answers, strict=True):
+        k8s = names[answer["result"]]
         ours = outcome(expr, "cel-expr-python", dev)
         if ours != k8s:
             wrong.append(f"{expr}: Kubernetes {k8s}, labkit {ours}")
@@ -140,14 +130,12 @@ def test_token_soup_never_crashes(dev, engine):
 
 
 @pytest.mark.oracle
-@pytest.mark.skipif(not ORACLE, reason="set LABKIT_CEL_ORACLE to the built tools/cel-oracle binary")
-def test_token_soup_agrees_with_kubernetes(dev):
+def test_token_soup_agrees_with_kubernetes(dev, cel_oracle):
     exprs = token_soup(7, 3000)
-    lines = [json.dumps({"expr": e, "driver": D, "attributes": DEVICE["attributes"],
-                         "capacity": DEVICE["capacity"], "consumableCapacity": True}) for e in exprs]
-    proc = subprocess.run([ORACLE], input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
+    answers = cel_oracle([{"expr": e, "driver": D, "attributes": DEVICE["attributes"],
+                           "capacity": DEVICE["capacity"], "consumableCapacity": True} for e in exprs])
     names = {"true": True, "false": False, "compile": "compile", "runtime": "runtime"}
-    wrong = [f"{e}: Kubernetes {names[json.loads(line)['result']]}, labkit {outcome(e, 'cel-expr-python', dev)}"
-             for e, line in zip(exprs, proc.stdout.splitlines())
-             if outcome(e, "cel-expr-python", dev) != names[json.loads(line)["result"]]]
+    wrong = [f"{e}: Kubernetes {names[answer['result']]}, labkit {outcome(e, 'cel-expr-python', dev)}"
+             for e, answer in zip(exprs, answers, strict=True)
+             if outcome(e, "cel-expr-python", dev) != names[answer["result"]]]
     assert not wrong, "\n".join(wrong[:20])

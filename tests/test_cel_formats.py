@@ -1,13 +1,11 @@
 """labkit.cel.formats: Kubernetes' CEL format library (format.<name>().validate(s), format.named(n)).
 
-Hand cases pin Go's texts; with LABKIT_CEL_ORACLE the validators are compared with Kubernetes'
+Hand cases pin Go's texts; with the Go oracle (tests/conftest.py cel_oracle) the validators are compared with Kubernetes'
 own on every (format, input) pair below."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
 import pytest
 
@@ -58,20 +56,15 @@ def test_cel_python_refuses_it_clearly() -> None:
         compile_selector('format.uuid().validate("x").hasValue()', engine="cel-python")
 
 
-ORACLE = os.environ.get("LABKIT_CEL_ORACLE")
-
-
 @pytest.mark.oracle
-@pytest.mark.skipif(not ORACLE or not os.path.exists(ORACLE), reason="set LABKIT_CEL_ORACLE to tools/cel-oracle")
-def test_validators_match_kubernetes() -> None:
+def test_validators_match_kubernetes(cel_oracle) -> None:
     cases = [(name, s) for name in FORMATS for s in INPUTS]
     lines = []
     for name, s in cases:
         mine = validate(name, s)
         want = f"optional.of({json.dumps(mine)})" if mine else "optional.none()"
-        lines.append(json.dumps({"expr": f"format.{name}().validate({json.dumps(s)}) == {want}", "driver": "d"}))
-    out = subprocess.run([ORACLE], input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
-    wrong = [f"{name}({s!r}): labkit {validate(name, s)}" for (name, s), line in zip(cases, out.stdout.splitlines())
-             if json.loads(line)["result"] != "true"]
+        lines.append({"expr": f"format.{name}().validate({json.dumps(s)}) == {want}", "driver": "d"})
+    wrong = [f"{name}({s!r}): labkit {validate(name, s)}" for (name, s), answer in zip(cases, cel_oracle(lines), strict=True)
+             if answer["result"] != "true"]
     assert len(cases) > 700
     assert not wrong, "\n".join(wrong)

@@ -413,30 +413,8 @@ def test_allocate_name_and_yaml_say_what_the_json_says():
     assert out.splitlines() == [f"resourceclaim.resource.k8s.io/{k.split('/')[1]}" for k in doc["allocations"]]
 
 
-CEL_SLICES = """\
-apiVersion: resource.k8s.io/v1
-kind: ResourceSlice
-metadata: {name: node-1-gpu}
-spec:
-  driver: gpu.nvidia.com
-  nodeName: node-1
-  pool: {name: node-1, generation: 1, resourceSliceCount: 1}
-  devices: [{name: gpu-0}, {name: gpu-1}]
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceSlice
-metadata: {name: nics}
-spec:
-  driver: nic.example.com
-  allNodes: true
-  pool: {name: fabric, generation: 1, resourceSliceCount: 1}
-  devices: [{name: nic-0}]
-"""
-
-
-def test_cel_name_lists_the_matching_devices(tmp_path):
-    slices = tmp_path / "slices.yaml"
-    slices.write_text(CEL_SLICES)
+def test_cel_name_lists_the_matching_devices(cel_slices):
+    slices = cel_slices
     expr = 'device.driver == "gpu.nvidia.com"'
     code, out, _ = run_pipe("cel", expr, "-f", str(slices), "-o", "json")
     doc = json.loads(out)

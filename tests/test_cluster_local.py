@@ -20,6 +20,7 @@ import pytest
 
 from labkit.cluster.local import LocalCluster, binaries
 from labkit.cluster.local.procs import pid_alive, port_open
+from tests.localutil import need_local_binaries
 
 pytestmark = pytest.mark.local
 
@@ -35,14 +36,9 @@ TINY = {"name": "local-tiny", "kubernetesVersion": "1.37",
         "nodes": [{"name": "solo", "nodeProfile": "t4-inference"}]}
 
 
-def _need_binaries() -> None:
-    if binaries.find("1.37") is None and not binaries.can_build():
-        pytest.skip("control-plane binaries not built (tools/build-controlplane.sh) and Go is not installed")
-
-
 @pytest.fixture(scope="module")
 def cluster():
-    _need_binaries()
+    need_local_binaries()
     c = LocalCluster(progress=False)
     c.up(PROFILE)
     print(f"\nlocal cluster up in {c.timings['total']}s: {c.timings}", file=sys.stderr)
@@ -274,7 +270,7 @@ def test_older_profile_runs_on_the_newer_binaries_by_emulation(cluster: LocalClu
 
 @pytest.mark.parametrize("victim", ["kube-scheduler", "kube-apiserver"])
 def test_warm_start_crash_and_down_leave_nothing_behind(victim: str) -> None:
-    _need_binaries()
+    need_local_binaries()
     t0 = time.monotonic()
     c = LocalCluster(progress=False).up(TINY)
     start = time.monotonic() - t0

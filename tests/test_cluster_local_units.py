@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -25,10 +28,6 @@ from labkit.cluster.local.procs import Supervisor, free_port, pid_alive, port_op
 def test_pki_serving_cert_is_signed_by_ca_and_names_loopback(tmp_path: Path, use_openssl: bool) -> None:
     if use_openssl and not shutil.which("openssl"):
         pytest.skip("no openssl CLI")
-    x509 = pytest.importorskip("cryptography.x509")
-    ec = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ec")
-    if not use_openssl and not pki.have_cryptography():
-        pytest.skip("cryptography not installed")
     keys = pki.generate(tmp_path, use_openssl=use_openssl)
     ca = x509.load_pem_x509_certificate(keys.ca_cert.read_bytes())
     cert = x509.load_pem_x509_certificates(keys.serving_cert.read_bytes())[0]
@@ -47,9 +46,8 @@ def test_pki_serving_cert_is_signed_by_ca_and_names_loopback(tmp_path: Path, use
     pub.verify(etcd.signature, etcd.tbs_certificate_bytes, ec.ECDSA(etcd.signature_hash_algorithm))
     etcd_sans = etcd.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "127.0.0.1" in [str(ip) for ip in etcd_sans.get_values_for_type(x509.IPAddress)]
-    oid = pytest.importorskip("cryptography.x509.oid")
     usages = set(etcd.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
-    assert {oid.ExtendedKeyUsageOID.SERVER_AUTH, oid.ExtendedKeyUsageOID.CLIENT_AUTH} <= usages, usages
+    assert {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH} <= usages, usages
     assert oct(keys.etcd_key.stat().st_mode & 0o777) == "0o600"
 
 
@@ -168,15 +166,21 @@ def test_missing_binaries_give_one_line_with_the_fix(tmp_path: Path, monkeypatch
     assert "\n" not in msg and "tools/build-controlplane.sh 1.36" in msg
 
 
-def test_find_reads_recorded_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
+def _fake_binaries(cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A control-plane cache under `cache` holding 1.37 binaries (empty scripts) of v1.37.1."""
+    monkeypatch.setenv("LABKIT_CACHE", str(cache))
     monkeypatch.delenv("LABKIT_CONTROLPLANE_BIN", raising=False)
-    root = tmp_path / "controlplane" / "1.37"
+    root = cache / "controlplane" / "1.37"
     (root / "bin").mkdir(parents=True)
     for c in binaries.COMPONENTS:
         (root / "bin" / c).write_text("#!/bin/sh\n")
         os.chmod(root / "bin" / c, 0o755)
     (root / "VERSION").write_text("v1.37.1\n")
+    return root
+
+
+def test_find_reads_recorded_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _fake_binaries(tmp_path, monkeypatch)
     (root / "ETCD_VERSION").write_text("v3.6.16\n")
     found = binaries.find("1.37")
     assert found is not None
@@ -229,14 +233,7 @@ def test_fleet_profiles_are_refused_with_the_fix(monkeypatch: pytest.MonkeyPatch
 
 
 def test_older_minor_emulates_on_cached_newer_binaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
-    monkeypatch.delenv("LABKIT_CONTROLPLANE_BIN", raising=False)
-    root = tmp_path / "controlplane" / "1.37"
-    (root / "bin").mkdir(parents=True)
-    for c in binaries.COMPONENTS:
-        (root / "bin" / c).write_text("#!/bin/sh\n")
-        os.chmod(root / "bin" / c, 0o755)
-    (root / "VERSION").write_text("v1.37.1\n")
+    _fake_binaries(tmp_path, monkeypatch)
     bins, emulated = binaries.for_profile("1.35", build=False)
     assert (bins.kubernetes_version, emulated) == ("v1.37.1", "1.35")
     assert binaries.for_profile("1.37", build=False)[1] is None

@@ -14,6 +14,7 @@ import json
 import random
 import shutil
 
+import distributed  # the dask extra, in the dev extra
 import pytest
 
 from labkit.cli import main as labkit_main
@@ -234,7 +235,6 @@ def test_a_small_sim_run_gives_the_pinned_figures(capsys):
 def test_dask_cluster_gives_the_serial_figures(capsys):
     """`--address` runs the (policy, seed) cells on a Dask scheduler's workers, as `experiment
     sweep --address` does; the figures are those of a serial run."""
-    distributed = pytest.importorskip("distributed")  # in the dev extra; skipped only without it
     argv = ("--trace", "gpushare40", "--fleet", "openb:30", "--seeds", "1-2", "--policies", "fgd,random-fit",
             "--no-sim", "--no-progress")
     serial = cli_json(capsys, *argv, "--workers", "1")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import distributed  # the dask extra, in the dev extra
 import pytest
 
 from labkit.cli import main as labkit_main
@@ -76,7 +77,6 @@ def test_local_processes_give_the_serial_figures(capsys, serial_rows):
 
 
 def test_dask_cluster_gives_the_serial_figures(capsys, serial_rows):
-    distributed = pytest.importorskip("distributed")  # in the dev extra; skipped only without it
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster:
         doc = sweep_json(capsys, "--address", cluster.scheduler_address)

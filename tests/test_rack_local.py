@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from labkit.cluster import connect
-from labkit.cluster.local import LocalCluster, binaries
+from labkit.cluster.local import LocalCluster
+from tests.localutil import need_local_binaries
 
 pytestmark = pytest.mark.local
 
@@ -57,8 +58,7 @@ def _outcome(c, demo: str = "channel-injection", timeout: float = 120) -> dict:
 def test_channel_injection_demos_give_the_same_answer_on_local_as_on_sim():
     """Both of NVIDIA's channel-injection demos, one after the other on one cluster (as on kind), each
     deleted with its domain: the templates, daemons and node labels go, then the domain."""
-    if binaries.find("1.37") is None and not binaries.can_build():
-        pytest.skip("control-plane binaries not built (tools/build-controlplane.sh) and Go is not installed")
+    need_local_binaries()
     local = LocalCluster()
     local.up(PROFILE)
     try:

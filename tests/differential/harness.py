@@ -55,6 +55,27 @@ def ensure_oracle(minor: str = "0.37") -> tuple[Path | None, str]:
     return None, f"Go oracle not found at {path} and Go is not installed (install Go, then run make oracle)"
 
 
+CEL_BUILD_SCRIPT = REPO / "tools" / "build-cel-oracle.sh"
+
+
+def ensure_cel_oracle() -> tuple[Path | None, str]:
+    """Build (or find) the CEL oracle: LABKIT_CEL_ORACLE if set, else the path build-cel-oracle.sh
+    writes. Returns (path, "") or (None, reason to skip: only where it cannot be built here)."""
+    given = os.environ.get("LABKIT_CEL_ORACLE")
+    path = Path(given or cache_dir() / "cel-oracle" / "cel-oracle")
+    if given:
+        if path.exists():
+            return path, ""
+        return None, f"LABKIT_CEL_ORACLE={given} does not exist (unset it to build tools/cel-oracle here)"
+    if shutil.which("go"):
+        proc = subprocess.run(["bash", str(CEL_BUILD_SCRIPT)], capture_output=True, text=True)
+        if proc.returncode != 0 and not path.exists():
+            return None, f"tools/build-cel-oracle.sh failed: {proc.stderr.strip()[-500:]}"
+    if path.exists():
+        return path, ""
+    return None, f"CEL oracle not found at {path} and Go is not installed (install Go, then run make oracle)"
+
+
 # ---- running ---------------------------------------------------------------------------
 
 def _env() -> dict[str, str]:
