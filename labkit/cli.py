@@ -1,62 +1,98 @@
 """The ``labkit`` command. Each subcommand lives next to the code it drives.
 
-A subcommand module exposes ``register(subparsers)``, which adds its parser and sets
-``func`` to a callable taking the parsed args and returning the exit code. Errors it lets
-escape are printed here, one line each, with the exit code of their kind (labkit.errors):
-2 bad input, 3 not found, 1 the work failed, 70 a LabKit bug.
+:data:`COMMANDS` is the table of subcommands: name, the one line ``labkit --help`` shows, and the
+``module:function`` that adds the command's options to its parser. A command's module is imported
+only when that command runs (or is completed): ``labkit validate`` never loads the sim, the
+allocator or networkx, and ``labkit --help`` loads none of them. The function sets ``func`` to a
+callable taking the parsed args and returning the exit code. Errors it lets escape are printed
+here, one line each, with the exit code of their kind (labkit.errors): 2 bad input, 3 not found,
+1 the work failed, 70 a LabKit bug.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from collections.abc import Callable
-from types import ModuleType
-
-import argcomplete
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from fake_gpus.errors import FakeGpusError
-from labkit.allocator import cli as allocator_cli
-from labkit.api import cli as api_cli
-from labkit.cel import cli as cel_cli
-from labkit.cel.validation import CEL_CHECKS
-from labkit.cluster import cli as cluster_cli
-from labkit.cluster import platform_cli
 from labkit.errors import LabkitError, exit_code, one_line
-from labkit.experiments import cli as experiments_cli
-from labkit.topology import cli as topology_cli
-
-#: modules that add subcommands, in the order they appear in ``labkit --help``
-SUBCOMMAND_MODULES: list[ModuleType] = [
-    api_cli,          # validate
-    cel_cli,          # cel
-    allocator_cli,    # allocate
-    cluster_cli,      # cluster, simulate
-    platform_cli,     # explain, snapshot (a real cluster, through a kubeconfig)
-    topology_cli,     # topology
-    experiments_cli,  # experiment
-]
-
-#: what a subcommand of a lower layer needs from the layers above it: `labkit validate`
-#: (labkit.api) checks CEL selectors with labkit.cel, which labkit.api cannot import
-REGISTER_OPTIONS: dict[ModuleType, dict[str, object]] = {api_cli: {"cel": CEL_CHECKS}}
 
 
-def build_parser() -> argparse.ArgumentParser:
+@dataclass(frozen=True)
+class Command:
+    """One ``labkit`` subcommand. ``register`` and the values of ``options`` are ``module:name``
+    references, imported when the command is used; ``options`` are keyword arguments for
+    ``register``: what a command of a lower layer needs from the layers above it."""
+
+    name: str
+    help: str
+    register: str
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+#: the subcommands, in the order ``labkit --help`` lists them
+COMMANDS: tuple[Command, ...] = (
+    # labkit.api cannot import labkit.cel (a layer above it): labkit.cli hands it the CEL checks
+    Command("validate", "check manifests like the API server would", "labkit.api.cli:register",
+            {"cel": "labkit.cel.validation:CEL_CHECKS"}),
+    Command("cel", "evaluate a device selector against ResourceSlices", "labkit.cel.cli:register"),
+    Command("allocate", "run kube-scheduler's DRA allocator for one node", "labkit.allocator.cli:register"),
+    Command("cluster", "start, stop or show a cluster of a profile", "labkit.cluster.cli:register_cluster"),
+    Command("simulate", "apply manifests to a fresh cluster and print where pods landed",
+            "labkit.cluster.cli:register_simulate"),
+    Command("describe", "the whole story of one pod or claim: conditions, devices, explanation, events",
+            "labkit.cluster.cli:register_describe"),
+    # a real cluster, through a kubeconfig (`kubectl dra` runs these too)
+    Command("explain", "why a pod on a real cluster is Pending (or where it runs)",
+            "labkit.cluster.platform_cli:register_explain"),
+    Command("snapshot", "write a real cluster's DRA state as multi-document YAML",
+            "labkit.cluster.platform_cli:register_snapshot"),
+    Command("topology", "draw or describe a node's NVLink / PCIe / NUMA topology", "labkit.topology.cli:register"),
+    Command("experiment", "utilisation / fragmentation experiments on the sim backend",
+            "labkit.experiments.cli:register"),
+    Command("completion", "print the shell completion script (bash, zsh or fish)", "labkit.cli:register_completion"),
+)
+
+
+def resolve(ref: str) -> Any:
+    """The object a ``module:name`` reference of :data:`COMMANDS` names (importing its module)."""
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def command_named(words: Sequence[str]) -> str | None:
+    """The subcommand a command line names: its first word that is not an option (labkit's own
+    options take no value), when that is a command; else None (``labkit``, ``labkit --help``,
+    a misspelt command)."""
+    first = next((w for w in words if not w.startswith("-")), None)
+    return first if first in {c.name for c in COMMANDS} else None
+
+
+def build_parser(only: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``labkit`` parser. Every command is listed (``labkit --help``); the options of those in
+    ``only`` are added (None: of all, which imports every command's module)."""
     parser = argparse.ArgumentParser(prog="labkit", description="DRA LabKit command line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in SUBCOMMAND_MODULES:
-        module.register(sub, **REGISTER_OPTIONS.get(module, {}))
-    comp = sub.add_parser(
-        "completion", help="print the shell completion script (bash, zsh or fish)",
-        description="Tab completion of subcommands, options, profile names and object names. "
-                    "bash: `source <(labkit completion bash)` (or save it under "
-                    "~/.local/share/bash-completion/completions/labkit); zsh: `source <(labkit completion zsh)` "
-                    "after compinit; fish: `labkit completion fish > ~/.config/fish/completions/labkit.fish`.")
-    comp.add_argument("shell", choices=SHELLS)
-    comp.set_defaults(func=run_completion)
+    for cmd in COMMANDS:
+        p = sub.add_parser(cmd.name, help=cmd.help)
+        if only is None or cmd.name in only:
+            resolve(cmd.register)(p, **{k: resolve(v) for k, v in cmd.options.items()})
     return parser
+
+
+def register_completion(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Tab completion of subcommands, options, profile names and object names. "
+        "bash: `source <(labkit completion bash)` (or save it under "
+        "~/.local/share/bash-completion/completions/labkit); zsh: `source <(labkit completion zsh)` "
+        "after compinit; fish: `labkit completion fish > ~/.config/fish/completions/labkit.fish`.")
+    parser.add_argument("shell", choices=SHELLS)
+    parser.set_defaults(func=run_completion)
 
 
 #: the shells `labkit completion` writes a script for (argcomplete's shell code)
@@ -64,15 +100,25 @@ SHELLS = ("bash", "zsh", "fish")
 
 
 def run_completion(args: argparse.Namespace) -> int:
+    import argcomplete  # only here and under completion: the other commands never need it
+
     sys.stdout.write(argcomplete.shellcode(["labkit"], shell=args.shell))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        parser = build_parser()
-        if argv is None:  # the console script: under the shell's completion, answer it and exit
+        if argv is None and "_ARGCOMPLETE" in os.environ:
+            # the console script under the shell's completion: answer it (the options of the command
+            # on the line, if one is there yet) and exit
+            line = os.environ.get("COMP_LINE", "")
+            line = line[: int(os.environ.get("COMP_POINT") or len(line))]
+            parser = build_parser(_only(line.split()[1:]))
+            import argcomplete  # only here and in `labkit completion`: the other commands never need it
+
             argcomplete.autocomplete(parser)
+        words = sys.argv[1:] if argv is None else argv
+        parser = build_parser(_only(words))
         args = parser.parse_args(argv)
     except KeyboardInterrupt:
         return 130
@@ -80,6 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     return run_guarded(f"labkit {args.command}", lambda: args.func(args))
+
+
+def _only(words: Sequence[str]) -> list[str]:
+    """The commands whose options a parse of ``words`` needs: the one named, if any."""
+    name = command_named(words)
+    return [name] if name else []
 
 
 def run_guarded(prog: str, command: Callable[[], int | None]) -> int:

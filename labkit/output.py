@@ -24,10 +24,12 @@ import shutil
 import sys
 import textwrap
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import yaml
-from tqdm import tqdm
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 __all__ = ["HUMAN", "OBJECT_FORMATS", "Table", "add_output_arg", "color_enabled", "dump_doc", "first_line", "fit_text",
            "on_terminal", "paint", "print_output", "print_table", "print_text", "progress_bar", "resolve_format", "terminal_width"]
@@ -306,4 +308,7 @@ def progress_bar(desc: str, total: int | None = None, unit: str = "it",
         enabled = _isatty(sys.stderr)
     if not enabled:
         return None
+    # tqdm loads only for a bar someone sees (every command imports this module)
+    from tqdm import tqdm
+
     return tqdm(desc=desc, total=total, unit=unit, leave=False, file=sys.stderr)

@@ -21,7 +21,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-import labkit.cli  # noqa: F401 - imported once by the server, shared by every forked command
+import labkit.cli  # imported once by the server, shared by every forked command
 from fake_gpus.cli import main as fake_main
 from labkit.__main__ import entry
 
@@ -63,6 +63,7 @@ WARM = ("labkit.cluster.sim", "labkit.cluster.explain", "labkit.cel.engine_cpp",
 
 def serve() -> None:
     """The server loop: one JSON request per stdin line, one JSON answer per stdout line."""
+    labkit.cli.build_parser()  # every command's module (labkit.cli.COMMANDS loads them on first use)
     for name in WARM:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)

@@ -19,6 +19,7 @@ import hashlib
 import json
 import math
 import os
+import pickle
 import random
 import subprocess
 import sys
@@ -100,14 +101,23 @@ ODD_VALUES: list[Any] = [None, True, 0, -1, 2**63, -(2**63) - 1, 1e308, float("n
                          [], {}, [1, "a"], {"a": {"b": None}}, 3.5]
 
 
-def _paths(obj: Any, prefix: tuple = ()) -> Iterator[tuple]:
-    yield prefix
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _paths(v, (*prefix, k))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from _paths(v, (*prefix, i))
+def _paths(obj: Any) -> Iterator[tuple]:
+    """Every path in ``obj``, parents before children, in key and index order (a stack, not nested
+    generators: those pass each path up through every level, and mutated documents are deep)."""
+    stack: list[tuple[Any, tuple]] = [(obj, ())]
+    while stack:
+        node, prefix = stack.pop()
+        yield prefix
+        if isinstance(node, dict):
+            stack.extend(((v, (*prefix, k)) for k, v in reversed(node.items())))
+        elif isinstance(node, list):
+            stack.extend((node[i], (*prefix, i)) for i in range(len(node) - 1, -1, -1))
+
+
+def _copy(doc: Any) -> Any:
+    """A deep copy of a parsed document (shared parts stay shared, as with copy.deepcopy), made by
+    pickle's C code: a tenth of deepcopy's CPU."""
+    return pickle.loads(pickle.dumps(doc, pickle.HIGHEST_PROTOCOL))
 
 
 def _deep(depth: int) -> Any:
@@ -119,7 +129,7 @@ def _deep(depth: int) -> Any:
 
 def mutate(doc: Any, rng: random.Random) -> tuple[Any, tuple, str]:
     """One structural mutation of a parsed document: (new document, path, what was done)."""
-    doc = copy.deepcopy(doc)
+    doc = _copy(doc)
     paths = [p for p in _paths(doc) if p]
     if not paths:
         return ODD_VALUES[rng.randrange(len(ODD_VALUES))], (), "replaced the document"

@@ -35,6 +35,9 @@ from count_imports import (  # noqa: E402
 DYNAMIC_ALLOWED = {
     ("labkit/cluster/base.py", "LAZY_BACKENDS[name]"):
         "start-up time: the local and kind backends load only when asked for (kwok-style registry)",
+    ("labkit/cli.py", "module"):
+        "start-up time: a command's module (and what it needs: the sim, the allocator, networkx) loads only "
+        "when that command runs or is completed (labkit.cli.COMMANDS, `module:function`)",
     ("fake_gpus/cli.py", "mod_name"):
         "optional part: the plugin subcommand needs grpc, the other subcommands do not",
 }
@@ -44,10 +47,11 @@ DYNAMIC_ALLOWED = {
 #: the CEL engines were untangled (issue 15.2); 125 with one home per concept (15.3); 42 once every
 #: import without a reason was hoisted (15.1); 35 after the sim split and the sweep merged; 30 with no
 #: cycle and nothing left "to hoist" (only start-up and optional dependencies remain); 22 once the
-#: CLI asked the backend registry instead of importing local/kind itself (issue 29). A ratchet:
+#: CLI asked the backend registry instead of importing local/kind itself (issue 29); 20 once the CLI imported
+#: a command's module only when that command runs (labkit.cli.COMMANDS). A ratchet:
 #: lower it as they are moved to module level
 #: (issue 15), never raise it.
-LOCAL_IMPORTS_BUDGET = 22
+LOCAL_IMPORTS_BUDGET = 20
 
 
 def main() -> int:

@@ -9,7 +9,6 @@ import argparse
 import os
 import sys
 import textwrap
-from typing import Any
 
 from labkit.allocator import Allocator, features_for
 from labkit.api import LoadError, load_files, with_defaults
@@ -22,11 +21,9 @@ __all__ = ["register", "run", "allocate_files", "deterministic_share_ids"]
 EXIT = {"allocated": 0, "unsatisfiable": 3, "error": 2}
 
 
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "allocate", help="run kube-scheduler's DRA allocator for one node",
-        description="Allocate the ResourceClaims in the files (those without status.allocation, in file "
-                    "order) on NODE, like kube-scheduler's structured allocator.")
+def register(p: argparse.ArgumentParser) -> None:
+    p.description = ("Allocate the ResourceClaims in the files (those without status.allocation, in file "
+                     "order) on NODE, like kube-scheduler's structured allocator.")
     p.add_argument("-f", "--filename", dest="files", action="append", required=True, metavar="FILE",
                    help="manifests: DeviceClasses, ResourceSlices, ResourceClaims, Nodes, DeviceTaintRules")
     p.add_argument("--node", required=True, help="node to allocate for (a bare Node is assumed if absent)")

@@ -16,12 +16,10 @@ from labkit.errors import InputError
 __all__ = ["register", "run"]
 
 
-def register(subparsers: Any, *, cel: CelChecks | None) -> None:
+def register(parser: argparse.ArgumentParser, *, cel: CelChecks | None) -> None:
     """``cel``: how to check CEL selectors (labkit.cli passes labkit.cel's; None checks their
     length only)."""
-    parser = subparsers.add_parser(
-        "validate", help="check manifests like the API server would",
-        description="Validate resource.k8s.io/v1 objects (and Pods, Nodes, Namespaces) offline.")
+    parser.description = "Validate resource.k8s.io/v1 objects (and Pods, Nodes, Namespaces) offline."
     parser.add_argument("-f", "--filename", dest="files", action="append", default=[],
                         metavar="FILE", help="manifest file (YAML/JSON, multi-document); '-' = stdin; repeatable")
     parser.add_argument("paths", nargs="*", metavar="FILE", help="more manifest files (what pre-commit passes)")

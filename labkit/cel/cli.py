@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict
-from typing import Any
 
 from labkit.api import load_files
 from labkit.cel.facade import DEFAULT_ENGINE, ENGINES, compile_selector
@@ -22,11 +21,9 @@ from labkit.output import Table, add_output_arg, print_output, print_table, reso
 __all__ = ["register", "run"]
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "cel", help="evaluate a device selector against ResourceSlices",
-        description="Evaluate a DRA CEL device selector against every device of the ResourceSlices "
-                    "in the files, like kube-scheduler would.")
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Evaluate a DRA CEL device selector against every device of the ResourceSlices "
+                          "in the files, like kube-scheduler would.")
     parser.add_argument("expression", metavar="EXPR", help="CEL selector, e.g. 'device.driver == \"gpu.nvidia.com\"'")
     parser.add_argument("-f", "--filename", dest="files", action="append", required=True, metavar="FILE",
                         help="manifest file with ResourceSlices (YAML/JSON); '-' = stdin; repeatable")

@@ -27,12 +27,10 @@ from labkit.output import (
 EXIT_OK = 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    cl = subparsers.add_parser(
-        "cluster", help="start, stop or show a cluster of a profile",
-        description="`up` leaves a local or kind cluster running after the command returns and prints how to "
-                    "use it; `status` finds it from any process; `down` removes it. Notebooks and "
-                    "connect(backend, profile) reuse a running cluster of the same profile.")
+def register_cluster(cl: argparse.ArgumentParser) -> None:
+    cl.description = ("`up` leaves a local or kind cluster running after the command returns and prints how to "
+                      "use it; `status` finds it from any process; `down` removes it. Notebooks and "
+                      "connect(backend, profile) reuse a running cluster of the same profile.")
     cl.add_argument("action", choices=["up", "down", "status"])
     cl.add_argument("--backend", default=None, choices=backends(), help="sim, local or kind (default: sim; "
                     "status without --backend lists every running cluster)")
@@ -46,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "clusters, with --backend local|kind that cluster's summary)")
     cl.set_defaults(func=run_cluster)
 
-    sim = subparsers.add_parser("simulate", help="apply manifests to a fresh cluster and print where pods landed")
+
+def register_simulate(sim: argparse.ArgumentParser) -> None:
     sim.add_argument("-f", "--filename", dest="files", action="extend", nargs="+", required=True,
                      help="YAML/JSON manifests (repeatable; '-' reads stdin)")
     sim.add_argument("--profile", default=None,
@@ -61,10 +60,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="sim only: let this much simulated time pass after applying (Jobs finish)")
     sim.set_defaults(func=run_simulate)
 
-    de = subparsers.add_parser(
-        "describe", help="the whole story of one pod or claim: conditions, devices, explanation, events",
-        description="Like kubectl describe, on a fresh sim with the manifests applied (-f, as `labkit simulate`), "
-                    "on a state dump (--state, plus -f for what-if), or on a real cluster (--kubeconfig).")
+
+def register_describe(de: argparse.ArgumentParser) -> None:
+    de.description = ("Like kubectl describe, on a fresh sim with the manifests applied (-f, as `labkit simulate`), "
+                      "on a state dump (--state, plus -f for what-if), or on a real cluster (--kubeconfig).")
     de.add_argument("kind", choices=sorted(KINDS), metavar="pod|claim")
     de.add_argument("name", metavar="NAME", help="NAME or NAMESPACE/NAME").completer = _complete_names
     de.add_argument("-n", "--namespace", default="default", help="namespace of NAME (default: default)")

@@ -9,6 +9,7 @@ import sys
 from labkit.api import dump
 from labkit.cluster.base import connect
 from labkit.cluster.explain_live import explain_pod_doc
+from labkit.cluster.snapshot import cluster_state
 from labkit.errors import UsageError
 from labkit.output import (
     Table,
@@ -28,20 +29,19 @@ def _attach_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context", help="kubeconfig context (default: its current-context)")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    ex = subparsers.add_parser(
-        "explain", help="why a pod on a real cluster is Pending (or where it runs)",
-        description="table (the default) tells it as prose, fitted to the terminal (wide: not fitted); json/yaml give "
-                    "the same verdict as data: pod, phase, node, verdict {status, plugin, plugins, extensionPoint, "
-                    "message}, nodeGroups [{nodes, plugin, reasons, detail, allocator}], claims, and scheduler "
-                    "{condition, events} (what kube-scheduler said); see labkit/cluster/explain.py.")
+def register_explain(ex: argparse.ArgumentParser) -> None:
+    ex.description = ("table (the default) tells it as prose, fitted to the terminal (wide: not fitted); json/yaml "
+                      "give the same verdict as data: pod, phase, node, verdict {status, plugin, plugins, "
+                      "extensionPoint, message}, nodeGroups [{nodes, plugin, reasons, detail, allocator}], claims, "
+                      "and scheduler {condition, events} (what kube-scheduler said); see labkit/cluster/explain.py.")
     ex.add_argument("what", choices=["pod"])
     ex.add_argument("target", metavar="NS/NAME", help="the pod: NAMESPACE/NAME, or NAME in namespace default")
     _attach_args(ex)
     add_output_arg(ex, "table", name="pod/NAME")
     ex.set_defaults(func=run_explain)
 
-    sn = subparsers.add_parser("snapshot", help="write a real cluster's DRA state as multi-document YAML")
+
+def register_snapshot(sn: argparse.ArgumentParser) -> None:
     _attach_args(sn)
     sn.add_argument("-o", "--output", required=True, metavar="FILE", help="where to write it ('-': stdout)")
     sn.add_argument("--format", default="yaml", choices=["yaml", "json"], help="yaml (default) or json")
@@ -71,9 +71,6 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 def run_snapshot(args: argparse.Namespace) -> int:
-    # lazy: start-up (labkit.cluster.snapshot loads labkit.model.state; labkit --help imports this module)
-    from labkit.cluster.snapshot import cluster_state
-
     cluster = _attach(args)
     try:
         objs = cluster_state(cluster)

@@ -7,17 +7,16 @@ import csv
 import io
 import math
 import sys
-from typing import Any
 
 from labkit.errors import EXIT_INPUT, UsageError, as_input_error
+from labkit.experiments import metrics, policies, runner, sweep
 from labkit.model.profiles import profile_names
 from labkit.output import add_output_arg, color_enabled, print_output, resolve_format, terminal_width
 
 EXIT_OK = 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    ex = subparsers.add_parser("experiment", help="utilisation / fragmentation experiments on the sim backend")
+def register(ex: argparse.ArgumentParser) -> None:
     sub = ex.add_subparsers(dest="experiment_command", metavar="ACTION")
     run = sub.add_parser("run", help="run a trace on a fleet under one or more policies")
     run.add_argument("--trace", default="synthetic",
@@ -130,18 +129,15 @@ def _print_summary(summary: object, keep: int, fmt: str = "table") -> None:
 
 
 def list_policies(args: argparse.Namespace) -> int:
-    # lazy: start-up (labkit --help loads this module; policies import the sim)
-    from labkit.experiments.policies import POLICIES
-
     doc = {"policies": [{"name": name, "migMode": cls.mig_mode, "description": cls.description}
-                        for name, cls in POLICIES.items()]}
+                        for name, cls in policies.POLICIES.items()]}
 
     def human(_fmt: str) -> None:
-        for name, cls in POLICIES.items():
+        for name, cls in policies.POLICIES.items():
             print(f"{name:<12} MIG {cls.mig_mode or 'as given':<8} {cls.description}")
 
     print_output(resolve_format(args.output, "table"), doc, human=human,
-                 names=lambda: [f"policy/{name}" for name in POLICIES])
+                 names=lambda: [f"policy/{name}" for name in policies.POLICIES])
     return EXIT_OK
 
 
@@ -149,18 +145,7 @@ def _clean(v: object) -> object:
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
-def _experiments() -> tuple[Any, Any, Any, Any, Any]:
-    """(inflation, metrics, policies, runner, sweep): the modules the commands run, loaded once
-    a command runs."""
-    # lazy: start-up (labkit --help loads this module; the sim and numpy load only when an experiment runs)
-    from labkit.experiments import inflation, metrics, policies, runner, sweep
-
-    return inflation, metrics, policies, runner, sweep
-
-
 def run_experiment_cmd(args: argparse.Namespace) -> int:
-    _, metrics, policies, runner, sweep = _experiments()
-
     if args.limit is not None and args.limit < 0:
         raise UsageError(f"--limit {args.limit}: must be >= 0")
     if args.pods < 0 or args.rate <= 0 or args.tick <= 0:
@@ -204,8 +189,6 @@ def run_experiment_cmd(args: argparse.Namespace) -> int:
 
 
 def sweep_cmd(args: argparse.Namespace) -> int:
-    _, metrics, policies, _, sweep = _experiments()
-
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers {args.workers}: give at least 1 (1 = serially in this process)")
     if args.workers is not None and args.address:
@@ -244,7 +227,8 @@ def sweep_cmd(args: argparse.Namespace) -> int:
 
 
 def inflation_cmd(args: argparse.Namespace) -> int:
-    inflation, _, _, _, sweep = _experiments()
+    # lazy: start-up (numpy and the openb trace: only `experiment inflation` needs them)
+    from labkit.experiments import inflation
 
     fleet = args.fleet.strip()
     every = 1

@@ -14,8 +14,7 @@ from labkit.output import Table, add_output_arg, print_output, print_table, reso
 from labkit.topology import fleet_graph, fleet_matrix, format_matrix, node_graph, save_png, stats, topo_matrix
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("topology", help="draw or describe a node's NVLink / PCIe / NUMA topology")
+def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", required=True,
                    help="a cluster profile (workshop, mig-lab, ...) or a fake_gpus node profile (dgx-a100, ...)"
                    ).completer = _complete_profiles
