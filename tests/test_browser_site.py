@@ -51,7 +51,7 @@ CACHE = Path(os.environ.get("LABKIT_CACHE", Path.home() / ".cache" / "dra-labkit
 SITE_PYTHON = CACHE / "site-venv-pyodide-0.27" / "bin" / "python"  # the kernel that fits Pyodide 0.27 (Makefile)
 WIDGET_CELL = re.compile(r"^(ClaimBuilder|InventoryExplorer|CelPlayground|TopologyView)\(|^builder$", re.M)
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(missing_requirements() is not None,
+pytestmark = [pytest.mark.browser, pytest.mark.site, pytest.mark.skipif(missing_requirements() is not None,
                                                       reason=missing_requirements() or "")]
 
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# make test's suites, in five lanes that run at the same time (run inside tools/with-kind.sh):
+# make test's suites, in six lanes that run at the same time (run inside tools/with-kind.sh):
 #   main    pytest -m "not kind and not browser and not local": the library, the CLI, the wheel;
 #   local   pytest -m "local and not kind and not browser": the tests on the local control plane
 #           (real kube-apiserver / kube-scheduler / kube-controller-manager);
 #   course  the course as a learner meets it: the real-browser tests (JupyterLab + Chromium), then
 #           the notebooks under nbval on sim, then on the local control plane;
+#   site    the course with nothing installed: the JupyterLite site built clean and every sim
+#           notebook run in Chromium on Pyodide (tests/test_browser_site.py, marker `site`);
 #   kind    the e2e on real kind clusters (tests/test_cluster_kind_e2e.py, the course's notebooks
 #           on kind included), one profile's cluster after the other;
 #   faults  the driver-fault runs on a kind cluster of their own (tests/test_kind_faults.py), of
@@ -92,7 +94,7 @@ local_lane() {
 course_lane() {
   local rc=0 run
   run="$(lane_env course)"
-  env "$run" "$VENV/bin/pytest" tests -m "browser and not kind" -p no:cacheprovider --junitxml="$LOGS/course.xml" || rc=1
+  env "$run" "$VENV/bin/pytest" tests -m "browser and not kind and not site" -p no:cacheprovider --junitxml="$LOGS/course.xml" || rc=1
   say "course lane: browser tests done"
   env "$run" "$VENV/bin/pytest" -p no:cacheprovider --nbval-lax --nbval-current-env notebooks || rc=1
   say "course lane: notebooks on sim done"
@@ -101,6 +103,10 @@ course_lane() {
     say "course lane: notebooks on local done"
   fi
   return $rc
+}
+
+site_lane() {
+  env "$(lane_env site)" "$VENV/bin/pytest" tests -m "site and not kind" -p no:cacheprovider --junitxml="$LOGS/site.xml"
 }
 
 kind_lane() {
@@ -113,12 +119,13 @@ faults_lane() {
     LABKIT_FAULTS_CLUSTER="${LABKIT_FAULTS_CLUSTER:-labkit-e2e-faults}" "$VENV/bin/pytest" tests -m kind_faults -p no:cacheprovider --junitxml="$LOGS/faults.xml"
 }
 
-BACKGROUND=(local course kind faults)
+BACKGROUND=(local course site kind faults)
 declare -A status
 if [[ "${LABKIT_TEST_LANES:-parallel}" == serial ]]; then
   (run_lane main); status[main]=$?
   (run_lane local); status[local]=$?
   (run_lane course "$@"); status[course]=$?
+  (run_lane site); status[site]=$?
   (run_lane kind); status[kind]=$?
   (run_lane faults); status[faults]=$?
 else
