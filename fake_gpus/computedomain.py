@@ -104,6 +104,16 @@ def claim_config(claim: dict[str, Any]) -> dict[str, str] | None:
     return found
 
 
+def daemon_config(claim: dict[str, Any]) -> dict[str, str] | None:
+    """The claim's ComputeDomainDaemonConfig, or None: another claim, or a config that does not parse
+    (its prepare reports that)."""
+    try:
+        config = claim_config(claim)
+    except ConfigError:
+        return None
+    return config if config is not None and config["kind"] == DAEMON_CONFIG_KIND else None
+
+
 def daemon_env(cd: dict[str, Any] | None, clique_id: str) -> dict[str, str]:
     """What the plugin gives a daemon container besides its domain's UID, in NVIDIA's order
     (cmd/compute-domain-kubelet-plugin/computedomain.go GetCDIContainerEditsCommon): CLIQUE_ID (the

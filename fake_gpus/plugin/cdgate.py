@@ -51,11 +51,8 @@ class ChannelGate:
     def daemon_env(self, claim: dict[str, Any]) -> dict[str, str]:
         """CLIQUE_ID (the node's nvidia.com/gpu.clique label) and the domain's name and namespace for a
         daemon claim; {} for other claims. An API error leaves out what it could not read."""
-        try:
-            config = cd.claim_config(claim)
-        except cd.ConfigError:
-            return {}
-        if config is None or config["kind"] != cd.DAEMON_CONFIG_KIND:
+        config = cd.daemon_config(claim)
+        if config is None:
             return {}
         try:
             node = self.rest.call("GET", f"/api/v1/nodes/{quote(self.node)}")

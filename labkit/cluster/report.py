@@ -25,8 +25,6 @@ from labkit.cluster.base import ClusterError
 from labkit.model.podutil import claim_entries, claim_gate, claim_name_for
 from labkit.output import Table, first_line
 
-POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
-
 
 def pod_reason(pod: dict) -> str:
     st = pod.get("status") or {}

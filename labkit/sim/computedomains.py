@@ -75,11 +75,8 @@ class ComputeDomainController:
 
     def daemon_env(self, claim: dict, node: dict) -> dict[str, str]:
         """CLIQUE_ID and the domain's name and namespace, for a daemon claim ({} otherwise)."""
-        try:
-            config = cd_plugin.claim_config(claim)
-        except cd_plugin.ConfigError:
-            return {}
-        if config is None or config["kind"] != cd_plugin.DAEMON_CONFIG_KIND:
+        config = cd_plugin.daemon_config(claim)
+        if config is None:
             return {}
         clique = (meta(node).get("labels") or {}).get(cd_plugin.CLIQUE_LABEL, "")
         return cd_plugin.daemon_env(self._by_uid(config["domainID"]), clique)
