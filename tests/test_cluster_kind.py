@@ -62,8 +62,12 @@ def test_workshop_config_has_one_labelled_worker_per_profile_node():
     assert [j["nodeRegistration"] for j in joins] == [{"name": "dgx-a100-0"}, {"name": "t4-0"}, {"name": "t4-1"}]
     assert all(j["kind"] == "JoinConfiguration" for j in joins)
     # ... and the API server reaches those kubelets by IP, not by a node name no DNS knows
-    (api,) = [yaml.safe_load(p) for p in cfg["kubeadmConfigPatches"]]
+    api, init, join = [yaml.safe_load(p) for p in cfg["kubeadmConfigPatches"]]
     assert api["kind"] == "ClusterConfiguration"
+    # kubeadm's own waits are longer than its defaults, so a busy machine does not fail the create
+    assert (init["kind"], init["apiVersion"]) == ("InitConfiguration", "kubeadm.k8s.io/v1beta4")
+    assert init["timeouts"]["controlPlaneComponentHealthCheck"] == "10m0s"
+    assert join["kind"] == "JoinConfiguration" and join["timeouts"]["tlsBootstrap"] == "10m0s"
     assert {"name": "kubelet-preferred-address-types", "value": "InternalIP,Hostname"} in api["apiServer"]["extraArgs"]
     assert {"name": "runtime-config", "value": ""} in api["apiServer"]["extraArgs"]
     assert all(n["image"] == NODE_IMAGES["1.37"] for n in cfg["nodes"])
@@ -98,7 +102,7 @@ def test_gates_runtime_config_taints_and_cgroup_v1_patch():
     assert patches[0] == {"kind": "JoinConfiguration", "nodeRegistration": {
         "name": "n0", "taints": [{"key": "gpu", "value": "t4", "effect": "NoSchedule"}]}}
     assert {"kind": "KubeletConfiguration", "failCgroupV1": False} in patches
-    (api,) = [yaml.safe_load(p) for p in cfg["kubeadmConfigPatches"]]
+    api = yaml.safe_load(cfg["kubeadmConfigPatches"][0])
     args = {a["name"]: a["value"] for a in api["apiServer"]["extraArgs"]}
     # the merge patch replaces kind's list: the gates and runtime config must be repeated in it
     assert args["runtime-config"] == "resource.k8s.io/v1alpha3=true"
@@ -373,6 +377,81 @@ def test_existing_images_are_not_rebuilt_and_cgroup_v1_host_gets_the_kubelet_pat
     cfg = yaml.safe_load((tmp_path / "kind-config.yaml").read_text())
     assert cfg == kind_config("workshop", cluster_name="labkit-workshop", allow_cgroup_v1=True,
                               restrict_oom_score_adj=True)
+
+
+#: what `kind create cluster` prints when kubeadm gives up on a wait (its --v=6 log, cut short)
+KUBEADM_TIMEOUT = """ERROR: failed to create cluster: failed to join node with kubeadm: command "docker exec --privileged labkit-workshop-worker kubeadm join --config /kind/kubeadm.conf --skip-phases=preflight --v=6" failed with error: exit status 1
+Command Output: I1128 01:02:03.456789     123 join.go:421] [preflight] found NodeName empty; using OS hostname as NodeName
+[kubelet-start] Waiting for the kubelet to perform the TLS Bootstrap
+error execution phase kubelet-start: timed out waiting for the condition
+k8s.io/kubernetes/cmd/kubeadm/app/cmd/phases/workflow.(*Runner).Run.func1
+	k8s.io/kubernetes@v1.37.1/cmd/kubeadm/app/cmd/phases/workflow/runner.go:262
+runtime.goexit
+	runtime/asm_amd64.s:1771
+"""
+
+
+class _FailsFirstCreates(RecordingRunner):
+    """`kind create cluster` fails (in kubeadm) the first `fails` times, then works."""
+
+    def __init__(self, fails: int, **kw):
+        super().__init__(**kw)
+        self.fails = fails
+
+    def run(self, cmd, *, input=None, check=True, env=None):
+        if cmd[1:3] == ["create", "cluster"] and self.fails > 0:
+            self.fails -= 1
+            self.commands.append(list(cmd))
+            self.inputs.append(input)
+            raise CommandError(cmd, subprocess.CompletedProcess(list(cmd), 1, "", KUBEADM_TIMEOUT))
+        return super().run(cmd, input=input, check=check, env=env)
+
+
+def test_a_kubeadm_wait_that_fails_is_tried_once_more_with_the_first_output_kept(tmp_path, deploy_dir, monkeypatch):
+    cluster, healthy = _healthy_cluster(tmp_path, deploy_dir, monkeypatch)
+    logged: list[str] = []
+    runner = _FailsFirstCreates(1, responses=healthy.responses)
+    cluster.runner, cluster.log = runner, logged.append
+    cluster.up("workshop")
+    creates = [ln for ln in runner.lines() if ln.startswith("kind create cluster")]
+    assert len(creates) == 2
+    assert "kind delete cluster --name labkit-workshop" in runner.lines()
+    assert (tmp_path / "kind-create-failed.log").read_text() == KUBEADM_TIMEOUT
+    (said,) = [ln for ln in logged if "kind create failed" in ln]
+    # the message says what failed, not the Go stack trace kubeadm ends with
+    assert "error execution phase kubelet-start: timed out waiting for the condition" in said
+    assert "asm_amd64" not in said and "trying once more" in said
+
+
+def test_a_second_kubeadm_failure_is_a_clear_error_naming_both_tries(tmp_path, deploy_dir, monkeypatch):
+    cluster, healthy = _healthy_cluster(tmp_path, deploy_dir, monkeypatch)
+    cluster.runner = runner = _FailsFirstCreates(2, responses=healthy.responses)
+    with pytest.raises(ClusterError) as err:
+        cluster.up("workshop")
+    text = str(err.value)
+    assert "the second try; the first try's output is in" in text and "kind-create-failed.log" in text
+    assert "ERROR: failed to create cluster: failed to join node with kubeadm" in text
+    assert "error execution phase kubelet-start" in text and "runtime.goexit" not in text
+    assert len([ln for ln in runner.lines() if ln.startswith("kind create cluster")]) == 2
+
+
+def test_a_create_that_fails_before_kubeadm_is_not_retried(tmp_path, deploy_dir, monkeypatch):
+    cluster, runner = _healthy_cluster(tmp_path, deploy_dir, monkeypatch)
+    runner.responses["kind create cluster"] = (1, 'ERROR: failed to create cluster: node(s) already exist for a cluster with the name "labkit-workshop"')
+    with pytest.raises(ClusterError, match="already exist"):
+        cluster.up("workshop")
+    assert len([ln for ln in runner.lines() if ln.startswith("kind create cluster")]) == 1
+
+
+def test_salient_lines_keep_the_error_and_drop_the_stack():
+    from labkit.cluster.kind.runner import salient_lines
+
+    said = salient_lines(KUBEADM_TIMEOUT)
+    assert said[0].startswith("ERROR: failed to create cluster: failed to join node with kubeadm")
+    assert said[1] == "error execution phase kubelet-start: timed out waiting for the condition"
+    assert len(said) == 2
+    assert salient_lines("a\nb\nc") == ["a", "b", "c"]  # nothing names an error: the last lines
+    assert salient_lines("unable to " + "x" * 500, width=20) == ["unable to xxxxxxxxxx ..."]
 
 
 def test_up_stops_when_cdi_is_off(tmp_path, deploy_dir, monkeypatch):

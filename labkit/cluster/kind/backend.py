@@ -100,6 +100,13 @@ def default_cluster_name(profile_name: str) -> str:
 
 
 
+def _kubeadm_failed(exc: CommandError) -> bool:
+    """Whether `kind create cluster` failed inside kubeadm init/join (a wait that can pass on a retry),
+    not before it (a bad config, a missing image, a name in use)."""
+    out = (exc.result.stderr or "") + (exc.result.stdout or "")
+    return "with kubeadm" in out
+
+
 def _network_marker(network_id: str) -> Path:
     """A file that says "labkit made kind's network with this ID". It is shared by every process and
     run dir on the host (clusters of several run dirs share the one network), and keyed on the
@@ -337,8 +344,23 @@ class KindCluster(KubeCluster):
     def _run_create(self) -> None:
         net = self.runner.run([self.engine(), "network", "inspect", KIND_NETWORK], check=False)
         self._made_network = net.returncode != 0
-        self._kind("create", "cluster", "--name", self.cluster_name, "--config", str(self.config_path),
-                   "--kubeconfig", str(self.kubeconfig), "--wait", "180s")
+        create = ("create", "cluster", "--name", self.cluster_name, "--config", str(self.config_path),
+                  "--kubeconfig", str(self.kubeconfig), "--wait", "180s")
+        try:
+            self._kind(*create)
+        except CommandError as exc:
+            if not _kubeadm_failed(exc):
+                raise
+            # kubeadm gave up on a wait (a busy machine): what a person does, once, with the first
+            # try's whole output kept (kind deletes its failed nodes itself; the delete is for leftovers)
+            kept = self.state_dir / "kind-create-failed.log"
+            kept.write_text((exc.result.stderr or "") + (exc.result.stdout or ""))
+            self.log(f"kind create failed in kubeadm: {exc}\nthe whole output: {kept}; trying once more")
+            self._kind("delete", "cluster", "--name", self.cluster_name, check=False)
+            try:
+                self._kind(*create)
+            except CommandError as again:
+                raise CommandError(again.cmd, again.result, note=f"the second try; the first try's output is in {kept}") from None
         self._created = True
         if self._made_network:
             made = self.runner.run([self.engine(), "network", "inspect", KIND_NETWORK, "--format", "{{.Id}}"],

@@ -34,6 +34,14 @@ CDI_PATCH = '[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = true\n'
 OOM_PATCH = '[plugins."io.containerd.grpc.v1.cri"]\n  restrict_oom_score_adj = true\n'
 NODE_IMAGE_ENV = "LABKIT_KIND_NODE_IMAGE"
 
+#: kubeadm's waits (kubeadm.k8s.io/v1beta4 `timeouts`), longer than its defaults (4-5 min): on a
+#: busy laptop or a 2-core CI machine a control plane's static pods or a joining kubelet's TLS
+#: bootstrap can need more, and kubeadm then fails the whole `kind create cluster` for a wait
+KUBEADM_INIT_TIMEOUTS = {"controlPlaneComponentHealthCheck": "10m0s", "kubeletHealthCheck": "10m0s",
+                         "kubernetesAPICall": "3m0s", "etcdAPICall": "5m0s"}
+KUBEADM_JOIN_TIMEOUTS = {"kubeletHealthCheck": "10m0s", "kubernetesAPICall": "3m0s",
+                         "tlsBootstrap": "10m0s", "discovery": "10m0s"}
+
 #: API groups/versions an enabled gate needs served, per Kubernetes minor (alpha/beta APIs are
 #: off by default). GA APIs need nothing.
 RUNTIME_CONFIG_FOR_GATE: dict[str, dict[str, str]] = {
@@ -65,6 +73,13 @@ def _apiserver_patch(runtime_config: dict[str, str], gates: dict[str, bool]) -> 
     args.append({"name": "kubelet-preferred-address-types", "value": "InternalIP,Hostname"})
     doc = {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "ClusterConfiguration", "apiServer": {"extraArgs": args}}
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+def _timeouts_patches() -> list[str]:
+    return [yaml.safe_dump({"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": kind, "timeouts": timeouts},
+                           sort_keys=False)
+            for kind, timeouts in (("InitConfiguration", KUBEADM_INIT_TIMEOUTS),
+                                   ("JoinConfiguration", KUBEADM_JOIN_TIMEOUTS))]
 
 
 def kind_config(
@@ -115,7 +130,7 @@ def kind_config(
         "name": cluster_name,
         "nodes": nodes,
         "containerdConfigPatches": containerd,
-        "kubeadmConfigPatches": [_apiserver_patch(runtime_config, gates)],
+        "kubeadmConfigPatches": [_apiserver_patch(runtime_config, gates), *_timeouts_patches()],
     }
     if gates:
         config["featureGates"] = dict(sorted(gates.items()))

@@ -7,6 +7,7 @@ outputs, which is how the exact command sequence is tested on a machine without 
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 from abc import ABC, abstractmethod
@@ -15,11 +16,27 @@ from dataclasses import dataclass, field
 
 from labkit.errors import EngineError
 
+#: the lines of a failed command's output that say what went wrong: kind's `ERROR:`, kubeadm's
+#: failed phase and waits (a kubeadm failure ends in a Go stack trace, which says nothing)
+_SALIENT = re.compile(r"^ERROR:|error execution phase|\[ERROR|timed out|deadline exceeded|couldn't|"
+                      r"unable to|failed to", re.IGNORECASE)
+
+
+def salient_lines(text: str, limit: int = 6, width: int = 400) -> list[str]:
+    """What a failed command's output says went wrong: the lines naming an error (at most `limit`,
+    each cut to `width` characters), else its last lines."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    picked = list(dict.fromkeys(ln for ln in lines if _SALIENT.search(ln)))
+    if len(picked) > limit:  # the first (what failed) and the last (the innermost cause) matter most
+        picked = picked[:limit - 2] + picked[-2:]
+    return [ln if len(ln) <= width else ln[:width] + " ..." for ln in (picked or lines[-5:])]
+
 
 class CommandError(EngineError, RuntimeError):
-    def __init__(self, cmd: Sequence[str], result: subprocess.CompletedProcess[str]):
-        tail = (result.stderr or result.stdout or "").strip().splitlines()[-5:]
-        super().__init__(f"`{shlex.join(cmd)}` failed with exit code {result.returncode}: " + " | ".join(tail))
+    def __init__(self, cmd: Sequence[str], result: subprocess.CompletedProcess[str], note: str = ""):
+        said = salient_lines(result.stderr or result.stdout or "")
+        super().__init__(f"`{shlex.join(cmd)}` failed with exit code {result.returncode}"
+                         + (f" ({note})" if note else "") + ": " + " | ".join(said))
         self.cmd = list(cmd)
         self.result = result
 
