@@ -287,3 +287,26 @@ def test_a_pod_that_fits_now_says_the_scheduler_has_not_retried():
     assert text.startswith("Pod default/b is Pending, but it fits now: labkit's scheduler would place it on node "
                            "t4-0 (b-g-")
     assert "g -> t4-0/gpu-0" in text and "The real scheduler has not retried it yet" in text
+
+
+def test_a_retried_scheduling_event_is_listed_once_where_it_was_last_said():
+    """kube-scheduler writes the same FailedScheduling at each retry: how many retries happened before
+    the question must not change the answer (kubectl dra explain and labkit explain, run one after the
+    other, print the same)."""
+    from labkit.cluster.explain_live import _scheduler_said
+
+    pod = {"metadata": {"uid": "u1"}, "status": {"conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes"}]}}
+
+    def event(reason: str, message: str, uid: str = "u1") -> dict:
+        return {"involvedObject": {"uid": uid}, "type": "Warning", "reason": reason,
+                "source": {"component": "default-scheduler"}, "message": message}
+
+    once = [event("FailedScheduling", "0/3 nodes"), event("Other", "x", uid="u2")]
+    thrice = [event("FailedScheduling", "0/3 nodes"), event("Other", "x", uid="u2"),
+              event("FailedScheduling", "0/3 nodes"), event("FailedScheduling", "0/3 nodes")]
+    assert _scheduler_said(pod, once) == _scheduler_said(pod, thrice)
+    condition, said = _scheduler_said(pod, [event("FailedScheduling", "a"), event("Retried", "b"),
+                                            event("FailedScheduling", "a")])
+    assert condition == {"reason": "Unschedulable", "message": "0/3 nodes"}
+    assert [(e["reason"], e["message"]) for e in said] == [("Retried", "b"), ("FailedScheduling", "a")]

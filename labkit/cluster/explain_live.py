@@ -66,7 +66,11 @@ def restored_sim(cluster: Any, objs: list[dict] | None = None, kubernetes_versio
 
 
 def _scheduler_said(pod: dict, events: list[dict]) -> tuple[dict | None, list[dict]]:
-    """(the False PodScheduled condition's reason and message, or None; the pod's latest events)."""
+    """(the False PodScheduled condition's reason and message, or None; the pod's latest events).
+
+    An event that says again what an earlier one said (kube-scheduler retrying a pod that still does
+    not fit writes the same FailedScheduling again) is listed once, where it was last said: the answer
+    then does not depend on how many retries happened before the question was asked."""
     condition = None
     for c in (pod.get("status") or {}).get("conditions") or []:
         if c.get("type") == "PodScheduled" and c.get("status") == "False":
@@ -76,8 +80,14 @@ def _scheduler_said(pod: dict, events: list[dict]) -> tuple[dict | None, list[di
     said = [{"type": e.get("type", ""), "reason": e.get("reason", ""),
              "source": (e.get("source") or {}).get("component") or e.get("reportingComponent")
              or e.get("reportingController") or "",
-             "message": e.get("message") or e.get("note", "")} for e in mine[-MAX_EVENTS:]]
-    return condition, said
+             "message": e.get("message") or e.get("note", "")} for e in mine]
+    seen: set[tuple[str, ...]] = set()
+    distinct = []
+    for e in reversed(said):  # newest first: each distinct event where it was last said
+        if (key := tuple(e.values())) not in seen:
+            seen.add(key)
+            distinct.append(e)
+    return condition, distinct[::-1][-MAX_EVENTS:]
 
 
 def _scheduler_lines(pod: dict, events: list[dict]) -> list[str]:
