@@ -62,6 +62,56 @@ def _event_time(e: dict) -> str:
             or e["metadata"].get("creationTimestamp") or "")
 
 
+#: how often wait() looks (each look is a few reads over one kept-alive connection)
+POLL_INTERVAL = 0.5
+#: how long nothing must change before wait() calls the cluster settled (kube-scheduler requeues a
+#: pod that was unschedulable when something it waits for changes, a moment later)
+QUIET = 2.0
+#: how long wait() gives a pod that a kubelet has not started, with nothing changing
+UNDECIDED_GRACE = 10.0
+
+
+def _settle_fingerprint(pods: list[dict], claims: list[dict]) -> str:
+    return json.dumps([
+        [(p["metadata"].get("namespace"), p["metadata"]["name"], p["spec"].get("nodeName"),
+          (p.get("status") or {}).get("phase"), bool(p["metadata"].get("deletionTimestamp")),
+          [(c.get("type"), c.get("status"), c.get("reason")) for c in (p.get("status") or {}).get("conditions") or []],
+          (p.get("status") or {}).get("resourceClaimStatuses")) for p in pods],
+        [(c["metadata"].get("namespace"), c["metadata"]["name"], bool(c["metadata"].get("deletionTimestamp")),
+          (c.get("status") or {}).get("allocation"), (c.get("status") or {}).get("reservedFor")) for c in claims],
+    ], sort_keys=True, default=str)
+
+
+def pod_in_flight(pod: dict, existing: set[tuple[str, str]]) -> bool:
+    """Whether the control plane will still act on `pod` without anyone's help. `existing`: the
+    (namespace, name) of every ResourceClaim and ResourceClaimTemplate.
+
+    In flight: a pod being deleted; a pod whose template's claim the resourceclaim controller has not
+    created yet (the template exists); a pod kube-scheduler has not decided on (no PodScheduled
+    condition, not bound) although every claim it names exists. Not in flight: a pod naming a claim
+    or template that does not exist — kube-scheduler's DRA PreEnqueue holds it back without a
+    condition, and nothing changes until someone creates the object."""
+    meta, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
+    if meta.get("deletionTimestamp"):
+        return True
+    if status.get("phase", "Pending") != "Pending":
+        return False
+    ns = meta.get("namespace", "default")
+    created = {s["name"]: s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
+    missing = False
+    for ref in spec.get("resourceClaims") or []:
+        if ref.get("resourceClaimName"):
+            missing |= (ns, ref["resourceClaimName"]) not in existing
+        elif ref.get("resourceClaimTemplateName") and ref["name"] not in created:
+            # the resourceclaim controller has not written the claim's name yet
+            if (ns, ref["resourceClaimTemplateName"]) in existing:
+                return True
+            missing = True
+    decided = bool(spec.get("nodeName")) or any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False" for c in status.get("conditions") or [])
+    return not decided and not missing
+
+
 class KubeCluster(Cluster):
     """A cluster with a real API server: what the local, kind and kubeconfig backends share."""
 
@@ -73,6 +123,44 @@ class KubeCluster(Cluster):
 
     def explain(self, pod: str, namespace: str = "default") -> str:
         return explain_pod(self, pod, namespace)
+
+    # -- running ---------------------------------------------------------------------------
+    def wait(self, until: Callable[[Cluster], bool] | None = None, timeout: float = 60.0) -> bool:
+        """Poll until `until(self)` holds, or (None) until the cluster has settled: pods and claims
+        did not change between two polls and no pod is in flight (`pod_in_flight`: the control plane
+        will still act on it without anyone's help, however long a busy machine makes that take).
+        A pod bound to a node but not started (`_starting`) is the kubelet's: waited for while
+        things change, given up on after `UNDECIDED_GRACE` seconds without a change (a claim that
+        cannot be prepared, an image that cannot be had)."""
+        deadline = time.monotonic() + timeout
+        last, since = None, time.monotonic()
+        while True:
+            self._check_alive()
+            if until is not None:
+                if until(self):
+                    return True
+            else:
+                pods, claims = self.list("Pod"), self.list("ResourceClaim")
+                fingerprint = _settle_fingerprint(pods, claims)
+                if fingerprint != last:
+                    last, since = fingerprint, time.monotonic()
+                else:
+                    quiet = time.monotonic() - since
+                    existing = {(o["metadata"].get("namespace", ""), o["metadata"]["name"])
+                                for o in (*claims, *self.list("ResourceClaimTemplate"))}
+                    if quiet >= QUIET and not any(pod_in_flight(p, existing) for p in pods) and (
+                            quiet >= UNDECIDED_GRACE or not any(self._starting(p) for p in pods)):
+                        return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(POLL_INTERVAL)
+
+    def _check_alive(self) -> None:
+        """Raise ClusterError when the cluster's own processes are gone (a backend that runs them)."""
+
+    def _starting(self, pod: dict) -> bool:
+        """Bound to a node, not started, not given up on: the kubelet is still at it."""
+        return bool(pod["spec"].get("nodeName")) and (pod.get("status") or {}).get("phase", "Pending") == "Pending"
 
 
 class KubeconfigCluster(KubeCluster):
@@ -215,25 +303,6 @@ class KubeconfigCluster(KubeCluster):
         items = self._call(lambda: self.kube.list(kind, namespace if is_namespaced(kind) else None),
                            f"list {_resource_name(kind)}")
         return sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
-
-    # -- running ---------------------------------------------------------------------------
-    def wait(self, until: Callable[[Cluster], bool] | None = None, timeout: float = 60.0) -> bool:
-        """Poll until `until(self)` holds, or until no pod's phase/node changed for a few seconds."""
-        deadline = time.monotonic() + timeout
-        previous, quiet_since = None, time.monotonic()
-        while time.monotonic() < deadline:
-            if until is not None:
-                if until(self):
-                    return True
-            else:
-                now = [(p["metadata"]["name"], (p.get("status") or {}).get("phase"), (p.get("spec") or {}).get("nodeName"))
-                       for p in self.list("Pod")]
-                if now != previous:
-                    previous, quiet_since = now, time.monotonic()
-                elif time.monotonic() - quiet_since > 3.0:
-                    return True
-            time.sleep(0.5)
-        return False
 
     # -- looking ---------------------------------------------------------------------------
     def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:

@@ -43,7 +43,7 @@ from fake_gpus.plugin.cdi import visible_devices
 from fake_gpus.slices import build_slices
 from labkit.api import LoadError, load
 from labkit.cluster import runstate
-from labkit.cluster.base import Cluster, ClusterError, ClusterInputError, NotFound, Source, cluster_error
+from labkit.cluster.base import ClusterError, ClusterInputError, NotFound, Source, cluster_error
 from labkit.cluster.kind.config import kind_config_yaml
 from labkit.cluster.kind.driver import compute_domain_workloads, driver_manifests
 from labkit.cluster.kind.image import DEFAULT_IMAGE, DOCKERFILE, REPO_ROOT
@@ -68,8 +68,6 @@ DRIVER_IMAGE_ENV = "LABKIT_FAKE_GPUS_IMAGE"
 WORKLOAD_IMAGE_ENV = "LABKIT_KIND_WORKLOAD_IMAGE"
 SWAP_ENV = "LABKIT_KIND_SWAP_IMAGES"
 SWAP_ANNOTATION = "labkit.dev/image-swapped"
-#: wait() gives up on undecided pods after this many seconds without any change
-UNDECIDED_GRACE = 10.0
 #: the engine network kind puts every cluster on
 KIND_NETWORK = "kind"
 
@@ -670,33 +668,6 @@ class KindCluster(KubeCluster):
         if swapped:
             meta.setdefault("annotations", {})[SWAP_ANNOTATION] = ",".join(swapped)
 
-    # -- running ---------------------------------------------------------------------------
-    def wait(self, until: Callable[[Cluster], bool] | None = None, timeout: float = 60.0) -> bool:
-        """Poll until `until` holds, or (None) until every pod is settled (running/done, or
-        unschedulable) and pods and claims did not change between two polls; a state that has not
-        changed for `UNDECIDED_GRACE` seconds also counts (a pod whose claim does not exist never
-        gets a scheduling decision)."""
-        deadline = time.monotonic() + timeout
-        previous, since = None, time.monotonic()
-        while time.monotonic() < deadline:
-            if until is not None:
-                if until(self):
-                    return True
-                time.sleep(0.25)  # a read is a request on an open connection: cheap enough to ask often
-                continue
-            pods = self.list("Pod")
-            claims = self.list("ResourceClaim")
-            snapshot = json.dumps([[(p["metadata"]["namespace"], p["metadata"]["name"], p["spec"].get("nodeName"),
-                                     p.get("status", {}).get("phase")) for p in pods],
-                                   [(c["metadata"]["name"], bool(c.get("status", {}).get("allocation")),
-                                     len(c.get("status", {}).get("reservedFor") or [])) for c in claims]])
-            if snapshot != previous:
-                previous, since = snapshot, time.monotonic()
-            elif all(_settled(p) for p in pods) or time.monotonic() - since >= UNDECIDED_GRACE:
-                return True
-            time.sleep(1.0)
-        return False
-
     # -- looking (events, placements, explain: KubeCluster) ---------------------------------
     def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
         """The device environment (``FAKE_*``, ``NVIDIA_*``) the container really has, read with
@@ -782,16 +753,6 @@ def _items(text: str) -> list[dict]:
         return []
     doc = json.loads(text)
     return doc.get("items", [doc]) if doc.get("kind", "").endswith("List") or "items" in doc else [doc]
-
-
-def _settled(pod: dict) -> bool:
-    status = pod.get("status", {})
-    if pod["metadata"].get("deletionTimestamp"):
-        return False
-    if status.get("phase") != "Pending":
-        return True
-    return any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
-               for c in status.get("conditions", []))
 
 
 def _stderr(line: str) -> None:

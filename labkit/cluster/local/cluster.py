@@ -25,7 +25,7 @@ from labkit.api import LoadError, load
 from labkit.api.features import FeatureGateError, resolve_gates
 from labkit.cluster import runstate
 from labkit.cluster.annotations import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION
-from labkit.cluster.base import Cluster, ClusterError, ClusterInputError, NotFound, Source, cluster_error
+from labkit.cluster.base import ClusterError, ClusterInputError, NotFound, Source, cluster_error
 from labkit.cluster.explain_live import explain_pod
 from labkit.cluster.kube import ApiError, Kube
 from labkit.cluster.kubeapi import REFUSED_INPUT, KubeCluster
@@ -46,9 +46,6 @@ _TIERS = {"Namespace": 0, "CustomResourceDefinition": 0, "DeviceClass": 0, "Prio
 _NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 
-#: wait() gives up on undecided pods after this much quiet time (e.g. a pod held back by a
-#: missing claim never gets a PodScheduled condition, as in kube-scheduler)
-UNDECIDED_GRACE = 10.0
 
 
 class LocalCluster(KubeCluster):
@@ -429,56 +426,12 @@ class LocalCluster(KubeCluster):
         return sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
 
     # -- running -------------------------------------------------------------------------------
-    def _fingerprint(self) -> str:
-        pods = [(p["metadata"]["namespace"], p["metadata"]["name"], p["spec"].get("nodeName"),
-                 (p.get("status") or {}).get("phase"), bool(p["metadata"].get("deletionTimestamp")))
-                for p in self.list("pods")]
-        claims = [(c["metadata"]["namespace"], c["metadata"]["name"],
-                   json.dumps((c.get("status") or {}), sort_keys=True)) for c in self.list("resourceclaims")]
-        return json.dumps([pods, claims])
-
-    def wait(self, until: Callable[[Cluster], bool] | None = None, timeout: float = 60.0) -> bool:
-        """Poll until `until(self)` holds, or (None) until pods and claims stop changing for 2 s."""
-        deadline = time.monotonic() + timeout
-        last, since = None, time.monotonic()
-        while True:
-            self._check_alive()
-            if until is not None:
-                if until(self):
-                    return True
-            else:
-                fp = self._fingerprint()
-                quiet = time.monotonic() - since
-                if fp != last:
-                    last, since = fp, time.monotonic()
-                elif (quiet >= 2.0 and not self._in_flight()) or quiet >= UNDECIDED_GRACE:
-                    return True
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.25)
-
-    def _in_flight(self) -> bool:
-        """Something will still change soon: a pod bound but not started by the agent, a pod the
-        scheduler has not decided on yet (no PodScheduled condition), or a pod whose template
-        claims the claim controller has not created yet. Loaded machines need this; a quiet
-        period alone returns before kube-controller-manager or kube-scheduler get their turn."""
-        for p in self.list("pods"):
-            status = p.get("status") or {}
-            if status.get("phase", "Pending") != "Pending" or p["metadata"].get("deletionTimestamp"):
-                continue
-            if p["spec"].get("nodeName"):
-                agent = self.agents.get(p["spec"]["nodeName"])
-                if agent is not None and p["metadata"]["uid"] not in agent.errors:
-                    return True
-                continue
-            templated = {c["name"] for c in p["spec"].get("resourceClaims") or []
-                         if c.get("resourceClaimTemplateName")}
-            created = {c["name"] for c in status.get("resourceClaimStatuses") or []}
-            if templated - created:
-                return True
-            if not any(c.get("type") == "PodScheduled" for c in status.get("conditions") or []):
-                return True
-        return False
+    def _starting(self, pod: dict) -> bool:
+        """Bound and not started, and labkit's node agent for that node has not given up on it."""
+        if not super()._starting(pod):
+            return False
+        agent = self.agents.get(pod["spec"]["nodeName"])
+        return agent is not None and pod["metadata"]["uid"] not in agent.errors
 
     def _check_alive(self) -> None:
         if self.attached is not None and not pid_alive(int(self.attached.get("pid", 0))):
