@@ -19,6 +19,7 @@ from labkit.allocator import Allocator, features_for
 from labkit.allocator.cli import allocate_files
 from labkit.api import with_defaults
 from tests.differential import harness
+from tests.differential.generator import DUMPER
 
 GPU = "gpu.nvidia.com"
 V1 = "resource.k8s.io/v1"
@@ -120,8 +121,8 @@ def write_cases(root: Path, seeds: range) -> None:
         objs, case = random_scenario(random.Random(seed))
         d = root / f"r{seed:05d}"
         d.mkdir(parents=True)
-        (d / "input.yaml").write_text(yaml.safe_dump_all(objs, sort_keys=False))
-        (d / "case.yaml").write_text(yaml.safe_dump(case))
+        (d / "input.yaml").write_text(yaml.dump_all(objs, Dumper=DUMPER, sort_keys=False))
+        (d / "case.yaml").write_text(yaml.dump(case, Dumper=DUMPER))
 
 
 def labkit_output(d: Path, version: str = "1.37") -> dict:
