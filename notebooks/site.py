@@ -61,6 +61,14 @@ CDN = "https://cdn.jsdelivr.net/pyodide/v{version}/full/"
 KERNEL_PLUGIN = "@jupyterlite/pyodide-kernel-extension:kernel"
 #: the jupyterlite-pyodide-kernel series that runs on each Pyodide series (its piplite needs that micropip)
 KERNEL_FOR_PYODIDE = {"0.27": "0.5", "314": "0.8"}
+#: what each kernel series installs at start, one `piplite.install` after the other, unless the name is in
+#: ``loadPyodideOptions.packages`` (its worker's initPackageManager/initKernel): micropip, then piplite from the
+#: kernel's own wheel, then these. The site lists them all there, with the kit, so that Pyodide loads them in
+#: one parallel `loadPackage` while it starts (the kernel's wheels are in the site's lock, KERNEL_WHEELS)
+KERNEL_STARTS_WITH = {"0.5": ("micropip", "piplite", "ssl", "sqlite3", "ipykernel", "comm", "pyodide_kernel", "ipython"),
+                      "0.8": ("micropip", "piplite", "ipykernel", "comm", "pyodide-kernel", "jedi", "ipython")}
+#: the kernel's own wheels (piplite, pyodide_kernel, the ipykernel shim), shipped in its labextension
+KERNEL_WHEELS = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "@jupyterlite" / "pyodide-kernel-extension" / "static" / "pypi"
 
 
 def pyodide_version(folder: Path) -> str:
@@ -69,6 +77,11 @@ def pyodide_version(folder: Path) -> str:
     if not version and (folder / "package.json").exists():
         version = json.loads((folder / "package.json").read_text()).get("version")
     return str(version or "")
+
+
+def kernel_series() -> str:
+    """The series (``0.5``, ``0.8``) of this Python's jupyterlite-pyodide-kernel."""
+    return ".".join(importlib.metadata.version("jupyterlite-pyodide-kernel").split(".")[:2])
 
 
 def kernel_mismatch(pyodide_version: str) -> str | None:
@@ -141,6 +154,12 @@ def _depends(requires: list[str], markers: dict[str, str], extras: tuple[str, ..
     return sorted(set(out))
 
 
+#: the kit's requirements that it loads when its code imports them (labkit.browser), not with the kit: the
+#: drawing library (with numpy, pillow, kiwisolver, contourpy, fonttools) only in the lessons that draw, when
+#: they draw
+ON_IMPORT = ("matplotlib",)
+
+
 def _lock_entry(wheel: Path, markers: dict[str, str]) -> tuple[str, dict]:
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
@@ -151,11 +170,13 @@ def _lock_entry(wheel: Path, markers: dict[str, str]) -> tuple[str, dict]:
     imports = sorted({n.split("/")[0].removesuffix(".py") for n in names
                       if not n.split("/")[0].endswith((".dist-info", ".data")) and (n.endswith(".py") or "/" in n)})
     name = canonicalize_name(fields["Name"])
-    # the kit: the course's `notebooks` extra too (ipywidgets, anywidget; a cell imports only labkit.widgets)
+    # the kit: the course's `notebooks` extra too (ipywidgets, anywidget; a cell imports only labkit.widgets),
+    # less what it loads on import (ON_IMPORT)
     extras = ("", "notebooks") if name == "dra-labkit" else ("",)
+    depends = [d for d in _depends(requires, markers, extras) if name != "dra-labkit" or d not in ON_IMPORT]
     return name, {"name": name, "version": fields["Version"], "file_name": wheel.name, "install_dir": "site",
                   "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(), "package_type": "package",
-                  "imports": imports, "depends": _depends(requires, markers, extras), "unvendored_tests": False, "shared_library": False}
+                  "imports": imports, "depends": depends, "unvendored_tests": False, "shared_library": False}
 
 
 #: the official packages a site takes from a local distribution (with their dependencies): the drawing cells'
@@ -178,9 +199,10 @@ OVERRIDES = {
 }
 
 
-def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> None:
+def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> dict:
     """The JupyterLite sources: files/ (notebooks, examples), and the wheels + lock beside a local Pyodide
-    (static/pyodide, ``pyodide`` a distribution's folder) or for the CDN (static/labkit, ``pyodide`` None)."""
+    (static/pyodide, ``pyodide`` a distribution's folder) or for the CDN (static/labkit, ``pyodide`` None).
+    Returns the kernel's settings (``litePluginSettings``), to merge into the built site's jupyter-lite.json."""
     files = lite_dir / "files"
     (files / "notebooks").mkdir(parents=True)
     for name in build.names():
@@ -215,6 +237,8 @@ def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> N
         for folder in (CACHE / "dist", CACHE / "site"):
             for f in sorted(folder.iterdir()):
                 wheels.append(f if f.suffix == ".whl" else _pure_wheel_from_sdist(f, Path(tmp)))
+        # the kernel's own (its widgetsnbextension shims: not in the browser, NOT_IN_BROWSER)
+        wheels += [w for w in sorted(KERNEL_WHEELS.glob("*.whl")) if not w.name.startswith("widgetsnbextension")]
         for wheel in wheels:
             name, entry = _lock_entry(wheel, markers)
             # a name in the official lock keeps its entry (and its files) when the distribution has the file
@@ -229,11 +253,18 @@ def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> N
         entry["depends"] = [d for d in entry["depends"] if d in have and d not in NOT_IN_BROWSER]
     (target / "pyodide-lock.json").write_text(json.dumps(lock, separators=(",", ":")))
     (lite_dir / "overrides.json").write_text(json.dumps(OVERRIDES, indent=1))
+    # Pyodide loads the kernel's packages and the kit's in one parallel loadPackage while it starts, instead
+    # of the kernel's one-by-one installs and the first cell's load of the kit
+    options: dict = {"packages": [n for n in (*KERNEL_STARTS_WITH[kernel_series()], "dra-labkit")
+                                  if canonicalize_name(n) in have]}
+    plugin: dict = {"loadPyodideOptions": options}
     if pyodide is None:  # the kernel: Pyodide from the CDN, with the site's lock (its wheels: from the site)
-        (lite_dir / "jupyter-lite.json").write_text(json.dumps({
-            "jupyter-lite-schema-version": 0, "jupyter-config-data": {"litePluginSettings": {KERNEL_PLUGIN: {
-                "pyodideUrl": CDN.format(version=version) + "pyodide.mjs",
-                "loadPyodideOptions": {"lockFileURL": "./static/labkit/pyodide-lock.json"}}}}}, indent=1))
+        plugin["pyodideUrl"] = CDN.format(version=version) + "pyodide.mjs"
+        options["lockFileURL"] = "./static/labkit/pyodide-lock.json"
+    (lite_dir / "jupyter-lite.json").write_text(json.dumps({
+        "jupyter-lite-schema-version": 0, "jupyter-config-data": {"litePluginSettings": {KERNEL_PLUGIN: plugin}}},
+        indent=1))
+    return plugin
 
 
 def _lessons() -> list[tuple[str, str, str, str]]:
@@ -300,15 +331,19 @@ def main(argv: list[str]) -> int:
     lite_dir = args.out.parent / (args.out.name + "-src")
     for d in (lite_dir, args.out):
         shutil.rmtree(d, ignore_errors=True)
-    stage(lite_dir, pyodide.resolve() if pyodide else None, solutions=args.solutions)
+    kernel = stage(lite_dir, pyodide.resolve() if pyodide else None, solutions=args.solutions)
     cmd = [sys.executable, "-m", "jupyter", "lite", "build", "--lite-dir", str(lite_dir), "--output-dir", str(args.out)]
     if not args.sourcemaps:
         cmd.append("--no-sourcemaps")
     subprocess.run(cmd, check=True, cwd=lite_dir)
     if pyodide is None:  # the build copies static/pyodide only: the CDN site's wheels and lock, by hand
         shutil.copytree(lite_dir / "static" / "labkit", args.out / "static" / "labkit")
-    settings = json.loads((args.out / "jupyter-lite.json").read_text())["jupyter-config-data"]
-    plugin = settings.get("litePluginSettings", {}).get("@jupyterlite/pyodide-kernel-extension:kernel", {})
+    # the build keeps the pyodideUrl and pipliteUrls it writes, not always the lite dir's other settings
+    built_json = json.loads((args.out / "jupyter-lite.json").read_text())
+    plugin = built_json["jupyter-config-data"].setdefault("litePluginSettings", {}).setdefault(KERNEL_PLUGIN, {})
+    plugin.update({k: v for k, v in kernel.items() if k not in plugin})
+    plugin["loadPyodideOptions"] = {**plugin.get("loadPyodideOptions", {}), **kernel["loadPyodideOptions"]}
+    (args.out / "jupyter-lite.json").write_text(json.dumps(built_json, indent=1))
     want = CDN.split("{")[0] if pyodide is None else "static/pyodide"
     if want not in str(plugin.get("pyodideUrl", "")):
         print(f"site: the build did not point the kernel at {want} but at {plugin.get('pyodideUrl')!r}", file=sys.stderr)

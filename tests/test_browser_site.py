@@ -279,6 +279,14 @@ def test_the_default_site_takes_pyodide_from_the_official_cdn(browser, tmp_path:
     assert lock["numpy"]["file_name"] == cdn + json.loads(
         (CACHE / "pyodide" / "node_modules" / "pyodide" / "pyodide-lock.json").read_text())["packages"]["numpy"]["file_name"]
     assert (out / "static" / "labkit" / lock["dra-labkit"]["file_name"]).is_file()
+    # the kernel's packages and the kit load while Pyodide starts, in one loadPackage; the drawing library
+    # only when the kit's drawing code imports it (labkit.browser)
+    kernel = json.loads((out / "jupyter-lite.json").read_text())["jupyter-config-data"]["litePluginSettings"][
+        "@jupyterlite/pyodide-kernel-extension:kernel"]
+    assert {"piplite", "ipykernel", "pyodide-kernel", "ipython", "dra-labkit"} <= set(
+        kernel["loadPyodideOptions"]["packages"]), kernel
+    assert all((out / "static" / "labkit" / lock[n]["file_name"]).is_file() for n in ("piplite", "pyodide-kernel"))
+    assert "matplotlib" not in lock["dra-labkit"]["depends"] and "matplotlib" in lock
     assert not (out / "static" / "pyodide").exists()
 
     handler = type("Handler", (_Handler,), {"sent": 0})

@@ -120,6 +120,10 @@ class ClaimBuilder(W.VBox):
 
     def __init__(self, cluster: Any = None, *, name: str = "my-claim", namespace: str = "default",
                  device_class: str = "gpu.nvidia.com", **lists: Any):
+        # the placement picture is drawn on a click, outside a cell, where a browser tab cannot load the drawing
+        # library (labkit.browser): load it now, in the cell that makes the builder (a cache hit elsewhere)
+        import matplotlib.pyplot  # noqa: F401
+
         self.inventory = Inventory.of(cluster, **lists)
         self.result = W.HTML(value="")
         self.result.add_class("labkit-result")
