@@ -28,24 +28,28 @@ TEMPLATED = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
 NAMED = [{"name": "gpu", "resourceClaimName": "shared"}]
 
 
-@pytest.mark.parametrize("obj, existing, flying", [
-    (pod(), set(), True),                                           # the scheduler has not looked yet
-    (pod(conditions=UNSCHEDULABLE), set(), False),                  # it has, and said no
-    (pod(conditions=GATED), set(), False),                          # held by schedulingGates
-    (pod(node="n0"), set(), False),                                 # bound: the kubelet's (see _starting)
-    (pod(phase="Running", node="n0"), set(), False),
-    (pod(phase="Running", node="n0", deleting=True), set(), True),  # going away
-    (pod(claims=TEMPLATED), {("default", "one-gpu")}, True),       # the controller will make its claim
-    (pod(claims=TEMPLATED, conditions=UNSCHEDULABLE), {("default", "one-gpu")}, True),
-    (pod(claims=TEMPLATED), set(), False),                          # no template: nothing will happen
+T = {("default", "one-gpu")}  # the template exists
+
+
+@pytest.mark.parametrize("obj, claims, templates, flying", [
+    (pod(), set(), set(), True),                                      # the scheduler has not looked yet
+    (pod(conditions=UNSCHEDULABLE), set(), set(), False),             # it has, and said no
+    (pod(conditions=GATED), set(), set(), False),                     # held by schedulingGates
+    (pod(node="n0"), set(), set(), False),                            # bound: the kubelet's (see _starting)
+    (pod(phase="Running", node="n0"), set(), set(), False),
+    (pod(phase="Running", node="n0", deleting=True), set(), set(), True),  # going away
+    (pod(claims=TEMPLATED), set(), T, True),                          # the controller will make its claim
+    (pod(claims=TEMPLATED, conditions=UNSCHEDULABLE), set(), T, True),
+    (pod(claims=TEMPLATED), set(), set(), False),                     # no template: nothing will happen
     (pod(claims=TEMPLATED, statuses=[{"name": "gpu", "resourceClaimName": "p-gpu-x"}]),
-     {("default", "one-gpu"), ("default", "p-gpu-x")}, True),       # claim made, scheduler not yet
-    (pod(claims=NAMED), {("default", "shared")}, True),             # its claim exists: a decision comes
-    (pod(claims=NAMED), set(), False),                              # PreEnqueue holds it, no condition
-    (pod(claims=NAMED), {("team-a", "shared")}, False),             # the claim is in another namespace
+     {("default", "p-gpu-x")}, T, True),                              # claim made, scheduler not yet
+    (pod(claims=NAMED), {("default", "shared")}, set(), True),        # its claim exists: a decision comes
+    (pod(claims=NAMED), set(), set(), False),                         # PreEnqueue holds it, no condition
+    (pod(claims=NAMED), {("team-a", "shared")}, set(), False),        # the claim is in another namespace
+    (pod(claims=NAMED), set(), {("default", "shared")}, False),       # a template of that name is no claim
 ])
-def test_pod_in_flight(obj, existing, flying):
-    assert pod_in_flight(obj, existing) is flying
+def test_pod_in_flight(obj, claims, templates, flying):
+    assert pod_in_flight(obj, claims, templates) is flying
 
 
 class Scripted(KubeCluster):

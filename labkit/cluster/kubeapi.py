@@ -82,9 +82,13 @@ def _settle_fingerprint(pods: list[dict], claims: list[dict]) -> str:
     ], sort_keys=True, default=str)
 
 
-def pod_in_flight(pod: dict, existing: set[tuple[str, str]]) -> bool:
-    """Whether the control plane will still act on `pod` without anyone's help. `existing`: the
-    (namespace, name) of every ResourceClaim and ResourceClaimTemplate.
+def _keys(objs: list[dict]) -> set[tuple[str, str]]:
+    return {(o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in objs}
+
+
+def pod_in_flight(pod: dict, claims: set[tuple[str, str]], templates: set[tuple[str, str]]) -> bool:
+    """Whether the control plane will still act on `pod` without anyone's help. `claims`, `templates`:
+    the (namespace, name) of every ResourceClaim and of every ResourceClaimTemplate.
 
     In flight: a pod being deleted; a pod whose template's claim the resourceclaim controller has not
     created yet (the template exists); a pod kube-scheduler has not decided on (no PodScheduled
@@ -101,10 +105,10 @@ def pod_in_flight(pod: dict, existing: set[tuple[str, str]]) -> bool:
     missing = False
     for ref in spec.get("resourceClaims") or []:
         if ref.get("resourceClaimName"):
-            missing |= (ns, ref["resourceClaimName"]) not in existing
+            missing |= (ns, ref["resourceClaimName"]) not in claims
         elif ref.get("resourceClaimTemplateName") and ref["name"] not in created:
             # the resourceclaim controller has not written the claim's name yet
-            if (ns, ref["resourceClaimTemplateName"]) in existing:
+            if (ns, ref["resourceClaimTemplateName"]) in templates:
                 return True
             missing = True
     decided = bool(spec.get("nodeName")) or any(
@@ -146,9 +150,8 @@ class KubeCluster(Cluster):
                     last, since = fingerprint, time.monotonic()
                 else:
                     quiet = time.monotonic() - since
-                    existing = {(o["metadata"].get("namespace", ""), o["metadata"]["name"])
-                                for o in (*claims, *self.list("ResourceClaimTemplate"))}
-                    if quiet >= QUIET and not any(pod_in_flight(p, existing) for p in pods) and (
+                    made, templates = _keys(claims), _keys(self.list("ResourceClaimTemplate"))
+                    if quiet >= QUIET and not any(pod_in_flight(p, made, templates) for p in pods) and (
                             quiet >= UNDECIDED_GRACE or not any(self._starting(p) for p in pods)):
                         return True
             if time.monotonic() > deadline:

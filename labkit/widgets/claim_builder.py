@@ -9,6 +9,7 @@ stable so browser tests can drive it.
 from __future__ import annotations
 
 import io
+import sys
 from typing import Any
 
 import ipywidgets as W
@@ -120,9 +121,10 @@ class ClaimBuilder(W.VBox):
 
     def __init__(self, cluster: Any = None, *, name: str = "my-claim", namespace: str = "default",
                  device_class: str = "gpu.nvidia.com", **lists: Any):
-        # the placement picture is drawn on a click, outside a cell, where a browser tab cannot load the drawing
-        # library (labkit.browser): load it now, in the cell that makes the builder (a cache hit elsewhere)
-        import matplotlib.pyplot  # noqa: F401
+        if sys.platform == "emscripten":
+            # the placement picture is drawn on a click, outside a cell, where a browser tab cannot load the
+            # drawing library (labkit.browser): load it now, in the cell that makes the builder
+            import matplotlib.pyplot  # noqa: F401
 
         self.inventory = Inventory.of(cluster, **lists)
         self.result = W.HTML(value="")

@@ -101,8 +101,7 @@ def default_cluster_name(profile_name: str) -> str:
 def _kubeadm_failed(exc: CommandError) -> bool:
     """Whether `kind create cluster` failed inside kubeadm init/join (a wait that can pass on a retry),
     not before it (a bad config, a missing image, a name in use)."""
-    out = (exc.result.stderr or "") + (exc.result.stdout or "")
-    return "with kubeadm" in out
+    return "with kubeadm" in exc.output
 
 
 def _network_marker(network_id: str) -> Path:
@@ -352,7 +351,7 @@ class KindCluster(KubeCluster):
             # kubeadm gave up on a wait (a busy machine): what a person does, once, with the first
             # try's whole output kept (kind deletes its failed nodes itself; the delete is for leftovers)
             kept = self.state_dir / "kind-create-failed.log"
-            kept.write_text((exc.result.stderr or "") + (exc.result.stdout or ""))
+            kept.write_text(exc.output)
             self.log(f"kind create failed in kubeadm: {exc}\nthe whole output: {kept}; trying once more")
             self._kind("delete", "cluster", "--name", self.cluster_name, check=False)
             try:

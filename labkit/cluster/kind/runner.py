@@ -40,6 +40,11 @@ class CommandError(EngineError, RuntimeError):
         self.cmd = list(cmd)
         self.result = result
 
+    @property
+    def output(self) -> str:
+        """All the command printed, stderr first."""
+        return (self.result.stderr or "") + (self.result.stdout or "")
+
 
 class Runner(ABC):
     #: True when the commands really run, so a real API server is there to talk to over HTTP (the

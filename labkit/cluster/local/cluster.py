@@ -46,8 +46,6 @@ _TIERS = {"Namespace": 0, "CustomResourceDefinition": 0, "DeviceClass": 0, "Prio
 _NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 
-
-
 class LocalCluster(KubeCluster):
     """Real kube-apiserver/etcd/kube-scheduler/kube-controller-manager on 127.0.0.1.
 
