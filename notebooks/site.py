@@ -199,6 +199,37 @@ OVERRIDES = {
 }
 
 
+#: what a browser tab imports from the site's wheels: the JupyterLite kernel (its start-up), the widgets, and
+#: any module of the kit; their bytecode is compiled at build time (notebooks/wheel_bytecode.py)
+TAB_IMPORTS = ("piplite", "pyodide_kernel", "ipykernel", "comm", "IPython", "IPython.core.ultratb", "ipywidgets",
+               "anywidget")
+KIT_PACKAGES = ("labkit", "fake_gpus")
+
+
+def with_bytecode(wheels: list[Path], official: list[Path], core: Path, out: Path) -> dict[str, Path]:
+    """The site's own ``wheels`` (file name -> compiled wheel in ``out``) with bytecode for what a tab imports,
+    compiled by the site's Pyodide (``core``) under Node.js (notebooks/site_bytecode.mjs); ``official``: the
+    distribution's wheels in the site (importable, not rewritten). Without Node.js: ``{}`` (the wheels as
+    they are: each import then compiles in the tab)."""
+    node = shutil.which("node")
+    if node is None:
+        print("site: no Node.js here: the wheels go without bytecode (the tab compiles each module it imports, "
+              "a slower start); fix: apt-get install nodejs", file=sys.stderr)
+        return {}
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [str(p.resolve()) for p in (core, out, *wheels, *official)]  # absolute: the ones the driver mounts
+    cmd = [node, str(HERE / "site_bytecode.mjs"), *paths,
+           "--compile", *(w.name for w in wheels), "--keep-source", *KIT_PACKAGES,
+           "--import", *TAB_IMPORTS, "--import-all", *KIT_PACKAGES]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"site: compiling the wheels' bytecode in Pyodide failed:\n{(done.stdout + done.stderr)[-3000:]}")
+    compiled = {w.name: out / w.name for w in wheels if (out / w.name).exists()}
+    modules = sum(int(line.split(": ")[1].split()[0]) for line in done.stdout.splitlines() if " modules compiled" in line)
+    print(f"site: bytecode for {modules} modules of {len(compiled)} wheels, compiled by the Pyodide in {core}")
+    return compiled
+
+
 def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> dict:
     """The JupyterLite sources: files/ (notebooks, examples), and the wheels + lock beside a local Pyodide
     (static/pyodide, ``pyodide`` a distribution's folder) or for the CDN (static/labkit, ``pyodide`` None).
@@ -239,13 +270,19 @@ def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> d
                 wheels.append(f if f.suffix == ".whl" else _pure_wheel_from_sdist(f, Path(tmp)))
         # the kernel's own (its widgetsnbextension shims: not in the browser, NOT_IN_BROWSER)
         wheels += [w for w in sorted(KERNEL_WHEELS.glob("*.whl")) if not w.name.startswith("widgetsnbextension")]
+        added: dict[str, Path] = {}
         for wheel in wheels:
-            name, entry = _lock_entry(wheel, markers)
+            name, _ = _lock_entry(wheel, markers)
             # a name in the official lock keeps its entry (and its files) when the distribution has the file
-            if name in have or name in NOT_IN_BROWSER:
-                continue
+            if name not in have and name not in NOT_IN_BROWSER and name not in added:
+                added[name] = wheel
+        official_wheels = [w for w in (target / lock["packages"][n]["file_name"] for n in sorted(have))
+                           if w.suffix == ".whl" and w.is_file()]  # a local distribution's (the CDN's: none)
+        compiled = with_bytecode(list(added.values()), official_wheels, pyodide or NPM_CORE, Path(tmp) / "bytecode")
+        for name, wheel in added.items():
+            wheel = compiled.get(wheel.name, wheel)
             shutil.copy2(wheel, target / wheel.name)
-            lock["packages"][name] = entry
+            lock["packages"][name] = _lock_entry(wheel, markers)[1]
             have.add(name)
     # a requirement this distribution does not have (google-re2: no wasm build; protobuf, rich: not on the sim
     # path, not in the npm core) is left out, or loading the package would fail on it
@@ -307,6 +344,22 @@ native engines need an install: <code>git clone</code> the DRA LabKit repository
 """
 
 
+#: font formats that only browsers without WebAssembly (so without Pyodide) need: JupyterLab's icon fonts come in
+#: each of them, beside a .woff2 that every browser able to run the site takes first
+LEGACY_FONTS = (".eot", ".ttf", ".woff", ".svg")
+
+
+def drop_legacy_fonts(site: Path) -> int:
+    """Remove the legacy copies of each font that has a .woff2 beside it; returns the bytes removed."""
+    removed = 0
+    for woff2 in site.rglob("*.woff2"):
+        for legacy in (woff2.with_suffix(s) for s in LEGACY_FONTS):
+            if legacy.is_file():
+                removed += legacy.stat().st_size
+                legacy.unlink()
+    return removed
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "site", help="the site folder (default build/site)")
@@ -353,8 +406,10 @@ def main(argv: list[str]) -> int:
     config_script = built[start:built.index("</script>", start) + len("</script>")] if start >= 0 else ""
     (args.out / "index.html").write_text(landing_page(config_script), encoding="utf-8")
     (args.out / ".nojekyll").write_text("")  # GitHub Pages: serve _-prefixed folders as they are
+    legacy = drop_legacy_fonts(args.out)
     size = sum(f.stat().st_size for f in args.out.rglob("*") if f.is_file())
-    print(f"site: {args.out} ({size / 1e6:.1f} MB, {len(build.names())} notebooks); serve: make site-serve")
+    print(f"site: {args.out} ({size / 1e6:.1f} MB, {len(build.names())} notebooks; {legacy / 1e6:.1f} MB of legacy "
+          f"font files left out); serve: make site-serve")
     return 0
 
 

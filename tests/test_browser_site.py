@@ -34,6 +34,7 @@ import re
 import subprocess
 import threading
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -56,9 +57,15 @@ pytestmark = [pytest.mark.browser, pytest.mark.site, pytest.mark.skipif(missing_
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
-    """A static server (what make site-serve runs) that counts the bytes it sends."""
+    """A static server (what make site-serve runs) that counts the bytes it sends and notes what it did not have."""
 
     sent = 0
+    missing: list[str] = []
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        if code == 404:
+            type(self).missing.append(self.path)
+        super().send_error(code, message, explain)
 
     def copyfile(self, source, outputfile) -> None:  # noqa: ANN001 - http.server's signature
         while chunk := source.read(64 * 1024):
@@ -77,14 +84,24 @@ def _site_deps() -> None:
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
 
 
+#: developers only: serve this already built site instead of building one (to time two builds against each
+#: other, e.g. before and after a change: docs/browser-course.md)
+PREBUILT = os.environ.get("LABKIT_SITE_PREBUILT")
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, type[_Handler]]]:
     _site_deps()
-    out = tmp_path_factory.mktemp("site") / "site"
-    build = subprocess.run([str(SITE_PYTHON), "notebooks/site.py", "--pyodide", "verified", "--solutions",
-                            "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
-    assert build.returncode == 0, (build.stdout + build.stderr)[-3000:]
-    handler = type("Handler", (_Handler,), {"sent": 0})
+    if PREBUILT:
+        out = Path(PREBUILT)
+        assert (out / "index.html").is_file(), f"LABKIT_SITE_PREBUILT={PREBUILT}: no site there"
+    else:
+        out = tmp_path_factory.mktemp("site") / "site"
+        build = subprocess.run([str(SITE_PYTHON), "notebooks/site.py", "--pyodide", "verified", "--solutions",
+                                "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
+        assert build.returncode == 0, (build.stdout + build.stderr)[-3000:]
+        assert "site: bytecode for " in build.stdout, build.stdout  # compiled by the site's Pyodide under Node.js
+    handler = type("Handler", (_Handler,), {"sent": 0, "missing": []})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(out)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()  # bound and listening already: the browser's first request waits in the backlog
@@ -223,7 +240,7 @@ def test_notebook_in_the_site(site, browser, shared_context, name: str) -> None:
     watch = Watch(Lab(base, Path(os.devnull)))
     page.expose_function("labkitDialog", watch.dialog)
     page.add_init_script(WATCH_JS)
-    sent0 = handler.sent
+    sent0, missing0 = handler.sent, len(handler.missing)
     problems: list[str] = []
     try:
         with watch.explain():
@@ -261,6 +278,9 @@ def test_notebook_in_the_site(site, browser, shared_context, name: str) -> None:
                      "passed": not problems and not external}
     (ARTIFACTS / "metrics.json").write_text(json.dumps(METRICS, indent=1))
     assert external == [], f"{name}: {len(external)} requests to other hosts: {external[:5]}"
+    # the site leaves out the legacy copies of JupyterLab's fonts (notebooks/site.py): the browser asks for none
+    fonts = [p for p in handler.missing[missing0:] if p.split("?")[0].endswith((".woff2", ".woff", ".ttf", ".eot", ".svg"))]
+    assert fonts == [], f"{name}: the site lacks font files the page asked for: {fonts}"
     assert problems == [], f"{name}:\n" + "\n".join(problems)
 
 
@@ -287,6 +307,11 @@ def test_the_default_site_takes_pyodide_from_the_official_cdn(browser, tmp_path:
         kernel["loadPyodideOptions"]["packages"]), kernel
     assert all((out / "static" / "labkit" / lock[n]["file_name"]).is_file() for n in ("piplite", "pyodide-kernel"))
     assert "matplotlib" not in lock["dra-labkit"]["depends"] and "matplotlib" in lock
+    # the kit's wheel carries bytecode of the CDN's Pyodide, beside its source (notebooks/wheel_bytecode.py)
+    python = json.loads((CACHE / "pyodide" / "node_modules" / "pyodide" / "pyodide-lock.json").read_text())["info"]["python"]
+    with zipfile.ZipFile(out / "static" / "labkit" / lock["dra-labkit"]["file_name"]) as zf:
+        assert {"labkit/cluster/base.py", f"labkit/cluster/__pycache__/base.cpython-{''.join(python.split('.')[:2])}.pyc"
+                } <= set(zf.namelist())
     assert not (out / "static" / "pyodide").exists()
 
     handler = type("Handler", (_Handler,), {"sent": 0})

@@ -1,5 +1,6 @@
 // The kit's sim path in real WebAssembly CPython: Pyodide (npm `pyodide`) under Node.js, no browser.
-// Usage: node run_sim.mjs <pyodide dir> <wheel or sdist>... ; prints the placements, then "OK <seconds>".
+// Usage: node run_sim.mjs <pyodide dir> <wheel or sdist>... ; prints the placements, the number of modules
+// compiled from source, then "OK <seconds>".
 // Wheels are unpacked into site-packages; an sdist (PyYAML: no wasm wheel on PyPI) gives its pure-Python
 // lib/yaml. No network: every file comes from the command line.
 import { readFileSync } from "node:fs";
@@ -26,6 +27,18 @@ for f in sorted(pathlib.Path("/tmp/dist").iterdir()):
                     out = target.joinpath(*parts[2:])
                     out.parent.mkdir(parents=True, exist_ok=True)
                     out.write_bytes(tar.extractfile(m).read())
+`);
+// count the modules of site-packages that the sim path compiles from source (0 when the wheels carry
+// bytecode of this interpreter, as the site's do: notebooks/wheel_bytecode.py)
+py.runPython(`
+import builtins, site
+_site_packages, _compile = site.getsitepackages()[0], builtins.compile
+COMPILED = []
+def _counting_compile(source, filename, *args, **kwargs):
+    if str(filename).startswith(_site_packages):
+        COMPILED.append(str(filename)[len(_site_packages) + 1:])
+    return _compile(source, filename, *args, **kwargs)
+builtins.compile = _counting_compile
 `);
 const out = await py.runPythonAsync(`
 import sys
@@ -57,7 +70,9 @@ rows = [f"{r}" for r in cluster.placements().rows]
 native = sorted(m for m in ("cel_expr_python", "re2", "kubernetes", "grpc", "pydantic") if m in sys.modules
                 and not getattr(sys.modules[m], "__name__", "").startswith("labkit"))
 table = [" | ".join(r) for r in backend_table()]
-"\\n".join([sys.platform, f"native modules loaded: {native}", *rows, *table])
+builtins.compile = _compile
+"\\n".join([sys.platform, f"native modules loaded: {native}", *rows, *table,
+           f"compiled from source in site-packages: {len(COMPILED)} {sorted(COMPILED)[:5]}"])
 `);
 console.log(out);
 console.log(`OK ${((Date.now() - started) / 1000).toFixed(1)}`);

@@ -1,0 +1,177 @@
+"""Bytecode for the site's wheels, made by the Python that will import them (notebooks/site_bytecode.mjs).
+
+Pyodide's CPython compiles every module it imports from source on each page load: its packages are
+unpacked into an in-memory file system, so nothing it writes to ``__pycache__`` outlives the tab. On
+this machine that is about half of the time from a started kernel to ``connect('sim')``.
+``notebooks/site.py`` runs this file inside the site's own Pyodide under Node.js, so every ``.pyc``
+carries exactly the magic number of the interpreter that will read it:
+
+1. every wheel of the site is unpacked into one folder, and what a browser tab imports is imported from
+   it: the kernel, the widgets, and every module of the kit's packages (``--import``, ``--import-all``);
+2. each wheel to compile (``--compile``) is written again with bytecode for the modules that step 1
+   imported (only those: compiling all of networkx and pygments would make the site ~10 MB bigger):
+   - the kit's own packages (``--keep-source``) keep each ``.py`` and get
+     ``__pycache__/<module>.<cache tag>.pyc`` beside it, so tracebacks and ``??`` still show the code;
+   - the other wheels' modules become sourceless ``.pyc`` files (smaller than source and bytecode).
+   Every ``.pyc`` is an *unchecked* hash-based one (PEP 552): the import system uses it without looking at
+   the source, so the time a wheel was unpacked cannot make it stale. A module this interpreter cannot
+   compile keeps its source only.
+
+Run by hand (any CPython, for its own magic number):
+``python notebooks/wheel_bytecode.py OUT_DIR WHEEL... --compile NAME... [--keep-source PKG...]
+[--import MOD...] [--import-all PKG...]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import hashlib
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import io
+import pkgutil
+import sys
+import tempfile
+import warnings
+import zipfile
+from importlib._bootstrap_external import _code_to_hash_pyc  # what py_compile writes with
+from pathlib import Path
+
+#: a written member's date (wheels carry no meaningful one) and mode
+EPOCH = (1980, 1, 1, 0, 0, 0)
+MODE = 0o644 << 16
+
+
+class _Recorder(importlib.abc.MetaPathFinder):
+    """Notes the file of every module the import system finds under ``root``: also the ones whose import then
+    fails (``yaml.cyaml`` without libyaml): a tab compiles those too, each time a package tries them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.files = root, set()
+
+    def find_spec(self, name, path=None, target=None):  # noqa: ANN001, ANN201 - the finder protocol
+        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        if spec is not None and spec.origin and Path(spec.origin).is_relative_to(self.root):
+            self.files.add(Path(spec.origin).relative_to(self.root).as_posix())
+        return spec
+
+
+def imported_modules(wheels: list[Path], modules: list[str], packages: list[str]) -> set[str]:
+    """Unpack ``wheels`` into one folder, import ``modules`` and every module of ``packages`` from it
+    (failures and ``__main__`` modules skipped), and return the files of the modules that were found there
+    (relative to the folder)."""
+    root = Path(tempfile.mkdtemp(prefix="site-packages-"))
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as zf:
+            zf.extractall(root)
+    sys.path.insert(0, str(root))
+    recorder = _Recorder(root)
+    sys.meta_path.insert(0, recorder)
+    importlib.invalidate_caches()
+    names, argv = list(modules), sys.argv
+    sys.argv = [""]  # IPython's and the kernel's option parsers read it at import
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        for name in packages:
+            spec = importlib.util.find_spec(name)
+            if spec is not None and spec.submodule_search_locations:
+                names += [m.name for m in pkgutil.walk_packages(spec.submodule_search_locations, name + ".",
+                                                                onerror=lambda _: None)]
+        for name in names:
+            if name.rsplit(".", 1)[-1] == "__main__":
+                continue
+            try:
+                importlib.import_module(name)
+            except BaseException:  # noqa: BLE001 - a module a browser tab cannot import is simply not compiled
+                continue
+    sys.argv = argv
+    sys.meta_path.remove(recorder)
+    return recorder.files
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}\n"
+
+
+def _compile(name: str, source: bytes) -> bytes | None:
+    try:
+        with warnings.catch_warnings():  # a package's invalid escape sequences are its own business
+            warnings.simplefilter("ignore")
+            code = compile(source, name, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
+    return bytes(_code_to_hash_pyc(code, importlib.util.source_hash(source), checked=False))
+
+
+def add_bytecode(source: Path, target: Path, modules: set[str], keep_source: bool) -> tuple[int, int]:
+    """Write ``target``: the wheel ``source`` with bytecode for its members named in ``modules`` (sourceless
+    unless ``keep_source``) and a RECORD that lists what it holds; nothing when none of them is compiled.
+    Returns (modules compiled, modules left as source)."""
+    compiled = skipped = 0
+    members: dict[str, tuple[zipfile.ZipInfo, bytes]] = {}
+    record = None
+    with zipfile.ZipFile(source) as zin:
+        for info in zin.infolist():
+            if info.is_dir():
+                continue
+            name, data = info.filename, zin.read(info)
+            if name.endswith(".dist-info/RECORD"):
+                record = name
+                continue
+            pyc = _compile(name, data) if name in modules and name.endswith(".py") else None
+            if name in modules and name.endswith(".py") and pyc is None:
+                skipped += 1
+            if pyc is None or keep_source:
+                members[name] = (info, data)
+            if pyc is not None:
+                pyc_name = importlib.util.cache_from_source(name) if keep_source else name + "c"
+                pyc_info = zipfile.ZipInfo(pyc_name, date_time=info.date_time)
+                pyc_info.external_attr = MODE
+                members[pyc_name] = (pyc_info, pyc)
+                compiled += 1
+    if record is None:
+        raise ValueError(f"{source}: not a wheel (no .dist-info/RECORD)")
+    if not compiled:  # nothing of it is imported: the wheel stays as it was published
+        return compiled, skipped
+    lines = [_record_line(name, data) for name, (_, data) in members.items()] + [f"{record},,\n"]
+    record_info = zipfile.ZipInfo(record, date_time=EPOCH)
+    record_info.external_attr = MODE
+    members[record] = (record_info, "".join(lines).encode())
+    with zipfile.ZipFile(target, "w") as zout:
+        for info, data in members.values():  # the source's order, RECORD last (as wheel tools write it)
+            zout.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
+    return compiled, skipped
+
+
+def _top_level(wheel: Path) -> set[str]:
+    with zipfile.ZipFile(wheel) as zf:
+        return {n.split("/")[0].removesuffix(".py") for n in zf.namelist() if not n.split("/")[0].endswith(".dist-info")}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path, help="the folder the compiled wheels are written to (same file names)")
+    parser.add_argument("wheels", type=Path, nargs="+", help="every wheel of the site (what a tab can import)")
+    parser.add_argument("--compile", nargs="+", default=[], metavar="FILE", help="the wheels (file names) to compile")
+    parser.add_argument("--keep-source", nargs="*", default=[], metavar="PKG",
+                        help="top-level packages that keep their .py files beside the bytecode")
+    parser.add_argument("--import", dest="modules", nargs="*", default=[], metavar="MOD", help="modules a tab imports")
+    parser.add_argument("--import-all", nargs="*", default=[], metavar="PKG", help="packages a tab imports any module of")
+    args = parser.parse_args(argv)
+    files = imported_modules(args.wheels, args.modules, args.import_all)
+    by_name = {w.name: w for w in args.wheels}
+    for name in args.compile:
+        wheel = by_name[name]
+        keep = bool(_top_level(wheel) & set(args.keep_source))
+        compiled, skipped = add_bytecode(wheel, args.out / name, files, keep)
+        print(f"{name}: {compiled} modules compiled for {sys.implementation.cache_tag}"
+              f"{' (source kept)' if keep else ''}{f', {skipped} left as source' if skipped else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

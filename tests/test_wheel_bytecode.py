@@ -1,0 +1,124 @@
+"""notebooks/wheel_bytecode.py in this interpreter (the site build runs it in Pyodide: tests/test_pyodide_node.py):
+what it compiles, what it keeps as source, the RECORD, and that the import system uses the bytecode it writes;
+and notebooks/site.py's legacy-font trim."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "notebooks" / "wheel_bytecode.py"
+TAG = sys.implementation.cache_tag
+
+FILES = {
+    "pkg/__init__.py": "from pkg.mod import VALUE\n",
+    "pkg/mod.py": "VALUE = 1\n",
+    "pkg/py2.py": 'print "a Python 2 relic"\n',
+    "pkg/lazy.py": "LAZY = True\n",
+    "pkg/tests/test_mod.py": "def test(): pass\n",
+    "pkg/data.json": "{}\n",
+    "pkg-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n",
+}
+
+
+def _wheel(folder: Path, name: str = "pkg-1.0-py3-none-any.whl") -> Path:
+    wheel = folder / name
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, text in FILES.items():
+            zf.writestr(path, text)
+        zf.writestr("pkg-1.0.dist-info/RECORD", "".join(f"{p},,\n" for p in FILES) + "pkg-1.0.dist-info/RECORD,,\n")
+    return wheel
+
+
+def _run(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    out = tmp / "out"
+    out.mkdir(exist_ok=True)
+    done = subprocess.run([sys.executable, str(SCRIPT), str(out), *args], capture_output=True, text=True, cwd=tmp)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def _record_matches(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        record = next(n for n in zf.namelist() if n.endswith(".dist-info/RECORD"))
+        listed = {}
+        for line in zf.read(record).decode().splitlines():
+            name, digest, size = line.rsplit(",", 2)
+            listed[name] = (digest, size)
+        assert set(listed) == set(zf.namelist())
+        for name in zf.namelist():
+            if name == record:
+                continue
+            data = zf.read(name)
+            want = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            assert listed[name] == (want, str(len(data))), name
+
+
+def _import_from(unpacked: Path, code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(unpacked)!r})\n{code}"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_imported_modules_become_sourceless_bytecode_the_rest_stays_as_published(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path)
+    done = _run(tmp_path, str(wheel), "--compile", wheel.name, "--import", "pkg", "pkg.py2")
+    assert done.stdout.strip() == f"{wheel.name}: 2 modules compiled for {TAG}, 1 left as source"
+    out = tmp_path / "out" / wheel.name
+    with zipfile.ZipFile(out) as zf:
+        names = set(zf.namelist())
+    assert {"pkg/__init__.pyc", "pkg/mod.pyc"} <= names and not {"pkg/__init__.py", "pkg/mod.py"} & names
+    # not imported (lazy, the test suite) or not compilable here (py2): as published, no bytecode
+    assert {"pkg/lazy.py", "pkg/tests/test_mod.py", "pkg/py2.py", "pkg/data.json"} <= names
+    assert not any(n.startswith(("pkg/lazy.pyc", "pkg/py2.pyc", "pkg/tests/test_mod.pyc")) or "__pycache__" in n for n in names)
+    _record_matches(out)
+    zipfile.ZipFile(out).extractall(tmp_path / "site")
+    loaded = _import_from(tmp_path / "site", "import pkg.mod, pkg.lazy\nprint(pkg.VALUE, type(pkg.mod.__spec__.loader).__name__, "
+                                             "type(pkg.lazy.__spec__.loader).__name__)")
+    assert loaded == "1 SourcelessFileLoader SourceFileLoader"
+
+
+def test_kept_source_gets_unchecked_bytecode_beside_it(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path)
+    done = _run(tmp_path, str(wheel), "--compile", wheel.name, "--keep-source", "pkg", "--import-all", "pkg")
+    # every module of the package is imported (pkg/tests has no __init__.py: not a package), the py2 one fails
+    assert done.stdout.strip() == f"{wheel.name}: 3 modules compiled for {TAG} (source kept), 1 left as source"
+    out = tmp_path / "out" / wheel.name
+    with zipfile.ZipFile(out) as zf:
+        names = set(zf.namelist())
+    assert {"pkg/mod.py", f"pkg/__pycache__/mod.{TAG}.pyc", "pkg/lazy.py", f"pkg/__pycache__/lazy.{TAG}.pyc"} <= names
+    _record_matches(out)
+    site = tmp_path / "site"
+    zipfile.ZipFile(out).extractall(site)
+    # an unchecked .pyc: the import system takes it without looking at the source (a later edit is not seen)
+    (site / "pkg" / "mod.py").write_text("VALUE = 2\n")
+    assert _import_from(site, "import pkg\nprint(pkg.VALUE, pkg.mod.__file__.endswith('mod.py'))") == "1 True"
+
+
+def test_a_wheel_with_nothing_imported_is_not_rewritten(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path)
+    done = _run(tmp_path, str(wheel), "--compile", wheel.name, "--import", "json")
+    assert done.stdout.strip() == f"{wheel.name}: 0 modules compiled for {TAG}"
+    assert not (tmp_path / "out" / wheel.name).exists()
+
+
+def test_the_site_leaves_out_legacy_copies_of_fonts_that_have_a_woff2(tmp_path: Path) -> None:
+    build = tmp_path / "site" / "build"
+    build.mkdir(parents=True)
+    for name in ("fa-solid.woff2", "fa-solid.eot", "fa-solid.ttf", "fa-solid.woff", "fa-solid.svg", "logo.svg",
+                 "MathJax_Main.woff"):
+        (build / name).write_bytes(b"x" * 10)
+    code = ("import runpy, sys; from pathlib import Path\n"
+            "print(runpy.run_path(sys.argv[1])['drop_legacy_fonts'](Path(sys.argv[2])))")
+    done = subprocess.run([sys.executable, "-c", code, str(ROOT / "notebooks" / "site.py"), str(tmp_path / "site")],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == 40
+    assert sorted(p.name for p in build.iterdir()) == ["MathJax_Main.woff", "fa-solid.woff2", "logo.svg"]
