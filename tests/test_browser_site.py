@@ -248,8 +248,10 @@ def test_notebook_in_the_site(site, browser, shared_context, name: str) -> None:
             page.goto(f"{base}/lab/index.html?path=notebooks/{name}.ipynb", wait_until="commit")
             state = page.wait_for_function(READY_JS, arg=".jp-NotebookPanel .jp-CodeCell", polling=250).json_value()
             assert not state["dialogs"], f"JupyterLab showed a dialog: {state['dialogs']}"
+            lab = time.monotonic() - t0
             # the kernel is up (Pyodide loaded): a Run All sent while it starts was lost now and then
             page.wait_for_selector(KERNEL_IDLE, state="attached")
+            kernel = time.monotonic() - t0
             _run_all(page)
             page.wait_for_function(FIRST_OUTPUT, polling=100)
             first = time.monotonic() - t0
@@ -272,7 +274,8 @@ def test_notebook_in_the_site(site, browser, shared_context, name: str) -> None:
         if context is not shared_context:
             context.close()
     external = EXTERNAL[seen:]
-    METRICS[name] = {"first_output_s": round(first, 1), "done_s": round(done, 1),
+    METRICS[name] = {"lab_s": round(lab, 1), "kernel_idle_s": round(kernel, 1), "first_output_s": round(first, 1),
+                     "done_s": round(done, 1),
                      "bytes_fetched": handler.sent - sent0, "external_requests": len(external),
                      "load_average": round(os.getloadavg()[0], 1), "first_visit": FIRST_VISIT or name == NAMES[0],
                      "passed": not problems and not external}
