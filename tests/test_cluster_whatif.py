@@ -90,6 +90,39 @@ def test_existing_allocations_are_respected(tmp_path, capsys):
     assert pods["c"]["node"] is None and pods["c"]["reason"] == "Unschedulable"
 
 
+def test_a_claim_the_controller_recorded_as_not_needed_is_ignored(tmp_path, capsys):
+    """pod.status.resourceClaimStatuses naming a template entry without a resourceClaimName: the API's "generating
+    a ResourceClaim was not necessary" -- the scheduler, the claim controller and kubelet skip the entry (no claim is
+    created, no second status entry is added, the pod runs); a sibling entry with no status yet still gets its claim."""
+    one = {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com",
+                                                              "allocationMode": "ExactCount", "count": 1}}]}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default", "uid": "u-p"},
+           "spec": {"containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "skip"}, {"name": "g"}]}}],
+                    "resourceClaims": [{"name": "skip", "resourceClaimTemplateName": "one"},
+                                       {"name": "g", "resourceClaimTemplateName": "one"}]},
+           "status": {"phase": "Pending", "resourceClaimStatuses": [{"name": "skip"}]}}
+    tmpl = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one", "namespace": "default"}, "spec": {"spec": one}}
+    state = [*cluster_state(connect("sim", "workshop", progress=False)), tmpl, pod]
+    c = connect("sim", state=state, progress=False)
+    assert c.wait()
+    got = c.get("Pod", "p")
+    assert got["spec"].get("nodeName") and got["status"]["phase"] == "Running"
+    statuses = got["status"]["resourceClaimStatuses"]
+    assert [s["name"] for s in statuses] == ["skip", "g"] and "resourceClaimName" not in statuses[0]
+    claims = c.list("ResourceClaim")
+    assert [cl["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"] for cl in claims] == ["g"]
+    assert "claim skip: no claim needed" in c.explain("p")
+    path = tmp_path / "dump.yaml"
+    path.write_text(dump(state, "yaml"))
+    new = tmp_path / "new.yaml"
+    new.write_text(dump([{**pod, "metadata": {"name": "q"}, "status": {}}], "yaml"))  # no status: claims for both
+    assert main(["simulate", "--state", str(path), "-f", str(new), "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert all(p["node"] for p in report["pods"]), report["pods"]
+    assert sorted(cl["name"].rsplit("-", 1)[0] for cl in report["claims"]) == ["p-g", "q-g", "q-skip"]
+
+
 def test_simulate_state_cli(busy, tmp_path, capsys):
     path = tmp_path / "dump.yaml"
     path.write_text(dump(cluster_state(busy), "yaml"))

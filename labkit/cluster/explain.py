@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from labkit.model.podutil import claim_not_needed
 from labkit.sim.filters import plugin_of
 
 MAX_NODES_LISTED = 12
@@ -44,6 +45,9 @@ def _claims_lines(pod: dict, get_claim: Callable[[str], dict | None]) -> list[st
         name = entry.get("resourceClaimName") or statuses.get(entry.get("name"))
         claim = get_claim(name) if name else None
         label = f"claim {entry.get('name')}" + (f" ({name})" if name and name != entry.get("name") else "")
+        if claim_not_needed(pod, entry):
+            lines.append(f"  {label}: no claim needed (pod.status.resourceClaimStatuses names none)")
+            continue
         if claim is None:
             lines.append(f"  {label}: not created yet")
             continue
@@ -159,8 +163,9 @@ def _claims_doc(pod: dict, get_claim: Callable[[str], dict | None]) -> list[dict
         devices = [{"request": r.get("request"), "driver": r.get("driver"), "pool": r.get("pool"),
                     "device": r.get("device"), "shareID": r.get("shareID")}
                    for r in ((alloc or {}).get("devices") or {}).get("results") or []]
-        out.append({"name": entry.get("name"), "claim": name,
-                    "state": "not created" if claim is None else "allocated" if alloc else "pending", "devices": devices})
+        state = ("not needed" if claim_not_needed(pod, entry) else "not created" if claim is None
+                 else "allocated" if alloc else "pending")
+        out.append({"name": entry.get("name"), "claim": name, "state": state, "devices": devices})
     return out
 
 

@@ -34,10 +34,22 @@ def is_deleting(obj: dict) -> bool:
 EXTENDED_RESOURCES_KEY = "<extended-resources>"
 
 
+def claim_not_needed(pod: dict, entry: dict) -> bool:
+    """Whether the resourceclaim controller recorded that the template entry ``entry`` needs no ResourceClaim:
+    pod.status.resourceClaimStatuses names it without a resourceClaimName. The API's meaning of that: generating
+    a claim was not necessary and the pod.spec.resourceClaims entry is ignored (the scheduler, the controller
+    and kubelet skip it; resourceclaim.Name gives no name and no error)."""
+    if entry.get("resourceClaimName"):
+        return False
+    return any(st.get("name") == entry.get("name") and not st.get("resourceClaimName")
+               for st in (pod.get("status") or {}).get("resourceClaimStatuses") or [])
+
+
 def claim_entries(pod: dict) -> list[dict]:
-    """pod.spec.resourceClaims, plus the scheduler's extended-resource claim once it exists
-    (pod.status.extendedResourceClaimStatus), as an entry named EXTENDED_RESOURCES_KEY."""
-    entries = list((pod.get("spec") or {}).get("resourceClaims") or [])
+    """pod.spec.resourceClaims but the entries that need no claim (claim_not_needed), plus the scheduler's
+    extended-resource claim once it exists (pod.status.extendedResourceClaimStatus), as an entry named
+    EXTENDED_RESOURCES_KEY."""
+    entries = [e for e in (pod.get("spec") or {}).get("resourceClaims") or [] if not claim_not_needed(pod, e)]
     ext = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
     if ext:
         entries.append({"name": EXTENDED_RESOURCES_KEY, "resourceClaimName": ext})
@@ -48,7 +60,8 @@ def claim_name_for(pod: dict, entry: dict) -> tuple[str | None, bool]:
     """(ResourceClaim name, from a template?) for one pod.spec.resourceClaims entry.
 
     A template claim's name is only known once the claim controller recorded it in
-    pod.status.resourceClaimStatuses; until then the name is None.
+    pod.status.resourceClaimStatuses; until then the name is None (as it stays for an entry that needs
+    no claim: callers skip those first, claim_not_needed).
     """
     if entry.get("resourceClaimName"):
         return entry["resourceClaimName"], False
@@ -75,6 +88,8 @@ def claim_gate(pod: dict, get_claim: Callable[[str], dict | None]) -> str | None
     no PodScheduled condition and no event, so this is the only place its reason shows.
     ``get_claim(name)``: the claim of that name in the pod's namespace, or None."""
     for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+        if claim_not_needed(pod, entry):
+            continue
         name, _ = claim_name_for(pod, entry)
         if name is None:
             return claim_not_created(pod)

@@ -17,6 +17,7 @@ from labkit.model.podutil import (
     DELETE_PROTECTION,
     POD_CLAIM_ANNOTATION,
     claim_name_for,
+    claim_not_needed,
     is_deleting,
     is_finished,
     meta,
@@ -84,7 +85,7 @@ class ClaimController:
         changed = False
         for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
             template_name = entry.get("resourceClaimTemplateName")
-            if not template_name:
+            if not template_name or claim_not_needed(pod, entry):
                 continue
             existing, _ = claim_name_for(pod, entry)
             if existing:

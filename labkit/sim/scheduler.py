@@ -49,6 +49,7 @@ from labkit.model.podutil import (
     EXTENDED_RESOURCES_KEY,
     claim_gate,
     claim_name_for,
+    claim_not_needed,
     is_deleting,
     is_finished,
     meta,
@@ -359,6 +360,8 @@ class Scheduler:
         gate = claim_gate(pod, lambda name: self.store.get("ResourceClaim", name, ns))
         claims = []
         for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+            if claim_not_needed(pod, entry):
+                continue
             name, templated = claim_name_for(pod, entry)
             claim = self.store.get("ResourceClaim", name, ns) if name is not None else None
             if claim is None:
