@@ -139,7 +139,10 @@ def start(sup: Supervisor, bins: Binaries, pki: Pki, state: Path, *, version: st
     kcm, kcm_port = component("kube-controller-manager", kcs["kcm"], [
         "--use-service-account-credentials=true", f"--service-account-private-key-file={pki.sa_key}",
         f"--root-ca-file={pki.ca_cert}", "--controllers=*",
-        "--node-monitor-period=5s",
+        # the nodes are this process's fake kubelets (heartbeat every 10 s): a heartbeat late by more than
+        # the default 50 s means a busy machine, not a lost node; tainting the nodes unreachable then (seen at
+        # load average 80) changed what the scheduler said between two reads of the same cluster
+        "--node-monitor-period=5s", "--node-monitor-grace-period=5m",
     ])
     sched, sched_port = component("kube-scheduler", kcs["scheduler"], [])
     wait_until(lambda: _https_ok(f"https://127.0.0.1:{kcm_port}/healthz"), timeout, interval=0.2,
