@@ -160,13 +160,23 @@ def _depends(requires: list[str], markers: dict[str, str], extras: tuple[str, ..
 ON_IMPORT = ("matplotlib",)
 
 
+def _metadata(zf: zipfile.ZipFile) -> tuple[dict[str, str], list[str]]:
+    """A wheel's METADATA header: its fields (the last of each) and its Requires-Dist lines."""
+    meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+    lines = zf.read(meta).decode().split("\n\n")[0].splitlines()
+    fields = dict(line.split(": ", 1) for line in lines if ": " in line)
+    return fields, [line.split(": ", 1)[1] for line in lines if line.startswith("Requires-Dist: ")]
+
+
+def _wheel_name(wheel: Path) -> str:
+    with zipfile.ZipFile(wheel) as zf:
+        return canonicalize_name(_metadata(zf)[0]["Name"])
+
+
 def _lock_entry(wheel: Path, markers: dict[str, str]) -> tuple[str, dict]:
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
-        meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
-        lines = zf.read(meta).decode().split("\n\n")[0].splitlines()
-        fields = dict(line.split(": ", 1) for line in lines if ": " in line)
-        requires = [line.split(": ", 1)[1] for line in lines if line.startswith("Requires-Dist: ")]
+        fields, requires = _metadata(zf)
     imports = sorted({n.split("/")[0].removesuffix(".py") for n in names
                       if not n.split("/")[0].endswith((".dist-info", ".data")) and (n.endswith(".py") or "/" in n)})
     name = canonicalize_name(fields["Name"])
@@ -272,7 +282,7 @@ def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> d
         wheels += [w for w in sorted(KERNEL_WHEELS.glob("*.whl")) if not w.name.startswith("widgetsnbextension")]
         added: dict[str, Path] = {}
         for wheel in wheels:
-            name, _ = _lock_entry(wheel, markers)
+            name = _wheel_name(wheel)
             # a name in the official lock keeps its entry (and its files) when the distribution has the file
             if name not in have and name not in NOT_IN_BROWSER and name not in added:
                 added[name] = wheel

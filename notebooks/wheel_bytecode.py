@@ -41,9 +41,15 @@ import zipfile
 from importlib._bootstrap_external import _code_to_hash_pyc  # what py_compile writes with
 from pathlib import Path
 
-#: a written member's date (wheels carry no meaningful one) and mode
+#: a written member's date (wheels carry no meaningful one)
 EPOCH = (1980, 1, 1, 0, 0, 0)
-MODE = 0o644 << 16
+
+
+def _member(name: str, date_time: tuple[int, ...] = EPOCH) -> zipfile.ZipInfo:
+    """A new member of a written wheel: a plain file, readable by all (mode 0644)."""
+    info = zipfile.ZipInfo(name, date_time=date_time)
+    info.external_attr = 0o644 << 16
+    return info
 
 
 class _Recorder(importlib.abc.MetaPathFinder):
@@ -129,18 +135,14 @@ def add_bytecode(source: Path, target: Path, modules: set[str], keep_source: boo
                 members[name] = (info, data)
             if pyc is not None:
                 pyc_name = importlib.util.cache_from_source(name) if keep_source else name + "c"
-                pyc_info = zipfile.ZipInfo(pyc_name, date_time=info.date_time)
-                pyc_info.external_attr = MODE
-                members[pyc_name] = (pyc_info, pyc)
+                members[pyc_name] = (_member(pyc_name, info.date_time), pyc)
                 compiled += 1
     if record is None:
         raise ValueError(f"{source}: not a wheel (no .dist-info/RECORD)")
     if not compiled:  # nothing of it is imported: the wheel stays as it was published
         return compiled, skipped
     lines = [_record_line(name, data) for name, (_, data) in members.items()] + [f"{record},,\n"]
-    record_info = zipfile.ZipInfo(record, date_time=EPOCH)
-    record_info.external_attr = MODE
-    members[record] = (record_info, "".join(lines).encode())
+    members[record] = (_member(record), "".join(lines).encode())
     with zipfile.ZipFile(target, "w") as zout:
         for info, data in members.values():  # the source's order, RECORD last (as wheel tools write it)
             zout.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)

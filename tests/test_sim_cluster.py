@@ -7,6 +7,7 @@ import re
 import pytest
 
 from labkit.cluster import ClusterError, NotFound, connect
+from labkit.cluster.describe import describe
 
 SUFFIX = "[bcdfghjklmnpqrstvwxz2456789]{5}"
 
@@ -290,6 +291,11 @@ def test_dra_backed_extended_resource(tiny):
     assert claim["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
     assert len(claim["status"]["allocation"]["devices"]["results"]) == 4
     assert len(tiny.pod_env("legacy-0")["NVIDIA_VISIBLE_DEVICES"].split(",")) == 4
+    # explain and describe name the scheduler's claim and its devices, as for a claim the pod declares
+    said = [line for line in tiny.explain("legacy-0").splitlines() if "<extended-resources>" in line]
+    assert len(said) == 4 and all(f"({st['resourceClaimName']}): request container-0-request-0 -> gpu.nvidia.com/"
+                                  in line for line in said), said
+    assert f"<extended-resources> (claim {st['resourceClaimName']}): allocated" in describe(tiny, "Pod", "legacy-0")
     assert phase(tiny, "legacy-2") == (None, "Pending")
     assert tiny.get("Pod", "legacy-2")["status"]["conditions"][0]["message"] == \
         ("0/1 nodes are available: 1 cannot allocate all claims. preemption: 0/1 nodes are available: "

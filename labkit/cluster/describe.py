@@ -15,7 +15,7 @@ from typing import Any
 from labkit.api import LoadError, load_files
 from labkit.cluster.base import NotFound
 from labkit.cluster.report import claim_users
-from labkit.model.podutil import claim_entries, claim_name_for
+from labkit.model.podutil import pod_claims
 from labkit.output import DEFAULT_WIDTH, Table, fit_text
 
 __all__ = ["KINDS", "describe", "object_names"]
@@ -115,12 +115,11 @@ def _pod(cluster: Any, pod: dict, width: int | None) -> str:
                       [[c.get("type", ""), c.get("status", ""), c.get("reason", ""), c.get("message", "")]
                        for c in conds], detail=3)
         lines += ["Conditions:", *_indent(table.render(width and width - 2))]
-    entries = claim_entries(pod)
-    if entries:
+    claims = pod_claims(pod)
+    if claims:
         lines.append("Resource Claims:")
-        for entry in entries:
-            name, _ = claim_name_for(pod, entry)
-            label = entry.get("name")
+        for pc in claims:
+            name, label = pc.claim, pc.entry
             if name is None:
                 lines.append(f"  {label}: not created yet")
                 continue

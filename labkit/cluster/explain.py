@@ -24,7 +24,9 @@ did, each node group then names its own; ``plugins`` lists them all). ``message`
 words (the FitError message) or labkit's one line. ``nodeGroups``: the nodes that failed alike, the
 Filter reasons, a plugin's detail (e.g. the untolerated taint) and the allocator's verdict with
 its detail lines (for DynamicResources; in a group of several nodes, ``<node>`` stands for each).
-``claims.state``: ``not created``, ``pending`` or ``allocated``.
+``claims``: the pod's entries in spec order (one that needs no claim too, with state ``not needed``), then
+the scheduler's claim for DRA-backed extended resources once it exists (name ``<extended-resources>``).
+``claims.state``: ``not needed``, ``not created``, ``pending`` or ``allocated``.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from labkit.model.podutil import claim_not_needed
+from labkit.model.podutil import pod_claims
 from labkit.sim.filters import plugin_of
 
 MAX_NODES_LISTED = 12
@@ -40,25 +42,25 @@ MAX_NODES_LISTED = 12
 
 def _claims_lines(pod: dict, get_claim: Callable[[str], dict | None]) -> list[str]:
     lines = []
-    statuses = {s.get("name"): s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
-    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
-        name = entry.get("resourceClaimName") or statuses.get(entry.get("name"))
-        claim = get_claim(name) if name else None
-        label = f"claim {entry.get('name')}" + (f" ({name})" if name and name != entry.get("name") else "")
-        if claim_not_needed(pod, entry):
+    for pc in pod_claims(pod, not_needed=True):
+        claim = get_claim(pc.claim) if pc.claim else None
+        label = f"claim {pc.entry}" + (f" ({pc.claim})" if pc.claim and pc.claim != pc.entry else "")
+        state = pc.state(claim)
+        if state == "not needed":
             lines.append(f"  {label}: no claim needed (pod.status.resourceClaimStatuses names none)")
-            continue
-        if claim is None:
+        elif state == "not created":
             lines.append(f"  {label}: not created yet")
-            continue
-        alloc = (claim.get("status") or {}).get("allocation")
-        if not alloc:
+        elif state == "pending":
             lines.append(f"  {label}: not allocated")
-            continue
-        for r in (alloc.get("devices") or {}).get("results") or []:
-            share = f" share {r['shareID']}" if r.get("shareID") else ""
-            lines.append(f"  {label}: request {r.get('request')} -> {r.get('driver')}/{r.get('pool')}/{r.get('device')}{share}")
+        else:
+            for r in _results(claim):
+                share = f" share {r['shareID']}" if r.get("shareID") else ""
+                lines.append(f"  {label}: request {r.get('request')} -> {r.get('driver')}/{r.get('pool')}/{r.get('device')}{share}")
     return lines
+
+
+def _results(claim: dict | None) -> list[dict]:
+    return ((((claim or {}).get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
 
 
 def _explanation_text(outcome: Any) -> str:
@@ -155,17 +157,11 @@ def format_pod_explanation(pod: dict, attempt: Any, agent_problem: str | None,
 
 def _claims_doc(pod: dict, get_claim: Callable[[str], dict | None]) -> list[dict]:
     out = []
-    statuses = {s.get("name"): s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
-    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
-        name = entry.get("resourceClaimName") or statuses.get(entry.get("name"))
-        claim = get_claim(name) if name else None
-        alloc = ((claim or {}).get("status") or {}).get("allocation")
+    for pc in pod_claims(pod, not_needed=True):
+        claim = get_claim(pc.claim) if pc.claim else None
         devices = [{"request": r.get("request"), "driver": r.get("driver"), "pool": r.get("pool"),
-                    "device": r.get("device"), "shareID": r.get("shareID")}
-                   for r in ((alloc or {}).get("devices") or {}).get("results") or []]
-        state = ("not needed" if claim_not_needed(pod, entry) else "not created" if claim is None
-                 else "allocated" if alloc else "pending")
-        out.append({"name": entry.get("name"), "claim": name, "state": state, "devices": devices})
+                    "device": r.get("device"), "shareID": r.get("shareID")} for r in _results(claim)]
+        out.append({"name": pc.entry, "claim": pc.claim, "state": pc.state(claim), "devices": devices})
     return out
 
 

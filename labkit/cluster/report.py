@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from labkit.cluster.base import ClusterError
-from labkit.model.podutil import claim_entries, claim_gate, claim_name_for
+from labkit.model.podutil import claim_gate, pod_claims
 from labkit.output import Table, first_line
 
 
@@ -85,7 +85,7 @@ def simulate_report(cluster: Any) -> dict[str, list[dict]]:
         running = (p.get("status") or {}).get("phase", "Pending") == "Running"
         reason = pod_reason(p)
         containers = [{"name": c.get("name", ""), "env": _env(cluster, name, ns, c.get("name", ""), init)
-                       if running and claim_entries(p) else {}}  # no claim: no devices
+                       if running and pod_claims(p) else {}}  # no claim: no devices
                       for init, c in [(True, c) for c in spec.get("initContainers") or []]
                       + [(False, c) for c in spec.get("containers") or []]]
         pods.append({"namespace": ns, "name": name, "node": spec.get("nodeName") or None,
@@ -156,10 +156,9 @@ def claim_users(cluster: Any) -> dict[tuple[str, str], list[str]]:
     for pod in cluster.list("Pod"):
         m = pod.get("metadata") or {}
         ns = m.get("namespace", "default")
-        for entry in claim_entries(pod):
-            name, _ = claim_name_for(pod, entry)
-            if name:
-                users.setdefault((ns, name), []).append(m.get("name", ""))
+        for pc in pod_claims(pod):
+            if pc.claim:
+                users.setdefault((ns, pc.claim), []).append(m.get("name", ""))
     return users
 
 

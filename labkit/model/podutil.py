@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
@@ -34,6 +35,13 @@ def is_deleting(obj: dict) -> bool:
 EXTENDED_RESOURCES_KEY = "<extended-resources>"
 
 
+def _recorded_claims(pod: dict) -> dict[str, str | None]:
+    """pod.status.resourceClaimStatuses as entry name -> the claim the controller recorded (None: no claim
+    needed)."""
+    return {st.get("name"): st.get("resourceClaimName") or None
+            for st in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+
+
 def claim_not_needed(pod: dict, entry: dict) -> bool:
     """Whether the resourceclaim controller recorded that the template entry ``entry`` needs no ResourceClaim:
     pod.status.resourceClaimStatuses names it without a resourceClaimName. The API's meaning of that: generating
@@ -41,19 +49,50 @@ def claim_not_needed(pod: dict, entry: dict) -> bool:
     and kubelet skip it; resourceclaim.Name gives no name and no error)."""
     if entry.get("resourceClaimName"):
         return False
-    return any(st.get("name") == entry.get("name") and not st.get("resourceClaimName")
-               for st in (pod.get("status") or {}).get("resourceClaimStatuses") or [])
+    recorded = _recorded_claims(pod)
+    return entry.get("name") in recorded and recorded[entry.get("name")] is None
 
 
-def claim_entries(pod: dict) -> list[dict]:
-    """pod.spec.resourceClaims but the entries that need no claim (claim_not_needed), plus the scheduler's
-    extended-resource claim once it exists (pod.status.extendedResourceClaimStatus), as an entry named
-    EXTENDED_RESOURCES_KEY."""
-    entries = [e for e in (pod.get("spec") or {}).get("resourceClaims") or [] if not claim_not_needed(pod, e)]
+@dataclass(frozen=True)
+class PodClaim:
+    """One claim of a pod as the pod itself says it: its entry in pod.spec.resourceClaims (or
+    EXTENDED_RESOURCES_KEY), the ResourceClaim's name once known, whether that claim comes from a template,
+    and whether it is needed at all (claim_not_needed)."""
+
+    entry: str
+    claim: str | None
+    templated: bool
+    needed: bool = True
+
+    def state(self, claim: dict | None) -> str:
+        """'not needed', 'not created', 'pending' or 'allocated', given the ResourceClaim of this name
+        (None: none exists)."""
+        if not self.needed:
+            return "not needed"
+        if claim is None:
+            return "not created"
+        return "allocated" if (claim.get("status") or {}).get("allocation") else "pending"
+
+
+def pod_claims(pod: dict, *, not_needed: bool = False) -> list[PodClaim]:
+    """The pod's claims in spec order with their names resolved from one walk of its status, plus the
+    scheduler's extended-resource claim once it exists (pod.status.extendedResourceClaimStatus). Entries
+    that need no claim are left out unless ``not_needed``."""
+    recorded = _recorded_claims(pod)
+    out = []
+    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+        name = entry.get("name") or ""
+        if entry.get("resourceClaimName"):
+            out.append(PodClaim(name, entry["resourceClaimName"], templated=False))
+        elif name in recorded and recorded[name] is None:
+            if not_needed:
+                out.append(PodClaim(name, None, templated=True, needed=False))
+        else:
+            out.append(PodClaim(name, recorded.get(name), templated=True))
     ext = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
     if ext:
-        entries.append({"name": EXTENDED_RESOURCES_KEY, "resourceClaimName": ext})
-    return entries
+        out.append(PodClaim(EXTENDED_RESOURCES_KEY, ext, templated=False))
+    return out
 
 
 def claim_name_for(pod: dict, entry: dict) -> tuple[str | None, bool]:
@@ -61,14 +100,11 @@ def claim_name_for(pod: dict, entry: dict) -> tuple[str | None, bool]:
 
     A template claim's name is only known once the claim controller recorded it in
     pod.status.resourceClaimStatuses; until then the name is None (as it stays for an entry that needs
-    no claim: callers skip those first, claim_not_needed).
+    no claim: callers skip those first, claim_not_needed). pod_claims resolves every entry at once.
     """
     if entry.get("resourceClaimName"):
         return entry["resourceClaimName"], False
-    for st in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
-        if st.get("name") == entry.get("name"):
-            return st.get("resourceClaimName"), True
-    return None, True
+    return _recorded_claims(pod).get(entry.get("name")), True
 
 
 def claim_not_created(pod: dict) -> str:

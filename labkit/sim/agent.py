@@ -20,12 +20,11 @@ from labkit.errors import NotFoundError
 from labkit.model.podutil import (
     DURATION_ANNOTATION,
     EXTENDED_RESOURCES_KEY,
-    claim_entries,
-    claim_name_for,
     is_deleting,
     is_finished,
     meta,
     parse_duration,
+    pod_claims,
 )
 from labkit.sim.clock import parse_timestamp
 from labkit.sim.dra import DraState
@@ -122,15 +121,14 @@ class NodeAgent:
             self.problems[uid] = f"node {pod['spec']['nodeName']} does not exist"
             return None
         slices = self.dra.slices_for(node)
-        entries = claim_entries(pod)
         specs: list[dict] = []
         prepared: dict[str, list[tuple[list[str], list[str]]]] = {}  # pod claim name -> (requests, CDI ids)
-        for entry in entries:
-            name, _ = claim_name_for(pod, entry)
+        for pc in pod_claims(pod):
+            name = pc.claim
             claim = self.store.get("ResourceClaim", name, meta(pod)["namespace"]) if name else None
             st = (claim or {}).get("status") or {}
             if claim is None or not st.get("allocation") or not reserved_for_pod(claim, pod):
-                self.problems[uid] = (f'claim {entry.get("name")} ({name or "not created yet"}) is not allocated '
+                self.problems[uid] = (f'claim {pc.entry} ({name or "not created yet"}) is not allocated '
                                       f"and reserved for the pod; kubelet waits")
                 return None
             drivers = sorted({r.get("driver", "") for r in ((st["allocation"].get("devices") or {}).get("results") or [])})
@@ -152,7 +150,7 @@ class NodeAgent:
                     common = cdi.common_spec(driver, node["metadata"]["name"])
                     if common is not None and common not in specs:
                         specs.append(common)
-                prepared.setdefault(entry["name"], []).extend(devs)
+                prepared.setdefault(pc.entry, []).extend(devs)
         return self._container_envs(pod, specs, prepared)
 
     def _start(self, pod: dict) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from fake_gpus import computedomain as cd_plugin
 from labkit.api import with_defaults
-from labkit.model.podutil import claim_entries, claim_name_for, is_deleting, is_finished, meta
+from labkit.model.podutil import is_deleting, is_finished, meta, pod_claims
 from labkit.sim.agent import NodeAgent
 from labkit.sim.events import EventRecorder
 from labkit.sim.store import Store, copy_of, evolve
@@ -200,8 +200,8 @@ class ComputeDomainController:
         for pod in self.store.list("Pod"):
             if (pod.get("spec") or {}).get("nodeName") not in nodes or is_finished(pod):
                 continue
-            for entry in claim_entries(pod):
-                name, _ = claim_name_for(pod, entry)
+            for pc in pod_claims(pod):
+                name = pc.claim
                 claim = self.store.get("ResourceClaim", name, meta(pod)["namespace"]) if name else None
                 try:
                     config = cd_plugin.claim_config(claim) if claim else None

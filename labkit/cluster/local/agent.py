@@ -24,7 +24,7 @@ from fake_gpus.plugin.cdi import visible_devices
 from labkit.cluster.annotations import CONTAINER_ENV_ANNOTATION, DEVICES_ANNOTATION, ENV_ANNOTATION
 from labkit.cluster.kube import ApiError, Kube
 from labkit.cluster.local.cdi import CDIError, resolve_env
-from labkit.model.podutil import EXTENDED_RESOURCES_KEY, claim_entries, claim_name_for
+from labkit.model.podutil import EXTENDED_RESOURCES_KEY, pod_claims
 
 log = logging.getLogger("labkit.cluster.local.agent")
 
@@ -145,7 +145,7 @@ class NodeAgent(threading.Thread):
     # -- pods --------------------------------------------------------------------------------
     def pod_claims(self, pod: dict) -> list[tuple[str, str | None]]:
         """(podClaimName, ResourceClaim name or None while the claim controller has not made it)."""
-        return [(e["name"], claim_name_for(pod, e)[0]) for e in claim_entries(pod)]
+        return [(pc.entry, pc.claim) for pc in pod_claims(pod)]
 
     def start_pod(self, pod: dict) -> None:
         meta = pod["metadata"]
