@@ -214,6 +214,9 @@ OVERRIDES = {
 TAB_IMPORTS = ("piplite", "pyodide_kernel", "ipykernel", "comm", "IPython", "IPython.core.ultratb", "ipywidgets",
                "anywidget")
 KIT_PACKAGES = ("labkit", "fake_gpus")
+#: the kit's data files a tab parses on every connect('sim'): they ship with a JSON twin too (pure-Python YAML
+#: in Pyodide took ~0.5 s for them)
+CATALOG_TWINS = ("fake_gpus/catalog/",)
 
 
 def with_bytecode(wheels: list[Path], official: list[Path], core: Path, out: Path) -> dict[str, Path]:
@@ -230,7 +233,7 @@ def with_bytecode(wheels: list[Path], official: list[Path], core: Path, out: Pat
     paths = [str(p.resolve()) for p in (core, out, *wheels, *official)]  # absolute: the ones the driver mounts
     cmd = [node, str(HERE / "site_bytecode.mjs"), *paths,
            "--compile", *(w.name for w in wheels), "--keep-source", *KIT_PACKAGES,
-           "--import", *TAB_IMPORTS, "--import-all", *KIT_PACKAGES]
+           "--import", *TAB_IMPORTS, "--import-all", *KIT_PACKAGES, "--yaml-twins", *CATALOG_TWINS]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"site: compiling the wheels' bytecode in Pyodide failed:\n{(done.stdout + done.stderr)[-3000:]}")

@@ -15,11 +15,14 @@ carries exactly the magic number of the interpreter that will read it:
    - the other wheels' modules become sourceless ``.pyc`` files (smaller than source and bytecode).
    Every ``.pyc`` is an *unchecked* hash-based one (PEP 552): the import system uses it without looking at
    the source, so the time a wheel was unpacked cannot make it stale. A module this interpreter cannot
-   compile keeps its source only.
+   compile keeps its source only;
+3. the YAML files under ``--yaml-twins`` folders (fake_gpus' catalog, which ``connect('sim')`` reads) get a
+   JSON twin in their ``__pycache__`` (fake_gpus.catalog.loader.yaml_twin), for the same reason: Pyodide's
+   PyYAML is pure Python, and parsing the GPU catalog was most of ``connect('sim')`` in a tab.
 
 Run by hand (any CPython, for its own magic number):
 ``python notebooks/wheel_bytecode.py OUT_DIR WHEEL... --compile NAME... [--keep-source PKG...]
-[--import MOD...] [--import-all PKG...]``
+[--import MOD...] [--import-all PKG...] [--yaml-twins FOLDER...]``
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import sys
 import tempfile
 import warnings
 import zipfile
+from collections.abc import Callable
 from importlib._bootstrap_external import _code_to_hash_pyc  # what py_compile writes with
 from pathlib import Path
 
@@ -113,10 +117,15 @@ def _compile(name: str, source: bytes) -> bytes | None:
     return bytes(_code_to_hash_pyc(code, importlib.util.source_hash(source), checked=False))
 
 
-def add_bytecode(source: Path, target: Path, modules: set[str], keep_source: bool) -> tuple[int, int]:
+#: (member name, its bytes) -> (name, bytes) of a member to add beside it, or None
+Twin = Callable[[str, bytes], tuple[str, bytes] | None]
+
+
+def add_bytecode(source: Path, target: Path, modules: set[str], keep_source: bool,
+                 twin: Twin | None = None) -> tuple[int, int]:
     """Write ``target``: the wheel ``source`` with bytecode for its members named in ``modules`` (sourceless
-    unless ``keep_source``) and a RECORD that lists what it holds; nothing when none of them is compiled.
-    Returns (modules compiled, modules left as source)."""
+    unless ``keep_source``), the members ``twin`` makes of its data files, and a RECORD that lists what it
+    holds; nothing when none of its modules is compiled. Returns (modules compiled, modules left as source)."""
     compiled = skipped = 0
     members: dict[str, tuple[zipfile.ZipInfo, bytes]] = {}
     record = None
@@ -133,6 +142,9 @@ def add_bytecode(source: Path, target: Path, modules: set[str], keep_source: boo
                 skipped += 1
             if pyc is None or keep_source:
                 members[name] = (info, data)
+            made = twin(name, data) if twin is not None and pyc is None else None
+            if made is not None:
+                members[made[0]] = (_member(made[0], info.date_time), made[1])
             if pyc is not None:
                 pyc_name = importlib.util.cache_from_source(name) if keep_source else name + "c"
                 members[pyc_name] = (_member(pyc_name, info.date_time), pyc)
@@ -154,6 +166,20 @@ def _top_level(wheel: Path) -> set[str]:
         return {n.split("/")[0].removesuffix(".py") for n in zf.namelist() if not n.split("/")[0].endswith(".dist-info")}
 
 
+def _catalog_twin(folders: tuple[str, ...]) -> Twin:
+    """A catalog YAML file's JSON twin, in the format of the unpacked kit that reads it (imported_modules put
+    it first on sys.path): pure-Python PyYAML, which is all a tab has, then parses none of them."""
+    from fake_gpus.catalog.loader import twin_path, yaml_twin
+
+    def twin(name: str, data: bytes) -> tuple[str, bytes] | None:
+        if not name.startswith(folders) or not name.endswith((".yaml", ".yml")):
+            return None
+        made = yaml_twin(data)
+        return None if made is None else (twin_path(name).as_posix(), made)
+
+    return twin
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="the folder the compiled wheels are written to (same file names)")
@@ -163,13 +189,16 @@ def main(argv: list[str]) -> int:
                         help="top-level packages that keep their .py files beside the bytecode")
     parser.add_argument("--import", dest="modules", nargs="*", default=[], metavar="MOD", help="modules a tab imports")
     parser.add_argument("--import-all", nargs="*", default=[], metavar="PKG", help="packages a tab imports any module of")
+    parser.add_argument("--yaml-twins", nargs="*", default=[], metavar="FOLDER",
+                        help="folders (in a wheel) whose YAML files get a JSON twin (fake_gpus' catalog)")
     args = parser.parse_args(argv)
     files = imported_modules(args.wheels, args.modules, args.import_all)
+    twin = _catalog_twin(tuple(args.yaml_twins)) if args.yaml_twins else None
     by_name = {w.name: w for w in args.wheels}
     for name in args.compile:
         wheel = by_name[name]
         keep = bool(_top_level(wheel) & set(args.keep_source))
-        compiled, skipped = add_bytecode(wheel, args.out / name, files, keep)
+        compiled, skipped = add_bytecode(wheel, args.out / name, files, keep, twin)
         print(f"{name}: {compiled} modules compiled for {sys.implementation.cache_tag}"
               f"{' (source kept)' if keep else ''}{f', {skipped} left as source' if skipped else ''}")
     return 0

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import json
 import textwrap
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fake_gpus.catalog import (
+    CATALOG_DIR,
     CatalogError,
     gpu_model,
     gpu_models,
@@ -18,6 +21,7 @@ from fake_gpus.catalog import (
     node_profiles,
     published_figures,
 )
+from fake_gpus.catalog.loader import twin_path, yaml_twin
 from fake_gpus.topology import topology_matrix, topology_structure
 
 PUB = published_figures()
@@ -373,3 +377,37 @@ def test_fake_gpus_imports_nothing_from_labkit():
                 names = [node.module]
             offenders += [f"{f.relative_to(root)}: {n}" for n in names if n.split(".")[0] == "labkit"]
     assert offenders == []
+
+
+def test_a_json_twin_is_read_only_for_the_bytes_it_was_made_from(tmp_path):
+    """The site ships each catalog file with a JSON twin (pure-Python YAML is slow in a browser tab): the
+    loader takes the twin's document when its sha256 is that of the file's bytes, and parses the YAML when
+    the file changed or the twin is unreadable."""
+    path = tmp_path / "twin-demo.yaml"
+    data = b"name: twin-demo\ndescription: from YAML\nexampleDriver: {gpus: 2}\n"
+    path.write_bytes(data)
+    twin = yaml_twin(data)
+    assert json.loads(twin)["document"] == {"name": "twin-demo", "description": "from YAML", "exampleDriver": {"gpus": 2}}
+    # a twin whose document says something else shows which of the two the loader read
+    forged = json.dumps({"sha256": json.loads(twin)["sha256"],
+                         "document": {"name": "twin-demo", "description": "from the twin", "exampleDriver": {"gpus": 3}}})
+    twin_path(path).parent.mkdir()
+    twin_path(path).write_text(forged)
+    assert load_node_profile(str(path)).description == "from the twin"
+    path.write_bytes(data + b"# edited\n")  # another version of the file: the twin is not its
+    assert load_node_profile(str(path)).description == "from YAML"
+    twin_path(path).write_text("{not json")
+    path.write_bytes(data)
+    assert load_node_profile(str(path)).description == "from YAML"
+    assert yaml_twin(b"released: 2020-05-14\n") is None  # a date: JSON cannot hold it
+    assert yaml_twin(b"{1: a}\n") is None  # a key that is not a string
+    assert yaml_twin(b"a: [\n") is None  # not YAML
+
+
+def test_every_shipped_catalog_file_has_a_twin_equal_to_its_yaml():
+    files = sorted(CATALOG_DIR.glob("*.yaml")) + sorted((CATALOG_DIR / "profiles").glob("*.yaml"))
+    assert len(files) > 10
+    for f in files:
+        twin = yaml_twin(f.read_bytes())
+        assert twin is not None, f
+        assert json.loads(twin)["document"] == yaml.safe_load(f.read_text()), f

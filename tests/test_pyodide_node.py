@@ -54,6 +54,8 @@ def test_sim_path_runs_in_pyodide_under_node(pyodide_cache: Path, kit_wheel: Pat
     # wheels as PyPI publishes them: the tab compiles each module it imports (what the site's bytecode saves)
     compiled = next(line for line in lines if line.startswith("compiled from source in site-packages: "))
     assert int(compiled.split(": ")[1].split()[0]) > 100, compiled
+    twins = next(line for line in lines if line.startswith("catalog files read from a JSON twin: "))
+    assert twins.startswith("catalog files read from a JSON twin: 0 of ") and not twins.endswith(" 0"), twins
 
 
 #: notebooks/site.py's bytecode step, run as the site build runs it (a script beside the notebooks, not a package)
@@ -91,6 +93,7 @@ def test_site_wheels_carry_bytecode_so_the_tab_compiles_nothing(pyodide_cache: P
         record = zf.read(next(n for n in names if n.endswith(".dist-info/RECORD"))).decode()
     assert {"labkit/cluster/base.py", f"labkit/cluster/__pycache__/base.{tag}.pyc"} <= names
     assert f"labkit/cluster/__pycache__/base.{tag}.pyc,sha256=" in record
+    assert {"fake_gpus/catalog/__pycache__/gpus.yaml.json", "fake_gpus/catalog/profiles/__pycache__/dgx-a100.yaml.json"} <= names
     with zipfile.ZipFile(yaml) as zf:
         names = set(zf.namelist())
     assert "yaml/__init__.pyc" in names and "yaml/__init__.py" not in names
@@ -101,3 +104,7 @@ def test_site_wheels_carry_bytecode_so_the_tab_compiles_nothing(pyodide_cache: P
     placement = next(line for line in lines if "'pod': 'trainer'" in line)
     assert "'node': 'dgx-a100-0'" in placement and "'device': 'gpu-" in placement
     assert "compiled from source in site-packages: 0 []" in lines, lines[-3:]
+    # and the GPU catalog comes from the JSON twins the site ships, not from pure-Python YAML
+    twins = next(line for line in lines if line.startswith("catalog files read from a JSON twin: "))
+    found, total = map(int, twins.split(": ")[1].split(" of "))
+    assert found == total > 0, twins

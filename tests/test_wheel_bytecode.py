@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -39,7 +40,9 @@ def _wheel(folder: Path, name: str = "pkg-1.0-py3-none-any.whl") -> Path:
 def _run(tmp: Path, *args: str) -> subprocess.CompletedProcess:
     out = tmp / "out"
     out.mkdir(exist_ok=True)
-    done = subprocess.run([sys.executable, str(SCRIPT), str(out), *args], capture_output=True, text=True, cwd=tmp)
+    # the kit of this checkout (--yaml-twins imports its catalog loader; a site build's comes from its own wheel)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(SCRIPT), str(out), *args], capture_output=True, text=True, cwd=tmp, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     return done
 
@@ -122,3 +125,27 @@ def test_the_site_leaves_out_legacy_copies_of_fonts_that_have_a_woff2(tmp_path: 
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == 40
     assert sorted(p.name for p in build.iterdir()) == ["MathJax_Main.woff", "fa-solid.woff2", "logo.svg"]
+
+
+def test_catalog_yaml_gets_a_json_twin_that_the_loader_reads(tmp_path: Path) -> None:
+    """--yaml-twins: each YAML file under the named folders gets __pycache__/<file>.json (the document and the
+    file's sha256) in the loader's own format; a file JSON cannot hold, and YAML elsewhere, get none."""
+    files = {"pkg/catalog/gpus.yaml": b"models:\n  a100: {memory: 40Gi, migs: [1g.5gb, 7g.40gb]}\n",
+             "pkg/catalog/dated.yaml": b"released: 2020-05-14\n",  # a date: no JSON twin
+             "pkg/other.yaml": b"a: 1\n"}
+    FILES.update({k: v.decode() for k, v in files.items()})
+    try:
+        wheel = _wheel(tmp_path)
+    finally:
+        for k in files:
+            del FILES[k]
+    _run(tmp_path, str(wheel), "--compile", wheel.name, "--keep-source", "pkg", "--import-all", "pkg",
+         "--yaml-twins", "pkg/catalog/")
+    out = tmp_path / "out" / wheel.name
+    with zipfile.ZipFile(out) as zf:
+        twins = {n: zf.read(n) for n in zf.namelist() if n.endswith(".yaml.json")}
+    assert list(twins) == ["pkg/catalog/__pycache__/gpus.yaml.json"]
+    twin = json.loads(twins["pkg/catalog/__pycache__/gpus.yaml.json"])
+    assert twin == {"sha256": hashlib.sha256(files["pkg/catalog/gpus.yaml"]).hexdigest(),
+                    "document": {"models": {"a100": {"memory": "40Gi", "migs": ["1g.5gb", "7g.40gb"]}}}}
+    _record_matches(out)

@@ -3,6 +3,8 @@ names the file/object, the field path and what to do about it."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from functools import cache, lru_cache
@@ -59,15 +61,49 @@ def _depth(doc: Any) -> int:
     return deepest
 
 
+def yaml_twin(data: bytes) -> bytes | None:
+    """The JSON twin of a catalog file's bytes ``data``: its document as JSON with the bytes' sha256, or None
+    when the document is not plain JSON data (or not valid YAML). Where PyYAML has no libyaml (Pyodide: a
+    browser tab), parsing gpus.yaml in pure Python takes ~0.5 s of ``connect('sim')``; JSON takes
+    milliseconds. The site build puts a twin beside each catalog file it ships (twin_path;
+    notebooks/wheel_bytecode.py); _read_yaml uses one only for exactly the bytes it was made from."""
+    try:
+        doc = yaml.load(data.decode("utf-8-sig"), Loader=_LOADER)  # noqa: S506 - a safe loader
+        text = json.dumps({"sha256": hashlib.sha256(data).hexdigest(), "document": doc}, separators=(",", ":"))
+    except (UnicodeDecodeError, yaml.YAMLError, RecursionError, TypeError, ValueError):
+        return None  # not a document JSON can hold (e.g. a date, or a key that is not a string)
+    return text.encode() if json.loads(text)["document"] == doc else None
+
+
+def twin_path(path: Path | str) -> Path:
+    """Where the JSON twin of the catalog file ``path`` lives (yaml_twin): its folder's __pycache__."""
+    path = Path(path)
+    return path.parent / "__pycache__" / f"{path.name}.json"
+
+
+def _from_twin(path: Path, data: bytes) -> tuple[bool, Any]:
+    """(found, document) from the JSON twin of ``path`` made from exactly ``data``."""
+    try:
+        saved = json.loads(twin_path(path).read_bytes())
+    except (OSError, ValueError):
+        return False, None
+    if not isinstance(saved, dict) or saved.get("sha256") != hashlib.sha256(data).hexdigest():
+        return False, None
+    return True, saved.get("document")
+
+
 def _read_yaml(path: Path, what: str) -> Any:
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        data = path.read_bytes()
+        text = data.decode("utf-8-sig")
     except OSError as e:
         raise CatalogError(f"{what} {path}: cannot read file ({e.strerror})") from None
     except UnicodeDecodeError as e:
         raise CatalogError(f"{what} {path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     try:
-        doc = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader (libyaml when available)
+        found, doc = _from_twin(path, data)
+        if not found:
+            doc = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader (libyaml when available)
         if _depth(doc) > MAX_DEPTH:
             raise RecursionError
         return doc

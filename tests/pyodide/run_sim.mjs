@@ -1,6 +1,6 @@
 // The kit's sim path in real WebAssembly CPython: Pyodide (npm `pyodide`) under Node.js, no browser.
 // Usage: node run_sim.mjs <pyodide dir> <wheel or sdist>... ; prints the placements, the number of modules
-// compiled from source, then "OK <seconds>".
+// compiled from source, how many catalog files came from a JSON twin, then "OK <seconds>".
 // Wheels are unpacked into site-packages; an sdist (PyYAML: no wasm wheel on PyPI) gives its pure-Python
 // lib/yaml. No network: every file comes from the command line.
 import { readFileSync } from "node:fs";
@@ -39,6 +39,14 @@ def _counting_compile(source, filename, *args, **kwargs):
         COMPILED.append(str(filename)[len(_site_packages) + 1:])
     return _compile(source, filename, *args, **kwargs)
 builtins.compile = _counting_compile
+# and whether the GPU catalog's files came from their JSON twins (the site ships them) or were parsed as YAML
+import fake_gpus.catalog.loader as _catalog
+_from_twin, TWINS = _catalog._from_twin, []
+def _noting_twin(path, data):
+    found, doc = _from_twin(path, data)
+    TWINS.append(found)
+    return found, doc
+_catalog._from_twin = _noting_twin
 `);
 const out = await py.runPythonAsync(`
 import sys
@@ -72,7 +80,8 @@ native = sorted(m for m in ("cel_expr_python", "re2", "kubernetes", "grpc", "pyd
 table = [" | ".join(r) for r in backend_table()]
 builtins.compile = _compile
 "\\n".join([sys.platform, f"native modules loaded: {native}", *rows, *table,
-           f"compiled from source in site-packages: {len(COMPILED)} {sorted(COMPILED)[:5]}"])
+           f"compiled from source in site-packages: {len(COMPILED)} {sorted(COMPILED)[:5]}",
+           f"catalog files read from a JSON twin: {sum(TWINS)} of {len(TWINS)}"])
 `);
 console.log(out);
 console.log(`OK ${((Date.now() - started) / 1000).toFixed(1)}`);
