@@ -219,28 +219,39 @@ KIT_PACKAGES = ("labkit", "fake_gpus")
 CATALOG_TWINS = ("fake_gpus/catalog/",)
 
 
-def with_bytecode(wheels: list[Path], official: list[Path], core: Path, out: Path) -> dict[str, Path]:
+#: the site's standard library: the distribution's python_stdlib.zip with bytecode for what a tab imports
+#: (wheel_bytecode.py --stdlib), loaded instead of it (loadPyodideOptions.stdLibURL)
+STDLIB = "python_stdlib_pyc.zip"
+
+
+def with_bytecode(wheels: list[Path], official: list[Path], core: Path, out: Path) -> tuple[dict[str, Path], Path | None]:
     """The site's own ``wheels`` (file name -> compiled wheel in ``out``) with bytecode for what a tab imports,
-    compiled by the site's Pyodide (``core``) under Node.js (notebooks/site_bytecode.mjs); ``official``: the
-    distribution's wheels in the site (importable, not rewritten). Without Node.js: ``{}`` (the wheels as
-    they are: each import then compiles in the tab)."""
+    compiled by the site's Pyodide (``core``) under Node.js (notebooks/site_bytecode.mjs), and that Pyodide's
+    standard library with bytecode for the same (``out/STDLIB``); ``official``: the distribution's wheels in
+    the site (importable, not rewritten). Without Node.js: ``({}, None)`` (the wheels and the standard library
+    as they are: each import then compiles in the tab)."""
     node = shutil.which("node")
     if node is None:
         print("site: no Node.js here: the wheels go without bytecode (the tab compiles each module it imports, "
               "a slower start); fix: apt-get install nodejs", file=sys.stderr)
-        return {}
+        return {}, None
     out.mkdir(parents=True, exist_ok=True)
     paths = [str(p.resolve()) for p in (core, out, *wheels, *official)]  # absolute: the ones the driver mounts
     cmd = [node, str(HERE / "site_bytecode.mjs"), *paths,
            "--compile", *(w.name for w in wheels), "--keep-source", *KIT_PACKAGES,
-           "--import", *TAB_IMPORTS, "--import-all", *KIT_PACKAGES, "--yaml-twins", *CATALOG_TWINS]
+           "--import", *TAB_IMPORTS, "--import-all", *KIT_PACKAGES, "--yaml-twins", *CATALOG_TWINS,
+           "--stdlib", STDLIB]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"site: compiling the wheels' bytecode in Pyodide failed:\n{(done.stdout + done.stderr)[-3000:]}")
     compiled = {w.name: out / w.name for w in wheels if (out / w.name).exists()}
-    modules = sum(int(line.split(": ")[1].split()[0]) for line in done.stdout.splitlines() if " modules compiled" in line)
-    print(f"site: bytecode for {modules} modules of {len(compiled)} wheels, compiled by the Pyodide in {core}")
-    return compiled
+    said = {line.split(": ")[0]: int(line.split(": ")[1].split()[0]) for line in done.stdout.splitlines()
+            if " modules compiled" in line}
+    stdlib = out / STDLIB
+    stdlib_modules = sum(n for name, n in said.items() if not name.endswith(".whl"))
+    print(f"site: bytecode for {sum(n for name, n in said.items() if name.endswith('.whl'))} modules of "
+          f"{len(compiled)} wheels and {stdlib_modules} of the standard library, compiled by the Pyodide in {core}")
+    return compiled, stdlib if stdlib.is_file() else None
 
 
 def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> dict:
@@ -291,7 +302,11 @@ def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> d
                 added[name] = wheel
         official_wheels = [w for w in (target / lock["packages"][n]["file_name"] for n in sorted(have))
                            if w.suffix == ".whl" and w.is_file()]  # a local distribution's (the CDN's: none)
-        compiled = with_bytecode(list(added.values()), official_wheels, pyodide or NPM_CORE, Path(tmp) / "bytecode")
+        compiled, stdlib = with_bytecode(list(added.values()), official_wheels, pyodide or NPM_CORE,
+                                         Path(tmp) / "bytecode")
+        if stdlib is not None:  # Pyodide loads it instead of the distribution's (stdLibURL below)
+            shutil.copy2(stdlib, target / STDLIB)
+            (target / "python_stdlib.zip").unlink(missing_ok=True)  # a local distribution's: no tab loads it
         for name, wheel in added.items():
             wheel = compiled.get(wheel.name, wheel)
             shutil.copy2(wheel, target / wheel.name)
@@ -308,6 +323,8 @@ def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> d
     options: dict = {"packages": [n for n in (*KERNEL_STARTS_WITH[kernel_series()], "dra-labkit")
                                   if canonicalize_name(n) in have]}
     plugin: dict = {"loadPyodideOptions": options}
+    if (target / STDLIB).is_file():  # the kernel resolves each *URL option against the site's address
+        options["stdLibURL"] = f"./{target.relative_to(lite_dir).as_posix()}/{STDLIB}"
     if pyodide is None:  # the kernel: Pyodide from the CDN, with the site's lock (its wheels: from the site)
         plugin["pyodideUrl"] = CDN.format(version=version) + "pyodide.mjs"
         options["lockFileURL"] = "./static/labkit/pyodide-lock.json"
@@ -373,6 +390,32 @@ def drop_legacy_fonts(site: Path) -> int:
     return removed
 
 
+#: JupyterLab extensions of the build's environment that the site has no use for: jupytext's (site.py reads the
+#: MyST sources with jupytext; the site itself holds .ipynb notebooks only)
+NOT_IN_SITE = ("jupyterlab-jupytext",)
+
+
+def drop_extensions(site: Path, names: tuple[str, ...] = NOT_IN_SITE) -> int:
+    """Remove the federated extensions ``names`` from a built site: their folder, their entry in
+    jupyter-lite.json (what the page loads) and their settings schemas. Returns the bytes removed."""
+    removed = 0
+    for name in names:
+        folder = site / "extensions" / name
+        if folder.is_dir():
+            removed += sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+            shutil.rmtree(folder)
+    config = site / "jupyter-lite.json"
+    data = json.loads(config.read_text())
+    listed = data["jupyter-config-data"].get("federated_extensions", [])
+    data["jupyter-config-data"]["federated_extensions"] = [e for e in listed if e.get("name") not in names]
+    config.write_text(json.dumps(data, indent=1))
+    schemas = site / "build" / "schemas" / "all_federated.json"
+    if schemas.is_file():
+        kept = [s for s in json.loads(schemas.read_text()) if str(s.get("id", "")).split(":")[0] not in names]
+        schemas.write_text(json.dumps(kept))
+    return removed
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "site", help="the site folder (default build/site)")
@@ -419,10 +462,10 @@ def main(argv: list[str]) -> int:
     config_script = built[start:built.index("</script>", start) + len("</script>")] if start >= 0 else ""
     (args.out / "index.html").write_text(landing_page(config_script), encoding="utf-8")
     (args.out / ".nojekyll").write_text("")  # GitHub Pages: serve _-prefixed folders as they are
-    legacy = drop_legacy_fonts(args.out)
+    left_out = drop_legacy_fonts(args.out) + drop_extensions(args.out)
     size = sum(f.stat().st_size for f in args.out.rglob("*") if f.is_file())
-    print(f"site: {args.out} ({size / 1e6:.1f} MB, {len(build.names())} notebooks; {legacy / 1e6:.1f} MB of legacy "
-          f"font files left out); serve: make site-serve")
+    print(f"site: {args.out} ({size / 1e6:.1f} MB, {len(build.names())} notebooks; {left_out / 1e6:.1f} MB of legacy "
+          f"font files and unused extensions left out); serve: make site-serve")
     return 0
 
 

@@ -54,6 +54,8 @@ def test_sim_path_runs_in_pyodide_under_node(pyodide_cache: Path, kit_wheel: Pat
     # wheels as PyPI publishes them: the tab compiles each module it imports (what the site's bytecode saves)
     compiled = next(line for line in lines if line.startswith("compiled from source in site-packages: "))
     assert int(compiled.split(": ")[1].split()[0]) > 100, compiled
+    stdlib = next(line for line in lines if line.startswith("compiled from source in the standard library: "))
+    assert int(stdlib.split(": ")[1].split()[0]) > 10, stdlib
     twins = next(line for line in lines if line.startswith("catalog files read from a JSON twin: "))
     assert twins.startswith("catalog files read from a JSON twin: 0 of ") and not twins.endswith(" 0"), twins
 
@@ -65,8 +67,8 @@ from pathlib import Path
 site = runpy.run_path(sys.argv[1])
 core, out, files = Path(sys.argv[2]), Path(sys.argv[3]), [Path(p) for p in sys.argv[4:]]
 wheels = [f if f.suffix == ".whl" else site["_pure_wheel_from_sdist"](f, out.parent) for f in files]
-compiled = site["with_bytecode"](wheels, [], core, out)
-print(json.dumps([str(compiled.get(w.name, w)) for w in wheels]))
+compiled, stdlib = site["with_bytecode"](wheels, [], core, out)
+print(json.dumps([str(stdlib), *(str(compiled.get(w.name, w)) for w in wheels)]))
 """
 
 
@@ -82,7 +84,7 @@ def test_site_wheels_carry_bytecode_so_the_tab_compiles_nothing(pyodide_cache: P
                            capture_output=True, text=True, timeout=900)
     assert build.returncode == 0, (build.stdout + build.stderr)[-3000:]
     assert "site: bytecode for " in build.stdout, build.stdout
-    wheels = [Path(p) for p in json.loads(build.stdout.splitlines()[-1])]
+    stdlib, *wheels = [Path(p) for p in json.loads(build.stdout.splitlines()[-1])]
     python = json.loads((core / "pyodide-lock.json").read_text())["info"]["python"]
     tag = "cpython-" + "".join(python.split(".")[:2])
     kit = next(w for w in wheels if w.name.startswith("dra_labkit-"))
@@ -97,13 +99,19 @@ def test_site_wheels_carry_bytecode_so_the_tab_compiles_nothing(pyodide_cache: P
     with zipfile.ZipFile(yaml) as zf:
         names = set(zf.namelist())
     assert "yaml/__init__.pyc" in names and "yaml/__init__.py" not in names
-    out = subprocess.run([str(NODE), str(ROOT / "tests/pyodide/run_sim.mjs"), str(core), *map(str, wheels)],
-                         capture_output=True, text=True, timeout=900)
+    # the standard library: the distribution's zip, each module a tab imports as sourceless unchecked bytecode
+    with zipfile.ZipFile(stdlib) as zf, zipfile.ZipFile(core / "python_stdlib.zip") as official:
+        names, published = set(zf.namelist()), set(official.namelist())
+    assert stdlib.name == "python_stdlib_pyc.zip" and "dataclasses.pyc" in names and "dataclasses.py" not in names
+    assert {n.removesuffix("c") for n in names} == published  # nothing left out, nothing added
+    out = subprocess.run([str(NODE), str(ROOT / "tests/pyodide/run_sim.mjs"), str(core), "--stdlib", str(stdlib),
+                          *map(str, wheels)], capture_output=True, text=True, timeout=900)
     lines = out.stdout.splitlines()
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     placement = next(line for line in lines if "'pod': 'trainer'" in line)
     assert "'node': 'dgx-a100-0'" in placement and "'device': 'gpu-" in placement
-    assert "compiled from source in site-packages: 0 []" in lines, lines[-3:]
+    assert "compiled from source in site-packages: 0 []" in lines, lines[-4:]
+    assert "compiled from source in the standard library: 0 []" in lines, lines[-4:]
     # and the GPU catalog comes from the JSON twins the site ships, not from pure-Python YAML
     twins = next(line for line in lines if line.startswith("catalog files read from a JSON twin: "))
     found, total = map(int, twins.split(": ")[1].split(" of "))

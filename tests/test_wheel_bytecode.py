@@ -1,6 +1,6 @@
 """notebooks/wheel_bytecode.py in this interpreter (the site build runs it in Pyodide: tests/test_pyodide_node.py):
 what it compiles, what it keeps as source, the RECORD, and that the import system uses the bytecode it writes;
-and notebooks/site.py's legacy-font trim."""
+and notebooks/site.py's legacy-font trim and unused-extension removal."""
 
 from __future__ import annotations
 
@@ -149,3 +149,56 @@ def test_catalog_yaml_gets_a_json_twin_that_the_loader_reads(tmp_path: Path) -> 
     assert twin == {"sha256": hashlib.sha256(files["pkg/catalog/gpus.yaml"]).hexdigest(),
                     "document": {"models": {"a100": {"memory": "40Gi", "migs": ["1g.5gb", "7g.40gb"]}}}}
     _record_matches(out)
+
+
+def test_the_standard_library_zip_gets_sourceless_bytecode_zipimport_takes(tmp_path: Path) -> None:
+    """--stdlib: Pyodide's standard library is a zip on sys.path; the modules named get a sourceless unchecked
+    .pyc in place of their .py, which zipimport loads without compiling; the rest stays as it was."""
+    official = tmp_path / "python_stdlib.zip"
+    with zipfile.ZipFile(official, "w") as zf:
+        zf.writestr("fakemod.py", "VALUE = 'fakemod'\n")
+        zf.writestr("fakepkg/__init__.py", "from fakepkg.sub import VALUE\n")
+        zf.writestr("fakepkg/sub.py", "VALUE = 'sub'\n")
+        zf.writestr("fakeother.py", "VALUE = 'other'\n")
+        zf.writestr("fakedata.txt", "data\n")
+    code = ("import runpy, sys; from pathlib import Path\n"
+            "ns = runpy.run_path(sys.argv[1])\n"
+            "print(ns['stdlib_with_bytecode'](Path(sys.argv[2]), {'fakemod.py', 'fakepkg/__init__.py', 'fakedata.txt'},"
+            " Path(sys.argv[3])))")
+    derived = tmp_path / "python_stdlib_pyc.zip"
+    done = subprocess.run([sys.executable, "-c", code, str(SCRIPT), str(official), str(derived)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "2"  # a data file is not compiled, even when named
+    with zipfile.ZipFile(derived) as zf:
+        assert sorted(zf.namelist()) == ["fakedata.txt", "fakemod.pyc", "fakeother.py", "fakepkg/__init__.pyc",
+                                         "fakepkg/sub.py"]
+    loaded = _import_from(derived, "import fakemod, fakepkg, fakeother\n"
+                                   "print(fakemod.VALUE, fakepkg.VALUE, fakeother.VALUE)\n"
+                                   "print(*(m.__file__.rsplit('/', 1)[1] for m in (fakemod, fakepkg, fakeother)))")
+    assert loaded.splitlines() == ["fakemod sub other", "fakemod.pyc __init__.pyc fakeother.py"]
+
+
+def test_the_site_leaves_out_extensions_it_has_no_use_for(tmp_path: Path) -> None:
+    """jupytext's JupyterLab extension comes with the build's environment; the site holds .ipynb only: its
+    folder, its jupyter-lite.json entry and its settings schema go, the other extensions stay."""
+    site = tmp_path / "site"
+    for name in ("jupyterlab-jupytext", "anywidget"):
+        (site / "extensions" / name / "static").mkdir(parents=True)
+        (site / "extensions" / name / "static" / "remoteEntry.js").write_bytes(b"x" * 100)
+    (site / "build" / "schemas").mkdir(parents=True)
+    (site / "build" / "schemas" / "all_federated.json").write_text(json.dumps(
+        [{"id": "jupyterlab-jupytext:plugin"}, {"id": "@jupyter-widgets/jupyterlab-manager:plugin"}]))
+    (site / "jupyter-lite.json").write_text(json.dumps({"jupyter-config-data": {"federated_extensions": [
+        {"name": "jupyterlab-jupytext"}, {"name": "anywidget"}], "appName": "JupyterLite"}}))
+    code = ("import runpy, sys; from pathlib import Path\n"
+            "print(runpy.run_path(sys.argv[1])['drop_extensions'](Path(sys.argv[2])))")
+    done = subprocess.run([sys.executable, "-c", code, str(ROOT / "notebooks" / "site.py"), str(site)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == 100
+    assert sorted(p.name for p in (site / "extensions").iterdir()) == ["anywidget"]
+    config = json.loads((site / "jupyter-lite.json").read_text())["jupyter-config-data"]
+    assert config == {"federated_extensions": [{"name": "anywidget"}], "appName": "JupyterLite"}
+    assert json.loads((site / "build" / "schemas" / "all_federated.json").read_text()) == [
+        {"id": "@jupyter-widgets/jupyterlab-manager:plugin"}]

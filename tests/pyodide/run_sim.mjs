@@ -1,16 +1,20 @@
 // The kit's sim path in real WebAssembly CPython: Pyodide (npm `pyodide`) under Node.js, no browser.
-// Usage: node run_sim.mjs <pyodide dir> <wheel or sdist>... ; prints the placements, the number of modules
-// compiled from source, how many catalog files came from a JSON twin, then "OK <seconds>".
+// Usage: node run_sim.mjs <pyodide dir> [--stdlib ZIP] <wheel or sdist>... ; prints the placements, the number
+// of modules compiled from source (site-packages, the standard library), how many catalog files came from a
+// JSON twin, then "OK <seconds>".
 // Wheels are unpacked into site-packages; an sdist (PyYAML: no wasm wheel on PyPI) gives its pure-Python
 // lib/yaml. No network: every file comes from the command line.
 import { readFileSync } from "node:fs";
 import { basename } from "node:path";
 import { pathToFileURL } from "node:url";
 
-const [pyodideDir, ...files] = process.argv.slice(2);
+const [pyodideDir, ...args] = process.argv.slice(2);
+// --stdlib ZIP: the standard library to load instead of the distribution's (the site's, with bytecode)
+const stdlib = args[0] === "--stdlib" ? args[1] : undefined;
+const files = stdlib ? args.slice(2) : args;
 const started = Date.now();
 const { loadPyodide } = await import(pathToFileURL(`${pyodideDir}/pyodide.mjs`).href);
-const py = await loadPyodide({ indexURL: `${pyodideDir}/` });
+const py = await loadPyodide({ indexURL: `${pyodideDir}/`, ...(stdlib ? { stdLibURL: stdlib } : {}) });
 py.FS.mkdirTree("/tmp/dist");
 for (const f of files) py.FS.writeFile(`/tmp/dist/${basename(f)}`, readFileSync(f));
 await py.runPythonAsync(`
@@ -31,12 +35,15 @@ for f in sorted(pathlib.Path("/tmp/dist").iterdir()):
 // count the modules of site-packages that the sim path compiles from source (0 when the wheels carry
 // bytecode of this interpreter, as the site's do: notebooks/wheel_bytecode.py)
 py.runPython(`
-import builtins, site
+import builtins, os, site, sys
 _site_packages, _compile = site.getsitepackages()[0], builtins.compile
-COMPILED = []
+_stdlib = next(p for p in sys.path if p.endswith(".zip"))
+COMPILED, COMPILED_STDLIB = [], []
 def _counting_compile(source, filename, *args, **kwargs):
     if str(filename).startswith(_site_packages):
         COMPILED.append(str(filename)[len(_site_packages) + 1:])
+    elif str(filename).startswith(_stdlib + "/"):
+        COMPILED_STDLIB.append(str(filename)[len(_stdlib) + 1:])
     return _compile(source, filename, *args, **kwargs)
 builtins.compile = _counting_compile
 # and whether the GPU catalog's files came from their JSON twins (the site ships them) or were parsed as YAML
@@ -81,6 +88,7 @@ table = [" | ".join(r) for r in backend_table()]
 builtins.compile = _compile
 "\\n".join([sys.platform, f"native modules loaded: {native}", *rows, *table,
            f"compiled from source in site-packages: {len(COMPILED)} {sorted(COMPILED)[:5]}",
+           f"compiled from source in the standard library: {len(COMPILED_STDLIB)} {sorted(COMPILED_STDLIB)[:5]}",
            f"catalog files read from a JSON twin: {sum(TWINS)} of {len(TWINS)}"])
 `);
 console.log(out);
