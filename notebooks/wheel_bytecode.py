@@ -202,10 +202,15 @@ def _top_level(wheel: Path) -> set[str]:
         return {n.split("/")[0].removesuffix(".py") for n in zf.namelist() if not n.split("/")[0].endswith(".dist-info")}
 
 
-def _catalog_twin(folders: tuple[str, ...]) -> Twin:
+def _catalog_twin(folders: tuple[str, ...]) -> Twin | None:
     """A catalog YAML file's JSON twin, in the format of the unpacked kit that reads it (imported_modules put
-    it first on sys.path): pure-Python PyYAML, which is all a tab has, then parses none of them."""
-    from fake_gpus.catalog.loader import twin_path, yaml_twin
+    it first on sys.path): pure-Python PyYAML, which is all a tab has, then parses none of them. None when
+    the kit cannot be imported here: PyYAML is then the distribution's own (the CDN's, with libyaml)."""
+    try:
+        from fake_gpus.catalog.loader import twin_path, yaml_twin
+    except ImportError as e:
+        print(f"no JSON twins for {', '.join(folders)}: {e}")
+        return None
 
     def twin(name: str, data: bytes) -> tuple[str, bytes] | None:
         if not name.startswith(folders) or not name.endswith((".yaml", ".yml")):

@@ -101,6 +101,14 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, type[_
                                 "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
         assert build.returncode == 0, (build.stdout + build.stderr)[-3000:]
         assert "site: bytecode for " in build.stdout, build.stdout  # compiled by the site's Pyodide under Node.js
+        # the tab loads the site's standard library (with bytecode), not the distribution's; no jupytext extension
+        config = json.loads((out / "jupyter-lite.json").read_text())["jupyter-config-data"]
+        options = config["litePluginSettings"]["@jupyterlite/pyodide-kernel-extension:kernel"]["loadPyodideOptions"]
+        assert options["stdLibURL"] == "./static/pyodide/python_stdlib_pyc.zip", options
+        assert (out / "static/pyodide/python_stdlib_pyc.zip").is_file()
+        assert not (out / "static/pyodide/python_stdlib.zip").exists()
+        assert "jupyterlab-jupytext" not in {e["name"] for e in config["federated_extensions"]}
+        assert not (out / "extensions/jupyterlab-jupytext").exists()
     handler = type("Handler", (_Handler,), {"sent": 0, "missing": []})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(out)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -316,6 +324,10 @@ def test_the_default_site_takes_pyodide_from_the_official_cdn(browser, tmp_path:
         assert {"labkit/cluster/base.py", f"labkit/cluster/__pycache__/base.cpython-{''.join(python.split('.')[:2])}.pyc"
                 } <= set(zf.namelist())
     assert not (out / "static" / "pyodide").exists()
+    # the CDN Pyodide's standard library with its bytecode, from the site (the kernel resolves the URL)
+    assert kernel["loadPyodideOptions"]["stdLibURL"] == "./static/labkit/python_stdlib_pyc.zip"
+    with zipfile.ZipFile(out / "static" / "labkit" / "python_stdlib_pyc.zip") as zf:
+        assert "dataclasses.pyc" in zf.namelist()
 
     handler = type("Handler", (_Handler,), {"sent": 0})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(out)))
