@@ -207,10 +207,11 @@ WATCH_JS = """(() => {
 })();"""
 
 #: JupyterLab has loaded as a person sees it: the splash screen gone, the theme applied, and `sel` on
-#: the page; or the dialogs that stand in the way
+#: the page; or the dialogs that stand in the way. Like every wait_for_function predicate here it must hold
+#: for any page state, a page still loading too (no <body> yet): a predicate that throws ends the wait at once
 READY_JS = ("sel => {\n  const dialogs = (" + DIALOGS_JS + """)();
   if (dialogs.length) return {dialogs};
-  const ready = !document.getElementById('jupyterlab-splash') && document.body.dataset.jpThemeName
+  const ready = document.body && !document.getElementById('jupyterlab-splash') && document.body.dataset.jpThemeName
                 && document.querySelector(sel);
   return ready ? {dialogs: []} : false;
 }""")

@@ -173,7 +173,8 @@ RUN_AGAIN_DONE = """n => {
   const prompts = [...document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell .jp-InputPrompt')]
     .map(p => p.innerText);
   const error = document.querySelector('.jp-NotebookPanel .jp-OutputArea-output[data-mime-type*="error"]');
-  return !prompts.some(p => p.includes('*')) && (prompts[prompts.length - 1].includes(`[${2 * n}]`) || !!error);
+  return prompts.length > 0 && !prompts.some(p => p.includes('*'))
+    && (prompts[prompts.length - 1].includes(`[${2 * n}]`) || !!error);
 }"""
 
 
