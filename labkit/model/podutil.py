@@ -47,21 +47,22 @@ def claim_not_needed(pod: dict, entry: dict) -> bool:
     pod.status.resourceClaimStatuses names it without a resourceClaimName. The API's meaning of that: generating
     a claim was not necessary and the pod.spec.resourceClaims entry is ignored (the scheduler, the controller
     and kubelet skip it; resourceclaim.Name gives no name and no error)."""
-    if entry.get("resourceClaimName"):
-        return False
-    recorded = _recorded_claims(pod)
-    return entry.get("name") in recorded and recorded[entry.get("name")] is None
+    return _needs_no_claim(entry, _recorded_claims(pod))
+
+
+def _needs_no_claim(entry: dict, recorded: dict[str, str | None]) -> bool:
+    """claim_not_needed, given the pod's _recorded_claims."""
+    return not entry.get("resourceClaimName") and entry.get("name") in recorded and recorded[entry.get("name")] is None
 
 
 @dataclass(frozen=True)
 class PodClaim:
     """One claim of a pod as the pod itself says it: its entry in pod.spec.resourceClaims (or
-    EXTENDED_RESOURCES_KEY), the ResourceClaim's name once known, whether that claim comes from a template,
-    and whether it is needed at all (claim_not_needed)."""
+    EXTENDED_RESOURCES_KEY), the ResourceClaim's name once known, and whether it is needed at all
+    (claim_not_needed)."""
 
     entry: str
     claim: str | None
-    templated: bool
     needed: bool = True
 
     def state(self, claim: dict | None) -> str:
@@ -82,16 +83,14 @@ def pod_claims(pod: dict, *, not_needed: bool = False) -> list[PodClaim]:
     out = []
     for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
         name = entry.get("name") or ""
-        if entry.get("resourceClaimName"):
-            out.append(PodClaim(name, entry["resourceClaimName"], templated=False))
-        elif name in recorded and recorded[name] is None:
+        if _needs_no_claim(entry, recorded):
             if not_needed:
-                out.append(PodClaim(name, None, templated=True, needed=False))
+                out.append(PodClaim(name, None, needed=False))
         else:
-            out.append(PodClaim(name, recorded.get(name), templated=True))
+            out.append(PodClaim(name, entry.get("resourceClaimName") or recorded.get(name)))
     ext = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
     if ext:
-        out.append(PodClaim(EXTENDED_RESOURCES_KEY, ext, templated=False))
+        out.append(PodClaim(EXTENDED_RESOURCES_KEY, ext))
     return out
 
 
