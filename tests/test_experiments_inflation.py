@@ -63,6 +63,26 @@ def test_a_damaged_shipped_file_is_refused(tmp_path, monkeypatch):
         openb._checksums.cache_clear()
 
 
+def test_a_pod_list_read_again_is_parsed_once_and_an_edited_one_again(tmp_path):
+    """openb_pods keeps what it parsed by the file's text (the notebook's policies read the same list a dozen
+    times): the same text gives equal pods in a list of the caller's own, an edited file its new pods."""
+    path = tmp_path / "pods.csv"
+    path.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,extra\n"
+                    "a,1000,2048,1,500,x\n\nb,2000,4096,2,1000\n")  # a blank line, a short row
+    first = openb_pods(path)
+    assert [(p.name, p.num_gpu, p.gpu_milli, p.gpu_spec) for p in first] == [("a", 1, 500, ()), ("b", 2, 1000, ())]
+    first.clear()
+    hits = openb._parse_pods.cache_info().hits
+    assert [p.name for p in openb_pods(path)] == ["a", "b"]
+    assert openb._parse_pods.cache_info().hits == hits + 1
+    path.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\nc,500,1024,1,250,T4|A10\n")
+    (pod,) = openb_pods(path)
+    assert (pod.name, pod.gpu_milli, pod.gpu_spec) == ("c", 250, ("T4", "A10"))
+    path.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\nd,500,1024,1,1001\n")
+    with pytest.raises(openb.OpenbError, match=r"pods.csv:2: column gpu_milli: 1001 is out of range"):
+        openb_pods(path)
+
+
 def test_unknown_trace_and_fleet_are_one_line_errors(capsys):
     assert labkit_main(["experiment", "inflation", "--trace", "nope"]) == 2
     assert "unknown; use one of default" in capsys.readouterr().err

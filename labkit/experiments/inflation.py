@@ -41,7 +41,7 @@ import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -352,21 +352,38 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
+@lru_cache(maxsize=8)
+def _arrivals(original: tuple[OpenbPod, ...], capacity_milli: int, ratio: float, seed: int,
+              names: tuple[str, ...]) -> tuple[tuple[OpenbPod, ...], np.ndarray]:
+    """The inflated arrival list and the nodes' tie-break ranks of one seed: the same for every policy run on
+    that seed (a lesson runs six policies on one trace), so drawn once. The ranks are drawn after the pods,
+    from the same generator, as the simulator draws its node prefixes."""
+    draws = random.Random(seed)
+    pods = tuple(inflate(list(original), capacity_milli, ratio, rng=draws))
+    rank = tie_rank(list(names), draws)
+    rank.flags.writeable = False
+    return pods, rank
+
+
+@cache
+def _gpu_bus_ids(node_profile: str) -> tuple[str, ...]:
+    """The PCI bus IDs of a fake_gpus node profile's GPUs, in the order its ResourceSlices list them (every run
+    of every policy builds its fleet from the same dozen profiles)."""
+    devs = [d for s in build_slices(node_profile, "probe") if s["spec"].get("driver") == o.GPU_CLASS
+            for d in s["spec"].get("devices") or []]
+    return tuple(d["attributes"][f"{PCI_ATTR}/pciBusID"]["string"] for d in devs)
+
+
 def _state(fleet: dict) -> State:
     names, model, ngpu, cpu, mem, bus = [], [], [], [], [], []
-    cache: dict[str, list[str]] = {}
     for n in fleet["nodes"]:
-        prof = n["nodeProfile"]
-        if prof not in cache:
-            devs = [d for s in build_slices(prof, "probe") if s["spec"].get("driver") == o.GPU_CLASS
-                    for d in s["spec"].get("devices") or []]
-            cache[prof] = [d["attributes"][f"{PCI_ATTR}/pciBusID"]["string"] for d in devs]
+        ids = _gpu_bus_ids(n["nodeProfile"])
         names.append(n["name"])
         model.append(n["labels"]["labkit.dev/openb-model"])
-        ngpu.append(len(cache[prof]))
+        ngpu.append(len(ids))
         cpu.append(int(n["allocatable"]["cpu"].removesuffix("m")))
         mem.append(int(n["allocatable"]["memory"].removesuffix("Mi")))
-        bus.append(cache[prof])
+        bus.append(list(ids))
     k = len(names)
     g = np.zeros((k, 8), dtype=np.int64)
     for r, c in enumerate(ngpu):
@@ -414,9 +431,8 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
     fleet = openb_fleet(nodes, every=every)
     st = _state(fleet)
     original = openb_pods(trace)
-    draws = random.Random(seed)
-    pods = inflate(original, st.capacity_milli, ratio, rng=draws)
-    rank = tie_rank(st.names, draws)  # after the pods' draws, as the simulator draws its node prefixes
+    pods, rank = _arrivals(tuple(original), st.capacity_milli, ratio, seed, tuple(st.names))
+    pods = list(pods)
     asked = [p.milli_total for p in pods]
     if gpu_mode == "whole":
         original = [_whole_pod(p) for p in original]

@@ -22,7 +22,7 @@ import hashlib
 import io
 import random
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from labkit.errors import InputError
@@ -98,16 +98,25 @@ def _text(path: str | Path) -> tuple[str, str]:
         raise OpenbError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start}); a trace is a CSV file") from None
 
 
-def _rows(path: str | Path, header: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
-    name, text = _text(path)
-    reader = csv.DictReader(io.StringIO(text))
-    have = tuple(h.strip() for h in (reader.fieldnames or ()))
+def _rows(name: str, text: str, header: tuple[str, ...],
+          optional: tuple[str, ...] = ()) -> list[tuple[int, dict[str, str]]]:
+    """(line number, {column: stripped value}) of each row of the CSV `text`, for the columns `header` (all
+    required) and `optional` (those the file has); a short row reads "" for a missing cell, blank lines are
+    skipped."""
+    reader = csv.reader(io.StringIO(text))
+    have = {h.strip(): i for i, h in enumerate(next(reader, []))}  # a repeated column: its last one
     missing = [h for h in header if h not in have]
     if missing:
         raise OpenbError(f"{name}:1: header: missing {', '.join(missing)}; expected columns {','.join(header)}")
+    cols = [(h, have[h]) for h in (*header, *optional) if h in have]
+    width = max(i for _, i in cols) + 1
     out = []
-    for r in reader:
-        out.append((reader.line_num, {k.strip(): (v or "").strip() for k, v in r.items() if k}))
+    for row in reader:
+        if not row:
+            continue
+        if len(row) < width:
+            row = row + [""] * (width - len(row))
+        out.append((reader.line_num, {h: row[i].strip() for h, i in cols}))
     return out
 
 
@@ -136,9 +145,15 @@ NODES_PATH = DATA / "openb_node_list_gpu_node.csv.gz"
 
 def openb_nodes(path: str | Path = NODES_PATH) -> list[OpenbNode]:
     """The GPU nodes of a cluster-trace-gpu-v2023 node list (rows with 0 GPUs are skipped)."""
+    return list(_parse_nodes(*_text(path)))
+
+
+# Parsed files are kept by their text (a file read again is parsed once: a notebook's cells and the policies of
+# one experiment read the same lists many times); an edited file has another text, so it is parsed again.
+@lru_cache(maxsize=4)
+def _parse_nodes(name: str, text: str) -> tuple[OpenbNode, ...]:
     out = []
-    name = str(path)
-    for line, r in _rows(path, NODE_HEADER):
+    for line, r in _rows(name, text, NODE_HEADER):
         gpus = _int(name, line, "gpu", r["gpu"], 0, 8)
         if gpus == 0:
             continue
@@ -148,7 +163,7 @@ def openb_nodes(path: str | Path = NODES_PATH) -> list[OpenbNode]:
                              _int(name, line, "memory_mib", r["memory_mib"], 1), gpus, r["model"]))
     if not out:
         raise OpenbError(f"{name}: no GPU nodes; give openb_node_list_gpu_node.csv")
-    return out
+    return tuple(out)
 
 
 def node_profile_name(model: str, gpus: int) -> str:
@@ -185,9 +200,13 @@ def openb_pods(trace: str | Path = "default") -> list[OpenbPod]:
     """The pods of a pod list: a variant name (`VARIANTS`) or a path to a v2023 pod-list csv(.gz)."""
     path = Path(trace) if (isinstance(trace, Path) or "/" in str(trace) or str(trace).endswith((".csv", ".gz"))) \
         else trace_path(str(trace))
-    name = str(path)
+    return list(_parse_pods(*_text(path)))
+
+
+@lru_cache(maxsize=8)
+def _parse_pods(name: str, text: str) -> tuple[OpenbPod, ...]:
     out = []
-    for line, r in _rows(path, POD_COLUMNS):
+    for line, r in _rows(name, text, POD_COLUMNS, ("gpu_spec",)):
         num = _int(name, line, "num_gpu", r["num_gpu"], 0, 8)
         milli = _int(name, line, "gpu_milli", r["gpu_milli"], 0, 1000)
         if num == 0 and milli:
@@ -204,7 +223,7 @@ def openb_pods(trace: str | Path = "default") -> list[OpenbPod]:
                             _int(name, line, "memory_mib", r["memory_mib"]), num, milli, spec))
     if not out:
         raise OpenbError(f"{name}: no pods; give a pod list with rows after the header")
-    return out
+    return tuple(out)
 
 
 def inflate(pods: list[OpenbPod], capacity_milli: int, ratio: float = 1.3, seed: int = 42,
