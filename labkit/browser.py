@@ -8,6 +8,8 @@ kit's lock entry (``notebooks/site.py``: ``ON_IMPORT``) and a lesson that never 
 finder, last on ``sys.meta_path``, loads it when a drawing function imports it: a blocking load, which
 Pyodide allows in code that a cell runs (JavaScript Promise Integration, ``pyodide.ffi.run_sync``).
 
+``install`` also keeps two messages that mean nothing in a tab out of the cells' output (see there).
+
 Imported by ``labkit/__init__.py`` in Pyodide only (``sys.platform == "emscripten"``).
 """
 
@@ -16,7 +18,9 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import logging
 import sys
+import warnings
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
@@ -52,6 +56,15 @@ class LoadOnImport(importlib.abc.MetaPathFinder):
 
 
 def install() -> None:
-    """Put the finder last on ``sys.meta_path`` (once)."""
+    """Put the finder last on ``sys.meta_path`` (once), and keep tqdm's thread warning out of the learner's
+    output."""
     if not any(isinstance(f, LoadOnImport) for f in sys.meta_path):
         sys.meta_path.append(LoadOnImport(lock_imports()))
+    # tqdm starts a monitor thread with its first bar (even a disabled one); a tab has no threads, so tqdm
+    # goes on without it and says so in a TqdmMonitorWarning that would show under the cell. By its message,
+    # so that tqdm need not be imported on every page.
+    warnings.filterwarnings("ignore", message="tqdm:disabling monitor support")
+    # a tab starts with an empty file system, so matplotlib builds its font list on each page (~0.3 s) and logs
+    # "Matplotlib is building the font cache" under the first drawing of every lesson
+    logging.getLogger("matplotlib.font_manager").addFilter(
+        lambda record: not record.getMessage().startswith("Matplotlib is building the font cache"))

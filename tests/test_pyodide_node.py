@@ -50,6 +50,7 @@ def test_sim_path_runs_in_pyodide_under_node(pyodide_cache: Path, kit_wheel: Pat
     assert "'node': 'dgx-a100-0'" in placement and "'device': 'gpu-" in placement
     assert any(line.startswith("local | no | a browser tab") for line in lines)
     assert any(line.startswith("kind | no | a browser tab") for line in lines)
+    assert "on stderr: ''" in lines, [line for line in lines if line.startswith("on stderr")]  # labkit.browser
     assert lines[-1].startswith("OK ")
     # wheels as PyPI publishes them: the tab compiles each module it imports (what the site's bytecode saves)
     compiled = next(line for line in lines if line.startswith("compiled from source in site-packages: "))

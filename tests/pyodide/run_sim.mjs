@@ -86,10 +86,18 @@ native = sorted(m for m in ("cel_expr_python", "re2", "kubernetes", "grpc", "pyd
                 and not getattr(sys.modules[m], "__name__", "").startswith("labkit"))
 table = [" | ".join(r) for r in backend_table()]
 builtins.compile = _compile
+# what a tab would show under a cell: tqdm's first bar (no threads in a tab) and matplotlib's font message
+import contextlib, io, logging
+from tqdm.auto import tqdm
+stderr = io.StringIO()
+with contextlib.redirect_stderr(stderr):
+    tqdm(total=1, disable=True).close()
+    logging.getLogger("matplotlib.font_manager").warning("Matplotlib is building the font cache; this may take a moment.")
 "\\n".join([sys.platform, f"native modules loaded: {native}", *rows, *table,
            f"compiled from source in site-packages: {len(COMPILED)} {sorted(COMPILED)[:5]}",
            f"compiled from source in the standard library: {len(COMPILED_STDLIB)} {sorted(COMPILED_STDLIB)[:5]}",
-           f"catalog files read from a JSON twin: {sum(TWINS)} of {len(TWINS)}"])
+           f"catalog files read from a JSON twin: {sum(TWINS)} of {len(TWINS)}",
+           f"on stderr: {stderr.getvalue()!r}"])
 `);
 console.log(out);
 console.log(`OK ${((Date.now() - started) / 1000).toFixed(1)}`);
