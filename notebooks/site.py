@@ -18,6 +18,11 @@ browser with official Pyodide, from one of:
   `tools/pyodide-deps.sh`): self-contained like PATH, for where neither the CDN nor an official tarball
   can be had (the browser test).
 
+Every wheel in the site (the kit, its dependencies and, with a local distribution, its numpy, matplotlib ...)
+carries bytecode for the modules a tab imports, compiled by the site's own Pyodide (`with_bytecode`), and so
+does its standard library; a rewritten official wheel keeps every other file as published, and the site's
+`pyodide-lock.json` gives its new sha256.
+
     python notebooks/site.py                       # -> build/site (no source maps)
     python notebooks/site.py --pyodide ~/pyodide-314.0.7 --out /media/usb/dra-course
     python -m http.server -d build/site -b 127.0.0.1 8000   # or: make site-serve
@@ -197,8 +202,9 @@ ANY_DISTRIBUTION_NEEDS = ("matplotlib", "numpy", "micropip", "ssl", "sqlite3")
 #: requirements of the kernel's IPython and of ipywidgets that a browser tab does not use, left out of the site
 #: (and of every package's ``depends``): jedi and parso (IPython's completer works without them: 4.9 MB),
 #: widgetsnbextension (the widgets' front end for the classic Notebook server: 2.2 MB; the site's JupyterLab
-#: carries its own)
-NOT_IN_BROWSER = ("jedi", "parso", "widgetsnbextension")
+#: carries its own), pytz (Pyodide's lock lists it for matplotlib, whose code has not imported it since 3.x:
+#: 0.5 MB that each drawing lesson fetched)
+NOT_IN_BROWSER = ("jedi", "parso", "widgetsnbextension", "pytz")
 
 
 #: JupyterLab settings of the site: every output stays in the page (the browser test reads cells below the
@@ -214,6 +220,16 @@ OVERRIDES = {
 TAB_IMPORTS = ("piplite", "pyodide_kernel", "ipykernel", "comm", "IPython", "IPython.core.ultratb", "ipywidgets",
                "anywidget")
 KIT_PACKAGES = ("labkit", "fake_gpus")
+#: packages whose bytecode the site compiles as ``python -OO`` does, without docstrings (their sourceless
+#: bytecode with them grew matplotlib's wheel by 0.8 MB, and the site over 60 MB): matplotlib guards each use of
+#: a docstring (it supports -OO). Not numpy: in an interpreter that is not -OO itself its add_docstring insists
+#: on a str, and `import numpy` fails.
+NO_DOCSTRINGS = ("matplotlib",)
+#: what a lesson's drawing cell does in a tab beyond its imports (the kernel's inline backend draws the
+#: picture as a PNG): run at build time, so that the modules it imports get bytecode too
+TAB_RUNS = ("import io, matplotlib; matplotlib.use('module://matplotlib_inline.backend_inline'); "
+            "import matplotlib.pyplot as plt; fig, ax = plt.subplots(); ax.step([0, 1], [1, 0], marker='o'); "
+            "ax.bar([0], [1]); ax.legend(['a']); ax.set_title('t'); fig.savefig(io.BytesIO(), format='png')",)
 #: the kit's data files a tab parses on every connect('sim'): they ship with a JSON twin too (pure-Python YAML
 #: in Pyodide took ~0.5 s for them)
 CATALOG_TWINS = ("fake_gpus/catalog/",)
@@ -225,11 +241,11 @@ STDLIB = "python_stdlib_pyc.zip"
 
 
 def with_bytecode(wheels: list[Path], official: list[Path], core: Path, out: Path) -> tuple[dict[str, Path], Path | None]:
-    """The site's own ``wheels`` (file name -> compiled wheel in ``out``) with bytecode for what a tab imports,
-    compiled by the site's Pyodide (``core``) under Node.js (notebooks/site_bytecode.mjs), and that Pyodide's
-    standard library with bytecode for the same (``out/STDLIB``); ``official``: the distribution's wheels in
-    the site (importable, not rewritten). Without Node.js: ``({}, None)`` (the wheels and the standard library
-    as they are: each import then compiles in the tab)."""
+    """The site's ``wheels`` and a local distribution's ``official`` wheels (file name -> compiled wheel in
+    ``out``) with bytecode for what a tab imports, compiled by the site's Pyodide (``core``) under Node.js
+    (notebooks/site_bytecode.mjs), and that Pyodide's standard library with bytecode for the same
+    (``out/STDLIB``). Without Node.js: ``({}, None)`` (the wheels and the standard library as they are: each
+    import then compiles in the tab)."""
     node = shutil.which("node")
     if node is None:
         print("site: no Node.js here: the wheels go without bytecode (the tab compiles each module it imports, "
@@ -238,13 +254,14 @@ def with_bytecode(wheels: list[Path], official: list[Path], core: Path, out: Pat
     out.mkdir(parents=True, exist_ok=True)
     paths = [str(p.resolve()) for p in (core, out, *wheels, *official)]  # absolute: the ones the driver mounts
     cmd = [node, str(HERE / "site_bytecode.mjs"), *paths,
-           "--compile", *(w.name for w in wheels), "--keep-source", *KIT_PACKAGES,
-           "--import", *TAB_IMPORTS, "--import-all", *KIT_PACKAGES, "--yaml-twins", *CATALOG_TWINS,
-           "--stdlib", STDLIB]
+           "--compile", *(w.name for w in (*wheels, *official)), "--keep-source", *KIT_PACKAGES,
+           "--no-docstrings", *(w.name for w in official if _wheel_name(w) in NO_DOCSTRINGS),
+           "--import", *TAB_IMPORTS, "--import-all", *KIT_PACKAGES, "--run", *TAB_RUNS,
+           "--yaml-twins", *CATALOG_TWINS, "--stdlib", STDLIB]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"site: compiling the wheels' bytecode in Pyodide failed:\n{(done.stdout + done.stderr)[-3000:]}")
-    compiled = {w.name: out / w.name for w in wheels if (out / w.name).exists()}
+    compiled = {w.name: out / w.name for w in (*wheels, *official) if (out / w.name).exists()}
     said = {line.split(": ")[0]: int(line.split(": ")[1].split()[0]) for line in done.stdout.splitlines()
             if " modules compiled" in line}
     stdlib = out / STDLIB
@@ -276,7 +293,7 @@ def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> d
         target = lite_dir / "static" / "pyodide"
         # of a full release's packages only those the course and the kernel load (a few MB of its ~300)
         keep = {official["packages"][n]["file_name"] for n in closure(official, [
-            n for n in ANY_DISTRIBUTION_NEEDS if n in official["packages"]])}
+            n for n in ANY_DISTRIBUTION_NEEDS if n in official["packages"]]) if n not in NOT_IN_BROWSER}
         packages = {e["file_name"] for e in official["packages"].values()} - keep
 
         def ignore(folder: str, names: list[str]) -> set[str]:
@@ -304,6 +321,13 @@ def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> d
                            if w.suffix == ".whl" and w.is_file()]  # a local distribution's (the CDN's: none)
         compiled, stdlib = with_bytecode(list(added.values()), official_wheels, pyodide or NPM_CORE,
                                          Path(tmp) / "bytecode")
+        # the distribution's numpy, matplotlib ... : the official wheel's files, the modules a tab imports as
+        # bytecode (as the site's own wheels), and the site's lock says the new sha256
+        by_file = {e["file_name"]: e for e in lock["packages"].values()}
+        for wheel in official_wheels:
+            if wheel.name in compiled:
+                shutil.copy2(compiled[wheel.name], wheel)
+                by_file[wheel.name]["sha256"] = hashlib.sha256(wheel.read_bytes()).hexdigest()
         if stdlib is not None:  # Pyodide loads it instead of the distribution's (stdLibURL below)
             shutil.copy2(stdlib, target / STDLIB)
             (target / "python_stdlib.zip").unlink(missing_ok=True)  # a local distribution's: no tab loads it

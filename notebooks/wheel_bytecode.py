@@ -31,6 +31,7 @@ Run by hand (any CPython, for its own magic number):
 from __future__ import annotations
 
 import argparse
+import atexit
 import base64
 import contextlib
 import hashlib
@@ -40,6 +41,7 @@ import importlib.machinery
 import importlib.util
 import io
 import pkgutil
+import shutil
 import sys
 import tempfile
 import warnings
@@ -48,6 +50,8 @@ from collections.abc import Callable
 from importlib._bootstrap_external import _code_to_hash_pyc  # what py_compile writes with
 from pathlib import Path
 
+#: the zlib level of what this writes: the most (the site is fetched by every learner, built once)
+ZLIB_LEVEL = 9
 #: a written member's date (wheels carry no meaningful one)
 EPOCH = (1980, 1, 1, 0, 0, 0)
 
@@ -73,11 +77,12 @@ class _Recorder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def imported_modules(wheels: list[Path], modules: list[str], packages: list[str]) -> set[str]:
+def imported_modules(wheels: list[Path], modules: list[str], packages: list[str], run: list[str] = ()) -> set[str]:
     """Unpack ``wheels`` into one folder, import ``modules`` and every module of ``packages`` from it
-    (failures and ``__main__`` modules skipped), and return the files of the modules that were found there
-    (relative to the folder)."""
+    (failures and ``__main__`` modules skipped), run the snippets ``run`` (what a tab does that imports more:
+    drawing a picture), and return the files of the modules that were found there (relative to the folder)."""
     root = Path(tempfile.mkdtemp(prefix="site-packages-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)  # imported from until this process ends
     for wheel in wheels:
         with zipfile.ZipFile(wheel) as zf:
             zf.extractall(root)
@@ -99,6 +104,11 @@ def imported_modules(wheels: list[Path], modules: list[str], packages: list[str]
             try:
                 importlib.import_module(name)
             except BaseException:  # noqa: BLE001 - a module a browser tab cannot import is simply not compiled
+                continue
+        for code in run:
+            try:
+                exec(code, {"__name__": "__bytecode__"})  # noqa: S102 - the site build's own snippets
+            except BaseException:  # noqa: BLE001 - what fails here is compiled as far as it got
                 continue
     sys.argv = argv
     sys.meta_path.remove(recorder)
@@ -125,9 +135,10 @@ Twin = Callable[[str, bytes], tuple[str, bytes] | None]
 
 
 def add_bytecode(source: Path, target: Path, modules: set[str], keep_source: bool,
-                 twin: Twin | None = None) -> tuple[int, int]:
+                 twin: Twin | None = None, optimize: int = 0) -> tuple[int, int]:
     """Write ``target``: the wheel ``source`` with bytecode for its members named in ``modules`` (sourceless
-    unless ``keep_source``), the members ``twin`` makes of its data files, and a RECORD that lists what it
+    unless ``keep_source``; ``optimize`` 2: as ``python -OO`` compiles, without docstrings and asserts), the
+    members ``twin`` makes of its data files, and a RECORD that lists what it
     holds; nothing when none of its modules is compiled. Returns (modules compiled, modules left as source)."""
     compiled = skipped = 0
     members: dict[str, tuple[zipfile.ZipInfo, bytes]] = {}
@@ -140,7 +151,7 @@ def add_bytecode(source: Path, target: Path, modules: set[str], keep_source: boo
             if name.endswith(".dist-info/RECORD"):
                 record = name
                 continue
-            pyc = _compile(name, data) if name in modules and name.endswith(".py") else None
+            pyc = _compile(name, data, optimize=optimize) if name in modules and name.endswith(".py") else None
             if name in modules and name.endswith(".py") and pyc is None:
                 skipped += 1
             if pyc is None or keep_source:
@@ -160,7 +171,7 @@ def add_bytecode(source: Path, target: Path, modules: set[str], keep_source: boo
     members[record] = (_member(record), "".join(lines).encode())
     with zipfile.ZipFile(target, "w") as zout:
         for info, data in members.values():  # the source's order, RECORD last (as wheel tools write it)
-            zout.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
+            zout.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=ZLIB_LEVEL)
     return compiled, skipped
 
 
@@ -190,9 +201,10 @@ def stdlib_with_bytecode(stdlib: Path, modules: set[str], target: Path) -> int:
             named = info.filename in modules and info.filename.endswith(".py")
             pyc = _compile(info.filename, data, f"{stdlib}/{info.filename}", optimize=2) if named else None
             if pyc is None:
-                zout.writestr(info, data, compress_type=info.compress_type)
+                zout.writestr(info, data, compress_type=info.compress_type, compresslevel=ZLIB_LEVEL)
             else:
-                zout.writestr(_member(info.filename + "c", info.date_time), pyc, compress_type=zipfile.ZIP_DEFLATED)
+                zout.writestr(_member(info.filename + "c", info.date_time), pyc, compress_type=zipfile.ZIP_DEFLATED,
+                              compresslevel=ZLIB_LEVEL)
                 compiled += 1
     return compiled
 
@@ -226,24 +238,30 @@ def main(argv: list[str]) -> int:
     parser.add_argument("out", type=Path, help="the folder the compiled wheels are written to (same file names)")
     parser.add_argument("wheels", type=Path, nargs="+", help="every wheel of the site (what a tab can import)")
     parser.add_argument("--compile", nargs="+", default=[], metavar="FILE", help="the wheels (file names) to compile")
+    parser.add_argument("--no-docstrings", nargs="*", default=[], metavar="FILE",
+                        help="wheels (file names) compiled as python -OO compiles: no docstrings, no asserts")
     parser.add_argument("--keep-source", nargs="*", default=[], metavar="PKG",
                         help="top-level packages that keep their .py files beside the bytecode")
     parser.add_argument("--import", dest="modules", nargs="*", default=[], metavar="MOD", help="modules a tab imports")
     parser.add_argument("--import-all", nargs="*", default=[], metavar="PKG", help="packages a tab imports any module of")
+    parser.add_argument("--run", nargs="*", default=[], metavar="CODE",
+                        help="Python snippets that do what a tab does (a drawing), for the modules they import")
     parser.add_argument("--yaml-twins", nargs="*", default=[], metavar="FOLDER",
                         help="folders (in a wheel) whose YAML files get a JSON twin (fake_gpus' catalog)")
     parser.add_argument("--stdlib", metavar="NAME",
                         help="write the standard library's zip, with bytecode for what was imported from it, to OUT/NAME")
     args = parser.parse_args(argv)
-    files = imported_modules(args.wheels, args.modules, args.import_all)
+    files = imported_modules(args.wheels, args.modules, args.import_all, args.run)
     twin = _catalog_twin(tuple(args.yaml_twins)) if args.yaml_twins else None
     by_name = {w.name: w for w in args.wheels}
     for name in args.compile:
         wheel = by_name[name]
         keep = bool(_top_level(wheel) & set(args.keep_source))
-        compiled, skipped = add_bytecode(wheel, args.out / name, files, keep, twin)
+        bare = name in args.no_docstrings
+        compiled, skipped = add_bytecode(wheel, args.out / name, files, keep, twin, optimize=2 if bare else 0)
         print(f"{name}: {compiled} modules compiled for {sys.implementation.cache_tag}"
-              f"{' (source kept)' if keep else ''}{f', {skipped} left as source' if skipped else ''}")
+              f"{' (source kept)' if keep else ''}{' (no docstrings)' if bare else ''}"
+              f"{f', {skipped} left as source' if skipped else ''}")
     if args.stdlib:
         stdlib = stdlib_zip()
         if stdlib is None:

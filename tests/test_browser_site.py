@@ -10,7 +10,7 @@ learner who opens one notebook after the other: the first visit fetches Pyodide,
 the HTTP cache; ``LABKIT_SITE_FIRST_VISIT=1`` gives each notebook a fresh context instead, to measure
 first visits). Per notebook, in a page of its own (its own JupyterLab and kernel): Run All, then
 
-- it ran to the end (every code cell numbered), no Traceback in any output;
+- it ran to the end (every code cell numbered), no Traceback in any output, no warning on stderr;
 - every drawing cell shows a picture (an <img> with pixels), every widget rendered and answers a click;
 - every exercise cell (the open exercise, as the learner gets it) shows ❌ with a hint, every solution
   cell ✅;
@@ -19,13 +19,15 @@ first visits). Per notebook, in a page of its own (its own JupyterLab and kernel
 In one notebook (RUN_TWICE) Run All runs a second time in the same kernel, with the same checks.
 
 Notebook 11 (kind/local) runs on sim too, and its first cell says that kind and local need the full kit.
-Screenshots go to test-artifacts/site/, and the measured times and bytes to test-artifacts/site/metrics.json
+Screenshots go to test-artifacts/site/, every cell's stderr to test-artifacts/site/stderr.txt, and the
+measured times and bytes to test-artifacts/site/metrics.json
 (numbers for docs/browser-course.md, not limits).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import http.server
 import importlib.util
 import json
@@ -109,6 +111,16 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, type[_
         assert not (out / "static/pyodide/python_stdlib.zip").exists()
         assert "jupyterlab-jupytext" not in {e["name"] for e in config["federated_extensions"]}
         assert not (out / "extensions/jupyterlab-jupytext").exists()
+        # every file the site's lock names is there with the sha256 it gives (Pyodide checks it on load); the
+        # distribution's numpy and matplotlib carry bytecode too; pytz (not imported by matplotlib) is left out
+        lock = json.loads((out / "static/pyodide/pyodide-lock.json").read_text())["packages"]
+        stale = [e["file_name"] for e in lock.values() if (out / "static/pyodide" / e["file_name"]).is_file()
+                 and hashlib.sha256((out / "static/pyodide" / e["file_name"]).read_bytes()).hexdigest() != e["sha256"]]
+        assert stale == [], f"the lock gives another sha256 for {stale}"
+        for name, module in (("numpy", "numpy/__init__.pyc"), ("matplotlib", "matplotlib/pyplot.pyc")):
+            with zipfile.ZipFile(out / "static/pyodide" / lock[name]["file_name"]) as zf:
+                assert module in zf.namelist(), f"{name}: no bytecode in the site's wheel"
+        assert "pytz" not in lock["matplotlib"]["depends"] and not list((out / "static/pyodide").glob("pytz-*"))
     handler = type("Handler", (_Handler,), {"sent": 0, "missing": []})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(out)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -178,6 +190,10 @@ RUN_AGAIN_DONE = """n => {
 }"""
 
 
+STDERR = "application/vnd.jupyter.stderr"
+#: the text on stderr under each cell, of every notebook so far (test-artifacts/site/stderr.txt)
+STDERR_SEEN: list[str] = []
+
 #: every request to another host the pages and their workers made (each aborted), in order
 EXTERNAL: list[str] = []
 
@@ -220,6 +236,11 @@ def _output_problems(page, cells: list[tuple[str, list[str]]], run: str) -> list
         text = cell.locator(".jp-OutputArea").inner_text()
         if "Traceback" in text or cell.locator(".jp-OutputArea-output[data-mime-type*='error']").count():
             problems.append(f"{run}: code cell {i}: {text.strip()[-300:]!r}")
+        # a warning under a cell is noise the learner cannot act on (tqdm's "can't start new thread" was one)
+        for err in cell.locator(f".jp-OutputArea-output[data-mime-type='{STDERR}']").all_inner_texts():
+            STDERR_SEEN.append(f"{run}: code cell {i}: {err.strip()[:300]}")
+            if "Warning" in err:
+                problems.append(f"{run}: code cell {i} shows a warning: {err.strip()[:300]!r}")
         if DRAWS.search(source):  # Run All is over: a picture is on the page now or never
             picture = cell.locator(".jp-OutputArea-output img, .jp-RenderedSVG svg").first
             ok = picture.count() > 0 and picture.evaluate(
@@ -249,7 +270,7 @@ def test_notebook_in_the_site(site, browser, shared_context, name: str) -> None:
     watch = Watch(Lab(base, Path(os.devnull)))
     page.expose_function("labkitDialog", watch.dialog)
     page.add_init_script(WATCH_JS)
-    sent0, missing0 = handler.sent, len(handler.missing)
+    sent0, missing0, stderr0 = handler.sent, len(handler.missing), len(STDERR_SEEN)
     problems: list[str] = []
     try:
         with watch.explain():
@@ -289,6 +310,8 @@ def test_notebook_in_the_site(site, browser, shared_context, name: str) -> None:
                      "load_average": round(os.getloadavg()[0], 1), "first_visit": FIRST_VISIT or name == NAMES[0],
                      "passed": not problems and not external}
     (ARTIFACTS / "metrics.json").write_text(json.dumps(METRICS, indent=1))
+    STDERR_SEEN[stderr0:] = [f"{name}: {line}" for line in STDERR_SEEN[stderr0:]]
+    (ARTIFACTS / "stderr.txt").write_text("".join(line + "\n" for line in STDERR_SEEN), encoding="utf-8")
     assert external == [], f"{name}: {len(external)} requests to other hosts: {external[:5]}"
     # the site leaves out the legacy copies of JupyterLab's fonts (notebooks/site.py): the browser asks for none
     fonts = [p for p in handler.missing[missing0:] if p.split("?")[0].endswith((".woff2", ".woff", ".ttf", ".eot", ".svg"))]

@@ -22,6 +22,7 @@ FILES = {
     "pkg/mod.py": "VALUE = 1\n",
     "pkg/py2.py": 'print "a Python 2 relic"\n',
     "pkg/lazy.py": "LAZY = True\n",
+    "pkg/doc.py": '"""The docstring."""\n\ndef f():\n    """The docstring of f."""\n',
     "pkg/tests/test_mod.py": "def test(): pass\n",
     "pkg/data.json": "{}\n",
     "pkg-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n",
@@ -92,7 +93,7 @@ def test_kept_source_gets_unchecked_bytecode_beside_it(tmp_path: Path) -> None:
     wheel = _wheel(tmp_path)
     done = _run(tmp_path, str(wheel), "--compile", wheel.name, "--keep-source", "pkg", "--import-all", "pkg")
     # every module of the package is imported (pkg/tests has no __init__.py: not a package), the py2 one fails
-    assert done.stdout.strip() == f"{wheel.name}: 3 modules compiled for {TAG} (source kept), 1 left as source"
+    assert done.stdout.strip() == f"{wheel.name}: 4 modules compiled for {TAG} (source kept), 1 left as source"
     out = tmp_path / "out" / wheel.name
     with zipfile.ZipFile(out) as zf:
         names = set(zf.namelist())
@@ -103,6 +104,22 @@ def test_kept_source_gets_unchecked_bytecode_beside_it(tmp_path: Path) -> None:
     # an unchecked .pyc: the import system takes it without looking at the source (a later edit is not seen)
     (site / "pkg" / "mod.py").write_text("VALUE = 2\n")
     assert _import_from(site, "import pkg\nprint(pkg.VALUE, pkg.mod.__file__.endswith('mod.py'))") == "1 True"
+
+
+def test_a_snippet_run_compiles_what_it_imports_and_no_docstrings_compiles_as_python_OO(tmp_path: Path) -> None:
+    """--run: what a tab does beyond imports (a drawing) compiles the modules it imports; --no-docstrings: those
+    of the wheels it names are compiled as python -OO compiles (matplotlib in the site)."""
+    wheel = _wheel(tmp_path)
+    done = _run(tmp_path, str(wheel), "--compile", wheel.name, "--no-docstrings", wheel.name,
+                "--run", "import pkg.doc", "raise ValueError('a failing snippet is skipped')")
+    assert done.stdout.strip() == f"{wheel.name}: 3 modules compiled for {TAG} (no docstrings)"
+    site = tmp_path / "site"
+    zipfile.ZipFile(tmp_path / "out" / wheel.name).extractall(site)
+    assert _import_from(site, "import pkg.doc\nprint(pkg.doc.__doc__, pkg.doc.f.__doc__, pkg.VALUE)") == "None None 1"
+    # and without --no-docstrings the docstrings stay
+    _run(tmp_path, str(wheel), "--compile", wheel.name, "--run", "import pkg.doc")
+    zipfile.ZipFile(tmp_path / "out" / wheel.name).extractall(tmp_path / "site2")
+    assert _import_from(tmp_path / "site2", "import pkg.doc\nprint(pkg.doc.f.__doc__)") == "The docstring of f."
 
 
 def test_a_wheel_with_nothing_imported_is_not_rewritten(tmp_path: Path) -> None:
