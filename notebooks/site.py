@@ -39,6 +39,7 @@ import html
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,6 +57,7 @@ sys.path.insert(0, str(HERE))
 import build  # noqa: E402 - the learner copies of notebooks/build.py
 
 sys.path.insert(0, str(ROOT / "tools"))
+from lessons import lessons  # noqa: E402 - each lesson's facts, from its front matter (tools/lessons.py)
 from pyodide_verified import closure  # noqa: E402 - the lock's dependency closure (tools/pyodide_verified.py)
 
 CACHE = Path(os.environ.get("LABKIT_CACHE", Path.home() / ".cache" / "dra-labkit")) / "pyodide"
@@ -359,13 +361,8 @@ def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> d
 
 
 def _lessons() -> list[tuple[str, str, str, str]]:
-    """(number, notebook, what you learn, time) from notebooks/README.md's table."""
-    rows = []
-    for line in (HERE / "README.md").read_text(encoding="utf-8").splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 4 and cells[0].isdigit():
-            rows.append((cells[0], cells[1].strip("`"), cells[2], cells[3]))
-    return rows
+    """(number, notebook, what you learn, time) of each lesson, from its front matter (tools/lessons.py)."""
+    return [(str(x["number"]), str(x["name"]), str(x["learn"]), f"{x['minutes']} min") for x in lessons()]
 
 
 def landing_page(config_script: str) -> str:
@@ -375,7 +372,8 @@ def landing_page(config_script: str) -> str:
     for number, name, learn, minutes in _lessons():
         link = f"lab/index.html?path=notebooks/{name}.ipynb"
         note = " <em>(needs the full kit: kind or local)</em>" if name in FULL_KIT_ONLY else ""
-        items.append(f'<li><a href="{link}">{number} · {html.escape(name)}</a> — {html.escape(learn)} '
+        learn_html = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(learn))  # the front matter's Markdown
+        items.append(f'<li><a href="{link}">{number} · {html.escape(name)}</a> — {learn_html} '
                      f"({html.escape(minutes)}){note}</li>")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>DRA LabKit — the course in your browser</title>

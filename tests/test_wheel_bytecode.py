@@ -144,6 +144,28 @@ def test_the_site_leaves_out_legacy_copies_of_fonts_that_have_a_woff2(tmp_path: 
     assert sorted(p.name for p in build.iterdir()) == ["MathJax_Main.woff", "fa-solid.woff2", "logo.svg"]
 
 
+def test_the_landing_page_lists_every_lesson_with_its_time_and_link() -> None:
+    """The site's index.html: each lesson of the course (its front matter, tools/lessons.py) with a link into
+    the lab, what it teaches and its minutes; the one that needs the full kit says so. (Its list was empty for
+    days when the README table, which it read then, grew two columns.)"""
+    code = ("import runpy, sys\n"
+            "print(runpy.run_path(sys.argv[1])['landing_page']('<script id=\"jupyter-config-data\"></script>'))")
+    done = subprocess.run([sys.executable, "-c", code, str(ROOT / "notebooks" / "site.py")],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    page = done.stdout
+    told = subprocess.run([sys.executable, "tools/lessons.py", "json"], capture_output=True, text=True, cwd=ROOT)
+    lessons = json.loads(told.stdout)
+    assert len(lessons) == len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.md"))) == page.count("<li>") > 10
+    for x in lessons:
+        assert f'<a href="lab/index.html?path=notebooks/{x["name"]}.ipynb">{x["number"]} · {x["name"]}</a>' in page
+        line = next(li for li in page.split("<li>") if f'{x["name"]}.ipynb' in li)
+        assert f"({x['minutes']} min)" in line, line
+        assert ("needs the full kit" in line) == (x["name"] == "11_the_real_thing"), line
+        assert "`" not in line, line  # the front matter's Markdown code spans are <code> on the page
+    assert '<script id="jupyter-config-data"></script>' in page
+
+
 def test_catalog_yaml_gets_a_json_twin_that_the_loader_reads(tmp_path: Path) -> None:
     """--yaml-twins: each YAML file under the named folders gets __pycache__/<file>.json (the document and the
     file's sha256) in the loader's own format; a file JSON cannot hold, and YAML elsewhere, get none."""
