@@ -124,16 +124,24 @@ start() {
   fi
   rm -f "$SOCK" "$PIDFILE"
   # its own session, so the engine outlives this shell and gets no terminal signals
+  local mark; mark=$(wc -l < "$LOG" 2>/dev/null || echo 0)
   setsid dockerd "${args[@]}" >>"$LOG" 2>&1 < /dev/null &
-  local i
+  # The process we started is what we wait on (setsid execs dockerd in it): its pidfile comes
+  # later, and on a cold machine (a fresh VM whose disk pages in lazily) that took over 2 s, which
+  # an earlier check here read as "dockerd exited".
+  local pid=$! i
   for ((i = 0; i < 120; i++)); do
     docker_ok "$OURS_HOST" && break
-    if (( i > 3 )) && ! ours_running; then
-      tail -20 "$LOG" >&2; die "dockerd exited; log: $LOG"
+    if ! kill -0 "$pid" 2>/dev/null; then
+      tail -n +"$((mark + 1))" "$LOG" | tail -20 >&2; die "dockerd exited; log: $LOG"
     fi
     sleep 0.5
   done
-  docker_ok "$OURS_HOST" || { tail -20 "$LOG" >&2; die "dockerd did not answer on $OURS_HOST; log: $LOG"; }
+  if ! docker_ok "$OURS_HOST"; then
+    tail -n +"$((mark + 1))" "$LOG" | tail -20 >&2
+    kill "$pid" 2>/dev/null || true
+    die "dockerd did not answer on $OURS_HOST within 60 s; log: $LOG"
+  fi
   say "dockerd $(DOCKER_HOST=$OURS_HOST docker version -f '{{.Server.Version}}') up on $OURS_HOST in $((SECONDS - s))s (log: $LOG)"
 }
 
@@ -146,12 +154,26 @@ leftovers() {
   return 0
 }
 
+# our dockerd's pid, found by its command line (dockerd ... --exec-root <ours>)
+ours_by_cmdline() {
+  local p
+  for p in /proc/[0-9]*; do
+    tr '\0' ' ' 2>/dev/null < "$p/cmdline" | grep -qE -- "(^|/)dockerd .*--exec-root $EXEC_ROOT( |$)" \
+      && { echo "${p#/proc/}"; return 0; }
+  done
+  return 0
+}
+
 stop() {
-  if ! [[ -s "$PIDFILE" ]]; then
+  local pid=""
+  [[ -s "$PIDFILE" ]] && pid="$(cat "$PIDFILE")"
+  # without a pidfile (a start that failed before dockerd wrote it), our dockerd is still found
+  # by its exec root among the processes
+  [[ -n "$pid" ]] || pid="$(ours_by_cmdline)"
+  if [[ -z "$pid" ]]; then
     say "no dockerd of ours to stop"
     return 0
   fi
-  local pid; pid="$(cat "$PIDFILE")"
   if kill -0 "$pid" 2>/dev/null && docker_ok "$OURS_HOST"; then
     local ids; ids="$(DOCKER_HOST=$OURS_HOST docker ps -aq 2>/dev/null || true)"
     # shellcheck disable=SC2086
