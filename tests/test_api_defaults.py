@@ -44,3 +44,20 @@ def test_only_v1_objects_and_garbage_tolerated() -> None:
     assert with_defaults(pod) == pod
     weird = {"apiVersion": V1, "kind": "ResourceClaim", "spec": {"devices": {"requests": ["x", {"exactly": 5}]}}}
     assert with_defaults(weird) == weird
+
+
+def test_capacity_and_counters_without_value_are_stored_as_zero() -> None:
+    # what a 1.37 kube-apiserver stored for them (dry run)
+    dev = {"name": "d0", "capacity": {"mem": {}, "cores": {"value": "8"}},
+           "consumesCounters": [{"counterSet": "cs", "counters": {"c": {}}}]}
+    got = with_defaults({"apiVersion": V1, "kind": "ResourceSlice", "metadata": {"name": "s"},
+                         "spec": {"driver": "d", "devices": [dev]}})
+    device = got["spec"]["devices"][0]
+    assert device["capacity"] == {"mem": {"value": "0"}, "cores": {"value": "8"}}
+    assert device["consumesCounters"][0]["counters"] == {"c": {"value": "0"}}
+    shared = with_defaults({"apiVersion": V1, "kind": "ResourceSlice", "metadata": {"name": "s"},
+                            "spec": {"driver": "d", "sharedCounters": [{"name": "cs", "counters": {"c": {"value": None}}}]}})
+    assert shared["spec"]["sharedCounters"][0]["counters"] == {"c": {"value": "0"}}
+    pool = with_defaults({"apiVersion": V1, "kind": "ResourceSlice", "metadata": {"name": "s"},
+                          "spec": {"driver": "d", "pool": {"name": "p", "resourceSliceCount": 1}}})
+    assert pool["spec"]["pool"]["generation"] == 0

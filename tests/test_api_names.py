@@ -33,11 +33,21 @@ def test_driver_name_is_csi_style() -> None:
 
 @pytest.mark.parametrize(("value", "ok"), [
     ("memory", True), ("_x1", True), ("1x", False), ("a" * 32, True), ("a" * 33, False),
-    ("gpu.nvidia.com/memory", True), ("/memory", False), ("gpu.nvidia.com/", False), ("a/b/c", False),
+    ("gpu.nvidia.com/memory", True), ("/memory", False), ("gpu.nvidia.com/", False),
+    ("a/b/c", True),  # two slashes: every API server 1.34-1.37 stores it (its rule checks 1 and 2 parts)
     ("Bad_Domain/x", False), ("x" * 64 + "/a", False), ("with-dash", False),
 ])
 def test_qualified_name(value: str, ok: bool) -> None:
     assert (names.qualified_name(value) == []) is ok
+
+
+def test_lowercase_domain_is_asked_for_only_when_told() -> None:
+    # attribute names: the domain is checked lowercased (driver-name rules); 1.37's constraints
+    # also want it lowercase
+    assert names.qualified_name("GPU.example.com/x") == []
+    assert names.fully_qualified_name("GPU.example.com/x", lowercase_domain=True)[0].startswith(
+        "prefix: a lowercase RFC 1123 subdomain")
+    assert names.fully_qualified_name("gpu.example.com/x", lowercase_domain=True) == []
 
 
 def test_fully_qualified_name_needs_domain() -> None:

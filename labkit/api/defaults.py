@@ -49,6 +49,31 @@ def _default_device_claim(spec: Any) -> None:
                 _default_request_fields(sub)
 
 
+def _zero_quantities(counters: Any) -> None:
+    """A capacity or counter entry without a value: the API server stores the zero quantity."""
+    if isinstance(counters, dict):
+        for entry in counters.values():
+            if isinstance(entry, dict) and entry.get("value") is None:
+                entry["value"] = "0"
+
+
+def _default_slice(spec: Any) -> None:
+    if not isinstance(spec, dict):
+        return
+    if isinstance(spec.get("pool"), dict) and spec["pool"].get("generation") is None:
+        spec["pool"]["generation"] = 0
+    for counter_set in spec.get("sharedCounters") or []:
+        if isinstance(counter_set, dict):
+            _zero_quantities(counter_set.get("counters"))
+    for device in spec.get("devices") or []:
+        if not isinstance(device, dict):
+            continue
+        _zero_quantities(device.get("capacity"))
+        for consumed in device.get("consumesCounters") or []:
+            if isinstance(consumed, dict):
+                _zero_quantities(consumed.get("counters"))
+
+
 def with_defaults(obj: dict, *, copy: bool = True) -> dict:
     """A deep copy of ``obj`` with the defaults the API server would apply on create
     (``copy=False``: ``obj`` itself, defaulted in place - for objects the caller just made)."""
@@ -61,6 +86,8 @@ def with_defaults(obj: dict, *, copy: bool = True) -> dict:
         _default_device_claim(spec)
     elif kind == "ResourceClaimTemplate" and isinstance(spec, dict):
         _default_device_claim(spec.get("spec"))
+    elif kind == "ResourceSlice":
+        _default_slice(spec)
     elif kind == "DeviceTaintRule" and isinstance(spec, dict):
         pass  # nothing defaulted in v1 besides what the server sets (timeAdded)
     return out

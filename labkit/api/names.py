@@ -88,19 +88,26 @@ def c_identifier(value: str) -> list[str]:
     return msgs
 
 
-def qualified_name(value: str) -> list[str]:
-    """Attribute/capacity name: ``ident`` or ``domain/ident`` (domain: driver-name rules)."""
+def qualified_name(value: str, *, lowercase_domain: bool = False) -> list[str]:
+    """Attribute/capacity name: ``ident`` or ``domain/ident`` (domain: driver-name rules, or with
+    `lowercase_domain` also a lowercase DNS subdomain).
+
+    A name with two or more slashes is accepted, as every API server 1.34-1.37 accepts it (its
+    validation checks one and two parts only; upstream keeps it so for stored objects). CEL then
+    reads the domain up to the first slash."""
     parts = value.split("/")
     if len(parts) == 1:
         return c_identifier(value)
     if len(parts) > 2:
-        return ["must not contain more than one slash"]
+        return []
     domain, ident = parts
     msgs = []
     if not domain:
         msgs.append("the domain must not be empty")
     else:
         msgs.extend(f"domain {domain!r}: {m}" for m in driver_name(domain))
+        if lowercase_domain and not msgs:
+            msgs.extend(f"prefix: {m}" for m in dns_subdomain(domain))
     if not ident:
         msgs.append("the name must not be empty")
     else:
@@ -108,9 +115,9 @@ def qualified_name(value: str) -> list[str]:
     return msgs
 
 
-def fully_qualified_name(value: str) -> list[str]:
+def fully_qualified_name(value: str, *, lowercase_domain: bool = False) -> list[str]:
     """Like :func:`qualified_name`, but the domain is mandatory (constraints)."""
-    msgs = qualified_name(value)
+    msgs = qualified_name(value, lowercase_domain=lowercase_domain)
     if "/" not in value:
         msgs.append("a fully qualified name must be a domain and a name separated by a slash")
     return msgs

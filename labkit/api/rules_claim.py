@@ -19,7 +19,6 @@ MAX_SUBREQUESTS = 8
 MAX_SELECTORS = 32
 MAX_CONSTRAINTS = 32
 MAX_CONFIG = 32
-MAX_TOLERATIONS = 16
 MAX_RESULTS = 32
 MAX_ALLOCATION_CONFIG = 64
 MAX_RESERVED_FOR = 256
@@ -150,12 +149,10 @@ def _check_request_body(sink: Sink, ctx: Context, path: str, req: dict, *, exact
     _check_mode_count(sink, path, req)
     tolerations = req.get("tolerations")
     if tolerations is not None and gate(sink, ctx, f"{path}.tolerations", "DRADeviceTaints"):
-        tolerations = as_list(tolerations)
-        if len(tolerations) > MAX_TOLERATIONS:
-            sink.too_many(f"{path}.tolerations", len(tolerations), MAX_TOLERATIONS)
-        else:
-            for i, tol in enumerate(tolerations):
-                check_toleration(sink, f"{path}.tolerations[{i}]", tol)
+        # no count limit: the API types document 16 (DeviceTolerationsMaxLength), but no API
+        # server 1.34-1.37 checks it (a claim with 17 is stored as sent)
+        for i, tol in enumerate(as_list(tolerations)):
+            check_toleration(sink, f"{path}.tolerations[{i}]", tol)
     capacity = req.get("capacity")
     if capacity is not None and gate(sink, ctx, f"{path}.capacity", "DRAConsumableCapacity"):
         for key, value in as_dict(as_dict(capacity).get("requests")).items():
@@ -319,12 +316,16 @@ def _check_constraint(sink: Sink, ctx: Context, path: str, con: Any,
     if match is not None and distinct is not None:
         sink.invalid(path, None, "exactly one of `matchAttribute` or `distinctAttribute` is required, "
                      "but multiple fields are set")
+    # 1.37's declarative validation of both (beta, on by default) also wants the domain lowercase,
+    # where the older rule lowercased it first ("GPU.example.com/x": refused from 1.37 on)
+    lower = ctx.minor() >= 37
     if match is not None:
         if isinstance(match, str):
-            sink.names(f"{path}.matchAttribute", match, names.fully_qualified_name(match))
+            sink.names(f"{path}.matchAttribute", match, names.fully_qualified_name(match, lowercase_domain=lower))
     elif distinct is not None:
         if gate(sink, ctx, f"{path}.distinctAttribute", "DRAConsumableCapacity") and isinstance(distinct, str):
-            sink.names(f"{path}.distinctAttribute", distinct, names.fully_qualified_name(distinct))
+            sink.names(f"{path}.distinctAttribute", distinct,
+                       names.fully_qualified_name(distinct, lowercase_domain=lower))
     elif ctx.on("DRAConsumableCapacity"):
         sink.required(path, "exactly one of `matchAttribute` or `distinctAttribute` is required")
     else:

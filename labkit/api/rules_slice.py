@@ -96,7 +96,9 @@ def _counters(sink: Sink, path: str, counters: Any, limit: int) -> int:
         return len(counters)
     for name, counter in counters.items():
         sink.names(f"{path}", name, names.dns_label(str(name)))
-        quantity(sink, f"{path}[{name}].value", as_dict(counter).get("value"))
+        value = as_dict(counter).get("value")
+        if value is not None:  # none: the API server stores "0"
+            quantity(sink, f"{path}[{name}].value", value)
     return len(counters)
 
 
@@ -281,14 +283,15 @@ def _device(sink: Sink, ctx: Context, path: str, device: Any, per_device: bool) 
         cpath = f"{path}.capacity[{key}]"
         sink.names(f"{path}.capacity", key, names.qualified_name(str(key)))
         cap = as_dict(cap)
-        quantity(sink, f"{cpath}.value", cap.get("value"))
+        if cap.get("value") is not None:  # none: the API server stores "0"
+            quantity(sink, f"{cpath}.value", cap.get("value"))
         policy = cap.get("requestPolicy")
         if policy is None:
             continue
         if multi is not True:
             sink.forbidden(f"{cpath}.requestPolicy", "allowMultipleAllocations must be true")
         elif gate(sink, ctx, f"{cpath}.requestPolicy", "DRAConsumableCapacity"):
-            value = _q(cap.get("value"))
+            value = _q(cap["value"] if cap.get("value") is not None else "0")
             if value is not None:
                 _request_policy(sink, ctx, f"{cpath}.requestPolicy", value, as_dict(policy))
     taints = device.get("taints")

@@ -203,6 +203,12 @@ def _time_error(value: Any) -> str | None:
     return None
 
 
+#: fields the OpenAPI schema marks required that the API server does not ask for: the Go field is
+#: not a pointer, so a missing one is stored as its zero value (a 1.37 kube-apiserver stored a slice
+#: without them, dry run; labkit.api.defaults fills in the same zero)
+STORED_AS_ZERO = frozenset({("V1ResourcePool", "generation"), ("V1Counter", "value"), ("V1DeviceCapacity", "value")})
+
+
 def _check_value(value: Any, code: str, loc: tuple, out: list[dict], version: str = "") -> None:
     if code.startswith("M:"):
         if not isinstance(value, dict):
@@ -215,7 +221,7 @@ def _check_value(value: Any, code: str, loc: tuple, out: list[dict], version: st
                 key = snake
             else:
                 if required:
-                    out.append({"type": "missing", "loc": loc + (alias,), "input": value})
+                    out.append({"type": "missing", "loc": loc + (alias,), "input": value, "model": code[2:]})
                 continue
             item = value[key]
             if item is None and not required:
@@ -315,6 +321,8 @@ def _report(err: dict, sink: Sink, skip: set[str], seen: set[str]) -> None:
     etype, loc = err.get("type", ""), tuple(err.get("loc", ()))
     if etype == "extra_forbidden":
         return  # reported by _walk, with a suggestion
+    if etype == "missing" and (err.get("model"), loc[-1] if loc else None) in STORED_AS_ZERO:
+        return
     # pydantic puts union/tagged details after the field; keep the field path only
     loc = tuple(p for p in loc if not (isinstance(p, str) and re.match(r"^(function-|json-or-python|lax-|strict-)", p)))
     path = _format_loc(loc)
