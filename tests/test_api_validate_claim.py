@@ -135,8 +135,14 @@ def test_constraint_attribute_names() -> None:
                                         kubernetes_version="1.37")
     assert "exactly one of `matchAttribute` or `distinctAttribute` is required" in one(claim(constraints=[{}]))
     assert messages(claim(constraints=[{"distinctAttribute": "gpu.nvidia.com/uuid"}])) == []
+    # both set: stored by every API server 1.34-1.37 (its rule reads matchAttribute only); from 1.37
+    # distinctAttribute's format is checked all the same
     both = [{"matchAttribute": "a.b/c", "distinctAttribute": "a.b/d"}]
-    assert "but multiple fields are set" in one(claim(constraints=both))
+    assert messages(claim(constraints=both)) == []
+    bad_distinct = [{"matchAttribute": "a.b/c", "distinctAttribute": "A.b/d"}]
+    assert "distinctAttribute" in one(claim(constraints=bad_distinct), kubernetes_version="1.37")
+    assert messages(claim(constraints=bad_distinct), kubernetes_version="1.36",
+                    feature_gates={"DRAConsumableCapacity": True}) == []
 
 
 def test_config_opaque() -> None:
@@ -240,6 +246,10 @@ def test_derived_attributes_need_gate_and_a_constraint() -> None:
     used = claim([exact(derivedAttributes=attrs)], constraints=[{"matchAttribute": "example.com/numa"}])
     assert "does not exist in Kubernetes 1.36" in one(used, kubernetes_version="1.36")
     assert "needs feature gate DRADerivedAttributes (alpha, off in Kubernetes 1.37)" in one(used)
+    # gate off: the API server drops the field, so what is inside is not asked for (a 1.37 kube-apiserver
+    # stored `derivedAttributes: [{}]`); only the gate is said
+    empty = claim([exact(derivedAttributes=[{}])])
+    assert "needs feature gate DRADerivedAttributes" in one(empty)
     on = {"DRADerivedAttributes": True}
     assert messages(used, feature_gates=on) == []
     unused = claim([exact(derivedAttributes=attrs)])

@@ -79,7 +79,12 @@ def test_attributes() -> None:
 
 def test_list_attributes_gated() -> None:
     d = device(attributes={"numa": {"ints": [0, 1]}})
-    assert "DRAListTypeAttributes" in one(slice_([d]))
+    # gate off: the API server drops `ints`, then finds no value at all
+    gated, no_value = messages(slice_([d]))
+    assert "DRAListTypeAttributes" in gated and no_value.endswith("exactly one value must be specified (int, bool, string or version)")
+    # beside a scalar, a dropped list leaves one value: stored (a 1.37 kube-apiserver did)
+    both = device(attributes={"numa": {"int": 0, "strings": ["a"]}})
+    assert ["DRAListTypeAttributes" in m for m in messages(slice_([both]))] == [True]
     assert messages(slice_([d]), feature_gates={"DRAListTypeAttributes": True}) == []
     empty = device(attributes={"numa": {"ints": []}})
     assert "must not be empty if specified" in one(slice_([empty]), feature_gates={"DRAListTypeAttributes": True})
@@ -107,6 +112,8 @@ def test_request_policy_rules() -> None:
     assert one(slice_([device(capacity={"m": {"value": "1", "requestPolicy": {"default": "1"}}})])).endswith(
         "capacity[m].requestPolicy: Forbidden: allowMultipleAllocations must be true")
     assert messages(_policy({"default": "10Gi", "validValues": ["10Gi", "20Gi"]})) == []
+    # an empty validValues is no policy (Go: len() > 0): beside a validRange it is stored
+    assert messages(_policy({"default": "10Gi", "validValues": [], "validRange": {"min": "1Gi"}})) == []
     assert "values must be sorted in ascending order" in one(_policy({"default": "10Gi", "validValues": ["20Gi", "10Gi"]}))
     assert "option is larger than capacity value: 40Gi" in one(_policy({"default": "10Gi", "validValues": ["10Gi", "80Gi"]}))
     assert "default value is not valid according to the requestPolicy" in one(_policy({"default": "5Gi", "validValues": ["10Gi"]}))

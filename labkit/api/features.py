@@ -17,6 +17,7 @@ from labkit.errors import InputError
 
 __all__ = [
     "FEATURE_DEFAULTS",
+    "FIELD_GATES",
     "LOCKED",
     "MATURITY",
     "SUPPORTED_VERSIONS",
@@ -55,6 +56,18 @@ MATURITY: dict[str, dict[str, str]] = {
 
 class FeatureGateError(InputError, ValueError):
     """An unknown version, an unknown gate or a malformed ``--feature-gates`` value."""
+
+
+#: fields (by name, each unambiguous among the kinds validated) that the API server drops on create
+#: when their feature gate is off: what is inside them is then not validated either, so the schema's
+#: required subfields are not asked for (labkit.api.schema.check_structure `dropped`)
+FIELD_GATES: dict[str, str] = {
+    "derivedAttributes": "DRADerivedAttributes",
+    "nodeAllocatableResources": "DRANodeAllocatableResources",
+    "requestPolicy": "DRAConsumableCapacity",
+    "consumesCounters": "DRAPartitionableDevices",
+    "sharedCounters": "DRAPartitionableDevices",
+}
 
 
 def normalize_version(version: str) -> str:

@@ -313,15 +313,18 @@ def _check_constraint(sink: Sink, ctx: Context, path: str, con: Any,
     con = as_dict(con)
     _check_refs(sink, f"{path}.requests", con.get("requests"), known)
     match, distinct = con.get("matchAttribute"), con.get("distinctAttribute")
-    if match is not None and distinct is not None:
-        sink.invalid(path, None, "exactly one of `matchAttribute` or `distinctAttribute` is required, "
-                     "but multiple fields are set")
     # 1.37's declarative validation of both (beta, on by default) also wants the domain lowercase,
     # where the older rule lowercased it first ("GPU.example.com/x": refused from 1.37 on)
     lower = ctx.minor() >= 37
     if match is not None:
+        # Both set is stored by every API server 1.34-1.37 (its rule checks matchAttribute and
+        # ignores distinctAttribute, and kube-scheduler then applies matchAttribute only); from 1.37
+        # the declarative check of distinctAttribute's format runs anyway.
         if isinstance(match, str):
             sink.names(f"{path}.matchAttribute", match, names.fully_qualified_name(match, lowercase_domain=lower))
+        if distinct is not None and lower and isinstance(distinct, str) and ctx.on("DRAConsumableCapacity"):
+            sink.names(f"{path}.distinctAttribute", distinct,
+                       names.fully_qualified_name(distinct, lowercase_domain=True))
     elif distinct is not None:
         if gate(sink, ctx, f"{path}.distinctAttribute", "DRAConsumableCapacity") and isinstance(distinct, str):
             sink.names(f"{path}.distinctAttribute", distinct,

@@ -114,7 +114,7 @@ def _request_policy(sink: Sink, ctx: Context, path: str, capacity: Quantity, pol
     dflt = _q(default) if default is not None else None
     if default is not None:
         quantity(sink, f"{path}.default", default)
-    if values is not None and rng is not None:
+    if values and rng is not None:  # an empty validValues counts as not set (Go: len() > 0)
         sink.forbidden(path, 'exactly one policy can be specified, cannot specify "validValues" and '
                              '"validRange" at the same time')
         return
@@ -206,6 +206,10 @@ def _attribute(sink: Sink, ctx: Context, path: str, attr: Any) -> int:
     """Check one DeviceAttribute; return how many values it counts for."""
     attr = as_dict(attr)
     present = [k for k in _SCALARS + _LISTS if attr.get(k) is not None]
+    # with DRAListTypeAttributes off the API server drops the list fields before it counts values
+    for key in [k for k in present if k in _LISTS]:
+        if not gate(sink, ctx, f"{path}.{key}", "DRAListTypeAttributes"):
+            present.remove(key)
     if len(present) != 1:
         sink.invalid(path, attr if present else "", "exactly one value must be specified"
                      + ("" if present else " (int, bool, string or version)"))
@@ -213,8 +217,6 @@ def _attribute(sink: Sink, ctx: Context, path: str, attr: Any) -> int:
     for key in present:
         value = attr[key]
         if key in _LISTS:
-            if not gate(sink, ctx, f"{path}.{key}", "DRAListTypeAttributes"):
-                continue
             items = as_list(value)
             if not items:
                 sink.invalid(f"{path}.{key}", value, "must not be empty if specified")

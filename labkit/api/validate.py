@@ -160,7 +160,8 @@ def _check(obj: dict, sink: Sink, ctx: Context) -> None:
         sink.add("apiVersion", f"{kind} is {' or '.join(KNOWN_KINDS[kind])}, not {api!r}")
         return
     check_metadata(obj, sink)
-    check_structure(obj, sink, skip=skip, version=ctx.version)
+    dropped = frozenset(f for f, g in features.FIELD_GATES.items() if not ctx.on(g))
+    check_structure(obj, sink, skip=skip, version=ctx.version, dropped=dropped)
     namespace = as_dict(obj.get("metadata")).get("namespace")
     spec = obj.get("spec")
     if kind == "DeviceClass":
