@@ -131,6 +131,19 @@ def test_pod_claims() -> None:
     assert 'Duplicate value: "gpu"' in one(dup)
 
 
+def test_container_claim_references_repeat_as_the_api_server_counts() -> None:
+    # a claim referenced whole covers all its requests (a 1.37 kube-apiserver refused each of these)
+    pod_claims = [{"name": "pairs", "resourceClaimName": "c"}]
+    for refs in ([{"name": "pairs", "request": "a"}, {"name": "pairs"}],
+                 [{"name": "pairs"}, {"name": "pairs", "request": "a"}],
+                 [{"name": "pairs"}, {"name": "pairs"}]):
+        assert one(_pod(pod_claims, refs)).endswith('resources.claims[1]: Duplicate value: "pairs"'), refs
+    same = [{"name": "pairs", "request": "a"}, {"name": "pairs", "request": "a"}]
+    assert one(_pod(pod_claims, same)).endswith('resources.claims[1]: Duplicate value: "pairs/a"')
+    two_requests = [{"name": "pairs", "request": "a"}, {"name": "pairs", "request": "b"}]
+    assert messages(_pod(pod_claims, two_requests)) == []
+
+
 def test_deployment_template_pod_claims_checked_and_rest_passed_through() -> None:
     dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "default"},
            "spec": {"whatever": 1, "template": {"spec": {"containers": [

@@ -13,6 +13,9 @@ apply --dry-run=server` sends). Both must give the same verdict, accepted or ref
   fields only), repeated, and edge values. A field whose feature gate is off is dropped by the API
   server, and labkit says so (a problem naming the gate): the API server must then store the object.
 
+Pods that use claims are compared the same way, with their claim fields mutated
+(`spec.resourceClaims`, each container's `resources.claims`).
+
 This found what the unit tests had written from the API reference instead of from the API server
 (request tolerations have no count limit; `a/b/c` is a stored attribute name; a capacity without a
 value is stored as 0; 1.37 refuses an uppercase domain in a constraint). A disagreement prints
@@ -32,6 +35,7 @@ import pytest
 import yaml
 
 from fake_gpus.slices import build_slices, device_classes
+from labkit.api.problem import as_dict
 from labkit.api.schema import MODEL_FOR, model_fields
 from labkit.cel.validation import validate
 from labkit.cluster import connect
@@ -59,6 +63,7 @@ STRINGS = ["", "A", "a", "a" * 32, "a" * 33, "a" * 63, "a" * 64, "a" * 253, "a" 
 INTS = [0, -1, 1, 2, 16, 17, 31, 32, 33, 127, 128, 129, 2**31, 2**63 - 1, -2**63]
 PER_SEED = 40  # sampled value mutations per seed object (all field drops come on top)
 ADDED_PER_SEED = 25  # sampled added fields per seed object
+PER_POD = 15  # sampled claim-field values per Pod
 ADDED_STRINGS = ["", "a", "A", "a" * 64, "a" * 254, "a/b", "a.b/c", "1Gi", "-1", "NoSchedule", "NoExecute", "None",
                  "All", "ExactCount", "Exists", "gpu.example.com", "node-1", "2026-01-01T00:00:00Z", "1.2.3",
                  "device.driver == 'x'", "bad("]
@@ -216,12 +221,40 @@ def apiserver():
         c.down()
 
 
+def _pod_cases() -> list[tuple[str, dict]]:
+    """Pods of examples/ and upstream that use claims: each claim field dropped, and a fixed-seed
+    sample of edge values for them."""
+    rng = random.Random(20261202)
+    pods = []
+    for f in sorted([*ROOT.glob("examples/**/*.yaml"), *ROOT.glob("tests/data/upstream/**/*.yaml")]):
+        try:
+            docs = list(yaml.safe_load_all(f.read_text()))
+        except yaml.YAMLError:
+            continue
+        pods += [d for d in docs if isinstance(d, dict) and d.get("kind") == "Pod" and d.get("apiVersion") == "v1"
+                 and as_dict(d.get("spec")).get("resourceClaims")]
+    cases: list[tuple[str, dict]] = []
+    for i, pod in enumerate(pods):
+        pod = copy.deepcopy(pod)
+        pod["metadata"] = {"name": f"pod-{i}", "namespace": "default"}
+        cases.append(("as shipped", pod))
+        values = []
+        for path, v in _fields(pod):
+            if "resourceClaims" not in path and "claims" not in path:
+                continue
+            cases.append((f"{'.'.join(map(str, path))} dropped", _with(pod, path, DROP)))
+            values += [(path, x) for x in _values(v)]
+        for path, x in rng.sample(values, min(PER_POD, len(values))):
+            cases.append((f"{'.'.join(map(str, path))} = {json.dumps(x)[:60]}", _with(pod, path, x)))
+    return cases
+
+
 def _server_verdict(c, obj: dict) -> str | None:
     """None when the API server would store `obj`, else its message."""
     namespace = "namespaces/default/" if obj["kind"] in NAMESPACED else ""
+    url = "/api/v1/namespaces/default/pods" if obj["kind"] == "Pod" else f"/apis/{V1}/{namespace}{PLURAL[obj['kind']]}"
     try:
-        c.kube.request("POST", f"/apis/{V1}/{namespace}{PLURAL[obj['kind']]}", obj,
-                       params={"dryRun": "All", "fieldValidation": "Strict"})
+        c.kube.request("POST", url, obj, params={"dryRun": "All", "fieldValidation": "Strict"})
     except ApiError as e:
         if e.status not in (400, 409, 422):
             raise
@@ -229,11 +262,12 @@ def _server_verdict(c, obj: dict) -> str | None:
     return None
 
 
-def test_validation_gives_the_api_servers_verdict(apiserver):
+@pytest.mark.parametrize("which", ["DRA objects", "Pods"])
+def test_validation_gives_the_api_servers_verdict(apiserver, which):
     version = apiserver.kube.request("GET", "/version")
     kubernetes_version = f"{version['major']}.{version['minor'].rstrip('+')}"
     gates = dict(load_profile(PROFILE).feature_gates)  # what the local control plane was started with
-    cases = _cases()
+    cases = _cases() if which == "DRA objects" else _pod_cases()
     disagree = []
     refused = 0
     for what, obj in cases:
@@ -244,10 +278,10 @@ def test_validation_gives_the_api_servers_verdict(apiserver):
         # naming the gate. Only such problems = the API server's "stored".
         ours = [p for p in ours if not p.message.startswith("Forbidden: needs feature gate")]
         if (server is None) != (not ours):
-            disagree.append(f"{obj['kind']} {obj['metadata'].get('name')!r}, {what}:\n"
+            disagree.append(f"{obj['kind']} {as_dict(obj.get('metadata')).get('name')!r}, {what}:\n"
                             f"    API server: {server or 'stored'}\n"
                             f"    labkit:     {'; '.join(str(p) for p in ours[:2]) or 'valid'}")
     print(f"{len(cases)} cases against kube-apiserver {kubernetes_version}: {refused} refused by it, "
           f"{len(cases) - refused} stored; {len(disagree)} disagreements")
-    assert len(cases) > 3000 and 500 < refused < len(cases) - 500  # both verdicts well represented
+    assert len(cases) > 2000 and 500 < refused < len(cases) - 500  # both verdicts well represented
     assert not disagree, f"{len(disagree)} of {len(cases)} verdicts differ:\n" + "\n".join(disagree[:25])

@@ -47,7 +47,7 @@ def check_pod_spec(sink: Sink, path: str, spec: Any) -> None:
     for group in _CONTAINER_LISTS:
         for i, container in enumerate(as_list(spec.get(group))):
             claims = as_list(as_dict(as_dict(container).get("resources")).get("claims"))
-            pairs: set[tuple[str, str]] = set()
+            seen: set[str] = set()  # "claim" (all its requests) or "claim/request"
             for j, claim in enumerate(claims):
                 claim = as_dict(claim)
                 cpath = f"{path}.{group}[{i}].resources.claims[{j}]"
@@ -59,10 +59,17 @@ def check_pod_spec(sink: Sink, path: str, spec: Any) -> None:
                     have = f": {', '.join(sorted(claim_names))}" if claim_names else " which is empty"
                     sink.add(cpath, f"Not found: {show(name)}: must be one of the names in "
                                     f"pod.spec.resourceClaims{have}")
-                key = (str(name), str(claim.get("request") or ""))
-                if key in pairs:
-                    sink.duplicate(cpath, "/".join(k for k in key if k))
-                pairs.add(key)
-                request = claim.get("request")
-                if isinstance(request, str) and request:
+                # as the API server: a claim referenced whole covers all its requests, so any later
+                # reference to it repeats it, and so does a whole reference after one of its requests
+                name, request = str(name), str(claim.get("request") or "")
+                key = f"{name}/{request}" if request else name
+                if name in seen:
+                    sink.duplicate(cpath, name)
+                    continue
+                if key in seen:
+                    sink.duplicate(cpath, key)
+                elif not request and any(k.startswith(f"{name}/") for k in seen):
+                    sink.duplicate(cpath, name)
+                seen.add(key)
+                if request:
                     sink.names(f"{cpath}.request", request, names.dns_label(request))
