@@ -25,6 +25,7 @@ the object's kind, the mutated field, the value, the API server's answer and our
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import random
 from collections.abc import Iterator
@@ -70,14 +71,26 @@ ADDED_STRINGS = ["", "a", "A", "a" * 64, "a" * 254, "a/b", "a.b/c", "1Gi", "-1",
 DROP = object()
 
 
-def _seeds() -> list[dict]:
-    found: list[dict] = []
+@functools.cache
+def _shipped() -> tuple[dict, ...]:
+    """Every YAML document of examples/ and tests/data/upstream/ (files that do not parse are left out;
+    each caller copies what it changes)."""
+    docs: list[Any] = []
     for f in sorted([*ROOT.glob("examples/**/*.yaml"), *ROOT.glob("tests/data/upstream/**/*.yaml")]):
         try:
-            docs = list(yaml.safe_load_all(f.read_text()))
+            docs += yaml.safe_load_all(f.read_text())
         except yaml.YAMLError:
             continue
-        found += [d for d in docs if isinstance(d, dict) and d.get("apiVersion") == V1 and d.get("kind") in PLURAL]
+    return tuple(d for d in docs if isinstance(d, dict))
+
+
+def _label(path: tuple, value: Any) -> str:
+    shown = json.dumps(value)
+    return f"{'.'.join(map(str, path))} = {shown if len(shown) <= 60 else shown[:57] + '...'}"
+
+
+def _seeds() -> list[dict]:
+    found = [d for d in _shipped() if d.get("apiVersion") == V1 and d.get("kind") in PLURAL]
     for profile, mig in SLICE_PROFILES:
         found += build_slices(profile, "node-1", mig_mode=mig)
     found += device_classes()
@@ -205,9 +218,7 @@ def _cases() -> list[tuple[str, dict]]:
         added = [(p, x) for p, x in _absent(seed, MODEL_FOR[(V1, seed["kind"])]) if p[0] not in ("metadata", "status")]
         for path, x in [*rng.sample(values, min(PER_SEED, len(values))),
                         *rng.sample(added, min(ADDED_PER_SEED, len(added)))]:
-            shown = json.dumps(x)
-            shown = shown if len(shown) <= 60 else shown[:57] + "..."
-            cases.append((f"{'.'.join(map(str, path))} = {shown}", _with(seed, path, x)))
+            cases.append((_label(path, x), _with(seed, path, x)))
     return cases
 
 
@@ -225,14 +236,8 @@ def _pod_cases() -> list[tuple[str, dict]]:
     """Pods of examples/ and upstream that use claims: each claim field dropped, and a fixed-seed
     sample of edge values for them."""
     rng = random.Random(20261202)
-    pods = []
-    for f in sorted([*ROOT.glob("examples/**/*.yaml"), *ROOT.glob("tests/data/upstream/**/*.yaml")]):
-        try:
-            docs = list(yaml.safe_load_all(f.read_text()))
-        except yaml.YAMLError:
-            continue
-        pods += [d for d in docs if isinstance(d, dict) and d.get("kind") == "Pod" and d.get("apiVersion") == "v1"
-                 and as_dict(d.get("spec")).get("resourceClaims")]
+    pods = [d for d in _shipped() if d.get("kind") == "Pod" and d.get("apiVersion") == "v1"
+            and as_dict(d.get("spec")).get("resourceClaims")]
     cases: list[tuple[str, dict]] = []
     for i, pod in enumerate(pods):
         pod = copy.deepcopy(pod)
@@ -245,7 +250,7 @@ def _pod_cases() -> list[tuple[str, dict]]:
             cases.append((f"{'.'.join(map(str, path))} dropped", _with(pod, path, DROP)))
             values += [(path, x) for x in _values(v)]
         for path, x in rng.sample(values, min(PER_POD, len(values))):
-            cases.append((f"{'.'.join(map(str, path))} = {json.dumps(x)[:60]}", _with(pod, path, x)))
+            cases.append((_label(path, x), _with(pod, path, x)))
     return cases
 
 

@@ -154,12 +154,11 @@ leftovers() {
   return 0
 }
 
-# our dockerd's pid, found by its command line (dockerd ... --exec-root <ours>)
+# our dockerd's pid: the one of those processes that is dockerd itself
 ours_by_cmdline() {
   local p
-  for p in /proc/[0-9]*; do
-    tr '\0' ' ' 2>/dev/null < "$p/cmdline" | grep -qE -- "(^|/)dockerd .*--exec-root $EXEC_ROOT( |$)" \
-      && { echo "${p#/proc/}"; return 0; }
+  for p in $(leftovers); do
+    tr '\0' ' ' 2>/dev/null < "/proc/$p/cmdline" | grep -qE -- "^(.*/)?dockerd " && { echo "$p"; return 0; }
   done
   return 0
 }

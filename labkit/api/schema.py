@@ -323,17 +323,23 @@ def check_structure(obj: dict, sink: Sink, *, skip: set[str] | None = None, vers
     _walk(obj, model_name, "", sink, skip, schema_version(version))
     seen: set[str] = set()
     for err in type_errors(obj, model_name, version):
-        if err.get("type") == "missing" and dropped.intersection(p for p in err.get("loc", ()) if isinstance(p, str)):
+        if err.get("type") == "missing" and _not_asked_for(err, dropped):
             continue
         _report(err, sink, skip, seen)
+
+
+def _not_asked_for(missing: dict, dropped: frozenset[str]) -> bool:
+    """A required field the API server does not ask for: stored as its zero value, or inside a field
+    it drops."""
+    loc = missing.get("loc", ())
+    return (missing.get("model"), loc[-1] if loc else None) in STORED_AS_ZERO \
+        or bool(dropped.intersection(p for p in loc if isinstance(p, str)))
 
 
 def _report(err: dict, sink: Sink, skip: set[str], seen: set[str]) -> None:
     etype, loc = err.get("type", ""), tuple(err.get("loc", ()))
     if etype == "extra_forbidden":
         return  # reported by _walk, with a suggestion
-    if etype == "missing" and (err.get("model"), loc[-1] if loc else None) in STORED_AS_ZERO:
-        return
     # pydantic puts union/tagged details after the field; keep the field path only
     loc = tuple(p for p in loc if not (isinstance(p, str) and re.match(r"^(function-|json-or-python|lax-|strict-)", p)))
     path = _format_loc(loc)
