@@ -383,7 +383,9 @@ def landing_page(config_script: str) -> str:
 <h1>DRA LabKit — the course in your browser</h1>
 <p>Learn Kubernetes Dynamic Resource Allocation (<code>resource.k8s.io/v1</code>) for GPUs with simulated NVIDIA
 GPUs. Everything runs in this tab (JupyterLite + Pyodide, the embedded <code>sim</code> cluster): nothing to
-install, no account, no GPU. Open a lesson and run its cells from the top; your edits stay in this browser.</p>
+install, no account, no GPU. Open a lesson and run its cells from the top; your edits stay in this browser.
+Python takes a few seconds to start in the tab: wait until the status bar at the bottom reads
+<b>Python (Pyodide) | Idle</b>, since a Run All clicked before that runs nothing (JupyterLab drops it).</p>
 <ol start="0">
 {chr(10).join(items)}
 </ol>

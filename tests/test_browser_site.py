@@ -19,9 +19,9 @@ first visits). Per notebook, in a page of its own (its own JupyterLab and kernel
 In one notebook (RUN_TWICE) Run All runs a second time in the same kernel, with the same checks.
 
 Notebook 11 (kind/local) runs on sim too, and its first cell says that kind and local need the full kit.
-Screenshots go to test-artifacts/site/, every cell's stderr to test-artifacts/site/stderr.txt, and the
-measured times and bytes to test-artifacts/site/metrics.json
-(numbers for docs/browser-course.md, not limits).
+Screenshots go to test-artifacts/site/, what each page and its workers printed to test-artifacts/site/<notebook>.log
+(a failed wait prints its end), every cell's stderr to test-artifacts/site/stderr.txt, and the measured times and
+bytes to test-artifacts/site/metrics.json (numbers for docs/browser-course.md, not limits).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import threading
 import time
 import zipfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -63,6 +64,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
     sent = 0
     missing: list[str] = []
+    root: Path  # the site it serves
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         if code == 404:
@@ -121,7 +123,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, type[_
             with zipfile.ZipFile(out / "static/pyodide" / lock[name]["file_name"]) as zf:
                 assert module in zf.namelist(), f"{name}: no bytecode in the site's wheel"
         assert "pytz" not in lock["matplotlib"]["depends"] and not list((out / "static/pyodide").glob("pytz-*"))
-    handler = type("Handler", (_Handler,), {"sent": 0, "missing": []})
+    handler = type("Handler", (_Handler,), {"sent": 0, "missing": [], "root": out})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(out)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()  # bound and listening already: the browser's first request waits in the backlog
@@ -144,8 +146,15 @@ def browser():
         chromium.close()
 
 
-#: the notebook's kernel is started and idle (its execution indicator)
-KERNEL_IDLE = ".jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status='idle']"
+#: the notebook's kernel is up, as the status bar tells a learner ("Python (Pyodide) | Idle"): the kernel has
+#: answered (JupyterLite's kernel says idle only once Pyodide is loaded). Not the notebook toolbar's execution
+#: indicator: it reads 'idle' before the notebook has a kernel at all, and a Run All sent then is dropped
+#: without a word (JupyterLab clears each cell whose session has no kernel yet).
+KERNEL_READY = """() => {
+  const item = document.querySelector('.jp-StatusBar-TextItem[title^="Change kernel"]');
+  const text = item ? item.textContent.trim() : '';
+  return text.endsWith('| Idle') && !text.startsWith('No Kernel') && text;
+}"""
 #: the first output of any code cell is on the page
 FIRST_OUTPUT = "() => !!document.querySelector('.jp-NotebookPanel .jp-CodeCell .jp-OutputArea-output')"
 
@@ -221,6 +230,77 @@ def shared_context(browser):
     context.close()
 
 
+#: the page's state in one line, for a failure: each code cell's prompt, the status bar's kernel, outputs so far
+PAGE_STATE_JS = """() => {
+  const q = s => [...document.querySelectorAll(s)];
+  const prompts = q('.jp-NotebookPanel .jp-CodeCell .jp-InputPrompt').map(p => p.innerText.trim() || '[ ]');
+  const kernel = document.querySelector('.jp-StatusBar-TextItem[title^="Change kernel"]');
+  return `prompts ${prompts.join(' ')}; status bar "${kernel ? kernel.textContent.trim() : ''}"; `
+    + `outputs ${q('.jp-NotebookPanel .jp-OutputArea-output').length}`;
+}"""
+
+
+class PageLog:
+    """What a page, its workers (the kernel's) and the site's service worker printed, and the requests
+    still open, each with its time since the page opened: what a hung Run All leaves to read."""
+
+    def __init__(self, page, context) -> None:
+        self.t0 = time.monotonic()
+        self.lines: list[str] = []
+        self.open: dict[object, str] = {}
+        page.on("console", lambda m: self._note(f"page {m.type}: {m.text}"))
+        page.on("pageerror", lambda e: self._note(f"page error: {e}"))
+        page.on("crash", lambda _: self._note("the page crashed"))
+        page.on("worker", self._worker)
+        self._context = context
+        self._handlers = [("request", self._request), ("requestfinished", self._finished),
+                          ("requestfailed", self._failed),
+                          ("serviceworker", functools.partial(self._worker, console=True))]
+        for event, handler in self._handlers:
+            context.on(event, handler)
+
+    def _note(self, text: str) -> None:
+        self.lines.append(f"{time.monotonic() - self.t0:7.1f} s  {text[:300]}")
+
+    def _worker(self, worker, *, console: bool = False) -> None:
+        name = worker.url.rsplit("/", 1)[-1]
+        self._note(f"worker {name} started")
+        if console:  # a dedicated worker's console (the kernel's) reaches the page's already
+            worker.on("console", lambda m: self._note(f"worker {name} {m.type}: {m.text}"))
+        worker.on("close", lambda _: self._note(f"worker {name} closed"))
+
+    def _request(self, request) -> None:
+        self.open[request] = f"{time.monotonic() - self.t0:7.1f} s  {request.method} {request.url[:160]}"
+
+    def _finished(self, request) -> None:
+        self.open.pop(request, None)
+
+    def _failed(self, request) -> None:
+        self.open.pop(request, None)
+        self._note(f"request failed: {request.method} {request.url[:160]}: {request.failure}")
+
+    def close(self) -> None:
+        for event, handler in self._handlers:
+            self._context.remove_listener(event, handler)
+
+    @contextmanager
+    def explain(self, page) -> Iterator[None]:
+        """A wait that failed (a Run All that never ended, say) says what the page and its kernel did."""
+        try:
+            yield
+        except Exception as exc:
+            raise AssertionError(f"{exc or type(exc).__name__}\n{self.report(page)}") from exc
+
+    def report(self, page, last: int = 40) -> str:
+        try:
+            state = page.evaluate(PAGE_STATE_JS)
+        except Exception as exc:  # a crashed or closed page: say so, the rest of the report still helps
+            state = f"(the page could not be read: {exc})"
+        return "\n".join([f"the page at {time.monotonic() - self.t0:.1f} s: {state}",
+                          f"requests still open ({len(self.open)}):", *list(self.open.values())[-15:],
+                          f"console and events ({len(self.lines)}, the last {last}):", *self.lines[-last:]])
+
+
 def _run_all(page) -> None:
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
@@ -272,15 +352,17 @@ def test_notebook_in_the_site(site, browser, shared_context, name: str) -> None:
     page.add_init_script(WATCH_JS)
     sent0, missing0, stderr0 = handler.sent, len(handler.missing), len(STDERR_SEEN)
     problems: list[str] = []
+    log = PageLog(page, context)
     try:
-        with watch.explain():
+        with log.explain(page), watch.explain():
             t0 = time.monotonic()
             page.goto(f"{base}/lab/index.html?path=notebooks/{name}.ipynb", wait_until="commit")
             state = page.wait_for_function(READY_JS, arg=".jp-NotebookPanel .jp-CodeCell", polling=250).json_value()
             assert not state["dialogs"], f"JupyterLab showed a dialog: {state['dialogs']}"
             lab = time.monotonic() - t0
-            # the kernel is up (Pyodide loaded): a Run All sent while it starts was lost now and then
-            page.wait_for_selector(KERNEL_IDLE, state="attached")
+            ready = page.wait_for_function(KERNEL_READY, polling=250).json_value()
+            # the landing page tells the learner what to wait for: the same words
+            assert f"<b>{ready}</b>" in (handler.root / "index.html").read_text(encoding="utf-8"), ready
             kernel = time.monotonic() - t0
             _run_all(page)
             page.wait_for_function(FIRST_OUTPUT, polling=100)
@@ -300,11 +382,13 @@ def test_notebook_in_the_site(site, browser, shared_context, name: str) -> None:
                 problems += _output_problems(page, cells, "Run All again")
     finally:  # what the page showed, also when a wait failed
         page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+        (ARTIFACTS / f"{name}.log").write_text(log.report(page, last=len(log.lines)) + "\n", encoding="utf-8")
+        log.close()
         page.close()
         if context is not shared_context:
             context.close()
     external = EXTERNAL[seen:]
-    METRICS[name] = {"lab_s": round(lab, 1), "kernel_idle_s": round(kernel, 1), "first_output_s": round(first, 1),
+    METRICS[name] = {"lab_s": round(lab, 1), "kernel_ready_s": round(kernel, 1), "first_output_s": round(first, 1),
                      "done_s": round(done, 1),
                      "bytes_fetched": handler.sent - sent0, "external_requests": len(external),
                      "load_average": round(os.getloadavg()[0], 1), "first_visit": FIRST_VISIT or name == NAMES[0],
