@@ -37,6 +37,7 @@ import argparse
 import hashlib
 import html
 import importlib.metadata
+import importlib.util
 import json
 import os
 import re
@@ -161,10 +162,17 @@ def _depends(requires: list[str], markers: dict[str, str], extras: tuple[str, ..
     return sorted(set(out))
 
 
-#: the kit's requirements that it loads when its code imports them (labkit.browser), not with the kit: the
-#: drawing library (with numpy, pillow, kiwisolver, contourpy, fonttools) only in the lessons that draw, when
-#: they draw
-ON_IMPORT = ("matplotlib",)
+def _on_import() -> tuple[str, ...]:
+    """The kit's requirements that a tab loads when the kit's code imports them, not with the kit (the drawing
+    library): ``labkit.browser.ON_IMPORT``, read from its file (the kit's package needs more than this build
+    environment has)."""
+    spec = importlib.util.spec_from_file_location("labkit_browser", ROOT / "labkit" / "browser.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module.ON_IMPORT
+
+
+ON_IMPORT = _on_import()
 
 
 def _metadata(zf: zipfile.ZipFile) -> tuple[dict[str, str], list[str]]:

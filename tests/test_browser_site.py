@@ -374,6 +374,10 @@ def test_notebook_in_the_site(site, browser, shared_context, name: str) -> None:
             if prompts[-1] != f"[{len(cells)}]:":
                 problems.append(f"Run All stopped: the prompts read {' '.join(prompts)}")
             problems += _output_problems(page, cells, "Run All")
+            # Pyodide's "Failed to load <package>": the kernel asked for a package the site leaves out (an optional
+            # import of a library, loaded on import: labkit.browser loads only the drawing library)
+            if failed := [line.strip() for line in log.lines if " log: Failed to load " in line]:
+                problems.append(f"the kernel asked for packages it does not use: {failed}")
             if name.startswith("11_") and "full kit" not in dom.nth(0).locator(".jp-OutputArea").inner_text():
                 problems.append("notebook 11 does not say that kind and local need the full kit")
             if name == RUN_TWICE and not problems:
