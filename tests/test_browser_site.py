@@ -385,9 +385,12 @@ def test_notebook_in_the_site(site, browser, shared_context, name: str) -> None:
                 page.wait_for_function(RUN_AGAIN_DONE, arg=len(cells), polling=250)
                 problems += _output_problems(page, cells, "Run All again")
     finally:  # what the page showed, also when a wait failed
-        page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
         (ARTIFACTS / f"{name}.log").write_text(log.report(page, last=len(log.lines)) + "\n", encoding="utf-8")
         log.close()
+        try:  # a crashed page has no picture: that must not hide why the test failed
+            page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+        except Exception as exc:
+            problems.append(f"no screenshot of the page: {exc}")
         page.close()
         if context is not shared_context:
             context.close()
