@@ -213,8 +213,10 @@ ANY_DISTRIBUTION_NEEDS = ("matplotlib", "numpy", "micropip", "ssl", "sqlite3")
 #: (and of every package's ``depends``): jedi and parso (IPython's completer works without them: 4.9 MB),
 #: widgetsnbextension (the widgets' front end for the classic Notebook server: 2.2 MB; the site's JupyterLab
 #: carries its own), pytz (Pyodide's lock lists it for matplotlib, whose code has not imported it since 3.x:
-#: 0.5 MB that each drawing lesson fetched)
-NOT_IN_BROWSER = ("jedi", "parso", "widgetsnbextension", "pytz")
+#: 0.5 MB that each drawing lesson fetched); and two of the kit's own that its sim path does not import: protobuf
+#: (the native CEL engine's and the driver's gRPC) and rich (the CLI's tables). A site on the CDN took both
+#: with the kit on every page, while the site the tests run had neither.
+NOT_IN_BROWSER = ("jedi", "parso", "widgetsnbextension", "pytz", "protobuf", "rich")
 
 
 #: JupyterLab settings of the site: every output stays in the page (the browser test reads cells below the
@@ -346,8 +348,8 @@ def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> d
             shutil.copy2(wheel, target / wheel.name)
             lock["packages"][name] = _lock_entry(wheel, markers)[1]
             have.add(name)
-    # a requirement this distribution does not have (google-re2: no wasm build; protobuf, rich: not on the sim
-    # path, not in the npm core) is left out, or loading the package would fail on it
+    # a requirement this distribution does not have (google-re2: no wasm build) is left out, or loading the
+    # package would fail on it; so is one a tab does not use (NOT_IN_BROWSER), whatever the distribution
     for entry in lock["packages"].values():
         entry["depends"] = [d for d in entry["depends"] if d in have and d not in NOT_IN_BROWSER]
     (target / "pyodide-lock.json").write_text(json.dumps(lock, separators=(",", ":")))

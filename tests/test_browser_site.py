@@ -410,10 +410,11 @@ def test_notebook_in_the_site(site, browser, shared_context, name: str) -> None:
     assert problems == [], f"{name}:\n" + "\n".join(problems)
 
 
-def test_the_default_site_takes_pyodide_from_the_official_cdn(browser, tmp_path: Path) -> None:
+def test_the_default_site_takes_pyodide_from_the_official_cdn(site, browser, tmp_path: Path) -> None:
     """``notebooks/site.py`` with no --pyodide (what a user builds): the kernel asks the official CDN for the
     Pyodide of the npm core's version (aborted here, and it is the only host it asks), and the site's lock
-    points the official packages at that CDN and the kit's wheels at the site."""
+    points the official packages at that CDN and the kit's wheels at the site. The kit loads with the same
+    packages as on the site the notebooks ran on above (the CDN has more: protobuf and rich came along)."""
     _site_deps()
     out = tmp_path / "site"
     build = subprocess.run([str(CACHE / "site-venv" / "bin" / "python"), "notebooks/site.py", "--out", str(out)],
@@ -433,6 +434,8 @@ def test_the_default_site_takes_pyodide_from_the_official_cdn(browser, tmp_path:
         kernel["loadPyodideOptions"]["packages"]), kernel
     assert all((out / "static" / "labkit" / lock[n]["file_name"]).is_file() for n in ("piplite", "pyodide-kernel"))
     assert "matplotlib" not in lock["dra-labkit"]["depends"] and "matplotlib" in lock
+    tested = json.loads((site[1].root / "static/pyodide/pyodide-lock.json").read_text())["packages"]
+    assert lock["dra-labkit"]["depends"] == tested["dra-labkit"]["depends"]
     # the kit's wheel carries bytecode of the CDN's Pyodide, beside its source (notebooks/wheel_bytecode.py)
     python = json.loads((CACHE / "pyodide" / "node_modules" / "pyodide" / "pyodide-lock.json").read_text())["info"]["python"]
     with zipfile.ZipFile(out / "static" / "labkit" / lock["dra-labkit"]["file_name"]) as zf:
