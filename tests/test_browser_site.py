@@ -150,8 +150,10 @@ def browser():
 #: answered (JupyterLite's kernel says idle only once Pyodide is loaded). Not the notebook toolbar's execution
 #: indicator: it reads 'idle' before the notebook has a kernel at all, and a Run All sent then is dropped
 #: without a word (JupyterLab clears each cell whose session has no kernel yet).
+#: the status bar's kernel item ("Python (Pyodide) | Idle"), for KERNEL_READY and a failure's report
+STATUS_BAR_KERNEL = '.jp-StatusBar-TextItem[title^="Change kernel"]'
 KERNEL_READY = """() => {
-  const item = document.querySelector('.jp-StatusBar-TextItem[title^="Change kernel"]');
+  const item = document.querySelector('""" + STATUS_BAR_KERNEL + """');
   const text = item ? item.textContent.trim() : '';
   return text.endsWith('| Idle') && !text.startsWith('No Kernel') && text;
 }"""
@@ -234,7 +236,7 @@ def shared_context(browser):
 PAGE_STATE_JS = """() => {
   const q = s => [...document.querySelectorAll(s)];
   const prompts = q('.jp-NotebookPanel .jp-CodeCell .jp-InputPrompt').map(p => p.innerText.trim() || '[ ]');
-  const kernel = document.querySelector('.jp-StatusBar-TextItem[title^="Change kernel"]');
+  const kernel = document.querySelector('""" + STATUS_BAR_KERNEL + """');
   return `prompts ${prompts.join(' ')}; status bar "${kernel ? kernel.textContent.trim() : ''}"; `
     + `outputs ${q('.jp-NotebookPanel .jp-OutputArea-output').length}`;
 }"""
