@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -663,3 +664,101 @@ def test_image_file_tree_runs_the_driver(tmp_path: Path):
     assert out.returncode == 0, out.stderr
     assert "dgx-a100" in out.stdout
     assert tree.skipped_runs == ["python -m fake_gpus profiles > /dev/null"]
+
+
+# -- DeviceTaintRules before the work they keep off a device ----------------------------------------------
+TAINT_LAST = """
+apiVersion: v1
+kind: Pod
+metadata: {name: avoids-broken}
+spec:
+  containers: [{name: main, image: busybox:1.36, resources: {claims: [{name: gpu}]}}]
+  resourceClaims: [{name: gpu, resourceClaimName: one-t4}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: one-t4}
+spec:
+  devices:
+    requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceTaintRule
+metadata: {name: broken}
+spec:
+  deviceSelector: {driver: gpu.nvidia.com, pool: t4-0, device: gpu-0}
+  taint: {key: labkit.dev/broken, value: "true", effect: NoSchedule}
+"""
+
+
+class _Controller(RecordingRunner):
+    """kubectl against a cluster whose kube-controller-manager reports a DeviceTaintRule on the
+    `report_at`-th read of it (never when None); `apply` echoes what it was given, as stored."""
+
+    def __init__(self, report_at: int | None) -> None:
+        super().__init__()
+        self.report_at, self.reads = report_at, 0
+
+    def run(self, cmd, *, input=None, check=True, env=None):
+        joined = " ".join(cmd)
+        if " apply -o json -f -" in joined:
+            self.commands.append(list(cmd))
+            self.inputs.append(input)
+            docs = [{**d, "metadata": {**d["metadata"], "generation": 1}} for d in yaml.safe_load_all(input)]
+            return subprocess.CompletedProcess(list(cmd), 0, json.dumps({"kind": "List", "items": docs}), "")
+        if " get devicetaintrules.resource.k8s.io broken " in joined:
+            self.reads += 1
+            rule = {"kind": "DeviceTaintRule", "metadata": {"name": "broken", "generation": 1}}
+            if self.report_at is not None and self.reads >= self.report_at:
+                rule["status"] = {"conditions": [{"type": "EvictionInProgress", "status": "False",
+                                                  "observedGeneration": 1, "reason": "OtherEffect"}]}
+            self.commands.append(list(cmd))
+            self.inputs.append(input)
+            return subprocess.CompletedProcess(list(cmd), 0, json.dumps(rule), "")
+        return super().run(cmd, input=input, check=check, env=env)
+
+
+def _applied_kinds(runner: RecordingRunner) -> list[list[str]]:
+    return [[d["kind"] for d in yaml.safe_load_all(i)] for c, i in zip(runner.commands, runner.inputs, strict=True)
+            if "apply" in c]
+
+
+def test_a_taint_rule_is_in_force_before_the_pod_it_keeps_off_the_device_is_sent(tmp_path):
+    """The scenario kind got wrong once under load: rule, claim and pod in one kubectl apply, the
+    scheduler gave the pod the tainted device before its watch brought the rule. Now the rule goes
+    alone, apply reads it until kube-controller-manager reports its generation, then the rest goes
+    (claims before pods), whatever the file's order."""
+    runner = _Controller(report_at=3)
+    c = _attached(tmp_path, runner)
+    runner.commands.clear(), runner.inputs.clear()
+    stored = c.apply(TAINT_LAST)
+    assert _applied_kinds(runner) == [["DeviceTaintRule"], ["ResourceClaim", "Pod"]]
+    lines = runner.lines()
+    reads = [i for i, ln in enumerate(lines) if " get devicetaintrules" in ln]
+    applies = [i for i, ln in enumerate(lines) if " apply " in ln]
+    assert len(reads) == 3 and applies[0] < reads[0] and reads[-1] < applies[1]
+    assert [o["kind"] for o in stored] == ["DeviceTaintRule", "ResourceClaim", "Pod"]
+
+
+def test_a_taint_rule_nobody_reports_is_a_warning_naming_it_and_the_rest_still_goes(tmp_path, monkeypatch):
+    monkeypatch.setattr("labkit.cluster.kubeapi.RULE_REPORT_TIMEOUT", 0.3)
+    runner = _Controller(report_at=None)
+    c = _attached(tmp_path, runner)
+    runner.commands.clear(), runner.inputs.clear()
+    with pytest.warns(UserWarning, match=r"DeviceTaintRule broken: kube-controller-manager has not reported it "
+                                         r"within 0 s.*pods applied now can still get its devices"):
+        c.apply(TAINT_LAST)
+    assert _applied_kinds(runner) == [["DeviceTaintRule"], ["ResourceClaim", "Pod"]]
+    assert runner.reads >= 2
+
+
+def test_without_taint_rules_apply_is_one_kubectl_call_and_before_1_35_no_rule_is_waited_for(tmp_path):
+    runner = _Controller(report_at=None)
+    c = _attached(tmp_path, runner)
+    runner.commands.clear(), runner.inputs.clear()
+    c.apply(TAINT_LAST.split("---")[0] + "---" + TAINT_LAST.split("---")[1])
+    assert _applied_kinds(runner) == [["ResourceClaim", "Pod"]]
+    c.profile = dataclasses.replace(load_profile("workshop"), kubernetes_version="1.34")
+    runner.commands.clear(), runner.inputs.clear()
+    c.apply(TAINT_LAST)  # 1.34's kube-controller-manager writes no status: nothing to wait for
+    assert _applied_kinds(runner) == [["DeviceTaintRule"], ["ResourceClaim", "Pod"]] and runner.reads == 0

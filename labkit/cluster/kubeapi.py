@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,31 @@ def _resource_name(kind: str) -> str:
 #: API server answers that mean the request (the objects, the context's rights) is what is wrong:
 #: 400 Bad Request, 409 Conflict, 422 Invalid (401 and 403 name the credentials)
 REFUSED_INPUT = frozenset({400, 409, 422})
+
+#: apply order on a real API server: what pods depend on first (namespaces, classes, taint rules),
+#: then claims and templates, then the rest (pods, workloads); a stable sort keeps the file's order
+#: within a tier, so pods never race their claims
+APPLY_TIERS = {"Namespace": 0, "CustomResourceDefinition": 0, "DeviceClass": 0, "PriorityClass": 0,
+               "ResourceSlice": 0, "DeviceTaintRule": 0, "ServiceAccount": 1, "ConfigMap": 1,
+               "ResourceClaimTemplate": 1, "ResourceClaim": 1}
+
+#: seconds `apply` waits for kube-controller-manager to report a new or changed DeviceTaintRule
+RULE_REPORT_TIMEOUT = 60.0
+#: the first minor whose kube-controller-manager reports DeviceTaintRules in their status
+RULE_STATUS_SINCE = (1, 35)
+RULE_POLL_INTERVAL = 0.1  # the controller reports a rule within a fraction of a second on a quiet machine
+
+
+def apply_tier(obj: dict) -> int:
+    return APPLY_TIERS.get(str(obj.get("kind", "")), 2)
+
+
+def rule_reported(rule: dict) -> bool:
+    """kube-controller-manager has seen this generation of the DeviceTaintRule: its status carries
+    the EvictionInProgress condition for it (written for every effect since 1.35)."""
+    generation = (rule.get("metadata") or {}).get("generation") or 1
+    return any(c.get("type") == "EvictionInProgress" and (c.get("observedGeneration") or 0) >= generation
+               for c in (rule.get("status") or {}).get("conditions") or [])
 
 
 def _event_time(e: dict) -> str:
@@ -118,6 +144,54 @@ def pod_in_flight(pod: dict, claims: set[tuple[str, str]], templates: set[tuple[
 
 class KubeCluster(Cluster):
     """A cluster with a real API server: what the local, kind and kubeconfig backends share."""
+
+    # -- objects ---------------------------------------------------------------------------
+    def _apply_in_order(self, objs: list[dict], write: Callable[[list[dict]], list[dict]]) -> list[dict]:
+        """Write `objs` (through `write`, the backend's way) in `APPLY_TIERS` order; returns them as stored.
+
+        A DeviceTaintRule does not act when the API server stores it but when the scheduler's own
+        watch brings it, and a pod created right after it can still be given a device it taints
+        (seen on kind under load: the sim's answer was gpu-1, kind's the tainted gpu-0). So the
+        rules go first, and nothing that could be scheduled is written until the cluster has
+        reported every rule (`wait_for_taint_rules`), as an admin waits before sending work."""
+        objs = sorted(objs, key=apply_tier)
+        first = sum(1 for o in objs if apply_tier(o) == 0)
+        if not any(o.get("kind") == "DeviceTaintRule" for o in objs[:first]):
+            return write(objs)
+        stored = write(objs[:first])
+        self.wait_for_taint_rules([o for o in stored if o.get("kind") == "DeviceTaintRule"])
+        return stored + (write(objs[first:]) if objs[first:] else [])
+
+    def wait_for_taint_rules(self, rules: list[dict], timeout: float | None = None) -> bool:
+        """Wait until kube-controller-manager has reported each of `rules` (its status names their
+        generation), the cluster's sign that its controllers see the taint; True when all were.
+        Kubernetes before 1.35 writes no status: nothing to wait for. A rule not reported within
+        `timeout` (default `RULE_REPORT_TIMEOUT`) gets a warning naming it (work sent now may still
+        be given its devices)."""
+        timeout = RULE_REPORT_TIMEOUT if timeout is None else timeout
+        minor = tuple(int(p) for p in str(getattr(self.profile, "kubernetes_version", "1.37")).split(".")[:2])
+        if not rules or minor < RULE_STATUS_SINCE:
+            return True
+        deadline = time.monotonic() + timeout
+        waiting = {r["metadata"]["name"] for r in rules if not rule_reported(r)}
+        while waiting:
+            for name in sorted(waiting):
+                try:
+                    if rule_reported(self.get("DeviceTaintRule", name, None)):
+                        waiting.discard(name)
+                except NotFound:  # deleted meanwhile: nothing left to wait for
+                    waiting.discard(name)
+            if not waiting:
+                break
+            if time.monotonic() > deadline:
+                warnings.warn(f"DeviceTaintRule {', '.join(sorted(waiting))}: kube-controller-manager has not reported "
+                              f"it within {timeout:.0f} s (no EvictionInProgress condition for its generation), so the "
+                              "scheduler may not see its taint yet and pods applied now can still get its devices; "
+                              "check that kube-controller-manager runs and has the DRADeviceTaintRules feature",
+                              stacklevel=2)
+                return False
+            time.sleep(RULE_POLL_INTERVAL)
+        return True
 
     def events(self) -> list[dict]:
         return sorted(self.list("Event"), key=_event_time)
@@ -280,11 +354,11 @@ class KubeconfigCluster(KubeCluster):
 
     def apply(self, source: Source) -> list[dict]:
         self._refuse("apply")
-        out = []
-        for obj in load_source(source):
-            m = obj.get("metadata") or {}
-            out.append(self._call(lambda o=obj: self.kube.apply(o), f"apply {obj.get('kind')} {m.get('name')}"))
-        return out
+        return self._apply_in_order(load_source(source), self._write)
+
+    def _write(self, objs: list[dict]) -> list[dict]:
+        return [self._call(lambda o=obj: self.kube.apply(o), f"apply {obj.get('kind')} {(obj.get('metadata') or {}).get('name')}")
+                for obj in objs]
 
     def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
         self._refuse("delete")

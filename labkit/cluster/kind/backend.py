@@ -562,6 +562,9 @@ class KindCluster(KubeCluster):
         if self.swap_images:
             for obj in objs:
                 self._swap(obj)
+        return self._apply_in_order(objs, self._write)
+
+    def _write(self, objs: list[dict]) -> list[dict]:
         result = self._kubectl("apply", "-o", "json", "-f", "-", input=yaml.safe_dump_all(objs, sort_keys=False),
                                check=False)
         if result.returncode != 0:  # the API server refusing the objects is bad input, as on local

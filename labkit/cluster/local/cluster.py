@@ -36,13 +36,6 @@ from labkit.cluster.local.procs import Component, ProcessError, Supervisor, pid_
 from labkit.cluster.local.served import running_state
 from labkit.model.profiles import DEFAULT_ALLOCATABLE, load_profile
 
-#: apply order: namespaces and classes first, then claims and templates, then the rest (pods),
-#: so pods never race their claims (a stable sort keeps file order within a tier)
-_TIERS = {"Namespace": 0, "CustomResourceDefinition": 0, "DeviceClass": 0, "PriorityClass": 0,
-          "ResourceSlice": 0, "DeviceTaintRule": 0, "ServiceAccount": 1, "ConfigMap": 1,
-          "ResourceClaimTemplate": 1, "ResourceClaim": 1}
-
-
 _NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 
@@ -383,7 +376,9 @@ class LocalCluster(KubeCluster):
             objs = load(source)
         except LoadError as exc:
             raise cluster_error(exc) from None
-        objs = sorted(objs, key=lambda o: _TIERS.get(o.get("kind", ""), 2))
+        return self._apply_in_order(objs, self._write)
+
+    def _write(self, objs: list[dict]) -> list[dict]:
         out = []
         for obj in objs:
             meta = obj.get("metadata") or {}
