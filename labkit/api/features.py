@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_VERSION",
     "TABLE_PATH",
     "FeatureGateError",
+    "minor_key",
     "normalize_version",
     "parse_feature_gates",
     "resolve_gates",
@@ -68,6 +69,12 @@ FIELD_GATES: dict[str, str] = {
     "consumesCounters": "DRAPartitionableDevices",
     "sharedCounters": "DRAPartitionableDevices",
 }
+
+
+def minor_key(version: str) -> tuple[int, int]:
+    """``"v1.36.4"`` / ``"1.36"`` -> ``(1, 36)``: Kubernetes versions in the order they were released."""
+    major, minor = str(version).strip().lstrip("v").split(".")[:2]
+    return int(major), int(minor)
 
 
 def normalize_version(version: str) -> str:

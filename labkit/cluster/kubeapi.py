@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from labkit.api.features import DEFAULT_VERSION, FEATURE_DEFAULTS, SUPPORTED_VERSIONS
+from labkit.api.features import DEFAULT_VERSION, FEATURE_DEFAULTS, SUPPORTED_VERSIONS, minor_key
 from labkit.cluster.annotations import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION
 from labkit.cluster.base import (
     Cluster,
@@ -169,8 +169,7 @@ class KubeCluster(Cluster):
         `timeout` (default `RULE_REPORT_TIMEOUT`) gets a warning naming it (work sent now may still
         be given its devices)."""
         timeout = RULE_REPORT_TIMEOUT if timeout is None else timeout
-        minor = tuple(int(p) for p in str(getattr(self.profile, "kubernetes_version", "1.37")).split(".")[:2])
-        if not rules or minor < RULE_STATUS_SINCE:
+        if not rules or minor_key(getattr(self.profile, "kubernetes_version", DEFAULT_VERSION)) < RULE_STATUS_SINCE:
             return True
         deadline = time.monotonic() + timeout
         waiting = {r["metadata"]["name"] for r in rules if not rule_reported(r)}

@@ -8,6 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from labkit.api.features import minor_key
 from labkit.cluster.runstate import cache_dir
 from labkit.errors import EngineError
 
@@ -86,11 +87,6 @@ def ensure(minor: str, *, build: bool = True) -> Binaries:
     return found
 
 
-def _minor_tuple(v: str) -> tuple[int, int]:
-    major, minor = v.lstrip("v").split(".")[:2]
-    return int(major), int(minor)
-
-
 def for_profile(minor: str, *, build: bool = True, exact: bool = False) -> tuple[Binaries, str | None]:
     """Binaries for a profile's minor and the version they must emulate (None: run natively).
 
@@ -101,6 +97,6 @@ def for_profile(minor: str, *, build: bool = True, exact: bool = False) -> tuple
         return found, None
     newest = find(DEFAULT_MINOR)
     if (not exact and newest is not None
-            and _minor_tuple(OLDEST_EMULATED) <= _minor_tuple(minor) < _minor_tuple(newest.minor)):
+            and minor_key(OLDEST_EMULATED) <= minor_key(minor) < minor_key(newest.minor)):
         return newest, minor
     return ensure(minor, build=build), None
