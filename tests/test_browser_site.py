@@ -146,12 +146,12 @@ def browser():
         chromium.close()
 
 
+#: the status bar's kernel item ("Python (Pyodide) | Idle"), for KERNEL_READY and a failure's report
+STATUS_BAR_KERNEL = '.jp-StatusBar-TextItem[title^="Change kernel"]'
 #: the notebook's kernel is up, as the status bar tells a learner ("Python (Pyodide) | Idle"): the kernel has
 #: answered (JupyterLite's kernel says idle only once Pyodide is loaded). Not the notebook toolbar's execution
 #: indicator: it reads 'idle' before the notebook has a kernel at all, and a Run All sent then is dropped
 #: without a word (JupyterLab clears each cell whose session has no kernel yet).
-#: the status bar's kernel item ("Python (Pyodide) | Idle"), for KERNEL_READY and a failure's report
-STATUS_BAR_KERNEL = '.jp-StatusBar-TextItem[title^="Change kernel"]'
 KERNEL_READY = """() => {
   const item = document.querySelector('""" + STATUS_BAR_KERNEL + """');
   const text = item ? item.textContent.trim() : '';
