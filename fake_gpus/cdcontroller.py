@@ -31,6 +31,7 @@ from urllib.parse import quote
 import yaml
 
 from fake_gpus import computedomain as cd
+from fake_gpus.cli import number
 from fake_gpus.plugin.claims import kube_api_client
 from fake_gpus.plugin.kube import KubeError, KubeRest
 
@@ -43,6 +44,8 @@ CDS = "/apis/resource.nvidia.com/v1beta1"
 RCTS = "/apis/resource.k8s.io/v1"
 OK = (200, 201)
 GONE = (200, 202, 404)
+#: --interval: seconds between the controller's rounds (finite: NaN or inf would never act, 0 would spin)
+INTERVAL_RANGE = (0.05, 3600.0)
 
 
 DEPLOY_DIR = CRD_PATH.parent
@@ -191,7 +194,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                               help="run NVIDIA's ComputeDomain controller and daemons, faked, against an API server")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
     p.add_argument("--namespace", default=cd.DRIVER_NAMESPACE, help="the driver's namespace (daemons, their claims)")
-    p.add_argument("--interval", type=float, default=0.5, help="seconds between rounds (default 0.5)")
+    p.add_argument("--interval", type=number(*INTERVAL_RANGE), default=0.5,
+                   help="seconds between rounds, {:g} to {:g} (default 0.5)".format(*INTERVAL_RANGE))
     p.add_argument("--install-crd", action="store_true", help="create the ComputeDomain CRD first")
     p.add_argument("--create-namespace", action="store_true", help="create the daemons' namespace when missing")
     p.add_argument("--daemon-image", default=None,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -42,6 +43,25 @@ Registrar = Callable[[Any], Any]
 
 class _Parser(argparse.ArgumentParser):
     """argparse exits with status 2 on usage errors already; keep its one-line message."""
+
+
+def number(lo: float, hi: float) -> Callable[[str], float]:
+    """An argparse type: a finite number in [lo, hi], else argparse's error naming the option, exit 2
+    (fake_gpus's own: it imports nothing from labkit, whose commands use labkit.cli_types)."""
+
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number; give one in [{lo:g}, {hi:g}]") from None
+        if not math.isfinite(x):
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a finite number; give one in [{lo:g}, {hi:g}]")
+        if not lo <= x <= hi:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is out of range [{lo:g}, {hi:g}]")
+        return x
+
+    parse.__name__ = "number"
+    return parse
 
 
 def dump(objs: list[dict[str, Any]], fmt: str) -> str:

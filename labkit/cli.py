@@ -21,6 +21,7 @@ from typing import Any
 
 from fake_gpus.errors import FakeGpusError
 from labkit.errors import LabkitError, exit_code, one_line
+from labkit.output import escape_terminal
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,8 @@ def _only(words: Sequence[str]) -> list[str]:
 def run_guarded(prog: str, command: Callable[[], int | None]) -> int:
     """Run ``command`` and turn what it raises into the exit code of its kind, printed as
     ``prog: <one line>`` on stderr: the one place where errors meet exit codes (every labkit
-    command and ``kubectl dra`` come through here)."""
+    command and ``kubectl dra`` come through here). What a message quotes is escaped for the
+    terminal (labkit.output.escape_terminal), its newlines too: one line per problem."""
     try:
         return int(command() or 0)
     except KeyboardInterrupt:
@@ -148,7 +150,7 @@ def run_guarded(prog: str, command: Callable[[], int | None]) -> int:
         if os.environ.get("LABKIT_DEBUG") == "1" and not isinstance(exc, LabkitError | FakeGpusError):
             raise
         for line in error_lines(exc):
-            print(f"{prog}: {line}", file=sys.stderr)
+            print(f"{prog}: {escape_terminal(line, layout=False)}", file=sys.stderr)
         return error_exit_code(exc)
 
 

@@ -68,9 +68,11 @@ class EngineError(LabkitError):
 
 
 def one_line(exc: BaseException) -> str:
-    """The message a CLI prints for ``exc``: object, field path, message, fix — one line."""
+    """The message a CLI prints for ``exc``: object, field path, message, fix — one line. Its lines
+    are those ``\\n`` ends: a CR or another control character it quotes (a file's name) is data, kept
+    for the printer to escape (labkit.output.escape_terminal), not taken for a line break."""
     text = str(exc).strip()
-    lines = [ln for ln in text.splitlines() if ln.strip()]
+    lines = [ln.removesuffix("\r") for ln in text.split("\n") if ln.strip()]
     message = lines[0] if lines else type(exc).__name__
     if len(lines) > 1:
         message += f" (and {len(lines) - 1} more)"

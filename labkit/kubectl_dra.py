@@ -28,7 +28,9 @@ from pathlib import Path
 
 from labkit import cli
 from labkit.api import dump, load
+from labkit.api.load import input_path
 from labkit.errors import UsageError
+from labkit.fileio import write_text
 
 PROG = "kubectl dra"
 
@@ -114,10 +116,13 @@ def run_what_if(args: argparse.Namespace) -> int:
             return rc
         files = args.files
         if args.namespace:  # the objects that name no namespace go to -n's, as with kubectl apply -n
-            objs = [o for f in files for o in load(sys.stdin.read() if f == "-" else Path(f),
+            objs = [o for f in files for o in load(f if f == "-" else input_path(f),  # "-": stdin, bounded
                                                    default_namespace=args.namespace)]
+            if not objs:  # said as `labkit simulate -f` says it, naming the input, not the temporary file
+                raise UsageError(f"{', '.join(files)}: no objects (the input is empty or only comments); "
+                                 "fix: give manifests with apiVersion, kind and metadata")
             moved = Path(tmp) / "objects.yaml"
-            moved.write_text(dump(objs, "yaml"))
+            write_text(moved, dump(objs, "yaml"))
             files = [str(moved)]
         argv = ["simulate", "--state", str(state), *(a for f in files for a in ("-f", f))]
         if (args.output or "table") == "table":

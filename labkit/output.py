@@ -11,8 +11,10 @@ capture) gets the command's machine-readable form exactly as before, so scripts 
 - ``json`` / ``yaml``: the machine-readable document; ``name``: ``kind/name`` per line, as kubectl.
 
 Colour only on a terminal, never when ``NO_COLOR`` is set to anything non-empty (no-color.org) or
-``TERM=dumb``. Progress bars go to stderr, only when stderr is a terminal. This module is at the
-bottom of the layers (beside labkit.errors): every command's module may use it.
+``TERM=dumb``. Text from a cluster, a dump or a manifest is escaped (:func:`escape_terminal`) in
+every human form, on a terminal or not, as kubectl does; ``json``/``yaml``/``name`` stay exact.
+Progress bars go to stderr, only when stderr is a terminal. This module is at the bottom of the
+layers (beside labkit.errors): every command's module may use it.
 """
 
 from __future__ import annotations
@@ -26,13 +28,12 @@ import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-import yaml
-
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-__all__ = ["HUMAN", "OBJECT_FORMATS", "Table", "add_output_arg", "color_enabled", "dump_doc", "first_line", "fit_text",
-           "on_terminal", "paint", "print_output", "print_table", "print_text", "progress_bar", "resolve_format", "terminal_width"]
+__all__ = ["HUMAN", "OBJECT_FORMATS", "Table", "add_output_arg", "color_enabled", "dump_doc", "escape_terminal",
+           "first_line", "fit_text", "on_terminal", "paint", "print_output", "print_table", "print_text", "progress_bar",
+           "resolve_format", "terminal_width"]
 
 #: the formats for people; everything else is for programs
 HUMAN = ("table", "wide")
@@ -90,6 +91,30 @@ def terminal_width(stream: TextIO | None = None) -> int:
     return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns if os.environ.get("COLUMNS") else DEFAULT_WIDTH
 
 
+#: the control characters a terminal acts on, as text that shows them. kubectl escapes ESC as ``^[``
+#: and CR as ``\r`` in its tables and ``describe`` (cli-runtime's printers.EscapeTerminal, since
+#: CVE-2021-25743); the kit escapes the other C0 controls, DEL and C1 (U+0080-U+009F: U+009B is a
+#: CSI of its own) as well, and the bidi controls (a terminal that implements bidi, e.g. VTE, would
+#: show text reordered), each in the form Go's %q writes it (``\a``, ``\x7f``, ``\u009b``, ``\u202e``).
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_GO_NAMED = {0x07: "\\a", 0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0B: "\\v", 0x0C: "\\f", 0x0D: "\\r"}
+_ESCAPES: dict[int, str] = {
+    **{c: _GO_NAMED.get(c, f"\\x{c:02x}") for c in (*range(0x20), 0x7F)},
+    0x1B: "^[",
+    **{c: f"\\u{c:04x}" for c in (*range(0x80, 0xA0), *_BIDI)},
+}
+#: tab and newline are layout in prose (describe, explain); a table cell or an error line keeps neither
+_ESCAPES_PROSE = {c: v for c, v in _ESCAPES.items() if c not in (0x09, 0x0A)}
+
+
+def escape_terminal(text: str, *, layout: bool = True) -> str:
+    """``text`` with every character a terminal would act on written out (``^[`` for ESC, ``\\r``,
+    ``\\u009b`` ...): for data from a cluster, a dump or a manifest on its way to a human form. Only
+    the kit's own styling (:func:`paint`, added after) reaches a terminal raw. ``layout=False``: tab
+    and newline escaped too (one line). Applying it twice changes nothing."""
+    return text.translate(_ESCAPES_PROSE if layout else _ESCAPES)
+
+
 _SGR = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "blue": "34", "cyan": "36"}
 
 
@@ -133,8 +158,10 @@ class Table:
                  right: Sequence[int] = ()) -> None:
         self.detail = detail
         self.right = set(right)
-        self.headers = [h.upper() for h in headers]
-        self.rows = [[" ".join(("" if v is None else str(v)).split()) for v in r] for r in rows]
+        # a cell is one line of data: whitespace runs are one space, control characters escaped
+        self.headers = [escape_terminal(h.upper(), layout=False) for h in headers]
+        self.rows = [[escape_terminal(" ".join(("" if v is None else str(v)).split()), layout=False) for v in r]
+                     for r in rows]
         self.wrap = list(wrap)
         self.shrink = list(shrink)
         self.min_width = min_width
@@ -260,9 +287,10 @@ def fit_text(text: str, width: int | None) -> str:
 
 
 def print_text(text: str, stream: TextIO | None = None) -> None:
-    """Prose (notes, explanations) on ``stream`` (stdout): fitted to a terminal, unchanged elsewhere."""
+    """Prose (notes, explanations) on ``stream`` (stdout): escaped (:func:`escape_terminal`), and
+    fitted to a terminal, unchanged elsewhere."""
     stream = stream or sys.stdout
-    print(fit_text(text, terminal_width(stream) if _isatty(stream) else None), file=stream)
+    print(fit_text(escape_terminal(text), terminal_width(stream) if _isatty(stream) else None), file=stream)
 
 
 def dump_doc(doc: Any, fmt: str) -> str:
@@ -270,6 +298,10 @@ def dump_doc(doc: Any, fmt: str) -> str:
     NaN is written as null in both."""
     doc = _no_nan(doc)
     if fmt == "yaml":
+        # yaml loads only here: labkit.cli imports this module (its error lines), and shell completion
+        # runs labkit.cli on every TAB
+        import yaml
+
         return yaml.safe_dump(doc, sort_keys=False)
     return json.dumps(doc, indent=2, default=str) + "\n"
 

@@ -27,6 +27,11 @@ does its standard library; a rewritten official wheel keeps every other file as 
     python notebooks/site.py --pyodide ~/pyodide-314.0.7 --out /media/usb/dra-course
     python -m http.server -d build/site -b 127.0.0.1 8000   # or: make site-serve
 
+The site is built in a new folder beside ``--out`` (``<name>.building-*``, the same file system; not a hidden folder: JupyterLite leaves out hidden paths) and renamed
+into place once it is whole: a failed build leaves the previous site as it was, and nothing of its own behind.
+``--out`` is a new or empty folder, or an earlier site (it holds ``.labkit-site``); a folder that holds anything
+else is refused with one line and left untouched.
+
 Needs jupyterlite-core and jupyterlite-pyodide-kernel (0.8.6) in the Python that runs it, with the
 widget extensions (jupyterlab_widgets, anywidget): `make site` makes that environment in the cache.
 """
@@ -47,6 +52,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -450,9 +456,96 @@ def drop_extensions(site: Path, names: tuple[str, ...] = NOT_IN_SITE) -> int:
     return removed
 
 
+#: the file each site this builder makes holds (with its index.html and jupyter-lite.json): an --out folder
+#: that has them is an earlier site, which a new build replaces; one that holds anything else is refused
+SITE_MARKER = ".labkit-site"
+
+
+def out_problem(out: Path) -> str | None:
+    """Why the site may not go to ``out`` (None: it may): a folder that is missing, empty or an earlier site
+    (SITE_MARKER, index.html, jupyter-lite.json) may be (re)built; anything else is the user's, never touched."""
+    if not out.exists() and not out.is_symlink():
+        return None
+    if not out.is_dir():
+        return f"--out {out} is not a folder; fix: name a new or empty folder for the site"
+    if any(out.iterdir()) and not all((out / f).is_file() for f in (SITE_MARKER, "index.html", "jupyter-lite.json")):
+        return (f"--out {out} holds files and is not a site this builder made (no {SITE_MARKER}, index.html and "
+                f"jupyter-lite.json in it); fix: name a new or empty folder, or move {out} away yourself")
+    return None
+
+
+def build_in_place(out: Path, build_site: Callable[[Path, Path], int]) -> int:
+    """Run ``build_site(lite_dir, site)`` in a new folder beside ``out`` (the same file system) and, when it
+    returns 0, rename its site into place of ``out`` (an earlier site there goes then, not before). Anything
+    else (an error, a non-zero return, Ctrl-C) removes that folder and leaves ``out`` as it was: a failed build
+    keeps the previous site. ``out`` is refused (exit 2, one line) where :func:`out_problem` says so."""
+    out = out.absolute()
+    if why := out_problem(out):
+        print(f"site: {why}", file=sys.stderr)
+        return 2
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{out.name}.building-", dir=out.parent))
+    try:
+        site = work / "site"
+        rc = build_site(work / "src", site)
+        if rc != 0:
+            return rc
+        (site / SITE_MARKER).write_text("made by notebooks/site.py: the next build replaces this folder whole\n")
+        if why := out_problem(out):  # it changed while the site was built
+            print(f"site: {why}", file=sys.stderr)
+            return 2
+        if out.exists() or out.is_symlink():
+            os.rename(out, work / "previous")  # an earlier site (or an empty folder): it goes with ``work``
+            try:
+                os.rename(site, out)
+            except BaseException:
+                os.rename(work / "previous", out)
+                raise
+        else:
+            os.rename(site, out)
+        return 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def build_site(lite_dir: Path, out: Path, pyodide: Path | None, *, sourcemaps: bool, solutions: bool) -> int:
+    """Stage the JupyterLite sources in ``lite_dir`` and build the site into ``out`` (both new folders)."""
+    kernel = stage(lite_dir, pyodide.resolve() if pyodide else None, solutions=solutions)
+    cmd = [sys.executable, "-m", "jupyter", "lite", "build", "--lite-dir", str(lite_dir), "--output-dir", str(out)]
+    if not sourcemaps:
+        cmd.append("--no-sourcemaps")
+    if (rc := subprocess.run(cmd, cwd=lite_dir).returncode) != 0:
+        print(f"site: `jupyter lite build` failed (exit {rc}): see its output above", file=sys.stderr)
+        return 1
+    if pyodide is None:  # the build copies static/pyodide only: the CDN site's wheels and lock, by hand
+        shutil.copytree(lite_dir / "static" / "labkit", out / "static" / "labkit")
+    # the build keeps the pyodideUrl and pipliteUrls it writes, not always the lite dir's other settings
+    built_json = json.loads((out / "jupyter-lite.json").read_text())
+    plugin = built_json["jupyter-config-data"].setdefault("litePluginSettings", {}).setdefault(KERNEL_PLUGIN, {})
+    plugin.update({k: v for k, v in kernel.items() if k not in plugin})
+    plugin["loadPyodideOptions"] = {**plugin.get("loadPyodideOptions", {}), **kernel["loadPyodideOptions"]}
+    (out / "jupyter-lite.json").write_text(json.dumps(built_json, indent=1))
+    want = CDN.split("{")[0] if pyodide is None else "static/pyodide"
+    if want not in str(plugin.get("pyodideUrl", "")):
+        print(f"site: the build did not point the kernel at {want} but at {plugin.get('pyodideUrl')!r}", file=sys.stderr)
+        return 1
+    built = (out / "index.html").read_text(encoding="utf-8")
+    start = built.find('<script id="jupyter-config-data"')
+    config_script = built[start:built.index("</script>", start) + len("</script>")] if start >= 0 else ""
+    (out / "index.html").write_text(landing_page(config_script), encoding="utf-8")
+    (out / ".nojekyll").write_text("")  # GitHub Pages: serve _-prefixed folders as they are
+    left_out = drop_legacy_fonts(out) + drop_extensions(out)
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    print(f"site: {size / 1e6:.1f} MB, {len(build.names())} notebooks; {left_out / 1e6:.1f} MB of legacy "
+          f"font files and unused extensions left out")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "build" / "site", help="the site folder (default build/site)")
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "site",
+                        help="the site folder (default build/site): new, empty or an earlier site, which the new one "
+                             f"replaces once it is built (a folder that holds anything else is refused: {SITE_MARKER})")
     parser.add_argument("--pyodide", default="cdn", metavar="cdn|verified|PATH",
                         help="where Pyodide comes from: the official CDN (default), the verified local copy of "
                              "tools/pyodide-deps.sh, or the folder of a local official Pyodide distribution")
@@ -460,6 +553,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--solutions", action="store_true",
                         help="the instructor's copy: each exercise followed by its solution")
     args = parser.parse_args(argv)
+    if why := out_problem(args.out.absolute()):  # before anything is built: the user's folder is never touched
+        print(f"site: {why}", file=sys.stderr)
+        return 2
     pyodide = None if args.pyodide == "cdn" else VERIFIED if args.pyodide == "verified" else Path(args.pyodide)
     lock = (pyodide or NPM_CORE) / "pyodide-lock.json"
     if not lock.exists():
@@ -470,37 +566,13 @@ def main(argv: list[str]) -> int:
     if why := kernel_mismatch(pyodide_version(lock.parent)):
         print(f"site: {why}", file=sys.stderr)
         return 2
-    # always a clean build: an incremental one once dropped the local Pyodide setting (back to the CDN)
-    lite_dir = args.out.parent / (args.out.name + "-src")
-    for d in (lite_dir, args.out):
-        shutil.rmtree(d, ignore_errors=True)
-    kernel = stage(lite_dir, pyodide.resolve() if pyodide else None, solutions=args.solutions)
-    cmd = [sys.executable, "-m", "jupyter", "lite", "build", "--lite-dir", str(lite_dir), "--output-dir", str(args.out)]
-    if not args.sourcemaps:
-        cmd.append("--no-sourcemaps")
-    subprocess.run(cmd, check=True, cwd=lite_dir)
-    if pyodide is None:  # the build copies static/pyodide only: the CDN site's wheels and lock, by hand
-        shutil.copytree(lite_dir / "static" / "labkit", args.out / "static" / "labkit")
-    # the build keeps the pyodideUrl and pipliteUrls it writes, not always the lite dir's other settings
-    built_json = json.loads((args.out / "jupyter-lite.json").read_text())
-    plugin = built_json["jupyter-config-data"].setdefault("litePluginSettings", {}).setdefault(KERNEL_PLUGIN, {})
-    plugin.update({k: v for k, v in kernel.items() if k not in plugin})
-    plugin["loadPyodideOptions"] = {**plugin.get("loadPyodideOptions", {}), **kernel["loadPyodideOptions"]}
-    (args.out / "jupyter-lite.json").write_text(json.dumps(built_json, indent=1))
-    want = CDN.split("{")[0] if pyodide is None else "static/pyodide"
-    if want not in str(plugin.get("pyodideUrl", "")):
-        print(f"site: the build did not point the kernel at {want} but at {plugin.get('pyodideUrl')!r}", file=sys.stderr)
-        return 1
-    built = (args.out / "index.html").read_text(encoding="utf-8")
-    start = built.find('<script id="jupyter-config-data"')
-    config_script = built[start:built.index("</script>", start) + len("</script>")] if start >= 0 else ""
-    (args.out / "index.html").write_text(landing_page(config_script), encoding="utf-8")
-    (args.out / ".nojekyll").write_text("")  # GitHub Pages: serve _-prefixed folders as they are
-    left_out = drop_legacy_fonts(args.out) + drop_extensions(args.out)
-    size = sum(f.stat().st_size for f in args.out.rglob("*") if f.is_file())
-    print(f"site: {args.out} ({size / 1e6:.1f} MB, {len(build.names())} notebooks; {left_out / 1e6:.1f} MB of legacy "
-          f"font files and unused extensions left out); serve: make site-serve")
-    return 0
+    # always a clean build, in a new folder beside --out: an incremental one once dropped the local Pyodide
+    # setting (back to the CDN)
+    rc = build_in_place(args.out, lambda lite_dir, site: build_site(lite_dir, site, pyodide, sourcemaps=args.sourcemaps,
+                                                                     solutions=args.solutions))
+    if rc == 0:
+        print(f"site: {args.out}; serve: make site-serve")
+    return rc
 
 
 if __name__ == "__main__":

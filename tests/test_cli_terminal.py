@@ -26,6 +26,7 @@ import yaml
 
 from labkit.api import dump
 from labkit.cluster import connect
+from labkit.cluster.processes import identify
 from labkit.cluster.snapshot import cluster_state
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -462,11 +463,13 @@ def test_experiment_name_and_yaml():
 
 @pytest.fixture
 def run_dir(tmp_path):
-    """A run dir with one local cluster recorded as running (its server pid: this process, alive)."""
+    """A run dir with one local cluster recorded as running (its server: this process, alive)."""
     root = tmp_path / "a-run-dir-with-a-rather-long-name-so-the-path-wraps"
     kubeconfig = root / "local-tiny" / "kubeconfig"
     state = {"backend": "local", "profile": "tiny", "pid": os.getpid(), "server": "https://127.0.0.1:41234",
-             "kubeconfig": str(kubeconfig), "kubernetesVersion": "v1.37.0", "componentGroups": []}
+             "kubeconfig": str(kubeconfig), "kubernetesVersion": "v1.37.0", "componentGroups": [],
+             "runDir": str(kubeconfig.parent), "stateDir": str(tmp_path / "lk-state"),
+             "process": identify(os.getpid()).to_json()}
     kubeconfig.parent.mkdir(parents=True)
     (kubeconfig.parent / "state.json").write_text(json.dumps(state))
     return root, state

@@ -98,23 +98,26 @@ def test_table_and_progress_bar(capsys):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--policies", "whole-gpu,best-fit"], "--policies: 'best-fit' is not a built-in policy; use some of whole-gpu,"),
-    (["--policies", ""], "--policies '': an empty value"),
-    (["--traces", "synthetic,,alibaba-sample"], "--traces 'synthetic,,alibaba-sample': an empty value"),
-    (["--seeds", "0,x"], "--seeds: 'x' is not a seed; use whole numbers >= 0"),
-    (["--seeds", "-3"], "--seeds: '-3' is not a seed"),
-    (["--seeds", "5-2"], "--seeds: '5-2' runs backwards; write the range low-high, e.g. 2-5"),
-    (["--seeds", "1,1"], "--seeds: '1' is given twice"),
+    (["--policies", "whole-gpu,best-fit"], "'best-fit' is not a built-in policy; use some of whole-gpu,"),
+    (["--policies", ""], "'': an empty value"),
+    (["--traces", "synthetic,,alibaba-sample"], "'synthetic,,alibaba-sample': an empty value"),
+    (["--seeds", "0,x"], "'x' is not a seed; use whole numbers from 0 to 4294967295"),
+    (["--seeds", "-3"], "'-3' is not a seed"),
+    (["--seeds", "5-2"], "'5-2' runs backwards; write the range low-high, e.g. 2-5"),
+    (["--seeds", "1,1"], "'1' is given twice"),
     (["--fleets", "alibaba-shape:0"], "fleet 'alibaba-shape:0': alibaba-shape fleet scale 0.0: give a number in (0, 10]"),
     (["--traces", "alibaba-shape:many"], "trace 'alibaba-shape:many': 'many' is not a whole number of pods"),
-    (["--workers", "0"], "--workers 0: give at least 1"),
+    (["--workers", "0"], "'0' is out of range [1, "),
 ])
-def test_bad_grid_is_one_line_and_exit_2(capsys, argv, message):
-    rc = labkit_main(["experiment", "sweep", "--no-progress", *argv])
+def test_bad_grid_is_argparses_error_naming_the_option_and_exit_2(capsys, argv, message):
+    """A bad axis is refused while the options are parsed (before any work), in argparse's form."""
+    with pytest.raises(SystemExit) as exit_:
+        labkit_main(["experiment", "sweep", "--no-progress", *argv])
     err = capsys.readouterr().err
-    assert rc == 2
-    assert err.startswith(f"labkit experiment: {message}"), err
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert exit_.value.code == 2
+    assert err.startswith("usage: labkit experiment sweep"), err
+    assert err.strip().splitlines()[-1].startswith(f"labkit experiment sweep: error: argument {argv[0]}: {message}"), err
+    assert "Traceback" not in err
 
 
 def test_a_missing_trace_file_is_not_found_exit_3(capsys):

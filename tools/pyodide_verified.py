@@ -20,6 +20,7 @@ import json
 import re
 import shutil
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -50,14 +51,20 @@ def closure(lock: dict, names: list[str]) -> list[str]:
 
 
 def verify(core: Path, archive: Path, out: Path, names: list[str]) -> list[str]:
-    """Write ``out``; return one line per verified wheel. Raises SystemExit (nothing written) on a mismatch."""
+    """Write ``out`` (new, empty or an earlier distribution: it holds a pyodide-lock.json); return one line per
+    verified wheel. Raises SystemExit (nothing written, ``out`` as it was) on a mismatch or an ``out`` that
+    holds anything else. The distribution is made in a new folder beside ``out`` and renamed into place."""
+    if out.is_file() or (out.is_dir() and any(out.iterdir()) and not (out / "pyodide-lock.json").is_file()):
+        raise SystemExit(f"pyodide_verified: {out} holds files and is not a Pyodide distribution (no "
+                         f"pyodide-lock.json in it); fix: name a new or empty folder, or move {out} away yourself")
     lock = json.loads((core / "pyodide-lock.json").read_text())
     wanted = closure(lock, names)
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(core, tmp, ignore=shutil.ignore_patterns(*_SKIP))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    tmp = work / "dist"
     lines = []
     try:
+        shutil.copytree(core, tmp, ignore=shutil.ignore_patterns(*_SKIP))
         with zipfile.ZipFile(archive) as zf:
             by_file = {Path(n).name: n for n in zf.namelist() if not n.endswith("/")}
             for name in wanted:
@@ -72,11 +79,17 @@ def verify(core: Path, archive: Path, out: Path, names: list[str]) -> list[str]:
                                      f"the official Pyodide {lock['info']['version']} lock says {entry['sha256']}; refused")
                 (tmp / entry["file_name"]).write_bytes(data)
                 lines.append(f"{entry['file_name']} sha256 {digest} = pyodide-lock.json")
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+        if out.exists():
+            out.rename(work / "previous")  # an earlier distribution: it goes with ``work``
+            try:
+                tmp.rename(out)
+            except BaseException:
+                (work / "previous").rename(out)
+                raise
+        else:
+            tmp.rename(out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return lines
 
 

@@ -24,6 +24,7 @@ from fake_gpus.catalog.models import (
 )
 from fake_gpus.errors import InputError
 from fake_gpus.example_driver import ExampleDriverSpec
+from fake_gpus.kubeyaml import GoLoader, InputRefused, document, read_file
 
 CATALOG_DIR = Path(__file__).resolve().parent
 PROFILES_DIR = CATALOG_DIR / "profiles"
@@ -33,9 +34,6 @@ MIG_MODES = ("none", "static", "dynamic")
 _PCI_BUS_ID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _PCIE_ROOT = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class CatalogError(InputError, ValueError):
@@ -68,9 +66,9 @@ def yaml_twin(data: bytes) -> bytes | None:
     milliseconds. The site build puts a twin beside each catalog file it ships (twin_path;
     notebooks/wheel_bytecode.py); _read_yaml uses one only for exactly the bytes it was made from."""
     try:
-        doc = yaml.load(data.decode("utf-8-sig"), Loader=_LOADER)  # noqa: S506 - a safe loader
+        doc = document(data.decode("utf-8-sig"), GoLoader)
         text = json.dumps({"sha256": hashlib.sha256(data).hexdigest(), "document": doc}, separators=(",", ":"))
-    except (UnicodeDecodeError, yaml.YAMLError, RecursionError, TypeError, ValueError):
+    except (UnicodeDecodeError, yaml.YAMLError, RecursionError, TypeError, ValueError):  # InputRefused too
         return None  # not a document JSON can hold (e.g. a date, or a key that is not a string)
     return text.encode() if json.loads(text)["document"] == doc else None
 
@@ -93,9 +91,13 @@ def _from_twin(path: Path, data: bytes) -> tuple[bool, Any]:
 
 
 def _read_yaml(path: Path, what: str) -> Any:
+    """The document of a catalog or profile file, read as Kubernetes reads YAML (go-yaml's scalars and
+    alias bound) and at most kubeyaml.MAX_INPUT_BYTES of it (fake_gpus.kubeyaml)."""
     try:
-        data = path.read_bytes()
+        data = read_file(path)
         text = data.decode("utf-8-sig")
+    except InputRefused as e:
+        raise CatalogError(f"{what} {path}: {e}") from None
     except OSError as e:
         raise CatalogError(f"{what} {path}: cannot read file ({e.strerror})") from None
     except UnicodeDecodeError as e:
@@ -103,18 +105,20 @@ def _read_yaml(path: Path, what: str) -> Any:
     try:
         found, doc = _from_twin(path, data)
         if not found:
-            doc = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader (libyaml when available)
+            doc = document(text, GoLoader)
         if _depth(doc) > MAX_DEPTH:
             raise RecursionError
         return doc
+    except InputRefused as e:
+        raise CatalogError(f"{what} {path}: {e}") from None
     except RecursionError:
         raise CatalogError(f"{what} {path}: nested too deeply to read; fix: flatten the file") from None
     except yaml.YAMLError as e:
         if "maximum nesting depth" in str(e):  # libyaml's own limit (PyYAML 6.0.4 wheels)
             raise CatalogError(f"{what} {path}: nested too deeply to read; fix: flatten the file") from None
         mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise CatalogError(f"{what} {path}:{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+        where = f": line {mark.line + 1}" if mark is not None else ""
+        raise CatalogError(f"{what} {path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
 
 
 class _Ctx:
@@ -149,6 +153,8 @@ class _Ctx:
         if not ok:
             names = typ.__name__ if isinstance(typ, type) else "/".join(t.__name__ for t in typ)
             self.fail(f"must be {names}, got {type(v).__name__} {v!r}", key)
+        if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63:  # YAML reads up to uint64
+            self.fail(f"must be a 64-bit integer, -9223372036854775808 to 9223372036854775807 (got {v})", key)
         if nonneg and v < 0:
             self.fail(f"must be >= 0, got {v}", key)
         return v
@@ -367,7 +373,9 @@ def load_node_profile(name_or_path: str | os.PathLike[str] | NodeProfile) -> Nod
 def parse_node_profile(data: Any, source: str = "<data>") -> NodeProfile:
     """Build a NodeProfile from already-parsed YAML data (a dict)."""
     name = data.get("name") if isinstance(data, dict) else None
-    obj = f"NodeProfile/{name}" if isinstance(name, str) else f"NodeProfile {source}"
+    # a name that is not one plain line is quoted: the message's first line must still name the field
+    obj = (f"NodeProfile/{name}" if name.isprintable() and name == name.strip() else f"NodeProfile/{name!r}") \
+        if isinstance(name, str) and name else f"NodeProfile {source}"
     return _parse_profile(_Ctx(obj, data), source)
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 import yaml
 
 from fake_gpus import computedomain, example_driver
+from fake_gpus.fileio import replacing
 
 from .config import config_env
 from .devices import AllocatedDevice, ClaimError, DeviceIndex, allocated_devices
@@ -431,15 +431,8 @@ def write_spec(cdi_dir: str | os.PathLike[str], driver: str, claim_uid: str, spe
 
 
 def write_spec_file(path: Path, spec: dict[str, Any]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".yaml")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            yaml.dump(spec, fh, Dumper=_Dumper, sort_keys=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing(path, suffix=".yaml") as fh:
+        yaml.dump(spec, fh, Dumper=_Dumper, sort_keys=False)
     return path
 
 

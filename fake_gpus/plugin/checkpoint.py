@@ -1,7 +1,7 @@
 """The plugin's record of prepared claims, kept on disk so a restart loses nothing.
 
 File format (JSON): ``{"version": 1, "driver": D, "claims": {<uid>: <PreparedClaim dict>}}``.
-Writes go to a temp file in the same directory followed by ``os.replace``, so a crash
+Writes go to a temp file in the same directory followed by ``os.replace`` (fake_gpus.fileio), so a crash
 leaves either the old or the new file, never a torn one. There is no fsync: it cost ~10 ms
 per prepare, and after a power loss the CDI specs in /var/run are gone anyway and the
 kubelet prepares again.
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fake_gpus.errors import EngineError
+from fake_gpus.fileio import replacing
 
 VERSION = 1
 
@@ -81,15 +81,8 @@ class Checkpoint:
         head = json.dumps({"version": VERSION, "driver": self.driver})[:-1]
         body = ",\n".join(f"{json.dumps(uid)}: {self._encoded[uid]}" for uid in sorted(self._encoded))
         text = f'{head}, "claims": {{\n{body}}}}}\n'
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".checkpoint-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with replacing(self.path, prefix=".checkpoint-") as fh:
+            fh.write(text)
 
     def get(self, uid: str) -> PreparedClaim | None:
         with self._lock:

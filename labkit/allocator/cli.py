@@ -14,7 +14,15 @@ from labkit.allocator import Allocator, features_for
 from labkit.api import LoadError, load_files, with_defaults
 from labkit.api.features import DEFAULT_VERSION, FeatureGateError, parse_feature_gates, resolve_gates
 from labkit.cel.validation import validate
-from labkit.output import Table, add_output_arg, print_output, print_table, resolve_format, terminal_width
+from labkit.output import (
+    Table,
+    add_output_arg,
+    escape_terminal,
+    print_output,
+    print_table,
+    resolve_format,
+    terminal_width,
+)
 
 __all__ = ["register", "run", "allocate_files", "deterministic_share_ids"]
 
@@ -136,13 +144,14 @@ def run(args: argparse.Namespace) -> int:
 
     def human(fmt: str) -> None:
         print_table(_table(doc), fmt)
-        status = f"status: {doc['status']}" + (f" ({doc['error']})" if doc.get("error") else "")
+        status = escape_terminal(f"status: {doc['status']}" + (f" ({doc['error']})" if doc.get("error") else ""),
+                                 layout=False)
         print(status if fmt == "wide" else "\n".join(textwrap.wrap(status, terminal_width()) or [status]))
         if summary:
-            print(summary)
+            print(summary)  # Explanation.summary() escapes what it quotes
 
     print_output(resolve_format(args.output, "json"), doc, human=human,
                  names=lambda: [f"resourceclaim.resource.k8s.io/{key.partition('/')[2]}" for key in doc["allocations"]])
     if doc["status"] == "error":  # the JSON document has it too; the user sees one line on stderr
-        print(f"labkit allocate: {doc['error']}", file=sys.stderr)
+        print(f"labkit allocate: {escape_terminal(doc['error'], layout=False)}", file=sys.stderr)
     return EXIT.get(doc["status"], 2)

@@ -23,6 +23,7 @@ from labkit.allocator.selectors import SelectorCompileError, SelectorRuntimeErro
 from labkit.allocator.taints import blocking_taint
 from labkit.api.attributes import lookup_attribute
 from labkit.api.quantity import Quantity
+from labkit.output import escape_terminal
 
 __all__ = ["Explanation", "RequestExplanation", "Rejection", "explain"]
 
@@ -146,6 +147,8 @@ class Explanation:
                 "pools": self.pools, "requests": [r.to_dict() for r in self.requests]}
 
     def summary(self) -> str:
+        """The explanation in words; what it quotes (attribute values, CEL errors, names) escaped
+        for a terminal (labkit.output.escape_terminal)."""
         lines = []
         if self.status == "allocated":
             return f"all claims fit on node {self.node}"
@@ -156,7 +159,7 @@ class Explanation:
         for p in self.pools:
             lines.append(f"pool {p['pool']} is {p['problem']}" + (f": {p['reason']}" if p.get("reason") else ""))
         lines.extend(r.summary() for r in self.requests)
-        return "\n".join(lines)
+        return escape_terminal("\n".join(lines))
 
     def __str__(self) -> str:
         return self.summary()

@@ -12,6 +12,7 @@ from labkit.api.features import DEFAULT_VERSION, parse_feature_gates, resolve_ga
 from labkit.api.load import LoadError, load, load_files, read_documents
 from labkit.api.validate import check_objects
 from labkit.errors import InputError
+from labkit.output import escape_terminal
 
 __all__ = ["register", "run"]
 
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     gates = parse_feature_gates(args.feature_gates or "")
     _, warnings = resolve_gates(args.kubernetes_version, gates)
     for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"warning: {escape_terminal(warning, layout=False)}", file=sys.stderr)
     files = [*args.files, *args.paths]
     if not files:
         raise InputError("no manifests given", fix="name them with -f FILE or as arguments")
@@ -50,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     problems = check_objects(objs, kubernetes_version=args.kubernetes_version, feature_gates=gates,
                         cel=args.cel_checks)
     if problems:
-        sys.stdout.write("".join(f"{p}\n" for p in problems))
+        # one line each, what they quote escaped for a terminal (as the error lines: labkit.cli)
+        sys.stdout.write("".join(f"{escape_terminal(str(p), layout=False)}\n" for p in problems))
         return 1
     noun = "object" if len(objs) == 1 else "objects"
     print(f"{len(objs)} {noun} valid", file=sys.stderr)
@@ -64,7 +66,7 @@ def _kubernetes_objects(files: list[str]) -> list[dict[str, Any]]:
     problems: list[str] = []
     for path in files:
         try:
-            docs += [d for d in (read_documents(path) if path != "-" else load(sys.stdin.read()))
+            docs += [d for d in (read_documents(path) if path != "-" else load("-"))
                      if isinstance(d, dict) and isinstance(d.get("apiVersion"), str) and isinstance(d.get("kind"), str)]
         except LoadError as exc:
             problems.extend(exc.problems)

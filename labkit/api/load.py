@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
-import re
 import stat
 import sys
 from collections.abc import Iterable, Iterator
@@ -19,9 +19,21 @@ from typing import Any
 
 import yaml
 
+from fake_gpus.kubeyaml import (
+    MAX_INPUT_BYTES,
+    GoLoader,
+    InputRefused,
+    documents,
+    go_resolve,
+    go_scalar,
+    read_file,
+    read_stream,
+    too_large,
+)
 from labkit.errors import InputError
 
-__all__ = ["LoadError", "NAMESPACED_KINDS", "dump", "load", "load_files", "read_documents"]
+__all__ = ["MAX_INPUT_BYTES", "LoadError", "NAMESPACED_KINDS", "dump", "go_scalar", "input_path", "load", "load_files",
+           "read_documents", "read_stdin"]
 
 #: kinds LabKit knows to be namespaced; everything else is left without a namespace
 NAMESPACED_KINDS = frozenset({
@@ -38,99 +50,15 @@ class LoadError(InputError, ValueError):
         super().__init__("\n".join(self.problems))
 
 
-# -- YAML flavour: JSON-like scalars (no datetime objects), duplicate keys are errors -------------
+# -- YAML flavour: as Kubernetes reads it (fake_gpus.kubeyaml: go-yaml's plain scalars, aliases bounded
+# as go-yaml bounds them), duplicate keys are errors -------------------------------------------------
 
-# libyaml when present (about 10x faster); same behaviour either way
-_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_TAG = "tag:yaml.org,2002:"
 _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
+class _Loader(GoLoader):
     pass
-
-
-# -- plain scalars read as Kubernetes reads them ------------------------------------------------
-# kubectl and the API server turn YAML into JSON with sigs.k8s.io/yaml, whose YAML 1.1 reader
-# (a fork of go-yaml v2, goyaml.v2/resolve.go) differs from PyYAML's: y/Y/n/N are booleans,
-# 1e3 is a float, 0o17 an octal int, 1:20 a string (no base 60), "=" a string; timestamps stay
-# strings. LabKit reads them the Go way, so a manifest that validates here decodes the same there.
-
-_TAG = "tag:yaml.org,2002:"
-_GO_BOOL = {**dict.fromkeys(("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE",
-                             "on", "On", "ON"), True),
-            **dict.fromkeys(("n", "N", "no", "No", "NO", "false", "False", "FALSE",
-                             "off", "Off", "OFF"), False)}
-_GO_NULL = frozenset(("", "~", "null", "Null", "NULL"))
-_GO_SPECIAL_FLOAT = {**dict.fromkeys((".nan", ".NaN", ".NAN"), float("nan")),
-                     **dict.fromkeys((".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"),
-                                     float("inf")),
-                     **dict.fromkeys(("-.inf", "-.Inf", "-.INF"), float("-inf"))}
-_GO_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
-_GO_INT = re.compile(r"^[-+]?(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)$")
-_GO_TIMESTAMP = re.compile(r"^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}([Tt ][0-9]{1,2}:[0-9]{1,2}:[0-9]{1,2}"
-                           r"(\.[0-9]+)?(Z|[-+][0-9]{2}:[0-9]{2})?)?$")
-
-
-def _go_int(text: str) -> int | None:
-    """``strconv.ParseInt(text, 0, 64)`` (unbounded, like the big.Int fallback), or None."""
-    if not _GO_INT.match(text):
-        return None
-    sign = -1 if text[0] == "-" else 1
-    digits = text.lstrip("+-")
-    if len(digits) > 1 and digits[0] == "0" and digits[1] in "0123456789":
-        return sign * int(digits, 8)  # Go's leading-zero octal
-    return sign * int(digits, 0)
-
-
-def go_scalar(text: str) -> tuple[str, Any]:
-    """How go-yaml v2 resolves an unquoted scalar: (``bool|null|int|float|str``, value)."""
-    if text in _GO_BOOL:
-        return "bool", _GO_BOOL[text]
-    if text in _GO_NULL:
-        return "null", None
-    if text in _GO_SPECIAL_FLOAT:
-        return "float", _GO_SPECIAL_FLOAT[text]
-    first = text[0]
-    if first == "." and _GO_FLOAT.match(text):
-        return "float", float(text)
-    if first in "+-0123456789":
-        if _GO_TIMESTAMP.match(text):
-            return "str", text  # go-yaml keeps timestamps as strings in untyped maps
-        plain = text.replace("_", "")
-        value = _go_int(plain)
-        if value is not None:
-            return "int", value
-        if _GO_FLOAT.match(plain):
-            return "float", float(plain)
-        if plain.startswith("-0b") and re.fullmatch(r"-0b[01]+", plain):
-            return "int", -int(plain[3:], 2)
-    return "str", text
-
-
-def _resolve(self: Any, kind: type, value: str, implicit: tuple[bool, bool]) -> str:
-    if kind is yaml.ScalarNode and implicit[0]:
-        if value == "<<":
-            return _TAG + "merge"
-        return _TAG + go_scalar(value)[0]
-    return yaml.resolver.Resolver.resolve(self, kind, value, (False, False)
-                                          if kind is yaml.ScalarNode else implicit)
-
-
-def _go_scalar_constructor(want: str) -> Any:
-    def construct(loader: _Loader, node: yaml.ScalarNode) -> Any:
-        kind, value = go_scalar(loader.construct_scalar(node))
-        if kind == want:
-            return value
-        if want == "float" and kind == "int":
-            return float(value)
-        raise yaml.constructor.ConstructorError(
-            None, None, f"cannot decode {node.value!r} as !!{want}", node.start_mark)
-    return construct
-
-
-_Loader.resolve = _resolve  # type: ignore[method-assign]
-for _kind in ("bool", "int", "float"):
-    _Loader.add_constructor(_TAG + _kind, _go_scalar_constructor(_kind))
 
 
 def _go_key(key: Any) -> Any:
@@ -144,41 +72,14 @@ def _go_key(key: Any) -> Any:
     return key
 
 
-#: more nodes than this in one document after expanding aliases is refused ("billion laughs")
-MAX_EXPANDED_NODES = 2_000_000
-
-
-def _unshare(doc: Any, origin: str, number: int) -> Any:
-    """Expand YAML aliases into independent copies (JSON has no sharing), refusing alias bombs."""
-    sizes: dict[int, int] = {}
-
-    def size(node: Any) -> int:
-        if not isinstance(node, dict | list):
-            return 1
-        if id(node) in sizes:
-            return sizes[id(node)]
-        sizes[id(node)] = 1  # a cycle (an alias inside its own anchor) counts once
-        children = node.values() if isinstance(node, dict) else node
-        total = 1 + sum(size(child) for child in children)
-        sizes[id(node)] = total
-        return total
-
-    def copy_tree(node: Any, depth: int, seen: tuple[int, ...]) -> Any:
-        if isinstance(node, dict | list):
-            if id(node) in seen:
-                raise LoadError(f"{origin}:doc {number}: an alias refers to its own anchor "
-                                "(a recursive structure); fix: remove the self-reference")
-            inner = (*seen, id(node))
-            if isinstance(node, dict):
-                return {k: copy_tree(v, depth + 1, inner) for k, v in node.items()}
-            return [copy_tree(v, depth + 1, inner) for v in node]
-        return node
-
-    if size(doc) > MAX_EXPANDED_NODES:
-        raise LoadError(f"{origin}:doc {number}: document contains excessive aliasing "
-                        f"(more than {MAX_EXPANDED_NODES:,} values once anchors are expanded); "
-                        "fix: write the repeated parts out or use fewer aliases")
-    return copy_tree(doc, 0, ())
+def _unshare(doc: Any) -> Any:
+    """Aliased parts as independent copies (JSON has no sharing); kubeyaml.documents has bounded the
+    expansion as go-yaml does and refused recursive aliases."""
+    if isinstance(doc, dict):
+        return {k: _unshare(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_unshare(v) for v in doc]
+    return doc
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -231,7 +132,7 @@ def _represent_str(dumper: _Dumper, value: str) -> yaml.ScalarNode:
 
 _Dumper.add_representer(str, _represent_str)
 # quote exactly the strings a Go reader would take for something else ("y", "1e3", "0o17")
-_Dumper.resolve = _resolve  # type: ignore[method-assign]
+_Dumper.resolve = go_resolve  # type: ignore[method-assign]
 
 
 # -- parsing ----------------------------------------------------------------------------------
@@ -298,16 +199,43 @@ def _json_constant(name: str) -> Any:
     raise json.JSONDecodeError(f"{name} is not a JSON value", name, 0)
 
 
+class _JSONRange(ValueError):
+    pass
+
+
+def _json_float(text: str) -> float:
+    """A JSON number as a float64; one past its range (1e999) is refused, as Go's strconv.ParseFloat
+    refuses it (k8s.io/apimachinery/pkg/util/json, which kubectl decodes JSON with)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise _JSONRange(text)
+    return value
+
+
+def _json_int(text: str) -> int | float:
+    """A JSON integer: exact up to 20 digits (all of int64 and uint64), a float64 past that (kubectl's
+    JSON decoder does the same), never int() of thousands of digits."""
+    return int(text) if len(text.lstrip("-")) <= 20 else _json_float(text)
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 def _parse_text(text: str, origin: str) -> list[Any]:
     """Parse YAML or JSON text into documents; raise LoadError with all problems found."""
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
-            return [json.loads(text, object_pairs_hook=_json_object,
-                               parse_constant=_json_constant)]
+            return [json.loads(text, object_pairs_hook=_json_object, parse_constant=_json_constant,
+                               parse_float=_json_float, parse_int=_json_int)]
         except _JSONDuplicate as exc:
             raise LoadError(f"{origin}:doc 1: duplicate key {exc.args[0]!r}; fix: keep one "
                             "(the API server refuses duplicate fields)") from None
+        except _JSONRange as exc:
+            raise LoadError(f"{origin}:doc 1: number {_shown(exc.args[0])} is out of range of a 64-bit float "
+                            "(kubectl and the API server cannot decode it); fix: quote it to make it a "
+                            "string, or give a smaller number") from None
         except RecursionError:
             raise LoadError(f"{origin}:doc 1: {_TOO_DEEP}") from None
         except json.JSONDecodeError as exc:
@@ -317,12 +245,16 @@ def _parse_text(text: str, origin: str) -> list[Any]:
             json_error = ""
     else:
         json_error = ""
+    docs: list[Any] = []
     try:
-        docs = list(yaml.load_all(text, Loader=_Loader))  # noqa: S506 - safe loader subclass
-        return [_unshare(doc, origin, number) for number, doc in enumerate(docs, start=1)]
+        for doc, shared in documents(text, _Loader):
+            docs.append(_unshare(doc) if shared else doc)
+        return docs
     except yaml.YAMLError as exc:
         if _too_deep(exc):
             raise LoadError(f"{origin}: {_TOO_DEEP}") from None
+    except InputRefused as exc:  # aliases go-yaml refuses, in the document after those read
+        raise LoadError(f"{origin}:doc {len(docs) + 1}: {exc}") from None
     except LoadError:
         raise
     except RecursionError:
@@ -334,22 +266,27 @@ def _parse_text(text: str, origin: str) -> list[Any]:
     problems: list[str] = []
     for number, (offset, chunk) in enumerate(_split_documents(text), start=1):
         try:
-            list(yaml.load_all(chunk, Loader=_Loader))  # noqa: S506
+            list(documents(chunk, _Loader))
         except yaml.YAMLError as exc:
             problems.append(f"{origin}:doc {number}: {_mark_text(exc, offset, chunk)}")
         except (ValueError, RecursionError, TypeError) as exc:
             problems.append(f"{origin}:doc {number}: {exc}")
     if not problems:  # splitting hid the problem (e.g. a '---' inside a block scalar)
         try:
-            list(yaml.load_all(text, Loader=_Loader))  # noqa: S506
+            list(documents(text, _Loader))
         except yaml.YAMLError as exc:
             problems.append(f"{origin}: {_mark_text(exc, 0, text)}")
+        except (ValueError, RecursionError, TypeError) as exc:
+            problems.append(f"{origin}: {exc}")
     return_problems = problems or [f"{origin}: unparsable YAML"]
     raise LoadError(return_problems)
 
 
 def _looks_like_text(source: str) -> bool:
-    if "\n" in source or source.lstrip().startswith(("{", "[")):
+    """Whether a str handed to load() is YAML/JSON text rather than a path (the Python API's guess;
+    the commands pass Path objects, so a file named ``a: b.yaml`` is read as a file there). Empty or
+    blank text is text: no documents, never Path("") (the working folder)."""
+    if not source.strip() or "\n" in source or source.lstrip().startswith(("{", "[")):
         return True
     return ": " in source or source.rstrip().endswith(":")
 
@@ -393,11 +330,7 @@ def _read_source(source: Any) -> tuple[list[Any], str]:
         return _read_file(Path(source))
     if isinstance(source, str):
         if source == "-":
-            try:
-                data = sys.stdin.read()
-            except (OSError, UnicodeDecodeError) as exc:
-                raise LoadError(f"<stdin>: cannot read: {exc}") from None
-            return _parse_text(data, "<stdin>"), "<stdin>"
+            return _parse_text(read_stdin(), "<stdin>"), "<stdin>"
         if _looks_like_text(source):
             return _parse_text(source, "<string>"), "<string>"
         return _read_file(Path(source))
@@ -415,18 +348,20 @@ def _read_file(path: Path) -> tuple[list[Any], str]:
         files = sorted(p for p in path.iterdir() if p.suffix in _MANIFEST_SUFFIXES and p.is_file())
         if not files:
             raise LoadError(f"{origin}: directory has no .yaml, .yml or .json files")
-        documents: list[Any] = []
+        docs: list[Any] = []
         problems: list[str] = []
         for file in files:
             try:
-                documents.extend(_read_file(file)[0])
+                docs.extend(_read_file(file)[0])
             except LoadError as exc:
                 problems.extend(exc.problems)
         if problems:
             raise LoadError(problems)
-        return documents, origin
+        return docs, origin
     try:
-        data = path.read_bytes()
+        data = read_file(path)  # at most MAX_INPUT_BYTES; a device refused, a FIFO without writer too
+    except InputRefused as exc:
+        raise LoadError(f"{origin}: {exc}") from None
     except FileNotFoundError:
         raise LoadError(f"{origin}: no such file") from None
     except IsADirectoryError:
@@ -434,6 +369,32 @@ def _read_file(path: Path) -> tuple[list[Any], str]:
     except OSError as exc:
         raise LoadError(f"{origin}: cannot read: {exc.strerror or exc}") from None
     return _parse_text(decode_text(data, origin), origin), origin
+
+
+def read_stdin() -> str:
+    """Standard input as text (decoded as a file is: UTF-8, or the encoding a byte order mark names), at
+    most MAX_INPUT_BYTES of it: an endless stream (``yes | labkit validate -f -``) is refused, not read
+    until the memory runs out."""
+    binary = getattr(sys.stdin, "buffer", None)
+    try:
+        if binary is None:  # a text stream put in place of stdin (a notebook, a test)
+            text = sys.stdin.read(MAX_INPUT_BYTES + 1)
+            if len(text) > MAX_INPUT_BYTES:
+                raise InputRefused(str(too_large()))
+            return text
+        return decode_text(read_stream(binary), "<stdin>")
+    except InputRefused as exc:
+        raise LoadError(f"<stdin>: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LoadError(f"<stdin>: cannot read: {exc}") from None
+
+
+def input_path(arg: str | os.PathLike[str]) -> Path:
+    """A ``-f``/``--state`` argument as the Path it names, whatever characters it holds (``a: b.yaml``,
+    ``{x}.yaml``, a newline). "" is refused: Path("") would be the working folder."""
+    if not os.fspath(arg):
+        raise LoadError("'': an empty file name; fix: give the path of a file ('-' reads standard input)")
+    return Path(arg)
 
 
 _BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
@@ -484,9 +445,10 @@ def path_problem(path: str | os.PathLike[str], what: str = "a YAML file") -> str
 
 
 def read_documents(path: str | os.PathLike[str]) -> list[Any]:
-    """The YAML/JSON documents of one file, read as Kubernetes reads them (for profiles and other
-    non-object files): duplicate keys, alias bombs, tabs, binary are :class:`LoadError` lines."""
-    return _read_file(Path(path))[0]
+    """The YAML/JSON documents of one file, read as Kubernetes reads them (for profiles, kubeconfigs and
+    other non-object files): at most MAX_INPUT_BYTES, go-yaml's scalars and alias bound; a device, a FIFO
+    without writer, duplicate keys, alias bombs, tabs, binary are :class:`LoadError` lines naming the file."""
+    return _read_file(input_path(path))[0]
 
 
 def _is_list_kind(doc: dict) -> bool:
@@ -572,11 +534,11 @@ def load_files(paths: Iterable[str | os.PathLike[str]], *,
     problems: list[str] = []
     for path in paths:
         try:
-            documents, origin = (_read_source(path) if str(path) == "-" else _read_file(Path(path)))
+            docs, origin = (_read_source(path) if str(path) == "-" else _read_file(input_path(path)))
         except LoadError as exc:
             problems.extend(exc.problems)
             continue
-        objs.extend(_objects(documents, origin, default_namespace, problems))
+        objs.extend(_objects(docs, origin, default_namespace, problems))
     if problems:
         raise LoadError(problems)
     if not objs:

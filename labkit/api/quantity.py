@@ -193,6 +193,10 @@ def _fits(v: int) -> bool:
 
 def _scaled_int64(value: int, scale: int) -> int | None:
     """value * 10**scale for scale >= 0, None on int64 overflow (Go's positiveScaleInt64)."""
+    if value == 0:
+        return 0
+    if scale > 18:  # 10**19 > 2**63: overflows whatever the value (and 10**scale is never built)
+        return None
     result = value * 10**scale
     return result if _fits(result) else None
 
@@ -254,11 +258,60 @@ def _parse_str_cached(text: str) -> Quantity:
     return _parse(text)
 
 
+#: the most significant digits, and the most digits before the decimal point, of a quantity labkit computes
+#: with: it holds values exactly (Fractions), and 10**999999999 would take hours. Go keeps such a number
+#: as a mantissa and a scale, but Kubernetes documents quantities up to 2**63-1 (quantity.go) and its own
+#: comparisons of one would expand it too.
+MAX_QUANTITY_DIGITS = 1000
+#: Go's scale is an int32: ParseQuantity refuses an exponent past +-2147483647 ("unable to parse
+#: quantity's suffix", suffix.go since kubernetes/kubernetes#141203; earlier releases wrapped it)
+_MAX_EXPONENT = 2**31 - 1
+
+
+def _shown(text: str) -> str:
+    """``text`` quoted for a message, cut short (a quantity may be megabytes of digits)."""
+    return repr(text if len(text) <= 40 else f"{text[:40]}...")
+
+
+def _too_large(text: str) -> QuantityError:
+    return QuantityError(
+        f"quantity {_shown(text)}: more than {MAX_QUANTITY_DIGITS:,} digits, past what labkit computes (Kubernetes "
+        "documents quantities up to 2^63-1, about 9.2e18); fix: give a smaller value, with a suffix (Ki..Ei, k..E)")
+
+
+def _value(text: str, num: str, denom: str, base: int, exponent: int, negative: bool) -> Fraction:
+    """The value Go's ParseQuantity gives the parts of ``text``, rounded up to nano (away from zero), BinarySI
+    capped at 2**63-1, computed without ever building a number of more than MAX_QUANTITY_DIGITS digits."""
+    significant = (num + denom).lstrip("0")
+    if not significant:
+        return Fraction(0)
+    if len(significant) > MAX_QUANTITY_DIGITS:
+        raise _too_large(text)
+    point = -len(denom) + (exponent if base == 10 else 0)  # value = int(significant) * 10**point (* 2**exponent)
+    magnitude = len(significant) + point  # value < 10**magnitude before the binary factor (< 2**60 < 10**19)
+    sign = -1 if negative else 1
+    if magnitude <= -28:  # below 1n even times 2**60: Go rounds it up to 1n
+        return sign * _NANO
+    if base == 2 and magnitude > 40:  # past 2**63 for sure: Go caps it
+        return Fraction(sign * _INT64_MAX)
+    if magnitude > MAX_QUANTITY_DIGITS:
+        raise _too_large(text)
+    value = Fraction(int(significant)) * Fraction(10) ** point
+    if base == 2:
+        value = value * 2**exponent
+    value = _round_up_to_nano(value)
+    if base == 2 and value > _INT64_MAX:  # quantity.go: "The max is just a simple cap." (BinarySI only)
+        value = Fraction(_INT64_MAX)
+    return sign * value
+
+
 def _parse(text: str) -> Quantity:
     if not isinstance(text, str):
         if isinstance(text, bool):
             raise QuantityError(f"quantities must be strings or numbers, not {text!r}")
         if isinstance(text, int):
+            if abs(text).bit_length() > 3 * MAX_QUANTITY_DIGITS:  # no str() of thousands of digits
+                raise _too_large(f"{text:x}"[:40])
             text = str(text)
         elif isinstance(text, float) and math.isfinite(text):
             text = repr(text)
@@ -282,12 +335,12 @@ def _parse(text: str) -> Quantity:
         em = _EXPONENT.match(suffix)
         if not em:
             raise _syntax_error(text)
+        digits = em.group(1).lstrip("+-").lstrip("0")
+        if len(digits) > 10 or int(digits or "0") > _MAX_EXPONENT:
+            raise QuantityError(f"quantity {_shown(text)}: unable to parse quantity's suffix (an exponent is at "
+                                f"most {_MAX_EXPONENT:,} either way, as Go's int32 scale)")
         fmt, base, exponent = DECIMAL_EXPONENT, 10, int(em.group(1))
-    digits = Fraction(int((num or "0") + denom), 10 ** len(denom))
-    value = digits * (Fraction(2) ** exponent if base == 2 else Fraction(10) ** exponent)
-    if sign == "-":
-        value = -value
-    value = _round_up_to_nano(value)
+    value = _value(text, num, denom, base, exponent, sign == "-")
     original = text if _go_keeps_string(fmt, num, denom, exponent, value) else None
     return Quantity(value, fmt, original, _go_parsed_amount(fmt, num, denom, exponent, sign == "-"))
 
@@ -319,6 +372,6 @@ def _go_keeps_string(fmt: str, num: str, denom: str, exponent: int, value: Fract
 
 def _syntax_error(text: str) -> QuantityError:
     return QuantityError(
-        f"quantity {text!r}: quantities must match the regular expression "
+        f"quantity {_shown(text)}: quantities must match the regular expression "
         "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' (e.g. 40Gi, 500m, 1e3)"
     )

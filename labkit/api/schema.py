@@ -166,7 +166,10 @@ def _leaf_error(value: Any, code: str) -> str | None:
     if code in "sS":
         return None if isinstance(value, str) else "string_type"
     if code == "i":
-        return None if isinstance(value, int) and not is_bool else "int_type"
+        if not isinstance(value, int) or is_bool:
+            return "int_type"
+        # the API server decodes into int64 (int32 fields are narrower still): json "cannot unmarshal number"
+        return None if -(2**63) <= value < 2**63 else "int64_range"
     if code == "I":
         if isinstance(value, int):
             return None
@@ -306,6 +309,8 @@ _TYPE_WORDS = {
     "model_type": "must be an object", "model_attributes_type": "must be an object",
     "datetime_type": "must be an RFC 3339 time", "datetime_parsing": "must be an RFC 3339 time",
     "datetime_from_date_parsing": "must be an RFC 3339 time",
+    "int64_range": ("must be a 64-bit integer, -9223372036854775808 to 9223372036854775807 (the API server "
+                    "cannot decode a larger one)"),
 }
 
 

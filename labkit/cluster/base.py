@@ -61,6 +61,23 @@ class ClusterInputError(InputError, ClusterError):
     """What the user handed a cluster (objects, a profile, a dump, a kubeconfig) is wrong (exit 2)."""
 
 
+class RefusedObjects(ClusterInputError):
+    """`apply` stored the valid objects and refused the others, as `kubectl apply` does (it goes on
+    past a refused object and reports every one: kubectl/pkg/cmd/apply/apply.go, Run). `problems`:
+    one line per problem of every refused object, all of them (the CLI prints each); `stored`: the
+    objects stored meanwhile, as the cluster returned them."""
+
+    def __init__(self, problems: list[str], stored: list[dict[str, Any]] | None = None) -> None:
+        self.problems = list(problems)
+        self.stored = list(stored or [])
+        super().__init__("\n".join(self.problems))
+
+    @classmethod
+    def merge(cls, errors: list[RefusedObjects], stored: list[dict[str, Any]]) -> RefusedObjects:
+        """One error for several applies (files, or the tiers of one apply): every problem, in order."""
+        return cls([p for e in errors for p in e.problems], stored)
+
+
 #: how to get what a live backend needs: the README's one command, or the package
 FULL_KIT = "install the full kit (README: make lab; or pip install dra-labkit)"
 
@@ -210,9 +227,8 @@ class Cluster(ABC):
 
 
 def load_source(source: Source) -> list[dict]:
-    """Objects from YAML/JSON text, a path, a dict or a list (labkit.api.load), as one-line errors."""
-    if isinstance(source, Path):
-        source = str(source)
+    """Objects from YAML/JSON text, a path, a dict or a list (labkit.api.load), as one-line errors. A Path
+    is read as a file whatever its name holds (a str that looks like YAML is taken as YAML text)."""
     try:
         return load(source)
     except LoadError as exc:

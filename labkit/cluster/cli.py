@@ -7,8 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from labkit.api.load import input_path, load
+from labkit.cli_types import SEED_MAX, number, seed
 from labkit.cluster import runstate
-from labkit.cluster.base import backend_class, backends, connect
+from labkit.cluster.base import RefusedObjects, backend_class, backends, connect
 from labkit.cluster.describe import KINDS, describe, object_names
 from labkit.cluster.report import claim_users, report_tables, simulate_report
 from labkit.cluster.statuslist import status_doc, status_names, status_table
@@ -25,6 +27,9 @@ from labkit.output import (
 )
 
 EXIT_OK = 0
+#: --advance at most: a year of simulated time (Jobs finish at their deadlines; a sim clock past
+#: that is a typo, and one of 1e300 s has no date to print)
+MAX_ADVANCE_S = 365 * 24 * 3600
 
 
 def register_cluster(cl: argparse.ArgumentParser) -> None:
@@ -55,9 +60,10 @@ def register_simulate(sim: argparse.ArgumentParser) -> None:
                           "`kubectl get ... -A -o yaml`) instead of a profile; existing pods and allocations stay")
     sim.add_argument("--backend", default="sim", choices=backends())
     add_output_arg(sim, "json", name="the pods, then the claims")
-    sim.add_argument("--seed", type=int, default=0, help="sim only: seed for names and uids (default 0)")
-    sim.add_argument("--advance", type=float, default=0.0, metavar="SECONDS",
-                     help="sim only: let this much simulated time pass after applying (Jobs finish)")
+    sim.add_argument("--seed", type=seed, default=0, help=f"sim only: seed for names and uids, 0 to {SEED_MAX} (default 0)")
+    sim.add_argument("--advance", type=number(0, MAX_ADVANCE_S), default=0.0, metavar="SECONDS",
+                     help=f"sim only: let this much simulated time pass after applying (Jobs finish); 0 to "
+                          f"{MAX_ADVANCE_S} (a year)")
     sim.set_defaults(func=run_simulate)
 
 
@@ -73,9 +79,9 @@ def register_describe(de: argparse.ArgumentParser) -> None:
                     help="cluster profile for -f (default: workshop)").completer = complete_profiles
     de.add_argument("--state", metavar="DUMP", help="start the sim from this dump (`labkit snapshot -o DUMP`)")
     de.add_argument("--backend", default="sim", choices=backends(), help="with -f: the backend to run them on")
-    de.add_argument("--seed", type=int, default=0, help="sim only: seed for names and uids (default 0)")
-    de.add_argument("--advance", type=float, default=0.0, metavar="SECONDS",
-                    help="sim only: let this much simulated time pass after applying")
+    de.add_argument("--seed", type=seed, default=0, help=f"sim only: seed for names and uids, 0 to {SEED_MAX} (default 0)")
+    de.add_argument("--advance", type=number(0, MAX_ADVANCE_S), default=0.0, metavar="SECONDS",
+                    help=f"sim only: let this much simulated time pass after applying; 0 to {MAX_ADVANCE_S} (a year)")
     de.add_argument("--kubeconfig", help="describe it on this real cluster instead (read-only)")
     de.add_argument("--context", help="kubeconfig context (default: its current-context)")
     de.set_defaults(func=run_describe)
@@ -116,10 +122,22 @@ def run_cluster(args: argparse.Namespace) -> int:
 
 
 def _status_all(fmt: str, only: tuple[str, str] | None = None) -> int:
-    """The running clusters (``only``: the one of this backend and profile) in ``fmt``; exit 3 when none."""
-    live = [st for st in runstate.all_states()
-            if st.get("backend") in backends() and (only is None or (st.get("backend"), st.get("profile")) == only)
-            and backend_class(st["backend"]).is_running(st)]
+    """The running clusters (``only``: the one of this backend and profile) in ``fmt``; exit 3 when none.
+    A recorded one whose state cannot be trusted or whose processes are gone is one stale line each
+    (labkit.cluster.runstate.StaleState), on stderr, and is not acted on."""
+    live: list[dict[str, Any]] = []
+    for st in runstate.all_states():
+        where = st.run_dir if isinstance(st, runstate.StaleState) else runstate.run_dir(st["backend"], st["profile"])
+        backend = where.name.split("-", 1)[0]
+        if backend not in backends() or (only is not None and where != runstate.run_dir(*only)):
+            continue
+        try:
+            if isinstance(st, runstate.StaleState):
+                raise st
+            if backend_class(backend).is_running(st):
+                live.append(st)
+        except runstate.StaleState as exc:
+            print(exc.status_line(), file=sys.stderr)
     none = ("no local or kind cluster is running (start one with `labkit cluster up --backend kind|local "
             "--profile P`)") if only is None else (
         f"{only[0]} cluster of profile {only[1]}: not running (start it with "
@@ -149,9 +167,20 @@ def _simulated(args: argparse.Namespace) -> Any:
     if bar is not None:
         cluster.watch(_count_settled(bar), kinds=["Pod"])
     try:
-        applied = 0
+        applied, refused = 0, []
         for f in args.files:
-            applied += len(cluster.apply(sys.stdin.read() if f == "-" else _path(f)) or ())
+            try:
+                applied += len(cluster.apply(load("-") if f == "-" else _path(f)) or ())
+            except RefusedObjects as exc:  # as kubectl apply: on with the next file, every refusal reported
+                applied += len(exc.stored)
+                refused.append(exc if len(args.files) == 1 else  # the file named when there are several, as grep
+                               RefusedObjects([f"{'stdin' if f == '-' else f}: {p}" for p in exc.problems]))
+        if refused:
+            # The backend stored the valid objects (kubectl's way), but a what-if answers for its whole
+            # input or not at all: a report of the cluster without the refused objects (pods Pending
+            # for a claim that was refused) would read as the answer for these files. So: every
+            # refused object, one line per problem, exit 2, and no report.
+            raise RefusedObjects.merge(refused, [])
         if args.files and not applied:  # kubectl apply refuses this too ("no objects passed to apply")
             raise UsageError(f"{', '.join(args.files)}: no objects (the input is empty or only comments); "
                          "fix: give manifests with apiVersion, kind and metadata")
@@ -241,7 +270,8 @@ def print_report(report: dict, fmt: str, users: dict | None = None) -> None:
 
 
 def _path(f: str) -> Path:
-    p = Path(f)
+    """A -f argument as a Path: read as a file whatever it holds (labkit.api.load.input_path)."""
+    p = input_path(f)
     if not p.exists():
         raise NotFoundError(f"{f}: no such file; check the -f path")
     return p

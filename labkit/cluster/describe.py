@@ -16,7 +16,7 @@ from labkit.api import LoadError, load_files
 from labkit.cluster.base import NotFound
 from labkit.cluster.report import claim_users
 from labkit.model.podutil import pod_claims
-from labkit.output import DEFAULT_WIDTH, Table, fit_text
+from labkit.output import DEFAULT_WIDTH, Table, escape_terminal, fit_text
 
 __all__ = ["KINDS", "describe", "object_names"]
 
@@ -44,7 +44,8 @@ def object_names(kind: str, sources: list[str]) -> list[str]:
 
 def describe(cluster: Any, kind: str, name: str, namespace: str = "default", *,
              width: int | None = DEFAULT_WIDTH) -> str:
-    """The text for one object; NotFound (exit 3) names what exists when it does not."""
+    """The text for one object, its data escaped for a terminal as ``kubectl describe`` escapes it
+    (labkit.output.escape_terminal); NotFound (exit 3) names what exists when it does not."""
     kind = KINDS.get(kind.lower(), kind)
     try:
         obj = cluster.get(kind, name, namespace)
@@ -55,7 +56,7 @@ def describe(cluster: Any, kind: str, name: str, namespace: str = "default", *,
         raise NotFound(f'{kind} "{name}" not found in namespace {namespace}',
                        fix=f"give one of the {noun}s there: {have}") from None
     text = _pod(cluster, obj, width) if kind == "Pod" else _claim(cluster, obj, width)
-    return fit_text(text, width)
+    return fit_text(escape_terminal(text), width)
 
 
 def _header(obj: dict) -> list[str]:

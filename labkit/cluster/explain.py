@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from labkit.model.podutil import pod_claims
+from labkit.output import escape_terminal
 from labkit.sim.filters import plugin_of
 
 MAX_NODES_LISTED = 12
@@ -125,6 +126,13 @@ def _per_node_lines(explanations: dict[str, Any], said: str) -> list[str]:
 
 def format_pod_explanation(pod: dict, attempt: Any, agent_problem: str | None,
                            get_claim: Callable[[str], dict | None]) -> str:
+    """The text of ``Cluster.explain(pod)``, what it quotes (messages, names, attribute values)
+    escaped for a terminal (labkit.output.escape_terminal)."""
+    return escape_terminal(_pod_explanation_text(pod, attempt, agent_problem, get_claim))
+
+
+def _pod_explanation_text(pod: dict, attempt: Any, agent_problem: str | None,
+                          get_claim: Callable[[str], dict | None]) -> str:
     m = pod.get("metadata") or {}
     who = f"Pod {m.get('namespace', 'default')}/{m.get('name', '')}"
     phase = (pod.get("status") or {}).get("phase", "Pending")

@@ -21,6 +21,7 @@ from labkit.cluster.base import ClusterError, cluster_error
 from labkit.cluster.explain import format_pod_explanation, pod_explanation_doc
 from labkit.cluster.snapshot import cluster_state
 from labkit.model.state import StateError, load_state, profile_for_state
+from labkit.output import escape_terminal
 from labkit.sim.engine import Sim
 
 #: events shown under the explanation
@@ -129,7 +130,8 @@ def explain_pod_doc(cluster: Any, pod: str, namespace: str = "default", *,
 
 def explain_pod(cluster: Any, pod: str, namespace: str = "default", *, kubernetes_version: str | None = None,
                 extra: Iterable[str] = ()) -> str:
-    """Why `namespace/pod` is where it is, or why it is Pending, on a live cluster (see the module doc)."""
+    """Why `namespace/pod` is where it is, or why it is Pending, on a live cluster (see the module doc);
+    what kube-scheduler and the events said escaped for a terminal (labkit.output.escape_terminal)."""
     live, sim, spod, attempt = _attempt(cluster, pod, namespace, kubernetes_version)
     if attempt is not None and attempt.node:
         devs = []
@@ -144,4 +146,4 @@ def explain_pod(cluster: Any, pod: str, namespace: str = "default", *, kubernete
         text = format_pod_explanation(spod, attempt, None,
                                   lambda name: sim.store.get("ResourceClaim", name, namespace))
     lines = [text, *_scheduler_lines(live, cluster.events()), *extra]
-    return "\n".join(lines)
+    return escape_terminal("\n".join(lines))

@@ -13,8 +13,11 @@ and the kept-alive API connection of the kind backend.
     print(c.explain("trainer-0", "ml"))          # why is it Pending?
     c.placements(); c.events(); c.list("ResourceSlice")
 
-Credentials are whatever the kubeconfig holds (token, client certificate, exec plugin), read by
-the kubernetes client. The server's /version picks the allocator profile used by `explain`.
+Credentials are whatever the kubeconfig holds (token, tokenFile, basic auth, client certificate,
+exec plugin), handled as kubectl handles them (`kube.kubeconfig_configuration`): sent only to an
+https server, an exec plugin run as client-go runs it. Each request waits at most `request_timeout`
+seconds to connect and for each part of the answer; an exec plugin at most `exec_timeout` seconds.
+The server's /version picks the allocator profile used by `explain`.
 Writes (`apply`, `delete`) are refused unless `read_only=False`.
 """
 
@@ -35,12 +38,13 @@ from labkit.cluster.base import (
     ClusterError,
     ClusterInputError,
     NotFound,
+    RefusedObjects,
     Source,
     load_source,
     register_backend,
 )
 from labkit.cluster.explain_live import explain_pod
-from labkit.cluster.kube import ApiError, Kube, client
+from labkit.cluster.kube import EXEC_TIMEOUT, ApiError, Kube, client, kubeconfig_configuration
 from labkit.cluster.placements import PlacementTable, build_placements
 from labkit.model.kinds import API_VERSIONS, canonical_kind, is_namespaced
 from labkit.model.profiles import ClusterProfile, NodeSpec
@@ -153,14 +157,27 @@ class KubeCluster(Cluster):
         watch brings it, and a pod created right after it can still be given a device it taints
         (seen on kind under load: the sim's answer was gpu-1, kind's the tainted gpu-0). So the
         rules go first, and nothing that could be scheduled is written until the cluster has
-        reported every rule (`wait_for_taint_rules`), as an admin waits before sending work."""
+        reported every rule (`wait_for_taint_rules`), as an admin waits before sending work.
+
+        An object the server refuses does not stop the others, as with `kubectl apply`: `write`
+        raises RefusedObjects after writing the rest, and so does this, naming every refusal."""
         objs = sorted(objs, key=apply_tier)
         first = sum(1 for o in objs if apply_tier(o) == 0)
         if not any(o.get("kind") == "DeviceTaintRule" for o in objs[:first]):
             return write(objs)
-        stored = write(objs[:first])
+        refused: list[RefusedObjects] = []
+        try:
+            stored = write(objs[:first])
+        except RefusedObjects as exc:
+            refused, stored = [exc], exc.stored
         self.wait_for_taint_rules([o for o in stored if o.get("kind") == "DeviceTaintRule"])
-        return stored + (write(objs[first:]) if objs[first:] else [])
+        try:
+            stored += write(objs[first:]) if objs[first:] else []
+        except RefusedObjects as exc:
+            refused, stored = [*refused, exc], stored + exc.stored
+        if refused:
+            raise RefusedObjects.merge(refused, stored)
+        return stored
 
     def wait_for_taint_rules(self, rules: list[dict], timeout: float | None = None) -> bool:
         """Wait until kube-controller-manager has reported each of `rules` (its status names their
@@ -245,12 +262,14 @@ class KubeconfigCluster(KubeCluster):
     backend = "kubeconfig"
 
     def __init__(self, *, kubeconfig: str | Path | None = None, context: str | None = None,
-                 read_only: bool = True, progress: bool = True, request_timeout: float = 15.0, **kw: Any) -> None:
+                 read_only: bool = True, progress: bool = True, request_timeout: float = 15.0,
+                 exec_timeout: float = EXEC_TIMEOUT, **kw: Any) -> None:
         super().__init__(progress=progress, **kw)
         self.kubeconfig_path = Path(os.path.expanduser(str(kubeconfig))) if kubeconfig else None
         self.context = context
         self.read_only = read_only
         self.request_timeout = request_timeout
+        self.exec_timeout = exec_timeout
         self.kube: Any = None
         self.server = ""
         self.server_version = ""  # gitVersion from /version, e.g. "v1.37.0"
@@ -260,38 +279,16 @@ class KubeconfigCluster(KubeCluster):
     # -- lifecycle -------------------------------------------------------------------------
     def up(self, profile: Any = None) -> KubeconfigCluster:
         """Attach (the profile argument is ignored: the cluster is what it is)."""
-        k8s = client(self.backend)  # MissingPackage (one line) where the kubernetes client is not installed
-        from kubernetes.config.config_exception import ConfigException
-        from kubernetes.config.kube_config import list_kube_config_contexts, load_kube_config
-
+        client(self.backend)  # MissingPackage (one line) where the kubernetes client is not installed
         path = self.kubeconfig_path or Path(os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]
                                             ).expanduser()
         if not path.is_file():
             raise NotFound(f"kubeconfig {path}: no such file; pass kubeconfig=PATH (--kubeconfig) or set $KUBECONFIG")
-        try:
-            contexts, current = list_kube_config_contexts(str(path))
-        except (ConfigException, ValueError, OSError) as exc:
-            raise ClusterInputError(f"kubeconfig {path}: cannot read it ({exc}); check the file is a kubeconfig") from None
-        names = [c.get("name") for c in contexts or []]
-        if self.context is None:
-            if not current:
-                raise ClusterInputError(f"kubeconfig {path}: no current-context; pass context=NAME (--context), one of: "
-                                   f"{', '.join(names) or '(none)'}")
-            self.context = current["name"]
-        elif self.context not in names:
-            raise ClusterInputError(f"kubeconfig {path}: no context {self.context!r}; use one of: "
-                               f"{', '.join(names) or '(none)'}")
-        cfg = k8s.Configuration()
-        try:
-            load_kube_config(config_file=str(path), context=self.context, client_configuration=cfg,
-                             persist_config=False)
-        except (ConfigException, ValueError, OSError) as exc:
-            raise ClusterInputError(f"kubeconfig {path}, context {self.context}: {exc}; fix the context's cluster/user "
-                               "entries") from None
-        self.kube = Kube(configuration=cfg)
+        cfg, self.context = kubeconfig_configuration(path, self.context, exec_timeout=self.exec_timeout)
+        self.kube = Kube(configuration=cfg, timeout=self.request_timeout)
         self.server = self.kube.server
         self.where = f"context {self.context} ({self.server})"
-        version = self._call(lambda: self.kube.request("GET", "/version", timeout=self.request_timeout), "/version")
+        version = self._call(lambda: self.kube.request("GET", "/version"), "/version")
         version = version if isinstance(version, dict) else {}
         self.server_version = str(version.get("gitVersion", ""))
         if version.get("emulationMinor") and version.get("emulationMinor") != version.get("minor"):
@@ -330,6 +327,11 @@ class KubeconfigCluster(KubeCluster):
         try:
             return fn()
         except ApiError as exc:
+            if exc.status in (401, 403) and self.kube.plain_http:
+                raise ClusterInputError(f"{self.where}: {what}: {'Unauthorized' if exc.status == 401 else 'Forbidden'}: "
+                                        "the server address is plain http, so the context's credentials were not sent "
+                                        "(kubectl sends them only over https); use the cluster's https:// address"
+                                        ) from None
             if exc.status == 401:
                 raise ClusterInputError(f"{self.where}: {what}: Unauthorized: the context's credentials were not accepted "
                                    "(expired token or certificate?); refresh them in the kubeconfig") from None
@@ -340,6 +342,10 @@ class KubeconfigCluster(KubeCluster):
                 raise NotFound(exc.message) from None
             cls = ClusterInputError if exc.status in REFUSED_INPUT else ClusterError
             raise cls(f"{self.where}: {what}: {exc.message}") from None
+        except urllib3.exceptions.TimeoutError:
+            raise ClusterError(f"cannot reach the API server of {self.where}: {what}: no answer within "
+                               f"{self.request_timeout:g} s (request_timeout); check the server address in the "
+                               "kubeconfig and that the cluster is running") from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             reason = getattr(exc, "reason", None) or exc
             raise ClusterError(f"cannot reach the API server of {self.where}: {what}: {reason}; check the server "
@@ -356,8 +362,16 @@ class KubeconfigCluster(KubeCluster):
         return self._apply_in_order(load_source(source), self._write)
 
     def _write(self, objs: list[dict]) -> list[dict]:
-        return [self._call(lambda o=obj: self.kube.apply(o), f"apply {obj.get('kind')} {(obj.get('metadata') or {}).get('name')}")
-                for obj in objs]
+        stored, refused = [], []
+        for obj in objs:
+            what = f"apply {obj.get('kind')} {(obj.get('metadata') or {}).get('name')}"
+            try:
+                stored.append(self._call(lambda o=obj: self.kube.apply(o), what))
+            except (ClusterInputError, NotFound) as exc:  # refused (invalid, forbidden, no namespace): on, as kubectl
+                refused.append(exc.line())
+        if refused:
+            raise RefusedObjects(refused, stored)
+        return stored
 
     def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
         self._refuse("delete")

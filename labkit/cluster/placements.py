@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 
 from labkit.api.attributes import lookup_attribute, plain_value
+from labkit.output import Table
 
 COLUMNS = ("pod", "namespace", "claim", "request", "node", "driver", "pool", "device", "profile", "shareID")
 
@@ -56,11 +57,7 @@ class PlacementTable:
     def __str__(self) -> str:
         if not self.placements:
             return "(no placements)"
-        cells = self._cells()
-        widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(COLUMNS)]
-        lines = ["  ".join(c.upper().ljust(w) for c, w in zip(COLUMNS, widths)).rstrip()]
-        lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
-        return "\n".join(lines)
+        return str(Table(COLUMNS, self._cells()))  # labkit.output's table: the data escaped for a terminal
 
     def __repr__(self) -> str:
         return f"PlacementTable({len(self.placements)} rows)"

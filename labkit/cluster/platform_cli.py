@@ -11,6 +11,7 @@ from labkit.cluster.base import connect
 from labkit.cluster.explain_live import explain_pod_doc
 from labkit.cluster.snapshot import cluster_state
 from labkit.errors import UsageError
+from labkit.fileio import cannot_write, write_text
 from labkit.output import (
     Table,
     add_output_arg,
@@ -81,10 +82,9 @@ def run_snapshot(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     else:
         try:
-            with open(args.output, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            write_text(args.output, text)  # whole or not at all: a failed write leaves the old file
         except OSError as exc:
-            raise UsageError(f"-o {args.output}: cannot write ({exc.strerror}); choose a writable path") from None
+            raise UsageError(cannot_write(f"-o {args.output}", exc)) from None
         counts: dict[str, int] = {}
         for o in objs:
             counts[o["kind"]] = counts.get(o["kind"], 0) + 1

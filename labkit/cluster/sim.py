@@ -17,8 +17,8 @@ from labkit.cel.validation import validate
 from labkit.cluster.base import (
     Cluster,
     ClusterError,
-    ClusterInputError,
     NotFound,
+    RefusedObjects,
     Source,
     cluster_error,
     load_source,
@@ -89,19 +89,34 @@ class SimCluster(Cluster):
 
     # -- objects ---------------------------------------------------------------------------
     def apply(self, source: Source) -> list[dict]:
+        """Store the objects the API server would accept, as `kubectl apply` does: each object is
+        stored or refused on its own, and when any was refused one RefusedObjects lists every
+        problem of every refused object, in the input's order, after the others were stored (the
+        real backends do the same; `labkit simulate` then prints no report, see its run_simulate)."""
         objs = load_source(source)
+        sim = self._sim
+        refused: dict[int, list[str]] = {}
         if self.validate:
-            problems = validate(objs, kubernetes_version=self._sim.profile.kubernetes_version,
-                                feature_gates=self._sim.dra.gates or None,
-                                existing=self._sim.list("Namespace"))
-            if problems:
-                raise ClusterInputError("\n".join(str(p) for p in problems))
-        objs = [with_defaults(o, copy=False) for o in objs]  # load_source's objects are copies already
-        try:
-            out = self._sim.apply(objs)
-        except SimError as exc:
-            raise cluster_error(exc) from None
-        return out
+            # one object at a time, with the input's and the cluster's Namespaces in view, as when
+            # they were checked together (a claim's admin access reads its Namespace's label)
+            namespaces = [*sim.list("Namespace"), *(o for o in objs if isinstance(o, dict) and o.get("kind") == "Namespace")]
+            for i, obj in enumerate(objs):
+                problems = validate([obj], kubernetes_version=sim.profile.kubernetes_version,
+                                    feature_gates=sim.dra.gates or None, existing=namespaces)
+                if problems:
+                    refused[i] = [str(p) for p in problems]
+        # load_source's objects are copies already; Namespaces first, as Sim.apply orders them
+        valid = sorted(((i, with_defaults(o, copy=False)) for i, o in enumerate(objs) if i not in refused),
+                       key=lambda item: item[1].get("kind") != "Namespace")
+        stored: list[dict] = []
+        for i, obj in valid:
+            try:
+                stored += sim.apply([obj])
+            except SimError as exc:  # the store refused it (no such namespace, an immutable spec)
+                refused[i] = [cluster_error(exc).line()]
+        if refused:
+            raise RefusedObjects([p for i in sorted(refused) for p in refused[i]], stored)
+        return stored
 
     def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
         try:

@@ -29,10 +29,12 @@ import random
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TextIO
 
 from labkit.api.load import path_problem
 from labkit.errors import InputError
 from labkit.experiments.traces import WorkItem
+from labkit.fileio import replacing
 
 HEADER = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos", "pod_phase",
           "creation_time", "deletion_time", "scheduled_time")
@@ -43,6 +45,9 @@ SAMPLE = Path(__file__).parent / "data" / "alibaba_sample.csv"
 #: trace's start; the real trace spans weeks), cpu_milli and memory_mib alike. Larger values
 #: are typos or overflow the sim's clock.
 MAX_NUMBER = 1e9
+#: the longest line of a trace read (a row is about 100 characters): a file without line breaks
+#: (binary, /dev/zero copied to a file) is refused at this, not read whole into memory
+MAX_LINE = 1 << 20
 
 
 class TraceError(InputError, ValueError):
@@ -81,12 +86,23 @@ def _rows(path: str) -> Iterator[tuple[int, dict[str, str]]]:
         raise TraceError(f"{path}: cannot open ({exc.strerror}); check the path") from None
     try:
         with fh:
-            yield from _csv_rows(path, fh)
+            yield from _csv_rows(path, _lines(path, fh))
     except UnicodeDecodeError as exc:
         raise TraceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
                          "a trace is a CSV file") from None
     except csv.Error as exc:
         raise TraceError(f"{path}: not a readable CSV file ({exc})") from None
+
+
+def _lines(path: str, fh: TextIO) -> Iterator[str]:
+    """The lines of ``fh``, each read at most MAX_LINE characters at a time."""
+    number = 0
+    while line := fh.readline(MAX_LINE + 1):
+        number += 1
+        if len(line) > MAX_LINE and not line.endswith("\n"):
+            raise TraceError(f"{path}:{number}: a line longer than {MAX_LINE:,} characters; a trace is a CSV "
+                             "file with one pod per line")
+        yield line
 
 
 def _csv_rows(path: str, fh: Iterable[str]) -> Iterator[tuple[int, dict[str, str]]]:
@@ -235,7 +251,7 @@ def sample_rows(n: int, seed: int = 2023, mean_gap_s: float = 20.0) -> list[list
 def _write_rows(path: str | Path, rows: list[list[object]]) -> None:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    with open(p, "w", newline="", encoding="utf-8") as fh:
+    with replacing(p, newline="") as fh:  # whole or not at all
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(HEADER)
         w.writerows(rows)

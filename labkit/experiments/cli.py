@@ -7,9 +7,12 @@ import csv
 import io
 import math
 import sys
+from collections.abc import Callable
 
+from labkit.cli_types import SEED_MAX, WORKERS_PER_CPU, number, parsed_by, seed, shown, whole, workers
 from labkit.errors import EXIT_INPUT, UsageError, as_input_error
 from labkit.experiments import metrics, policies, runner, sweep
+from labkit.fileio import cannot_write
 from labkit.model.profiles import profile_names
 from labkit.output import add_output_arg, color_enabled, print_output, resolve_format, terminal_width
 
@@ -19,20 +22,25 @@ EXIT_OK = 0
 def register(ex: argparse.ArgumentParser) -> None:
     sub = ex.add_subparsers(dest="experiment_command", metavar="ACTION")
     run = sub.add_parser("run", help="run a trace on a fleet under one or more policies")
-    run.add_argument("--trace", default="synthetic",
+    run.add_argument("--trace", default="synthetic", type=parsed_by(sweep.check_trace, "trace"),
                      help="synthetic[:PODS] | alibaba-sample | alibaba-shape[:PODS] | PATH to a cluster-trace-gpu-v2023 "
-                          "pod list CSV")
-    run.add_argument("--fleet", default="exp-small", help="cluster profile name or YAML path, or "
-                     "alibaba-shape[:SCALE] (default: exp-small)").completer = _complete_fleets
+                          f"pod list CSV (PODS: 1 to {sweep.MAX_PODS})")
+    run.add_argument("--fleet", default="exp-small", type=parsed_by(sweep.check_fleet, "fleet"),
+                     help="cluster profile name or YAML path, or "
+                     "alibaba-shape[:SCALE] (SCALE in (0, 10]; default: exp-small)").completer = _complete_fleets
     run.add_argument("--policy", default="whole-gpu,shared",
                      help="comma-separated policy names (default: whole-gpu,shared); see `labkit experiment policies`")
     add_output_arg(run, "table", extra=["csv"], name="run/POLICY per run")
     run.add_argument("--plot", metavar="FILE", help="write a PNG/SVG/PDF figure of the timelines")
-    run.add_argument("--seed", type=int, default=0, help="synthetic trace and sim seed (default 0)")
-    run.add_argument("--limit", type=int, help="use only the first N items of the trace")
-    run.add_argument("--pods", type=int, default=500, help="synthetic trace: number of items (default 500)")
-    run.add_argument("--rate", type=float, default=6.0, help="synthetic trace: arrivals per minute (default 6)")
-    run.add_argument("--tick", type=float, default=10.0, help="sim seconds per step (default 10)")
+    run.add_argument("--seed", type=seed, default=0, help=f"synthetic trace and sim seed, 0 to {SEED_MAX} (default 0)")
+    run.add_argument("--limit", type=whole(0, sweep.MAX_PODS), metavar="N",
+                     help=f"use only the first N items of the trace (0 to {sweep.MAX_PODS})")
+    run.add_argument("--pods", type=whole(0, sweep.MAX_PODS), default=500,
+                     help=f"synthetic trace: number of items, 0 to {sweep.MAX_PODS} (default 500)")
+    run.add_argument("--rate", type=number(*sweep.RATE_RANGE), default=6.0,
+                     help="synthetic trace: arrivals per minute, {:g} to {:g} (default 6)".format(*sweep.RATE_RANGE))
+    run.add_argument("--tick", type=number(*sweep.TICK_RANGE), default=10.0,
+                     help="sim seconds per step, {:g} to {:g} (default 10)".format(*sweep.TICK_RANGE))
     run.add_argument("--timeline", action="store_true", help="json: include the per-tick timelines")
     run_bar = run.add_mutually_exclusive_group()
     run_bar.add_argument("--progress", dest="progress", action="store_true", default=None,
@@ -42,21 +50,29 @@ def register(ex: argparse.ArgumentParser) -> None:
     sw = sub.add_parser("sweep", help="run a grid (policies x traces x seeds x fleets) in parallel processes",
                         description="Every cell is one `experiment run` of one policy; cells run in --workers "
                                     "local processes, or on the Dask scheduler at --address.")
-    sw.add_argument("--policies", default=None, help="comma-separated policy names (default: all built-in)")
-    sw.add_argument("--traces", default="synthetic",
+    sw.add_argument("--policies", default=None, type=_axis("--policies", _policy),
+                    help="comma-separated policy names (default: all built-in)")
+    sw.add_argument("--traces", default="synthetic", type=_axis("--traces", sweep.check_trace),
                     help="comma-separated trace specs, as `run --trace` takes them (default: synthetic)")
-    sw.add_argument("--seeds", default="0", help="comma-separated seeds and ranges, e.g. 0-4,9 (default: 0)")
-    sw.add_argument("--fleets", default="exp-small",
+    sw.add_argument("--seeds", default="0", type=parsed_by(sweep.parse_seeds, "seeds"),
+                    help=f"comma-separated seeds and ranges, e.g. 0-4,9 (0 to {SEED_MAX}, at most "
+                         f"{sweep.MAX_SEEDS} in all; default: 0)")
+    sw.add_argument("--fleets", default="exp-small", type=_axis("--fleets", sweep.check_fleet),
                     help="comma-separated fleets: profile names/paths or alibaba-shape[:SCALE] (default: exp-small)")
-    sw.add_argument("--workers", type=int, default=None,
-                    help="local processes (default: the CPU count; 1 = serially in this process)")
+    sw.add_argument("--workers", type=workers, default=None,
+                    help="local processes (default: the CPU count; 1 = serially in this process; at most "
+                         f"{WORKERS_PER_CPU} per CPU)")
     sw.add_argument("--address", metavar="URL",
                     help="run on an existing Dask distributed scheduler, e.g. tcp://10.0.0.5:8786 "
                          "(needs the 'dask' extra)")
-    sw.add_argument("--pods", type=int, default=500, help="synthetic traces without :PODS: items (default 500)")
-    sw.add_argument("--rate", type=float, default=6.0, help="synthetic traces: arrivals per minute (default 6)")
-    sw.add_argument("--tick", type=float, default=10.0, help="sim seconds per step (default 10)")
-    sw.add_argument("--limit", type=int, help="use only the first N items of each trace")
+    sw.add_argument("--pods", type=whole(0, sweep.MAX_PODS), default=500,
+                    help=f"synthetic traces without :PODS: items, 0 to {sweep.MAX_PODS} (default 500)")
+    sw.add_argument("--rate", type=number(*sweep.RATE_RANGE), default=6.0,
+                    help="synthetic traces: arrivals per minute, {:g} to {:g} (default 6)".format(*sweep.RATE_RANGE))
+    sw.add_argument("--tick", type=number(*sweep.TICK_RANGE), default=10.0,
+                    help="sim seconds per step, {:g} to {:g} (default 10)".format(*sweep.TICK_RANGE))
+    sw.add_argument("--limit", type=whole(0, sweep.MAX_PODS), metavar="N",
+                    help=f"use only the first N items of each trace (0 to {sweep.MAX_PODS})")
     add_output_arg(sw, "table", extra=["csv"], name="run/TRACE/FLEET/SEED/POLICY per run, as given")
     bar = sw.add_mutually_exclusive_group()
     bar.add_argument("--progress", dest="progress", action="store_true", default=None,
@@ -79,16 +95,19 @@ def register(ex: argparse.ArgumentParser) -> None:
     inf.add_argument("--trace", default="default",
                      help="openb pod list: default, cpu050, gpushare40, multigpu20, gpuspec33, ... or a csv path "
                           "(default: default)")
-    inf.add_argument("--fleet", default="openb",
+    inf.add_argument("--fleet", default="openb", type=parsed_by(_openb_fleet, "fleet"),
                      help="openb (the trace's 1,213 GPU nodes), openb:N (1 node in N of each node group) or a "
-                          "node-list csv(.gz) PATH[:N] (default: openb)")
-    inf.add_argument("--policies", default=None,
+                          f"node-list csv(.gz) PATH[:N] (N: 1 to {MAX_SAMPLE}; default: openb)")
+    inf.add_argument("--policies", default=None, type=_axis("--policies", str),
                      help="comma-separated: fgd,best-fit,dot-product,gpu-packing,gpu-clustering,random-fit (default: all)")
-    inf.add_argument("--seeds", default="42", help="comma-separated seeds and ranges (default 42; the paper: 42-51)")
-    inf.add_argument("--ratio", type=float, default=1.3, help="inflate to this x the fleet's GPUs (default 1.3)")
-    inf.add_argument("--workers", type=int, default=None,
+    inf.add_argument("--seeds", default="42", type=parsed_by(sweep.parse_seeds, "seeds"),
+                     help=f"comma-separated seeds and ranges (0 to {SEED_MAX}, at most {sweep.MAX_SEEDS}; default 42; "
+                          "the paper: 42-51)")
+    inf.add_argument("--ratio", type=number(*RATIO_RANGE), default=1.3,
+                     help="inflate to this x the fleet's GPUs, {:g} to {:g} (default 1.3)".format(*RATIO_RANGE))
+    inf.add_argument("--workers", type=workers, default=None,
                      help="local processes, one (policy, seed) run each at a time (default: the CPU count; "
-                          "1 = serially in this process)")
+                          f"1 = serially in this process; at most {WORKERS_PER_CPU} per CPU)")
     inf.add_argument("--address", metavar="URL",
                      help="run on an existing Dask distributed scheduler, e.g. tcp://10.0.0.5:8786 "
                           "(needs the 'dask' extra), as `experiment sweep --address` does")
@@ -112,6 +131,37 @@ def register(ex: argparse.ArgumentParser) -> None:
     add_output_arg(pol, "table", name="policy/NAME per policy")
     pol.set_defaults(func=list_policies)
     ex.set_defaults(func=lambda args: (ex.print_help(), EXIT_INPUT)[1])
+
+
+#: --ratio of `experiment inflation`: the paper inflates to 1.3x; 10x is ~80,000 tasks on the openb fleet
+RATIO_RANGE = (0.1, 10.0)
+#: N of `--fleet openb:N` at most (1 node in N of each node group; past the largest group, one node per group)
+MAX_SAMPLE = 10_000
+
+
+def _axis(flag: str, check: Callable[[str], str]) -> Callable[[str], list[str]]:
+    """An argparse type for a comma-separated axis: no empty value, none twice, each passes ``check``."""
+    return parsed_by(lambda text: [check(v) for v in sweep.split_axis(flag, text)], flag.lstrip("-"))
+
+
+def _policy(name: str) -> str:
+    if name not in policies.POLICIES:  # cells carry names: a worker builds the policy from POLICIES
+        raise sweep.SweepError(f"{name!r} is not a built-in policy; use some of {', '.join(policies.POLICIES)}")
+    return name
+
+
+def _openb_fleet(spec: str) -> tuple[str, int]:
+    """``--fleet`` of `experiment inflation`: (openb or a node-list csv path, N of 1 node in N)."""
+    fleet, every = spec.strip(), 1
+    base, _, tail = fleet.rpartition(":")
+    if base and (tail.isdigit() or base == "openb"):
+        if not (tail.isascii() and tail.isdigit() and len(tail) <= 6 and 1 <= int(tail) <= MAX_SAMPLE):
+            raise ValueError(f"{shown(spec)}: N of {shown(base)[1:-1]}:N is 1 node in N of each node group; give a "
+                             f"whole number from 1 to {MAX_SAMPLE}")
+        fleet, every = base, int(tail)
+    if fleet != "openb" and not fleet.endswith((".csv", ".csv.gz")):
+        raise ValueError(f"{shown(spec)}: use openb, openb:N or a cluster-trace-gpu-v2023 node list csv (PATH[:N])")
+    return fleet, every
 
 
 def _complete_fleets(prefix: str, **_: object) -> list[str]:
@@ -145,11 +195,17 @@ def _clean(v: object) -> object:
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
+def _plot(draw: Callable[[], object], path: str) -> None:
+    """``--plot FILE``: draw the figure into it; an unwritable path or an unknown format is one line."""
+    try:
+        draw()
+    except OSError as exc:
+        raise UsageError(cannot_write(f"--plot {path}", exc)) from None
+    except ValueError as exc:  # matplotlib: an unknown format (the name's suffix)
+        raise UsageError(f"--plot {path}: {exc}") from None
+
+
 def run_experiment_cmd(args: argparse.Namespace) -> int:
-    if args.limit is not None and args.limit < 0:
-        raise UsageError(f"--limit {args.limit}: must be >= 0")
-    if args.pods < 0 or args.rate <= 0 or args.tick <= 0:
-        raise UsageError("--pods must be >= 0, --rate and --tick > 0")
     try:
         chosen = [policies.get_policy(p.strip()) for p in args.policy.split(",") if p.strip()]
         if not chosen:
@@ -163,10 +219,7 @@ def run_experiment_cmd(args: argparse.Namespace) -> int:
         raise as_input_error(exc) from None
     res.trace_name = trace_name
     if args.plot:
-        try:
-            res.plot(args.plot)
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"--plot {args.plot}: {exc}") from None
+        _plot(lambda: res.plot(args.plot), args.plot)
     fmt = resolve_format(args.output, "table")
     if fmt == "csv":
         buf = io.StringIO()
@@ -189,15 +242,11 @@ def run_experiment_cmd(args: argparse.Namespace) -> int:
 
 
 def sweep_cmd(args: argparse.Namespace) -> int:
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers {args.workers}: give at least 1 (1 = serially in this process)")
     if args.workers is not None and args.address:
         raise UsageError("--workers and --address: give one (the Dask cluster has its own workers)")
-    try:
-        names = sweep.split_axis("--policies", args.policies) if args.policies is not None else list(policies.POLICIES)
-        traces = sweep.split_axis("--traces", args.traces)
-        seeds = sweep.parse_seeds(args.seeds)
-        fleets = sweep.split_axis("--fleets", args.fleets)
+    try:  # the axes are lists already (their argparse types checked them)
+        names = args.policies if args.policies is not None else list(policies.POLICIES)
+        traces, seeds, fleets = args.traces, args.seeds, args.fleets
         options = sweep.Options(pods=args.pods, rate=args.rate, tick=args.tick, limit=args.limit)
         cells = sweep.make_grid(names, traces, seeds, fleets, options)
         res = sweep.run_sweep(cells, options, workers=args.workers, address=args.address, progress=args.progress)
@@ -230,26 +279,13 @@ def inflation_cmd(args: argparse.Namespace) -> int:
     # lazy: start-up (numpy and the openb trace: only `experiment inflation` needs them)
     from labkit.experiments import inflation
 
-    fleet = args.fleet.strip()
-    every = 1
-    base, _, tail = fleet.rpartition(":")
-    if base and tail.isdigit():
-        fleet, every = base, int(tail)
-    elif fleet.startswith("openb:"):
-        raise UsageError(f"--fleet {fleet}: openb:N takes a whole number N >= 1 (1 node in N)")
-    if fleet == "openb":
-        nodes = inflation.NODES_PATH
-    elif fleet.endswith((".csv", ".csv.gz")):
-        nodes = fleet
-    else:
-        raise UsageError(f"--fleet {fleet}: use openb, openb:N or a cluster-trace-gpu-v2023 node list csv (PATH[:N])")
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers {args.workers}: give at least 1 (1 = serially in this process)")
+    fleet, every = args.fleet  # (openb or a csv path, N): its argparse type checked it
+    nodes = inflation.NODES_PATH if fleet == "openb" else fleet
     if args.workers is not None and args.address:
         raise UsageError("--workers and --address: give one (the Dask cluster has its own workers)")
     try:
-        pols = tuple(sweep.split_axis("--policies", args.policies)) if args.policies else inflation.POLICIES
-        seeds = tuple(sweep.parse_seeds(args.seeds))
+        pols = tuple(args.policies) if args.policies else inflation.POLICIES
+        seeds = tuple(args.seeds)
         res = inflation.run_all(args.trace, pols, seeds=seeds, every=every, ratio=args.ratio,
                                 sim=not args.no_sim, workers=args.workers, address=args.address,
                                 gpu_mode="whole" if args.whole_gpus else args.gpus, nodes=nodes,
@@ -259,7 +295,7 @@ def inflation_cmd(args: argparse.Namespace) -> int:
     res["paper"] = (inflation.paper_figures(args.trace) if every == 1 and args.ratio == 1.3
                     and res["gpu_mode"] == "shares" and fleet == "openb" else None)
     if args.plot:
-        inflation.plot_inflation(res, args.plot)
+        _plot(lambda: inflation.plot_inflation(res, args.plot), args.plot)
     fmt = resolve_format(args.output, "table")
     if fmt not in ("table", "wide"):
         print_output(fmt, res, human=lambda _: None, names=lambda: [f"run/{p}" for p in res["policies"]])

@@ -65,6 +65,7 @@ from labkit.experiments.openb import (
     sample_nodes,
 )
 from labkit.experiments.sweep import run_map
+from labkit.fileio import save_figure
 from labkit.model.podutil import claim_name_for
 from labkit.sim.engine import fewer_collections
 
@@ -726,5 +727,5 @@ def plot_inflation(res: dict, path: str | Path | None = None) -> Any:
     bx.set_ylabel(f"unallocated GPUs at {100 * res['ratio']:.0f} %")
     bx.set_title("ours (solid) vs paper (hatched)")
     if path is not None:
-        fig.savefig(path)
+        save_figure(fig, path)
     return fig

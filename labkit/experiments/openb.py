@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
 
+from fake_gpus.kubeyaml import MAX_INPUT_BYTES, InputRefused, read_file, too_large
 from labkit.errors import InputError
 
 DATA = Path(__file__).parent / "data" / "openb"
@@ -81,7 +82,9 @@ def _text(path: str | Path) -> tuple[str, str]:
     """(file name for messages, its text); a shipped file's checksum is verified."""
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        raw = read_file(p)  # at most MAX_INPUT_BYTES (the shipped files are under 1 MiB); no device, no idle FIFO
+    except InputRefused as exc:
+        raise OpenbError(f"{p}: {exc}") from None
     except OSError as exc:
         raise OpenbError(f"{p}: cannot read ({exc.strerror}); give a cluster-trace-gpu-v2023 csv file") from None
     want = _checksums().get(p.name) if p.parent.resolve() == DATA.resolve() else None
@@ -89,9 +92,12 @@ def _text(path: str | Path) -> tuple[str, str]:
         raise OpenbError(f"{p}: sha256 does not match data/openb/SHA256SUMS; reinstall dra-labkit")
     if p.suffix == ".gz":
         try:
-            raw = gzip.decompress(raw)
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as fh:
+                raw = fh.read(MAX_INPUT_BYTES + 1)  # a gzip bomb stops here
         except (OSError, EOFError) as exc:
             raise OpenbError(f"{p}: not a gzip file ({exc}); give the .csv or a .csv.gz") from None
+        if len(raw) > MAX_INPUT_BYTES:
+            raise OpenbError(f"{p}: unpacked, {too_large()}")
     try:
         return str(p), raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from labkit.fileio import save_figure
+
 PANELS = (
     ("memory (GiB): allocated solid, needed dashed", ("alloc_mem_gib", "need_mem_gib")),
     ("compute (GPUs): allocated solid, needed dashed", ("alloc_compute", "need_compute")),
@@ -61,5 +63,5 @@ def plot_results(results: Any, path: str | Path | None = None) -> Any:
     ax.legend(fontsize=8)
     ax.set_title("summary", fontsize=10)
     if path is not None:
-        fig.savefig(str(path), dpi=90)
+        save_figure(fig, path, dpi=90)
     return fig

@@ -23,6 +23,7 @@ Specs (one home for what `labkit experiment run` and `sweep` accept):
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing
 import os
 import time
@@ -38,6 +39,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from labkit.cli_types import SEED_MAX, shown
 from labkit.errors import EngineError, InputError, LabkitError, NotFoundError, one_line
 from labkit.experiments.alibaba import SAMPLE, SHAPE_PODS, generate_alibaba, load_alibaba
 from labkit.experiments.fleet import alibaba_fleet, build_fleet, fleet_variant
@@ -53,6 +55,18 @@ ROW_KEYS = CELL_KEYS + SUMMARY_KEYS + ("cpu_s", "trace_items")
 #: measured, not simulated: they differ from run to run (cpu_s: the cell's CPU time in its process)
 MEASURED_KEYS = (*WALL_CLOCK_KEYS, "cpu_s")
 DASK_EXTRA = "dask"
+
+# The bounds of what a run and a sweep take (the CLI's --help says them; labkit.cli_types checks
+# the plain numbers, these functions the specs with a number in them).
+#: items in one trace at most: a synthetic or alibaba-shape count, --pods, --limit (12x the 8,152
+#: rows of the Alibaba v2023 trace; each item is a pod, its claim and their history in the sim)
+MAX_PODS = 100_000
+#: seeds in one --seeds at most (each is a run of every policy on every trace and fleet)
+MAX_SEEDS = 10_000
+#: --rate: synthetic arrivals per minute (one per ~17 hours to ~1,700 a second)
+RATE_RANGE = (0.001, 100_000.0)
+#: --tick: sim seconds per step (a millisecond to a day)
+TICK_RANGE = (0.001, 86_400.0)
 
 
 class SweepError(InputError, ValueError):
@@ -88,12 +102,27 @@ def _count(spec: str, default: int) -> int:
     if not arg:
         return default
     try:
-        n = int(arg)
+        n = int(arg) if len(arg) <= 20 else None
     except ValueError:
-        raise SweepError(f"trace {spec!r}: {arg!r} is not a whole number of pods; e.g. {name}:500") from None
-    if n <= 0:
-        raise SweepError(f"trace {spec!r}: {n} pods; give at least 1, e.g. {name}:500")
+        raise SweepError(f"trace {shown(spec)}: {shown(arg)} is not a whole number of pods; e.g. {name}:500") from None
+    if n is None or not 0 < n <= MAX_PODS:
+        raise SweepError(f"trace {shown(spec)}: {shown(arg)[1:-1]} pods; give 1 to {MAX_PODS}, e.g. {name}:500")
     return n
+
+
+def check_trace(spec: str) -> str:
+    """``spec`` when its pod count (``synthetic:PODS``, ``alibaba-shape:PODS``) is a whole number
+    in [1, MAX_PODS]; a path or a name is checked when the trace is loaded."""
+    if spec.partition(":")[0] in ("synthetic", "alibaba-shape"):
+        _count(spec, 1)
+    return spec
+
+
+def check_fleet(spec: str) -> str:
+    """``spec`` when its scale (``alibaba-shape:SCALE``) is a number in (0, 10]; a profile name or
+    path is checked when the fleet is built."""
+    fleet_profile(spec)
+    return spec
 
 
 def fleet_profile(spec: str) -> str | dict:
@@ -135,29 +164,41 @@ def reference_gpu_mem(fleet: str | dict | ClusterProfile) -> float:
 # ---- the grid --------------------------------------------------------------------------------
 
 def split_axis(flag: str, text: str) -> list[str]:
-    """Comma-separated values of one axis: no empty list, no duplicates."""
+    """Comma-separated values of one axis: no empty list, no duplicates. The error names ``flag``
+    as its field (``one_line`` prints ``--seeds: ...``; argparse, which names the option itself,
+    takes the message alone)."""
     values = [v.strip() for v in text.split(",")]
     if not text.strip() or any(not v for v in values):
-        raise SweepError(f"{flag} {text!r}: an empty value; give comma-separated values, e.g. {flag} a,b")
-    dup = next((v for i, v in enumerate(values) if v in values[:i]), None)
-    if dup is not None:
-        raise SweepError(f"{flag}: {dup!r} is given twice; give each value once")
+        raise SweepError(f"{text!r}: an empty value; give comma-separated values, e.g. {flag} a,b", field=flag)
+    seen: set[str] = set()
+    for v in values:
+        if v in seen:
+            raise SweepError(f"{v!r} is given twice; give each value once", field=flag)
+        seen.add(v)
     return values
 
 
 def parse_seeds(text: str) -> list[int]:
-    """`0,1,5` or a range `0-4` (inclusive), or both: `0-2,7`. Seeds are whole numbers >= 0."""
-    seeds: list[int] = []
+    """`0,1,5` or a range `0-4` (inclusive), or both: `0-2,7`. Seeds are whole numbers in
+    [0, SEED_MAX], at most MAX_SEEDS of them (counted before a range is expanded)."""
+    seeds: dict[int, None] = {}  # in the order given, each once
     for part in split_axis("--seeds", text):
         lo, dash, hi = part.partition("-")
-        try:
-            a, b = (int(lo), int(hi)) if dash else (int(part), int(part))
-        except ValueError:
-            raise SweepError(f"--seeds: {part!r} is not a seed; use whole numbers >= 0 like 0,1,2 or 0-4") from None
+        ends = (lo, hi) if dash else (part, part)
+        if not all(e.strip().isascii() and e.strip().isdigit() and len(e.strip()) <= 20 for e in ends):
+            raise SweepError(f"{part!r} is not a seed; use whole numbers from 0 to {SEED_MAX} like 0,1,2 or 0-4",
+                             field="--seeds")
+        a, b = int(ends[0]), int(ends[1])
         if a > b:
-            raise SweepError(f"--seeds: {part!r} runs backwards; write the range low-high, e.g. {b}-{a}")
-        seeds += [s for s in range(a, b + 1) if s not in seeds]
-    return seeds
+            raise SweepError(f"{part!r} runs backwards; write the range low-high, e.g. {b}-{a}", field="--seeds")
+        if b > SEED_MAX:
+            raise SweepError(f"{part!r}: {b} is out of range [0, {SEED_MAX}]", field="--seeds")
+        if b - a + 1 <= MAX_SEEDS:  # a range is counted before it is expanded
+            seeds.update(dict.fromkeys(range(a, b + 1)))
+        if b - a + 1 > MAX_SEEDS or len(seeds) > MAX_SEEDS:
+            raise SweepError(f"{part!r}: more than {MAX_SEEDS} seeds in all; each is a run of every policy on "
+                             "every trace and fleet", field="--seeds")
+    return list(seeds)
 
 
 def make_grid(policies: Sequence[str], traces: Sequence[str], seeds: Sequence[int],
@@ -173,8 +214,9 @@ def make_grid(policies: Sequence[str], traces: Sequence[str], seeds: Sequence[in
     for s in seeds:
         if not isinstance(s, int) or isinstance(s, bool) or s < 0:
             raise SweepError(f"--seeds: {s!r} is not a seed; use whole numbers >= 0")
-    if options.tick <= 0 or options.rate <= 0 or options.pods < 0 or (options.limit is not None and options.limit < 0):
-        raise SweepError("--tick and --rate must be > 0, --pods and --limit >= 0")
+    if not (0 < options.tick < math.inf and 0 < options.rate < math.inf) or options.pods < 0 \
+            or (options.limit is not None and options.limit < 0):
+        raise SweepError("--tick and --rate must be finite and > 0, --pods and --limit >= 0")
     mem = {}
     for f in fleets:
         mem[f] = reference_gpu_mem(fleet_profile(f))

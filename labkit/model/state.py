@@ -75,10 +75,12 @@ def _load_state(source: str | Path | list[dict] | dict) -> list[dict]:
         problem = path_problem(source, "the path of a dump made by `labkit snapshot -o FILE` or `kubectl get ... -A -o yaml`")
         if problem is not None:
             raise StateError(f"{source}: {problem}")
+        source = Path(source)  # read as a file whatever it holds: load() takes a str like "a: b.yaml" for YAML
     try:
-        objs = load(str(source) if isinstance(source, Path) else source, default_namespace=None)
-    except LoadError as exc:
-        raise StateError(f"{origin}: {exc.problems[0]}") from None
+        objs = load(source, default_namespace=None)
+    except LoadError as exc:  # its line names the file already (not a dump handed in as objects)
+        first = exc.problems[0]
+        raise StateError(first if first.startswith(f"{origin}:") else f"{origin}: {first}") from None
     out = []
     positions = []
     for i, obj in enumerate(objs):

@@ -9,6 +9,8 @@ import os
 import sys
 
 from fake_gpus.catalog import node_profiles
+from labkit.errors import UsageError
+from labkit.fileio import cannot_write
 from labkit.model.profiles import ProfileError, load_profile, profile_names
 from labkit.output import Table, add_output_arg, print_output, print_table, resolve_format
 from labkit.topology import fleet_graph, fleet_matrix, format_matrix, node_graph, save_png, stats, topo_matrix
@@ -64,7 +66,10 @@ def run(args: argparse.Namespace) -> int:
         import matplotlib
 
         matplotlib.use("Agg")  # a command line run: draw to the file, never to a window
-        save_png(g, args.png)
+        try:
+            save_png(g, args.png)
+        except OSError as exc:
+            raise UsageError(cannot_write(f"--png {args.png}", exc)) from None
         print(f"wrote {args.png}", file=sys.stderr)
     if args.json:
         print(json.dumps(stats(g), indent=2))

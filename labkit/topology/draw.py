@@ -13,6 +13,7 @@ from typing import Any
 import networkx as nx
 
 from fake_gpus.catalog import gpu_model
+from labkit.fileio import save_figure
 from labkit.topology.queries import _natural, switch_chain
 
 COLOURS = {
@@ -278,6 +279,8 @@ def save_png(g: nx.Graph, path: str, overlay: Mapping[str, str] | None = None, *
     import matplotlib.pyplot as plt
 
     fig = draw_node(g, overlay, **kwargs)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    try:
+        save_figure(fig, path, dpi=100)  # whole or not at all: a failed save leaves the old file
+    finally:
+        plt.close(fig)
     return path

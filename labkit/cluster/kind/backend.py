@@ -24,6 +24,7 @@ turns it off for clusters that can pull and run the real images.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -42,8 +43,8 @@ from fake_gpus.catalog import load_node_profile
 from fake_gpus.plugin.cdi import visible_devices
 from fake_gpus.slices import build_slices
 from labkit.api import LoadError, load
-from labkit.cluster import runstate
-from labkit.cluster.base import ClusterError, ClusterInputError, NotFound, Source, cluster_error
+from labkit.cluster import processes, runstate
+from labkit.cluster.base import ClusterError, NotFound, RefusedObjects, Source, cluster_error
 from labkit.cluster.kind.config import kind_config_yaml
 from labkit.cluster.kind.driver import compute_domain_workloads, driver_manifests
 from labkit.cluster.kind.image import DEFAULT_IMAGE, DOCKERFILE, REPO_ROOT
@@ -59,6 +60,7 @@ from labkit.cluster.kind.preflight import (
 from labkit.cluster.kind.runner import CommandError, Runner, SubprocessRunner
 from labkit.cluster.kube import client
 from labkit.cluster.kubeapi import KubeCluster, KubeconfigCluster
+from labkit.fileio import write_text
 from labkit.model.profiles import ClusterProfile, load_profile
 
 #: kind runs one container per node; beyond this a profile belongs on `sim`
@@ -70,6 +72,11 @@ SWAP_ENV = "LABKIT_KIND_SWAP_IMAGES"
 SWAP_ANNOTATION = "labkit.dev/image-swapped"
 #: the engine network kind puts every cluster on
 KIND_NETWORK = "kind"
+#: a kind state file's own fields (runstate.COMMON_FIELDS aside), name -> JSON type
+STATE_FIELDS: dict[str, type] = {"cluster": str, "kubeconfig": str}
+#: a cluster name kind accepts (kind's pkg/internal/apis/config/validate.go: validNameRE), not one
+#: that reads as an option: a recorded one is passed to `kind delete cluster --name`
+_CLUSTER_NAME = re.compile(r"(?!-)[a-z0-9.-]+")
 
 #: environment variables a CDI spec of the fake driver sets (what `pod_env` returns)
 DEVICE_ENV_PREFIXES = ("FAKE_", "NVIDIA_")
@@ -96,6 +103,15 @@ def default_cluster_name(profile_name: str) -> str:
     """kind cluster name for a profile: ``labkit-<profile>`` (DNS-label safe)."""
     return ("labkit-" + re.sub(r"[^a-z0-9-]+", "-", profile_name.lower())).strip("-")[:40]
 
+
+
+def _read_state(profile_name: str) -> dict[str, Any] | None:
+    """`runstate.read_state` of kind, with its fields; StaleState also for a cluster name kind would refuse."""
+    state = runstate.read_state("kind", profile_name, STATE_FIELDS)
+    if state is not None and not _CLUSTER_NAME.fullmatch(state["cluster"]):
+        raise runstate.StaleState(runstate.run_dir("kind", profile_name) / runstate.STATE_FILE,
+                                  f"cluster: {state['cluster']!r} is not a kind cluster name", runstate.StaleState.BAD)
+    return state
 
 
 def _kubeadm_failed(exc: CommandError) -> bool:
@@ -186,7 +202,7 @@ class KindCluster(KubeCluster):
         option, else the name recorded in the run dir, else ``labkit-<profile>``."""
         self.profile = profile
         if self._name_arg is None:
-            state = runstate.read_state("kind", profile.name) or {}
+            state = _read_state(profile.name) or {}
             self.cluster_name = state.get("cluster") or default_cluster_name(profile.name)
         self.state_dir = self._state_arg or runstate.run_dir("kind", profile.name)
 
@@ -263,8 +279,11 @@ class KindCluster(KubeCluster):
         except CommandError as exc:
             self._remove_partial()
             raise ClusterError(f"kind cluster {self.cluster_name}: {exc}") from None
-        except BaseException:  # Ctrl-C or a failed step: no half-made cluster stays behind
-            self._remove_partial()
+        except BaseException as exc:  # Ctrl-C or a failed step: no half-made cluster stays behind
+            if isinstance(exc, KeyboardInterrupt):
+                self.log(f"kind cluster {self.cluster_name}: interrupted; deleting what was made")
+            with processes.finishing(f"kind cluster {self.cluster_name}: still deleting what was made (one moment)"):
+                self._remove_partial()
             raise
         return self
 
@@ -283,13 +302,15 @@ class KindCluster(KubeCluster):
         c = cls(cluster_name=name, swap_images=swap_images, keep=True, progress=progress,
                 log=_stderr if action == "up" else None)
         if action == "up":
-            checks = check_host(profile.kubernetes_version)
-            for check in checks:
-                print(check, file=sys.stderr)
-            failed = [ch for ch in checks if not ch.ok]
-            if failed:  # the machine cannot do it (yet): an engine error, the fixes are printed above
-                raise ClusterError(f"kind cannot run on this machine yet: {len(failed)} check(s) failed (fixes above)")
-            c.up(profile)
+            with runstate.exclusive(cls.backend, profile.name, "up"):  # a second `up` refuses, in one line
+                checks = check_host(profile.kubernetes_version)
+                for check in checks:
+                    print(check, file=sys.stderr)
+                failed = [ch for ch in checks if not ch.ok]
+                if failed:  # the machine cannot do it (yet): an engine error, the fixes are printed above
+                    raise ClusterError(f"kind cannot run on this machine yet: {len(failed)} check(s) failed "
+                                       "(fixes above)")
+                c.up(profile)
             if c.attached:
                 print(f"kind cluster {c.cluster_name} (profile {profile.name}) was already running")
             else:
@@ -302,18 +323,33 @@ class KindCluster(KubeCluster):
             return 0
         c.profile = profile
         if action == "down":
-            c.select_profile(profile)
-            running = c.cluster_name in c.running_clusters()
-            c.down()
+            with runstate.exclusive(cls.backend, profile.name, "down"):
+                try:
+                    c.select_profile(profile)
+                except runstate.StaleState as exc:  # its cluster name is not to be trusted: no cluster is deleted
+                    if not exc.removable:
+                        raise
+                    done = "removed its run dir" if runstate.remove_run_dir(exc.run_dir) else "could not remove it"
+                    print(f"kind cluster of profile {profile.name} was stale: {exc}; {done}; no kind cluster "
+                          "was deleted")
+                    return 0
+                running = c.cluster_name in c.running_clusters()
+                c.down()
             print(f"kind cluster {c.cluster_name} (profile {profile.name}) " + ("is down" if running else "was not running"))
             return 0
-        text = c.status()
+        try:
+            text = c.status()
+        except runstate.StaleState as exc:  # said, not acted on
+            print(exc.status_line())
+            return runstate.EXIT_NOT_RUNNING
         print(text)
         return runstate.EXIT_NOT_RUNNING if "not running" in text else 0
 
     @classmethod
     def is_running(cls, state: dict[str, Any]) -> bool:
-        return state.get("cluster") in cls().running_clusters()
+        """Whether the recorded cluster runs; StaleState when its state file cannot be trusted."""
+        checked = _read_state(str(state.get("profile")))
+        return checked is not None and checked["cluster"] in cls().running_clusters()
 
     def running_clusters(self) -> list[str]:
         out = self._kind("get", "clusters", check=False)
@@ -448,14 +484,14 @@ class KindCluster(KubeCluster):
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "timings": self.timings})
 
     def _attach(self, prof: ClusterProfile) -> KindCluster:
-        state = runstate.read_state("kind", prof.name)
+        state = _read_state(prof.name)
         if state and state.get("cluster") == self.cluster_name and state.get("fingerprint") != runstate.fingerprint(prof):
             raise ClusterError(
                 f"kind: cluster {self.cluster_name} runs another version of profile {prof.name}; stop it with "
                 f"`labkit cluster down --backend kind --profile {prof.name}` first")
         self.state_dir.mkdir(parents=True, exist_ok=True)
         out = self._kind("get", "kubeconfig", "--name", self.cluster_name)
-        self.kubeconfig.write_text(out.stdout)
+        write_text(self.kubeconfig, out.stdout, mode=0o600)  # a secret: 0600 from its creation, as client-go
         self.attached = True
         self.log(f"attached to the running kind cluster {self.cluster_name}")
         if state is None:  # created by hand or by an older labkit: make it findable
@@ -487,7 +523,9 @@ class KindCluster(KubeCluster):
         """Delete the cluster; also kind's network once no cluster uses it, when a labkit cluster made
         it (this one, or another in any run dir: the network's ID is marked, see `_network_marker`).
         kind itself keeps the network, and one a user or kind made is never removed."""
-        state = runstate.read_state("kind", self.profile.name) if self.profile is not None else None
+        state = None
+        with contextlib.suppress(runstate.StaleState):  # the network marker decides then
+            state = _read_state(self.profile.name) if self.profile is not None else None
         self._close_api()
         self._kind("delete", "cluster", "--name", self.cluster_name, check=False)
         fmt = "{{.Id}} {{range .Containers}}{{.Name}} {{end}}"
@@ -517,7 +555,7 @@ class KindCluster(KubeCluster):
                     f"`labkit cluster up --backend kind --profile {name}`)")
         if not self.kubeconfig.exists():
             self.state_dir.mkdir(parents=True, exist_ok=True)
-            self.kubeconfig.write_text(self._kind("get", "kubeconfig", "--name", self.cluster_name).stdout)
+            write_text(self.kubeconfig, self._kind("get", "kubeconfig", "--name", self.cluster_name).stdout, mode=0o600)
         lines = [f"kind cluster {self.cluster_name}, profile {name}", f"  kubeconfig {self.kubeconfig}"]
         for n in self.list("Node"):
             ready = next((c["status"] for c in n.get("status", {}).get("conditions", []) if c["type"] == "Ready"), "?")
@@ -569,8 +607,17 @@ class KindCluster(KubeCluster):
                                check=False)
         if result.returncode != 0:  # the API server refusing the objects is bad input, as on local
             said = result.stderr or result.stdout
-            refused = any(f"({r})" in said for r in ("Invalid", "BadRequest", "Conflict", "Forbidden"))
-            raise (ClusterInputError if refused else ClusterError)(_one_line(said))
+            refused = _refusals(said)
+            if not refused:
+                raise ClusterError(_one_line(said))
+            # kubectl applied the others (it goes on past a refused object) and printed none of them
+            # (-o json prints after the last object, when all went): read back what is stored now
+            got = self._kubectl("get", "-o", "json", "--ignore-not-found", "-f", "-",
+                                input=yaml.safe_dump_all(objs, sort_keys=False), check=False)
+            out = _items(got.stdout) if got.returncode == 0 else []
+            if self.attached:
+                runstate.remember(self._applied, out)
+            raise RefusedObjects(refused, out)
         out = _items(result.stdout)
         if self.attached:
             runstate.remember(self._applied, out)
@@ -743,6 +790,30 @@ def _resource(kind: str) -> str:
 def _not_found(kind: str, name: str, namespace: str | None) -> NotFound:
     """The one NotFound message of get/delete, whether kubectl or the API connection said so."""
     return NotFound(f"{kind} {namespace}/{name} not found")
+
+
+def _refusals(said: str) -> list[str]:
+    """The lines kubectl apply printed for the objects the server refused, one per refusal
+    (kubectl/pkg/cmd/util/helpers.go, checkErr): `Error from server (Invalid): error when creating
+    ...` each when several were; when one was, `The Kind "name" is invalid: field: message`, or that
+    head alone with one `* field: message` line per cause below it (each taken with the head)."""
+    out: list[str] = []
+    head = ""
+    for line in (ln.strip() for ln in said.splitlines()):
+        if line.startswith("Error from server (") and any(f"({r})" in line for r in REFUSED_REASONS):
+            out.append(line)
+            head = ""
+        elif line.startswith("The ") and " is invalid" in line:
+            head = line[:-1] if line.endswith(" is invalid:") else ""
+            if not head:
+                out.append(line)
+        elif head and line.startswith("* "):
+            out.append(f"{head}: {line[2:]}")
+    return out
+
+
+#: the Status reasons of an object the API server refused (bad input, not a failing cluster)
+REFUSED_REASONS = ("Invalid", "BadRequest", "Conflict", "Forbidden", "NotFound", "AlreadyExists")
 
 
 def _one_line(text: str) -> str:

@@ -25,7 +25,14 @@ from labkit.api import LoadError, load
 from labkit.api.features import FeatureGateError, resolve_gates
 from labkit.cluster import runstate
 from labkit.cluster.annotations import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION
-from labkit.cluster.base import ClusterError, ClusterInputError, NotFound, Source, cluster_error
+from labkit.cluster.base import (
+    ClusterError,
+    ClusterInputError,
+    NotFound,
+    RefusedObjects,
+    Source,
+    cluster_error,
+)
 from labkit.cluster.explain_live import explain_pod
 from labkit.cluster.kube import ApiError, Kube
 from labkit.cluster.kubeapi import REFUSED_INPUT, KubeCluster
@@ -34,6 +41,8 @@ from labkit.cluster.local.agent import NodeAgent
 from labkit.cluster.local.binaries import Binaries, BinariesMissing
 from labkit.cluster.local.procs import Component, ProcessError, Supervisor, pid_alive, port_open
 from labkit.cluster.local.served import running_state
+from labkit.cluster.runstate import StaleState
+from labkit.fileio import write_text
 from labkit.model.profiles import DEFAULT_ALLOCATABLE, load_profile
 
 _NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
@@ -94,7 +103,13 @@ class LocalCluster(KubeCluster):
             raise ClusterError("local cluster: already up; call down() before up() again")
         prof = load_profile(profile)
         if self.reuse:
-            state = running_state(prof.name)
+            try:
+                state = running_state(prof.name)
+            except StaleState as exc:  # its server is gone: start one here; a state not to trust: say why
+                if exc.kind != StaleState.GONE:
+                    raise
+                warnings.warn(f"local cluster of profile {prof.name}: stale: {exc}; {served.tidy(exc)}", stacklevel=2)
+                state = None
             if state is not None:
                 return self._attach(prof, state)
         limit = int(os.environ.get("LABKIT_LOCAL_MAX_NODES", "32"))
@@ -244,8 +259,7 @@ class LocalCluster(KubeCluster):
         for ctx in kc["contexts"]:
             ctx["context"]["user"] = cdcontroller.SERVICE_ACCOUNT
         controller_kc = self.state_dir / "compute-domain-controller.kubeconfig"
-        controller_kc.write_text(yaml.safe_dump(kc))
-        controller_kc.chmod(0o600)
+        write_text(controller_kc, yaml.safe_dump(kc), mode=0o600)  # a token: 0600 from its creation
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.sup.start("compute-domain-controller", [sys.executable, "-m", "fake_gpus", "compute-domain-controller",
                                                      "--kubeconfig", str(controller_kc), "--namespace", ns],
@@ -297,7 +311,7 @@ class LocalCluster(KubeCluster):
             dead = [c for c in self.sup.dead() if c.name.startswith("plugin-")]
             if dead:
                 c = dead[0]
-                raise ProcessError(f"{c.name} exited with code {c.popen.returncode}; see {c.log}: {c.tail(3)}")
+                raise ProcessError(f"{c.name} exited with code {c.returncode}; see {c.log}: {c.tail(3)}")
             have: dict[str, set[str]] = {}
             for s in self.kube.list("resourceslices"):
                 spec = s.get("spec") or {}
@@ -334,7 +348,7 @@ class LocalCluster(KubeCluster):
         atexit.unregister(self.down)
         if self.attached is not None:
             try:
-                if self.kube is not None and pid_alive(int(self.attached.get("pid", 0))):
+                if self.kube is not None and served.alive(self.attached):
                     runstate.remove_applied(self, self._applied)
             finally:
                 if self.kube is not None:
@@ -379,9 +393,10 @@ class LocalCluster(KubeCluster):
         return self._apply_in_order(objs, self._write)
 
     def _write(self, objs: list[dict]) -> list[dict]:
-        out = []
+        out, refused = [], []
         for obj in objs:
             meta = obj.get("metadata") or {}
+            what = f"{obj.get('kind')}/{meta.get('name') or meta.get('generateName')}"
             try:
                 out.append(self._api().apply(obj))
                 if self.attached is not None:
@@ -389,9 +404,11 @@ class LocalCluster(KubeCluster):
                 if obj.get("kind") == "Namespace" and meta.get("name"):
                     self._default_service_account(meta["name"])  # pods may follow right away
             except ApiError as exc:
-                cls = ClusterInputError if exc.status in REFUSED_INPUT else ClusterError
-                raise cls(f"{obj.get('kind')}/{meta.get('name') or meta.get('generateName')}: "
-                          f"{exc.message}") from None
+                if exc.status not in REFUSED_INPUT and exc.status != 404:
+                    raise ClusterError(f"{what}: {exc.message}") from None
+                refused.append(f"{what}: {exc.message}")  # refused: on with the others, as kubectl apply
+        if refused:
+            raise RefusedObjects(refused, out)
         return out
 
     def _call(self, fn: Callable[[], Any], kind: str, name: str, namespace: str | None) -> Any:
@@ -427,14 +444,14 @@ class LocalCluster(KubeCluster):
         return agent is not None and pod["metadata"]["uid"] not in agent.errors
 
     def _check_alive(self) -> None:
-        if self.attached is not None and not pid_alive(int(self.attached.get("pid", 0))):
+        if self.attached is not None and not served.alive(self.attached):
             raise ClusterError(f"local cluster: its server (pid {self.attached.get('pid')}) is gone; see "
                                f"{self.attached.get('log')}; start it again with "
                                f"`labkit cluster up --backend local --profile {self.profile.name}`")
         dead = [c for c in (self.sup.dead() if self.sup else [])]
         if dead:
             c = dead[0]
-            raise ClusterError(f"local cluster: {c.name} (pid {c.pid}) exited with code {c.popen.returncode}; "
+            raise ClusterError(f"local cluster: {c.name} (pid {c.pid}) exited with code {c.returncode}; "
                                f"see {c.log}; call down() and up() again")
 
     # -- looking (events, placements: KubeCluster) ----------------------------------------------
@@ -463,8 +480,14 @@ class LocalCluster(KubeCluster):
         (labkit.cluster.local.serve) that outlives the command."""
         name = load_profile(profile).name
         if action == "up":
-            already = running_state(name) is not None
-            state = served.start(profile)
+            with runstate.exclusive(cls.backend, name, "up"):  # a second `up` refuses, in one line
+                try:
+                    already = running_state(name) is not None
+                except StaleState as exc:
+                    if exc.kind != StaleState.GONE:  # not to be trusted: `down` removes it
+                        raise
+                    already = False  # start() tidies it
+                state = served.start(profile)
             if already:
                 print(f"local cluster of profile {name} was already running (server pid {state['pid']})")
             else:
@@ -474,13 +497,17 @@ class LocalCluster(KubeCluster):
             print("\n".join(runstate.usage_lines("local", name, state["kubeconfig"])))
             return 0
         if action == "down":
-            stopped = served.stop(name)
-            print(f"local cluster of profile {name} " + ("is down" if stopped else "was not running"))
+            with runstate.exclusive(cls.backend, name, "down"):
+                said = served.stop(name)
+            print(f"local cluster of profile {name} {said}")
             return 0
         c = cls()
         c.profile = load_profile(profile)
         print(c.status())
-        return 0 if running_state(name) else runstate.EXIT_NOT_RUNNING
+        try:
+            return 0 if running_state(name) else runstate.EXIT_NOT_RUNNING
+        except StaleState:
+            return runstate.EXIT_NOT_RUNNING
 
     @classmethod
     def is_running(cls, state: dict[str, Any]) -> bool:
@@ -491,7 +518,10 @@ class LocalCluster(KubeCluster):
         info = self.status_info()
         name = getattr(self.profile, "name", self.profile)
         if not info["server"]:
-            state = running_state(str(name))
+            try:
+                state = running_state(str(name))
+            except StaleState as exc:  # said, not acted on: nothing is signalled or removed here
+                return exc.status_line()
             if state is None:
                 return (f"local cluster, profile {name}: not running "
                         f"(start one with `labkit cluster up --backend local --profile {name}`)")
@@ -499,7 +529,7 @@ class LocalCluster(KubeCluster):
                                                     if state.get("emulatedVersion") else "")
             return "\n".join([f"local cluster, profile {name}, Kubernetes {version}", f"  server {state['server']}",
                               f"  kubeconfig {state['kubeconfig']}",
-                              f"  server process pid {state['pid']} (log {state['log']})"])
+                              f"  server process pid {state['pid']} (log {state.get('log')})"])
         version = info["kubernetesVersion"] + (f" (emulating {info['emulatedVersion']})"
                                                 if info.get("emulatedVersion") else "")
         lines = [f"local cluster, profile {name}, Kubernetes {version}", f"  server {info['server']}",

@@ -12,6 +12,7 @@ from labkit.api.features import FEATURE_DEFAULTS, LOCKED
 from labkit.cluster.local.binaries import Binaries
 from labkit.cluster.local.pki import Pki, kubeconfig
 from labkit.cluster.local.procs import Component, Supervisor, free_port, wait_until
+from labkit.fileio import write_text
 
 SERVICE_CIDR = "10.0.0.0/24"
 
@@ -117,13 +118,11 @@ def start(sup: Supervisor, bins: Binaries, pki: Pki, state: Path, *, version: st
     on_step("kube-apiserver")
 
     admin_kc = state / "kubeconfig"
-    admin_kc.write_text(kubeconfig(server, pki.ca_cert, pki.tokens["admin"]))
-    admin_kc.chmod(0o600)
+    write_text(admin_kc, kubeconfig(server, pki.ca_cert, pki.tokens["admin"]), mode=0o600)  # 0600 from creation
     kcs = {}
     for user, short in (("system:kube-scheduler", "scheduler"), ("system:kube-controller-manager", "kcm")):
         kcs[short] = state / f"{short}.kubeconfig"
-        kcs[short].write_text(kubeconfig(server, pki.ca_cert, pki.tokens[user], user))
-        kcs[short].chmod(0o600)
+        write_text(kcs[short], kubeconfig(server, pki.ca_cert, pki.tokens[user], user), mode=0o600)
 
     before_controllers(server)
 

@@ -13,6 +13,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from labkit.fileio import write_bytes
+
 
 @dataclass(frozen=True)
 class Pki:
@@ -28,9 +30,7 @@ class Pki:
 
 
 def _write(path: Path, data: bytes) -> Path:
-    path.write_bytes(data)
-    path.chmod(0o600)
-    return path
+    return write_bytes(path, data, mode=0o600)  # a key or a token: 0600 from its creation
 
 
 def _pem_key(key) -> bytes:  # noqa: ANN001 - a cryptography private key

@@ -2,7 +2,11 @@
 reverse start order (SIGTERM, wait, SIGKILL). An atexit hook stops whatever is still running if
 the Python process exits without `down()`; a watchdog process does it when the Python process is
 killed (SIGKILL of a notebook kernel: no atexit), and removes the directories named with
-`remove_on_death`."""
+`remove_on_death`.
+
+Signals go through `labkit.cluster.processes`: only to a group whose leader is still the process
+started here. A component that exits stays unreaped (a zombie) until `Supervisor.stop`, so its
+pid and group number stay its own and the group's stragglers can still be stopped."""
 
 from __future__ import annotations
 
@@ -12,13 +16,13 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from labkit.cluster import processes
 from labkit.errors import EngineError
 
 
@@ -55,16 +59,41 @@ class Component:
     ports: tuple[int, ...] = ()
     group: str = ""  # consecutive components of one group are stopped together
     pgid: int = field(init=False)
+    #: who the leader is (None without /proc: then it is never signalled)
+    identity: processes.Identity | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.pgid = self.popen.pid  # start_new_session makes the child its group leader
+        self.identity = processes.identify_started(self.popen.pid)
 
     @property
     def pid(self) -> int:
         return self.popen.pid
 
+    def _exited(self) -> os.waitid_result | None:
+        """The exit status without reaping (WNOWAIT), or None while it runs."""
+        try:
+            return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped already: Popen knows how it ended
+            self.popen.poll()
+            return None
+
     def running(self) -> bool:
-        return self.popen.poll() is None
+        return self.popen.returncode is None and self._exited() is None and self.popen.returncode is None
+
+    @property
+    def returncode(self) -> int | None:
+        """As Popen's (negative: killed by that signal), also for an exited component not yet reaped."""
+        if self.popen.returncode is not None:
+            return self.popen.returncode
+        info = self._exited()
+        if info is None:
+            return None
+        return -info.si_status if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED) else info.si_status
+
+    def signal_group(self, sig: int) -> bool:
+        """Signal the component's process group if its leader is still the process started here."""
+        return self.identity is not None and processes.send_group(self.identity, sig)
 
     def tail(self, lines: int = 5) -> str:
         try:
@@ -72,32 +101,6 @@ class Component:
         except OSError:
             return ""
         return " | ".join(text[-lines:])
-
-
-#: the watchdog (python -c): waits until its parent is gone, then SIGKILLs the process groups listed
-#: in the file and removes the directories listed there ("group N" / "remove PATH" lines)
-_WATCHDOG = """
-import os, shutil, signal, sys, time
-parent, listing = int(sys.argv[1]), sys.argv[2]
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-while os.getppid() == parent:
-    time.sleep(0.5)
-try:
-    lines = open(listing).read().splitlines()
-except OSError:
-    lines = []
-for line in lines:
-    kind, _, arg = line.partition(" ")
-    if kind == "group":
-        try:
-            os.killpg(int(arg), signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
-for line in lines:
-    kind, _, arg = line.partition(" ")
-    if kind == "remove":
-        shutil.rmtree(arg, ignore_errors=True)
-"""
 
 
 class Supervisor:
@@ -120,10 +123,7 @@ class Supervisor:
         with open(self._listing, "a") as fh:
             fh.write(line + "\n")
         if self._watchdog is None:
-            self._watchdog = subprocess.Popen(
-                [sys.executable, "-S", "-c", _WATCHDOG, str(os.getpid()), str(self._listing)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True)
+            self._watchdog = processes.start_watchdog(self._listing)
 
     def remove_on_death(self, path: Path) -> None:
         """Remove `path` if this Python process is killed before `stop_all()`."""
@@ -133,13 +133,20 @@ class Supervisor:
               env: dict[str, str] | None = None, cwd: Path | None = None, group: str = "") -> Component:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{name}.log"
-        with open(log, "ab") as out:
-            popen = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, env=env, cwd=cwd)
-        comp = Component(name, popen, log, tuple(ports), group or name)
-        with self._lock:
-            self.components.append(comp)
-        self._note(f"group {comp.pgid}")
+        popen: subprocess.Popen[bytes] | None = None
+        try:
+            with open(log, "ab") as out:
+                popen = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True, env=env, cwd=cwd)
+            comp = Component(name, popen, log, tuple(ports), group or name)
+            with self._lock:
+                self.components.append(comp)
+        except BaseException:  # Ctrl-C between the start and the record: stop_all() would not know it
+            if popen is not None:
+                self._stop_batch([Component(name, popen, log, tuple(ports), group or name)], 0.0)
+            raise
+        if comp.identity is not None:
+            self._note(processes.group_line(comp.identity))
         return comp
 
     def get(self, name: str) -> Component | None:
@@ -153,15 +160,15 @@ class Supervisor:
 
     @staticmethod
     def _stop_batch(comps: list[Component], timeout: float) -> None:
-        """SIGTERM the process groups, SIGKILL whatever is left after `timeout` seconds."""
+        """SIGTERM the process groups, SIGKILL whatever is left after `timeout` seconds, then reap
+        the leaders (not before: until then their group numbers cannot go to anyone else)."""
         for c in comps:
-            _signal_group(c.pgid, signal.SIGTERM)
+            c.signal_group(signal.SIGTERM)
         deadline = time.monotonic() + timeout
+        while any(c.running() for c in comps) and time.monotonic() < deadline:
+            time.sleep(0.05)
         for c in comps:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                c.popen.wait(max(0.0, deadline - time.monotonic()))
-        for c in comps:
-            _signal_group(c.pgid, signal.SIGKILL)  # stragglers in the group, or the leader itself
+            c.signal_group(signal.SIGKILL)  # stragglers in the group, or the leader itself
             with contextlib.suppress(subprocess.TimeoutExpired):  # unkillable (D state): give up
                 c.popen.wait(5)
 
@@ -175,15 +182,10 @@ class Supervisor:
                 batch.append(comps.pop(0))
             self._stop_batch(batch, timeout)
         if self._watchdog is not None:  # nothing left to guard
-            self._watchdog.kill()
+            self._watchdog.kill()  # Popen signals its own child only until it has reaped it
             self._watchdog.wait()
             self._watchdog = None
         _LIVE.discard(self)
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 def wait_until(pred, timeout: float, interval: float = 0.1, what: str = "", comp: Component | None = None) -> None:
@@ -196,7 +198,7 @@ def wait_until(pred, timeout: float, interval: float = 0.1, what: str = "", comp
         except Exception:  # noqa: BLE001 - not ready yet (connection refused, 503, ...)
             pass
         if comp is not None and not comp.running():
-            raise ProcessError(f"{comp.name} exited with code {comp.popen.returncode} while waiting for "
+            raise ProcessError(f"{comp.name} exited with code {comp.returncode} while waiting for "
                                f"{what or 'it'}; see {comp.log}: {comp.tail(3)}")
         if time.monotonic() > deadline:
             hint = f"; see {comp.log}: {comp.tail(3)}" if comp is not None else ""
