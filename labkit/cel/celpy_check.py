@@ -19,11 +19,9 @@ from labkit.cel.literals import (
     STRING_LITERAL,
     first_outside_strings,
     receiver_start,
-    rewrite_each,
     split_call,
     string_spans,
     strip_strings,
-    substitute,
 )
 
 _UNSUPPORTED = [
@@ -91,26 +89,6 @@ def precheck_text(expr: str) -> None:
 
 
 _TWO_VAR = re.compile(r"\.\s*(all|exists|exists_one|existsOne)\s*\(")
-
-
-_BIND = re.compile(r"\bcel\s*\.\s*bind\s*\(")
-
-
-def rewrite_bind(expr: str) -> str:
-    """Inline ``cel.bind(x, init, body)`` as ``body`` with ``x`` replaced by ``(init)``.
-
-    celpy has no cel.bind macro. cel-go evaluates ``init`` lazily (an error in it only matters
-    if ``x`` is used), and CEL has no side effects, so inlining keeps the semantics.
-    """
-    def inline(expr: str, m: re.Match[str], spans: list[tuple[int, int]]) -> str:
-        split = split_call(expr, m.end() - 1, spans)
-        if split is None or len(split[0]) != 3 or not re.fullmatch(r"\s*[A-Za-z_]\w*\s*", split[0][0]):
-            raise CelCompileError("compilation failed: cel.bind needs (name, value, expression)",
-                                  "write cel.bind(x, <value>, <expression using x>)")
-        (name, init, body), end = split
-        return f"{expr[:m.start()]}({substitute(body.strip(), name.strip(), f'({init.strip()})')}){expr[end:]}"
-
-    return rewrite_each(_BIND, expr, inline)
 
 
 _OPT_FIELD = re.compile(r"\.\s*\?\s*([A-Za-z_]\w*)\s*\.\s*(orValue|hasValue)\s*\(")
@@ -243,6 +221,7 @@ def check_tree(ast: Tree, expr: str, *, consumable_capacity: bool, list_type_att
     fields = DEVICE_FIELDS | ({"allowMultipleAllocations"} if consumable_capacity else set())
     members = MEMBERS | ({"includes"} if list_type_attributes else set())
     bound = {"device"} | _comprehension_variables(ast)
+    binds = "bind" in expr
     for node in ast.iter_subtrees():
         kind = node.data
         if kind == "member_dot_arg":
@@ -257,7 +236,9 @@ def check_tree(ast: Tree, expr: str, *, consumable_capacity: bool, list_type_att
                     "compilation failed: found no matching overload for 'reverse' applied to 'string.()'",
                     "reverse() on strings is not in the strings library version Kubernetes uses (version 2)",
                 )
-            if name not in members:
+            if name == "bind" and is_cel_namespace(node.children[0]):
+                _check_bind(node)
+            elif name not in members:
                 raise CelCompileError(f"compilation failed: undeclared reference to '{name}' (in container '')",
                                       _member_hint(name))
         elif kind == "ident_arg":
@@ -274,7 +255,7 @@ def check_tree(ast: Tree, expr: str, *, consumable_capacity: bool, list_type_att
                     raise CelCompileError(f"compilation failed: undefined field '{field}'", hint)
         elif kind == "ident":
             name = _name(node)
-            if name not in bound and name not in TYPE_NAMES:
+            if name not in bound and name not in TYPE_NAMES and not (name == "cel" and binds):
                 raise CelCompileError(f"compilation failed: undeclared reference to '{name}' (in container '')")
         elif kind == "relation" and len(node.children) == 2:
             op_node = node.children[0]
@@ -303,16 +284,32 @@ def check_tree(ast: Tree, expr: str, *, consumable_capacity: bool, list_type_att
                               "a selector must be a condition, e.g. compare the value with ==")
 
 
+def is_cel_namespace(node: Any) -> bool:
+    """``node`` is the ``cel`` of ``cel.bind(...)``."""
+    base = _unwrap(node)
+    return isinstance(base, Tree) and base.data == "ident" and _name(base) == "cel"
+
+
 def _comprehension_variables(ast: Tree) -> set[str]:
+    """The variables of comprehensions and of cel.bind."""
     names = set()
     for node in ast.iter_subtrees():
-        if node.data == "member_dot_arg" and _name(node) in MACROS:
+        if node.data == "member_dot_arg" and (_name(node) in MACROS
+                                              or _name(node) == "bind" and is_cel_namespace(node.children[0])):
             args = [c for c in node.children if isinstance(c, Tree) and c.data == "exprlist"]
             if args and args[0].children:
                 first = _unwrap(args[0].children[0])
                 if isinstance(first, Tree) and first.data == "ident":
                     names.add(_name(first))
     return names
+
+
+def _check_bind(node: Tree) -> None:
+    args = [c for c in node.children if isinstance(c, Tree) and c.data == "exprlist"]
+    first = _unwrap(args[0].children[0]) if args and args[0].children else None
+    if len(args[0].children if args else []) != 3 or not (isinstance(first, Tree) and first.data == "ident"):
+        raise CelCompileError("compilation failed: cel.bind needs (name, value, expression)",
+                              "write cel.bind(x, <value>, <expression using x>)")
 
 
 def _member_hint(name: str) -> str:

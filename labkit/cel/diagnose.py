@@ -14,7 +14,16 @@ _STATUS = re.compile(r"^[A-Z_]+: ")
 _NOT_FOUND = re.compile(r"Key not found in map\s*:\s*\"?(.*?)\"?$")
 _KIND = {"kubernetes.Quantity": "quantity", "kubernetes.Semver": "semver"}
 _NEWER_STRINGS = {"reverse": 3}
-_RUNTIME_TEXT = {"divide by zero": "division by zero", "modulus by zero": "modulus by zero"}
+#: cel-cpp's runtime texts -> cel-go's (common/types/err.go; conversions: common/types/string.go)
+_RUNTIME_TEXT = {
+    "divide by zero": "division by zero", "modulus by zero": "modulus by zero",
+    "double out of int64 range": "integer overflow", "uint64 out of int64 range": "integer overflow",
+    "int64 out of uint64 range": "unsigned integer overflow", "double out of uint64 range": "unsigned integer overflow",
+    "cannot convert string to int": "type conversion error from 'string' to 'int'",
+    "cannot convert string to uint": "type conversion error from 'string' to 'uint'",
+    "cannot convert string to double": "type conversion error from 'string' to 'double'",
+    "Type conversion error from 'string' to 'bool'": "type conversion error from 'string' to 'bool'",
+}
 
 
 def _offset(expr: str, line: int, col: int) -> int:

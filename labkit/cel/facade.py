@@ -6,11 +6,17 @@ whose actual cost passes 1,000,000 ("operation cancelled: actual cost limit exce
 
 * The estimate is reproduced by :func:`estimate_max_cost` (:mod:`labkit.cel.cost`, cel-go's
   estimator, over cel-cpp's checked AST); ``labkit validate`` refuses new selectors above the limit.
-* cel-expr-python aborts after 10,000 comprehension iterations per evaluation (a fixed cel-cpp
-  budget). When that happens labkit asks the estimate: within the limit, Kubernetes could not
-  have stopped, so the selector is evaluated again by the cel-python engine (slowly: about
-  10,000 iterations per second); above it, the limit error is reported.
-* cel-python enforces no runtime limit of its own: a runaway comprehension runs to the end.
+* cel-python counts the actual cost as cel-go does (variable reads, selections, calls by their
+  size, each comprehension step) and stops at the limit with Kubernetes' error.
+* cel-expr-python counts no cost. A selector whose estimate is above the limit (only such a
+  selector can pass it) is evaluated by cel-python instead. cel-cpp also stops after 10,000
+  comprehension iterations; labkit then evaluates with cel-python, or, where cel-python cannot
+  run the selector and the estimate is above the limit, reports the limit error.
+
+Limits of the parser: cel-go's (250 levels, :mod:`labkit.cel.depth`) are checked before either
+engine parses; a selector nested deeper than cel-cpp's parser allows (32) runs on cel-python.
+A conversion of a constant that fails (``int(1e19)``) is a compile error, as in Kubernetes
+(:func:`labkit.cel.numeric.check_constant_conversions`).
 
 ``ENGINE_LIMITS`` says this in one line per engine, for callers that want to show it.
 
@@ -23,15 +29,19 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import re
 from collections.abc import Callable
 from functools import cache, lru_cache
 from types import ModuleType
 
 from labkit.cel._checked import AST
 from labkit.cel.cost import COST_LIMIT, estimate_ast, mark_presence
+from labkit.cel.depth import check_depth
 from labkit.cel.device import DeviceInput
 from labkit.cel.engine import SelectorProgram
 from labkit.cel.errors import COST_LIMIT_TEXT, CelCompileError, CelRuntimeError
+from labkit.cel.literals import strip_strings
+from labkit.cel.numeric import check_constant_conversions
 from labkit.cel.regexcheck import check_constant_patterns
 
 __all__ = ["COST_LIMIT", "DEFAULT_ENGINE", "ENGINES", "ENGINE_LIMITS", "NATIVE_ENGINE", "PURE_PYTHON_LIMITS",
@@ -55,12 +65,12 @@ PURE_PYTHON_LIMITS = ("CEL runs on cel-python (pure Python): no type checker (la
                       "common compile errors) and no cost estimate; pip install cel-expr-python for both")
 MAX_EXPRESSION_LENGTH = 10 * 1024
 ENGINE_LIMITS = {
-    "cel-expr-python": "estimated cost checked like Kubernetes (limit 1,000,000); past 10,000 comprehension "
-                       "iterations labkit re-evaluates with cel-python when the estimate is within the limit, "
-                       "else reports the limit error",
-    "cel-python": "no runtime cost limit (Kubernetes: actual cost 1,000,000); the estimated-cost check is "
+    "cel-expr-python": "estimated cost checked like Kubernetes (limit 1,000,000); a selector estimated above "
+                       "the limit, or past 10,000 comprehension iterations, is evaluated by cel-python, which "
+                       "counts the actual cost (where cel-python cannot run it: the limit error)",
+    "cel-python": "actual cost counted like Kubernetes, limit 1,000,000; the estimated-cost check is "
                   "the same as for cel-expr-python" if NATIVE_ENGINE else
-                  "no runtime cost limit (Kubernetes: actual cost 1,000,000); " + PURE_PYTHON_LIMITS,
+                  "actual cost counted like Kubernetes, limit 1,000,000; " + PURE_PYTHON_LIMITS,
 }
 
 
@@ -101,6 +111,7 @@ def _precheck(expr: str) -> None:
             f"expression is {len(expr.encode())} bytes long, longer than the limit of {MAX_EXPRESSION_LENGTH}",
             "split the selector into several selectors",
         )
+    check_depth(expr)
     check_constant_patterns(expr)
 
 
@@ -173,6 +184,8 @@ def _compile(expr: str, engine: str, consumable_capacity: bool, list_type_attrib
             f"the {engine} engine failed to compile this expression ({type(exc).__name__}: {exc})".replace("\n", " "),
             "check the syntax, or try the other engine",
         ) from None
+    # after the checker, as in cel-go: the program is built from a checked expression
+    check_constant_conversions(expr)
     return Program(expr, engine, impl)
 
 
@@ -182,19 +195,56 @@ def _compile_cpp(expr: str, cc: bool, lt: bool, new_expression: bool) -> Selecto
     if engine is None:
         raise CelCompileError("the cel-expr-python engine is not installed here (a pure-Python install, e.g. "
                               "the browser)", "use the cel-python engine, or pip install cel-expr-python")
-    program = engine.CppProgram(expr, cc, lt, new_expression, on_budget=lambda: _past_budget(expr, cc, lt))
+    try:
+        program = engine.CppProgram(expr, cc, lt, new_expression, on_budget=lambda: _past_budget(expr, cc, lt))
+    except CelCompileError as exc:
+        if not _CPP_PARSER_LIMIT.search(exc.message):
+            raise
+        # cel-cpp's parser stops 32 deep; Kubernetes' allows 250 (check_depth passed): cel-python
+        # runs it, with its own static checks only
+        try:
+            return _tracked_celpy(expr, cc, lt)
+        except CelCompileError as refused:
+            raise CelCompileError(refused.message, "the selector nests deeper than cel-expr-python's parser "
+                                  "goes (32), so cel-python runs it: nest less") from None
     if program.reads_integer_form:
         # Go answers isInteger()/asInteger() from how a quantity is held; cel-python keeps that
         # form. Kept on cel-cpp when cel-python cannot run the expression.
         with contextlib.suppress(CelCompileError):
-            program.evaluate_with(_celpy_engine().CelpyProgram(expr, cc, lt).evaluate)
+            program.evaluate_with(_tracked_celpy(expr, cc, lt).evaluate)
+    elif _may_pass_cost_limit(expr, program, cc, lt):
+        # cel-cpp counts no cost: Kubernetes could stop this selector at run time, so it runs on
+        # cel-python, which counts the actual cost as Kubernetes does
+        with contextlib.suppress(CelCompileError):
+            program.evaluate_with(_tracked_celpy(expr, cc, lt).evaluate)
     return program
+
+
+#: cel-cpp's parser refusing to nest deeper than its own limit (32)
+_CPP_PARSER_LIMIT = re.compile(r"[Rr]ecursion limit exceeded|Exceeded max recursion depth")
+
+
+def _tracked_celpy(expr: str, cc: bool, lt: bool) -> SelectorProgram:
+    return _celpy_engine().CelpyProgram(expr, cc, lt, cost_limit=COST_LIMIT)
+
+
+def _may_pass_cost_limit(expr: str, program: SelectorProgram, cc: bool, lt: bool) -> bool:
+    """Kubernetes' estimated worst-case cost of ``expr`` is above the limit (an expression without
+    calls cannot get there: it is not estimated)."""
+    if "(" not in strip_strings(expr):
+        return False
+    checked = getattr(program, "checked_ast", None)
+    try:
+        cost = _estimate(expr, checked(), cc, lt) if checked is not None else None
+    except Exception:  # noqa: BLE001 - no estimate: cel-cpp's iteration budget still applies
+        return False
+    return cost is not None and cost > COST_LIMIT
 
 
 def _compile_celpy(expr: str, cc: bool, lt: bool, new_expression: bool) -> SelectorProgram:
     """cel-python has no type checker: cel-cpp's (when installed) refuses what the API server refuses."""
     if _cpp_engine() is None:  # the pure-Python install: celpy_check's static checks only
-        return _celpy_engine().CelpyProgram(expr, cc, lt)
+        return _tracked_celpy(expr, cc, lt)
     if new_expression and not lt:  # the API server's typing rules for new expressions
         _compile(expr, "cel-expr-python", cc, lt, True)
 
@@ -202,15 +252,16 @@ def _compile_celpy(expr: str, cc: bool, lt: bool, new_expression: bool) -> Selec
         # through the cache: the same expression is often compiled for both engines
         _compile(expr, "cel-expr-python", cc, lt)
 
-    return _celpy_engine().CelpyProgram(expr, cc, lt, type_check=type_check)
+    return _celpy_engine().CelpyProgram(expr, cc, lt, type_check=type_check, cost_limit=COST_LIMIT)
 
 
 def _past_budget(expr: str, cc: bool, lt: bool) -> Callable[[DeviceInput], bool] | None:
     """cel-cpp gave up after 10,000 comprehension iterations; Kubernetes stops at a cost of
     1,000,000. If Kubernetes' estimated worst-case cost is within that, its evaluation can never
-    hit the limit, so the result is computed by cel-python instead (no budget). Above it,
-    Kubernetes' limit error is reported (it may in fact finish early). None: no estimate, or
-    cel-python cannot run it: the engine reports its own budget error."""
+    hit the limit, so the result is computed by cel-python instead. Above it, Kubernetes' limit
+    error is reported (it may in fact finish early): that happens only where cel-python cannot
+    run the selector (selectors estimated above the limit run on cel-python from the start).
+    None: no estimate, or cel-python cannot run it: the engine reports its own budget error."""
     try:
         cost: int | None = estimate_max_cost(expr, consumable_capacity=cc, list_type_attributes=lt)
     except Exception:  # noqa: BLE001 - no estimate: keep the plain limit error
@@ -219,7 +270,7 @@ def _past_budget(expr: str, cc: bool, lt: bool) -> Callable[[DeviceInput], bool]
         return None
     if cost <= COST_LIMIT:
         try:
-            return _celpy_engine().CelpyProgram(expr, cc, lt).evaluate
+            return _tracked_celpy(expr, cc, lt).evaluate
         except CelCompileError:
             return None
 
@@ -237,12 +288,19 @@ def _past_budget(expr: str, cc: bool, lt: bool) -> Callable[[DeviceInput], bool]
 def estimate_max_cost(expr: str, *, consumable_capacity: bool = False, list_type_attributes: bool = False) -> int:
     """Kubernetes' estimated worst-case cost of the selector ``expr`` (``CompilationResult.MaxCost``
     for a new expression): :mod:`labkit.cel.cost` over cel-cpp's checked AST. Raises
-    :class:`labkit.cel.errors.CelCompileError` if ``expr`` does not compile. Compare with
-    :data:`COST_LIMIT`."""
+    :class:`labkit.cel.errors.CelCompileError` if ``expr`` does not compile, or nests deeper than
+    cel-cpp's parser goes (no checked AST: no estimate). Compare with :data:`COST_LIMIT`."""
     program = compile_selector(expr, engine="cel-expr-python", consumable_capacity=consumable_capacity,
                                list_type_attributes=list_type_attributes)
     ast = program.checked_ast()
-    assert ast is not None  # cel-expr-python type-checks
+    if ast is None:  # nested deeper than cel-cpp's parser goes: run by cel-python, not estimated
+        raise CelCompileError("no cost estimate: the expression nests deeper than cel-expr-python's parser "
+                              "allows (32)")
+    return _estimate(expr, ast, consumable_capacity, list_type_attributes)
+
+
+def _estimate(expr: str, ast: AST, consumable_capacity: bool, list_type_attributes: bool) -> int:
+    """:func:`estimate_max_cost` from cel-cpp's checked AST of ``expr``."""
     marked = mark_presence(expr, consumable_capacity)
     engine = _cpp_engine()
     if marked != expr and engine is not None:

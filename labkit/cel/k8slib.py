@@ -296,9 +296,12 @@ def sets_intersects(a: list[Any], b: list[Any]) -> bool:
 
 # -- cel-go ext.Lists (in the Kubernetes 1.37 base environment) ----------------------------------
 def lists_range(n: int) -> list[int]:
+    """cel-go ext/lists.go genRange: 0..n-1, n at most 1,000,000."""
+    if n < 0:
+        raise LibError(f"lists.range: size must be non-negative, got {n}")
     if n > 1_000_000:
         raise LibError(f"lists.range: size {n} exceeds maximum allowed (1000000)")
-    return list(range(max(n, 0)))
+    return list(range(n))
 
 
 def list_sort(items: list[Any]) -> list[Any]:
