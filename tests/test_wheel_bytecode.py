@@ -170,7 +170,8 @@ def test_catalog_yaml_gets_a_json_twin_that_the_loader_reads(tmp_path: Path) -> 
     """--yaml-twins: each YAML file under the named folders gets __pycache__/<file>.json (the document and the
     file's sha256) in the loader's own format; a file JSON cannot hold, and YAML elsewhere, get none."""
     files = {"pkg/catalog/gpus.yaml": b"models:\n  a100: {memory: 40Gi, migs: [1g.5gb, 7g.40gb]}\n",
-             "pkg/catalog/dated.yaml": b"released: 2020-05-14\n",  # a date: no JSON twin
+             # a key that is not a string: no JSON twin (a date is a string to go-yaml, so it gets one)
+             "pkg/catalog/keyed.yaml": b"1: one\n",
              "pkg/other.yaml": b"a: 1\n"}
     FILES.update({k: v.decode() for k, v in files.items()})
     try:
