@@ -98,7 +98,7 @@ def test_table_and_progress_bar(capsys):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--policies", "whole-gpu,best-fit"], "'best-fit' is not a built-in policy; use some of whole-gpu,"),
+    (["--policies", "whole-gpu,best-fits"], "policy 'best-fits': unknown; use one of whole-gpu,"),
     (["--policies", ""], "'': an empty value"),
     (["--traces", "synthetic,,alibaba-sample"], "'synthetic,,alibaba-sample': an empty value"),
     (["--seeds", "0,x"], "'x' is not a seed; use whole numbers from 0 to 4294967295"),

@@ -8,15 +8,18 @@ import io
 import math
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from labkit.cli_types import SEED_MAX, WORKERS_PER_CPU, number, parsed_by, seed, shown, whole, workers
 from labkit.errors import EXIT_INPUT, UsageError, as_input_error
-from labkit.experiments import metrics, policies, runner, sweep
+from labkit.experiments import metrics, newpolicy, policies, runner, sweep
 from labkit.fileio import cannot_write
 from labkit.model.profiles import profile_names
 from labkit.output import add_output_arg, color_enabled, print_output, resolve_format, terminal_width
 
 EXIT_OK = 0
+#: `experiment inflation --check-on`: the cluster did not do what the sim did (as diff(1) exits 1)
+EXIT_DIFFERENT = 1
 
 
 def register(ex: argparse.ArgumentParser) -> None:
@@ -28,8 +31,9 @@ def register(ex: argparse.ArgumentParser) -> None:
     run.add_argument("--fleet", default="exp-small", type=parsed_by(sweep.check_fleet, "fleet"),
                      help="cluster profile name or YAML path, or "
                      "alibaba-shape[:SCALE] (SCALE in (0, 10]; default: exp-small)").completer = _complete_fleets
-    run.add_argument("--policy", default="whole-gpu,shared",
-                     help="comma-separated policy names (default: whole-gpu,shared); see `labkit experiment policies`")
+    run.add_argument("--policies", "--policy", dest="policy", default="whole-gpu,shared", metavar="POLICIES",
+                     help="comma-separated policies: built-in names (`labkit experiment policies`), PATH.py[:Class] "
+                          "or module:Class (default: whole-gpu,shared; --policy is the same)")
     add_output_arg(run, "table", extra=["csv"], name="run/POLICY per run")
     run.add_argument("--plot", metavar="FILE", help="write a PNG/SVG/PDF figure of the timelines")
     run.add_argument("--seed", type=seed, default=0, help=f"synthetic trace and sim seed, 0 to {SEED_MAX} (default 0)")
@@ -51,7 +55,8 @@ def register(ex: argparse.ArgumentParser) -> None:
                         description="Every cell is one `experiment run` of one policy; cells run in --workers "
                                     "local processes, or on the Dask scheduler at --address.")
     sw.add_argument("--policies", default=None, type=_axis("--policies", _policy),
-                    help="comma-separated policy names (default: all built-in)")
+                    help="comma-separated policies: built-in names, PATH.py[:Class] or module:Class (default: the six "
+                         "`run` built-ins)")
     sw.add_argument("--traces", default="synthetic", type=_axis("--traces", sweep.check_trace),
                     help="comma-separated trace specs, as `run --trace` takes them (default: synthetic)")
     sw.add_argument("--seeds", default="0", type=parsed_by(sweep.parse_seeds, "seeds"),
@@ -91,15 +96,19 @@ def register(ex: argparse.ArgumentParser) -> None:
                     "over seeds), unallocated_gpus_by_seed, unallocated_gpus_sd (sample standard deviation over "
                     "seeds; 0 for one seed), unallocated_gpus_min, unallocated_gpus_max, failed_pods, served_gpus "
                     "(GPUs the placed tasks asked for; below the allocated GPUs with --whole-gpus), pods, wall_s, "
-                    "cpu_s.")
+                    "cpu_s; rng (python | go); with --rng go also policies.<name>.alloc_pct_published_metric_by_seed "
+                    "(allocated GPUs in % at the last x as the paper computes it: the mean over the tasks whose "
+                    "arrived % rounds to it; the authors' analysis_allo_discrete.csv cells), "
+                    "unallocated_gpus_published_metric (mean over seeds) and unallocated_gpus_published_metric_by_seed.")
     inf.add_argument("--trace", default="default",
                      help="openb pod list: default, cpu050, gpushare40, multigpu20, gpuspec33, ... or a csv path "
                           "(default: default)")
     inf.add_argument("--fleet", default="openb", type=parsed_by(_openb_fleet, "fleet"),
                      help="openb (the trace's 1,213 GPU nodes), openb:N (1 node in N of each node group) or a "
                           f"node-list csv(.gz) PATH[:N] (N: 1 to {MAX_SAMPLE}; default: openb)")
-    inf.add_argument("--policies", default=None, type=_axis("--policies", str),
-                     help="comma-separated: fgd,best-fit,dot-product,gpu-packing,gpu-clustering,random-fit (default: all)")
+    inf.add_argument("--policies", default=None, type=_axis("--policies", _policy),
+                     help="comma-separated policies: fgd,best-fit,dot-product,gpu-packing,gpu-clustering,random-fit "
+                          "(default: these six), any other built-in, PATH.py[:Class] or module:Class")
     inf.add_argument("--seeds", default="42", type=parsed_by(sweep.parse_seeds, "seeds"),
                      help=f"comma-separated seeds and ranges (0 to {SEED_MAX}, at most {sweep.MAX_SEEDS}; default 42; "
                           "the paper: 42-51)")
@@ -124,10 +133,33 @@ def register(ex: argparse.ArgumentParser) -> None:
                           "compute, placed by the catalog's placement rules; needs --no-sim); x still counts what "
                           "the tasks asked for")
     inf.add_argument("--whole-gpus", action="store_true", help="the same as --gpus whole")
+    inf.add_argument("--rng", default="python", choices=["python", "go"],
+                     help="the random draws (arrival order, inflation, tie-break node order): python (Python's "
+                          "random, default) or go (the FGD authors' simulator's: Go's math/rand seeded as it seeds "
+                          "it, with its FGD arithmetic; --seeds 42-51 then prints its published per-seed table "
+                          "exactly, for fgd, best-fit, dot-product, gpu-packing and gpu-clustering; random-fit is not "
+                          "reproducible: the simulator's pick depends on its goroutines' timing)")
     inf.add_argument("--plot", metavar="FILE", help="write the figure (allocation ratio vs arrived workload)")
+    inf.add_argument("--check-on", choices=["sim", "local"], metavar="BACKEND",
+                     help="sim | local: run each policy on the sim, then apply its placements (in arrival order, "
+                          "each pod pinned as the sim pins it) to a cluster of the fleet on BACKEND (local: the real "
+                          "kube-scheduler with the kit's nodes; a fleet over 32 nodes needs LABKIT_LOCAL_MAX_NODES) "
+                          "and compare every task's node and devices and the curve; prints the first difference and "
+                          "the time of each side; exit 1 when they differ. -o json: backend, equal, cluster_up, "
+                          "runs[] (labkit.experiments.crosscheck.check_on's keys)")
     add_output_arg(inf, "table", name="run/POLICY per policy")
     inf.set_defaults(func=inflation_cmd)
-    pol = sub.add_parser("policies", help="list the built-in policies")
+    new = sub.add_parser("new-policy", help="write a policy file that starts from a built-in's code",
+                         description="Writes FILE: the built-in's class, renamed NAME, with its imports; "
+                                     "`--policies FILE` runs it in run, sweep and inflation (as written it gives the "
+                                     "built-in's numbers).")
+    new.add_argument("name", metavar="NAME", help="your policy's name, e.g. my-best-fit (lower case, digits, '-')")
+    new.add_argument("--from", dest="builtin", required=True, metavar="BUILTIN",
+                     help="the built-in to start from (`labkit experiment policies`)")
+    new.add_argument("-o", "--output-file", dest="file", required=True, metavar="FILE", help="the .py file to write")
+    new.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    new.set_defaults(func=new_policy_cmd)
+    pol = sub.add_parser("policies", help="list the built-in policies (both worlds)")
     add_output_arg(pol, "table", name="policy/NAME per policy")
     pol.set_defaults(func=list_policies)
     ex.set_defaults(func=lambda args: (ex.print_help(), EXIT_INPUT)[1])
@@ -144,10 +176,10 @@ def _axis(flag: str, check: Callable[[str], str]) -> Callable[[str], list[str]]:
     return parsed_by(lambda text: [check(v) for v in sweep.split_axis(flag, text)], flag.lstrip("-"))
 
 
-def _policy(name: str) -> str:
-    if name not in policies.POLICIES:  # cells carry names: a worker builds the policy from POLICIES
-        raise sweep.SweepError(f"{name!r} is not a built-in policy; use some of {', '.join(policies.POLICIES)}")
-    return name
+def _policy(spec: str) -> str:
+    """A --policies entry, loaded once here (a bad one is argparse's error); the spec goes on (a file
+    path made absolute): each run, and each worker process, loads it again."""
+    return policies.policy_spec(policies.load_policy(spec))
 
 
 def _openb_fleet(spec: str) -> tuple[str, int]:
@@ -179,15 +211,35 @@ def _print_summary(summary: object, keep: int, fmt: str = "table") -> None:
 
 
 def list_policies(args: argparse.Namespace) -> int:
-    doc = {"policies": [{"name": name, "migMode": cls.mig_mode, "description": cls.description}
-                        for name, cls in policies.POLICIES.items()]}
+    rows = []
+    for name in policies.BUILTINS:
+        cls = policies.builtin_class(name)
+        run_world = name in policies.POLICIES
+        node = ("scheduler" if cls.choose_node is policies.BasePolicy.choose_node and name != "frag-aware"
+                else "its own") if run_world else "score()"
+        rows.append({"name": name, "world": "run" if run_world else "paper",
+                     "migMode": getattr(cls, "mig_mode", "none") if run_world else "none",
+                     "nodeChoice": node, "experiments": ["run", "sweep", "inflation"],
+                     "description": cls.description})
+    doc = {"policies": rows}
 
     def human(_fmt: str) -> None:
-        for name, cls in policies.POLICIES.items():
-            print(f"{name:<12} MIG {cls.mig_mode or 'as given':<8} {cls.description}")
+        print(f"{'NAME':<15}{'WORLD':<7}{'MIG':<9}{'NODE':<11}DESCRIPTION")
+        for r in rows:
+            print(f"{r['name']:<15}{r['world']:<7}{r['migMode'] or 'as given':<9}{r['nodeChoice']:<11}{r['description']}")
+        print("every policy runs in `experiment run`, `sweep` and `inflation` (--policies NAME,PATH.py,module:Class); "
+              "run: the `run` world writes its own DRA objects; paper: the FGD paper's six, scored per node, "
+              "written as claims pinned to the chosen node and GPUs")
 
     print_output(resolve_format(args.output, "table"), doc, human=human,
-                 names=lambda: [f"policy/{name}" for name in policies.POLICIES])
+                 names=lambda: [f"policy/{name}" for name in policies.BUILTINS])
+    return EXIT_OK
+
+
+def new_policy_cmd(args: argparse.Namespace) -> int:
+    path = newpolicy.write_policy(args.name, args.builtin, args.file, force=args.force)
+    print(f"wrote {path}: policy {args.name!r} from {args.builtin!r}; run it with "
+          f"labkit experiment inflation --policies {path} --fleet openb:40 --no-sim")
     return EXIT_OK
 
 
@@ -277,10 +329,12 @@ def sweep_cmd(args: argparse.Namespace) -> int:
 
 def inflation_cmd(args: argparse.Namespace) -> int:
     # lazy: start-up (numpy and the openb trace: only `experiment inflation` needs them)
-    from labkit.experiments import inflation
+    from labkit.experiments import crosscheck, inflation
 
     fleet, every = args.fleet  # (openb or a csv path, N): its argparse type checked it
     nodes = inflation.NODES_PATH if fleet == "openb" else fleet
+    if args.check_on:
+        return _check_on_cmd(args, crosscheck, every, nodes)
     if args.workers is not None and args.address:
         raise UsageError("--workers and --address: give one (the Dask cluster has its own workers)")
     try:
@@ -289,7 +343,7 @@ def inflation_cmd(args: argparse.Namespace) -> int:
         res = inflation.run_all(args.trace, pols, seeds=seeds, every=every, ratio=args.ratio,
                                 sim=not args.no_sim, workers=args.workers, address=args.address,
                                 gpu_mode="whole" if args.whole_gpus else args.gpus, nodes=nodes,
-                                progress=args.progress)
+                                progress=args.progress, rng=args.rng)
     except ValueError as exc:  # a LabkitError keeps its kind; a plain ValueError is bad input
         raise as_input_error(exc) from None
     res["paper"] = (inflation.paper_figures(args.trace) if every == 1 and args.ratio == 1.3
@@ -309,5 +363,57 @@ def inflation_cmd(args: argparse.Namespace) -> int:
         ref = paper.get(name, {}).get("unallocated_gpus_at_130")
         print(f"{name:<15}{r['alloc_pct_at_saturation']:>16.2f}{r['unallocated_gpus']:>18.1f}"
               f"{'' if ref is None else f'{ref:.1f}':>9}{r['failed_pods']:>13.1f}{r['wall_s']:>9.1f}")
+    if res.get("rng") == "go":
+        _print_published(res)
     print(f"{res['wall_s']:.1f} s wall")
     return EXIT_OK
+
+
+def _check_on_cmd(args: argparse.Namespace, crosscheck: Any, every: int, nodes: Any) -> int:
+    """`experiment inflation --check-on BACKEND` (see labkit.experiments.crosscheck)."""
+    given = [flag for flag, on in (("--no-sim", args.no_sim), (f"--gpus {args.gpus}", args.gpus != "shares"),
+                                   ("--whole-gpus", args.whole_gpus), ("--workers", args.workers is not None),
+                                   ("--address", bool(args.address)), ("--plot", bool(args.plot))) if on]
+    if given:
+        raise UsageError(f"--check-on {args.check_on}: leave out {given[0]} (the check runs each policy with GPU "
+                         "shares on the sim, then on one cluster, one after the other)")
+    try:
+        res = crosscheck.check_all(args.check_on, tuple(args.policies) if args.policies else None,
+                                   args.trace, seeds=tuple(args.seeds), every=every, ratio=args.ratio, nodes=nodes,
+                                   rng=getattr(args, "rng", "python"),
+                                   progress=sys.stderr.isatty() if args.progress is None else args.progress)
+    except ValueError as exc:  # a LabkitError keeps its kind; a plain ValueError is bad input
+        raise as_input_error(exc) from None
+    fmt = resolve_format(args.output, "table")
+    if fmt not in ("table", "wide"):
+        print_output(fmt, res, human=lambda _: None, names=lambda: [f"run/{r['policy']}" for r in res["runs"]])
+        return EXIT_OK if res["equal"] else EXIT_DIFFERENT
+    up, name = res["cluster_up"], res["backend"] if res["backend"] != "sim" else "check"
+    print(f"trace {res['trace']} on {res['nodes']} nodes / {res['gpus']} GPUs, inflated to {res['ratio']:g}x, "
+          f"checked on {res['backend']} (up in {up['wall_s']:.1f} s wall, {up['cpu_s']:.1f} s CPU)")
+    print(f"{'policy':<15}{'seed':>5}{'tasks':>7}{'equal':>7}{'curve':>7}{'sim wall s':>12}{'sim CPU s':>11}"
+          f"{name + ' wall s':>14}{name + ' CPU s':>13}{'machine CPU s':>15}")
+    for r in res["runs"]:
+        print(f"{r['policy']:<15}{r['seed']:>5}{r['tasks']:>7}{r['equal_tasks']:>7}"
+              f"{'same' if r['curve_equal'] else 'DIFF':>7}{r['sim']['wall_s']:>12.1f}{r['sim']['cpu_s']:>11.1f}"
+              f"{r['cluster']['wall_s']:>14.1f}{r['cluster']['cpu_s']:>13.1f}{r['cluster']['machine_cpu_s']:>15.1f}")
+    for r in res["runs"]:
+        d = r["first_difference"]
+        if d:
+            print(f"{r['policy']} seed {r['seed']}: first difference at task {d['task']} (pod {d['pod']}, "
+                  f"{d['trace_pod']}): expected {d['expected']['node']} {','.join(d['expected']['devices']) or '-'}, "
+                  f"got {d['got']['node'] or 'no node'} {','.join(d['got']['devices']) or '-'}: {d['reason']}")
+    print("every task's node and devices and the curve: " + ("the same" if res["equal"] else "DIFFERENT"))
+    return EXIT_OK if res["equal"] else EXIT_DIFFERENT
+
+
+def _print_published(res: dict) -> None:
+    """--rng go: the paper's own metric per policy and seed, each cell as the authors' analysis_allo_discrete.csv
+    prints it (allocated GPUs, % of the fleet, at the last x), and its unallocated GPUs averaged over the seeds."""
+    x = round(res["ratio"] * 100)
+    print(f"the paper's metric (merge_alloc_discrete.py): allocated GPUs % at {x} % arrived, per seed")
+    print(f"{'policy':<15}" + "".join(f"{s:>8}" for s in res["seeds"]) + f"{'unallocated GPUs':>18}")
+    for name, r in res["policies"].items():
+        cells = "".join(f"{'-' if v is None else repr(v):>8}" for v in r["alloc_pct_published_metric_by_seed"])
+        mean = r["unallocated_gpus_published_metric"]
+        print(f"{name:<15}{cells}{'-' if mean is None else f'{mean:.1f}':>18}")

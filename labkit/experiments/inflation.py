@@ -36,10 +36,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import statistics
 import time
+import zlib
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
@@ -52,6 +55,7 @@ from fake_gpus.slices import build_slices
 from labkit.cluster import connect
 from labkit.errors import LabkitError, one_line
 from labkit.experiments import objects as o
+from labkit.experiments.gorand import GoRand
 from labkit.experiments.openb import (
     DATA,
     MODELS,
@@ -64,7 +68,20 @@ from labkit.experiments.openb import (
     openb_pods,
     sample_nodes,
 )
-from labkit.experiments.sweep import run_map
+from labkit.experiments.policies import (
+    FleetState,
+    PolicyFault,
+    ScoringPolicy,
+    Task,
+    candidates,
+    choose,
+    choose_gpus,
+    load_policy,
+    policy_name,
+    policy_spec,
+    tag_col,
+)
+from labkit.experiments.sweep import check_shippable, run_map
 from labkit.fileio import save_figure
 from labkit.model.podutil import claim_name_for
 from labkit.sim.engine import fewer_collections
@@ -94,44 +111,46 @@ class Typical:
     num: np.ndarray
     p: np.ndarray
     acc: np.ndarray  # (nodes, K): the node's model is allowed for shape k
+    #: `--rng go`: the simulator's exact arithmetic (see `of` and `_go_frag`)
+    go: bool = False
 
     @classmethod
-    def of(cls, pods: list[OpenbPod], model_of: list[str], threshold: float = 0.95) -> Typical:
-        counts = Counter((p.cpu_milli, p.gpu_milli, p.num_gpu, p.gpu_spec) for p in pods)
+    def of(cls, pods: list[OpenbPod], model_of: list[str], threshold: float = 0.95, go: bool = False) -> Typical:
+        """`go`: as the simulator's code has it, to the last bit (pkg/utils/frag.go GetTypicalPods): the GPU
+        type keyed by the verbatim gpu_spec text (V100M16|V100M32|V100M32 is its own shape), equal counts at
+        the cut in sort.Reverse order (the larger (cpu, milli, count, type) first), the cut at
+        95 * total / 100, weights (count / total) / (cum / total). Otherwise the smaller key first and
+        weights count / cum (the default mode's numbers since the kit has had them)."""
+        counts = Counter((p.cpu_milli, p.gpu_milli, p.num_gpu, p.gpu_spec_text if go else p.gpu_spec) for p in pods)
         total = sum(counts.values())
+        order = sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True) if go else \
+            sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        cut = round(threshold * 100) * total / 100 if go else threshold * total
         chosen, cum = [], 0
-        for key, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-            if cum >= threshold * total:
+        for key, n in order:
+            if cum >= cut:
                 break
             chosen.append((key, n))
             cum += n
         cpu = np.array([k[0] for k, _ in chosen], dtype=np.int64)
         milli = np.array([k[1] for k, _ in chosen], dtype=np.int64)
         num = np.array([k[2] for k, _ in chosen], dtype=np.int64)
-        p = np.array([n / cum for _, n in chosen], dtype=np.float64)
-        acc = np.array([[not k[3] or m in k[3] for k, _ in chosen] for m in model_of], dtype=bool)
-        return cls(cpu, milli, num, p, acc)
+        p = np.array([(n / total) / (cum / total) if go else n / cum for _, n in chosen], dtype=np.float64)
+        specs = [set(k[3].split("|")) - {""} if go else k[3] for k, _ in chosen]
+        acc = np.array([[not sp or m in sp for sp in specs] for m in model_of], dtype=bool)
+        return cls(cpu, milli, num, p, acc, go)
 
 
 @dataclass
-class State:
-    """What the simulator's NodeResource holds, for every node: CPU and memory left, milli-GPU
-    left per GPU (absent GPUs 0), the GPU model, and the GPU-shape tags of its pods."""
+class State(FleetState):
+    """The protocol's FleetState as the simulator's NodeResource holds it (CPU and memory left,
+    milli-GPU left per GPU, the GPU model, the GPU-shape tags of its pods), plus what the run
+    itself needs: each GPU's PCI bus id (the claims' selectors) and, in dynamic MIG mode, the
+    memory slices in use."""
 
-    names: list[str]
-    model: list[str]
-    ngpu: np.ndarray
-    cpu: np.ndarray
-    mem: np.ndarray
-    g: np.ndarray  # (nodes, 8)
-    bus: list[list[str]]  # PCI bus id per GPU
-    tags: np.ndarray = field(default_factory=lambda: np.zeros((0, 9), dtype=np.int64))  # pods per _tag_col
+    bus: list[list[str]] = field(default_factory=list)  # PCI bus id per GPU
     #: dynamic MIG only (gpu_mode "mig"): the memory slices in use per GPU, a bit mask (nodes, 8)
     slices: np.ndarray | None = None
-
-    @property
-    def capacity_milli(self) -> int:
-        return int(self.ngpu.sum()) * MILLI
 
     def fit(self, idx: np.ndarray | slice, milli: int) -> np.ndarray:
         """(nodes, 8): the GPUs of nodes idx that can take a share of `milli`: that much left and,
@@ -141,29 +160,17 @@ class State:
             ok &= mig_place_ok(self.slices[idx], milli)
         return ok
 
+    def place(self, i: int, task: Task, gpus: list[int]) -> None:
+        super().place(i, task, gpus)
+        if self.slices is not None:
+            for j in gpus:
+                self.slices[i, j] = mig_place(int(self.slices[i, j]), task.gpu_milli)
+
 
 def _tag(pod: OpenbPod) -> str:
     if pod.num_gpu == 0:
         return ""
     return "share" if pod.gpu_milli < MILLI else f"{pod.num_gpu}-gpu"
-
-
-def _tag_col(pod: OpenbPod) -> int:
-    """The column of a GPU pod's affinity tag in State.tags: 0 = a share, n = n whole GPUs."""
-    return 0 if pod.gpu_milli < MILLI else pod.num_gpu
-
-
-def feasible(st: State, pod: OpenbPod, allowed: np.ndarray) -> np.ndarray:
-    """Node indices that pass the simulator's filters: CPU and memory (NodeResourcesFit), GPU
-    model and milli-GPU (Open-Gpu-Share)."""
-    ok = (st.cpu >= pod.cpu_milli) & (st.mem >= pod.memory_mib)
-    if pod.num_gpu:
-        ok &= allowed
-        if pod.gpu_milli < MILLI:
-            ok &= (st.g.max(axis=1) >= pod.gpu_milli) if st.slices is None else st.fit(slice(None), pod.gpu_milli).any(axis=1)
-        else:
-            ok &= (st.g == MILLI).sum(axis=1) >= pod.num_gpu
-    return np.flatnonzero(ok)
 
 
 def _best_gpu(g: np.ndarray, fit: np.ndarray) -> int:
@@ -175,17 +182,27 @@ def _whole(g: np.ndarray, n: int) -> list[int]:
     return [int(i) for i in np.flatnonzero(g == MILLI)[:n]]
 
 
-class Scorer:
-    """One policy: scores for the feasible nodes, and the GPUs on the chosen node."""
+class FgdScores:
+    """FGD's bookkeeping for one run (kept in the state's cache): each node's fragmentation and
+    per-typical-shape counts, re-read for the nodes whose `version` changed, and the scores per
+    pod shape and node."""
 
-    def __init__(self, name: str, st: State, typical: Typical, rng: random.Random) -> None:
-        self.name, self.st, self.typ, self.rng = name, st, typical, rng
-        self.frag = np.zeros(len(st.names)) if name == "fgd" else None
-        if self.frag is not None:
-            self.frag[:] = self._frag(np.arange(len(st.names)), st.cpu, st.g)
-            self.ge, self.sm = self._counts(st.g)
-        self.version = np.zeros(len(st.names), dtype=np.int64)  # bumped when a node changes
+    def __init__(self, st: FleetState, typical: Typical) -> None:
+        self.st, self.typ = st, typical
+        self.frag = np.zeros(len(st.names))
+        self.frag[:] = self._frag(np.arange(len(st.names)), st.cpu, st.g)
+        self.ge, self.sm = self._counts(st.g)
+        self.seen = st.version.copy()  # type: ignore[union-attr]  # the versions frag/ge/sm were read at
         self.cache: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def refresh(self) -> None:
+        """Re-read the nodes that changed since the last decision."""
+        for i in np.flatnonzero(self.seen != self.st.version):
+            idx = np.array([i])
+            self.frag[i] = self._frag(idx, self.st.cpu[idx], self.st.g[idx])[0]
+            ge, sm = self._counts(self.st.g[idx])
+            self.ge[i], self.sm[i] = ge[0], sm[0]
+            self.seen[i] = self.st.version[i]  # type: ignore[index]
 
     def _counts(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per node and typical shape: GPUs with at least the shape's milli left, and the milli
@@ -201,10 +218,12 @@ class Scorer:
         gpu_t = t.num > 0
         ge = (g[:, :, None] >= t.milli[None, None, :]).sum(axis=1)
         small = (g[:, :, None] * (g[:, :, None] < t.milli[None, None, :])).sum(axis=1)
+        if t.go:
+            return _go_frag(t, t.acc[idx], ge, cpu[:, None], small, s[:, None])
         q3 = gpu_t[None, :] & t.acc[idx] & (ge >= t.num[None, :]) & (cpu[:, None] >= t.cpu[None, :])
         return (np.where(q3, small, s[:, None]) * t.p[None, :]).sum(axis=1)
 
-    def _fgd(self, idx: np.ndarray, pod: OpenbPod) -> tuple[np.ndarray, np.ndarray | None]:
+    def _fgd(self, idx: np.ndarray, pod: Task) -> tuple[np.ndarray, np.ndarray | None]:
         st = self.st
         before = self.frag[idx]  # type: ignore[index]
         cpu = st.cpu[idx] - pod.cpu_milli
@@ -222,7 +241,8 @@ class Scorer:
             sm = sm0 - gi * (gi < tm) + gi2 * (gi2 < tm)
             q3 = ((t.num > 0)[None, None, :] & t.acc[idx][:, None, :] & (ge >= t.num[None, None, :])
                   & (cpu[:, None, None] >= t.cpu[None, None, :]))
-            after = (np.where(q3, sm, s[:, None, None]) * t.p[None, None, :]).sum(axis=2)  # (M, 8)
+            after = (_go_frag(t, t.acc[idx][:, None, :], ge, cpu[:, None, None], sm, s[:, None, None]) if t.go
+                     else (np.where(q3, sm, s[:, None, None]) * t.p[None, None, :]).sum(axis=2))  # (M, 8)
             scores = (_sigmoid((before[:, None] - after) / 1000) * MAX_SCORE).astype(np.int64)
             scores = np.where(st.fit(idx, m), scores, -1)
             best = scores.argmax(axis=1)  # the first GPU of the best score
@@ -234,7 +254,7 @@ class Scorer:
         after = self._frag(idx, cpu, g2)
         return (_sigmoid((before - after) / 1000) * MAX_SCORE).astype(np.int64), None
 
-    def _fgd_cached(self, idx: np.ndarray, pod: OpenbPod) -> tuple[np.ndarray, np.ndarray | None]:
+    def _fgd_cached(self, idx: np.ndarray, pod: Task) -> tuple[np.ndarray, np.ndarray | None]:
         """_fgd, kept per pod shape and node: a node's score for a shape is recomputed only when
         the node changed since that shape last looked at it (a trace has a few dozen shapes)."""
         key = (pod.cpu_milli, pod.gpu_milli, pod.num_gpu, pod.gpu_spec)
@@ -244,130 +264,218 @@ class Scorer:
             hit = self.cache[key] = (np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64),
                                      np.full(n, -1, dtype=np.int64))
         scores, best, seen = hit
-        stale = idx[seen[idx] != self.version[idx]]
+        version = self.st.version
+        stale = idx[seen[idx] != version[idx]]  # type: ignore[index]
         if len(stale):
             s, b = self._fgd(stale, pod)
             scores[stale] = s
             if b is not None:
                 best[stale] = b
-            seen[stale] = self.version[stale]
+            seen[stale] = version[stale]  # type: ignore[index]
         share = pod.num_gpu == 1 and pod.gpu_milli < MILLI
         return scores[idx], (best[idx] if share else None)
 
-    # -- the others ------------------------------------------------------------------------
-    def scores(self, idx: np.ndarray, pod: OpenbPod) -> tuple[np.ndarray, np.ndarray | None]:
-        st = self.st
-        n = self.name
-        if n == "fgd":
-            return self._fgd_cached(idx, pod)
-        if n == "random-fit":
-            s = np.zeros(len(idx), dtype=np.int64)
-            s[self.rng.randrange(len(idx))] = MAX_SCORE
-            return s, None
-        gleft = st.g[idx].sum(axis=1)
-        cpu = st.cpu[idx]
-        if n == "best-fit":
-            v = (cpu - pod.cpu_milli) / MAX_CPU * 0.5 + (gleft - pod.milli_total) / MAX_GPU * 0.5
-            return ((1.0 - v) * MAX_SCORE).astype(np.int64), None
-        if n == "dot-product":
-            dot = (cpu / MAX_CPU) * (pod.cpu_milli / MAX_CPU) + (gleft / MAX_GPU) * (pod.milli_total / MAX_GPU)
-            return ((1.0 - dot / 2) * MAX_SCORE).astype(np.int64), None
-        if n == "gpu-packing":
-            return self._packing(idx, pod), None
-        if n == "gpu-clustering":
-            return self._clustering(idx, pod, gleft), None
-        raise InflationError(f"policy {n!r}: unknown; use one of {', '.join(POLICIES)}")
 
-    def _packing(self, idx: np.ndarray, pod: OpenbPod) -> np.ndarray:
+
+def typical_pods(state: FleetState) -> Typical:
+    """The run's typical pods: the inflation run's (state.typical), else from the state's workload."""
+    return state.typical if state.typical is not None else Typical.of(list(state.workload), state.model)  # type: ignore[arg-type]
+
+
+class Fgd(ScoringPolicy):
+    """FGD: the least growth of fragmentation for the typical pods (sigmoid of the drop / 1000 x
+    100); a share goes to the GPU of the node's best score."""
+
+    name = "fgd"
+    description = "fragmentation gradient descent: the node (and GPU) whose placement grows fragmentation least"
+
+    def score(self, task: Task, state: FleetState, nodes: np.ndarray) -> np.ndarray:
+        f = state.cache.get("fgd")
+        if f is None:
+            f = state.cache["fgd"] = FgdScores(state, typical_pods(state))
+        f.refresh()
+        scores, best = f._fgd_cached(nodes, task)
+        state.cache["fgd_best"] = (nodes, best)
+        return scores
+
+    def gpus(self, task: Task, state: FleetState, node: int) -> list[int] | None:
+        nodes, best = state.cache.get("fgd_best", (None, None))
+        if best is None or not task.share:
+            return None
+        return [int(best[int(np.searchsorted(nodes, node))])]
+
+
+class BestFit(ScoringPolicy):
+    name = "best-fit"
+    description = "the node with the least CPU and GPU left after the task (100 x (1 - mean of the two shares left))"
+
+    def score(self, task: Task, state: FleetState, nodes: np.ndarray) -> np.ndarray:
+        gleft = state.g[nodes].sum(axis=1)
+        cpu = state.cpu[nodes]
+        v = (cpu - task.cpu_milli) / MAX_CPU * 0.5 + (gleft - task.milli_total) / MAX_GPU * 0.5
+        return ((1.0 - v) * MAX_SCORE).astype(np.int64)
+
+
+class DotProduct(ScoringPolicy):
+    name = "dot-product"
+    description = "the node whose free (CPU, GPU) vector is least aligned with the task's request"
+
+    def score(self, task: Task, state: FleetState, nodes: np.ndarray) -> np.ndarray:
+        gleft = state.g[nodes].sum(axis=1)
+        cpu = state.cpu[nodes]
+        dot = (cpu / MAX_CPU) * (task.cpu_milli / MAX_CPU) + (gleft / MAX_GPU) * (task.milli_total / MAX_GPU)
+        return ((1.0 - dot / 2) * MAX_SCORE).astype(np.int64)
+
+
+class GpuPacking(ScoringPolicy):
+    name = "gpu-packing"
+    description = "a shared GPU first, then an idle GPU of a busy node, then an idle node"
+
+    def score(self, task: Task, state: FleetState, nodes: np.ndarray) -> np.ndarray:
         """getPackingScore: a shared GPU (100 - its free % / 10, at least 50) > an idle GPU of a
         busy node (50 - idle GPUs taken, at least 33) > an idle node (33 - its GPUs)."""
-        if pod.milli_total <= 0:
-            return np.zeros(len(idx), dtype=np.int64)
-        st = self.st
-        g, k = st.g[idx], st.ngpu[idx]
+        if task.milli_total <= 0:
+            return np.zeros(len(nodes), dtype=np.int64)
+        g, k = state.g[nodes], state.ngpu[nodes]
         free = (g == MILLI).sum(axis=1)
         idle = np.maximum(MAX_SCORE // 3 - free, free)
-        if pod.gpu_milli >= MILLI:  # whole GPUs: always idle ones
-            busy = np.full(len(idx), max(MAX_SCORE // 2 - pod.num_gpu, MAX_SCORE // 3))
+        if task.gpu_milli >= MILLI:  # whole GPUs: always idle ones
+            busy = np.full(len(nodes), max(MAX_SCORE // 2 - task.num_gpu, MAX_SCORE // 3))
         else:  # a share takes the GPU with the least left that fits
-            tight = np.where(st.fit(idx, pod.gpu_milli), g, MILLI + 1).min(axis=1)
+            tight = np.where(state.fit(nodes, task.gpu_milli), g, MILLI + 1).min(axis=1)
             busy = np.where(tight == MILLI, max(MAX_SCORE // 2 - 1, MAX_SCORE // 3),
                             np.maximum(MAX_SCORE - (tight * 100 // MILLI) // 10, MAX_SCORE // 2))
         return np.where(free == k, idle, busy).astype(np.int64)
 
-    def _clustering(self, idx: np.ndarray, pod: OpenbPod, gleft: np.ndarray) -> np.ndarray:
+
+class GpuClustering(ScoringPolicy):
+    name = "gpu-clustering"
+    description = "nodes already running pods of the same GPU shape first"
+
+    def score(self, task: Task, state: FleetState, nodes: np.ndarray) -> np.ndarray:
         """GpuClusteringScore: nodes running only pods of this GPU shape (75-100), of this and
         others (50-75), idle nodes (25-50), others (0-25); fuller nodes first inside each band."""
-        if pod.num_gpu == 0:
-            return np.zeros(len(idx), dtype=np.int64)
-        tags = self.st.tags[idx]
-        mine = tags[:, _tag_col(pod)] > 0
+        if task.num_gpu == 0:
+            return np.zeros(len(nodes), dtype=np.int64)
+        gleft = state.g[nodes].sum(axis=1)
+        tags = state.tags[nodes]  # type: ignore[index]
+        mine = tags[:, tag_col(task)] > 0
         kinds = (tags > 0).sum(axis=1)
         base = MAX_SCORE // 4 * (MAX_GPU - gleft) // MAX_GPU
         band = np.where(mine, np.where(kinds == 1, MAX_SCORE * 3 // 4, MAX_SCORE * 2 // 4),
                         np.where(kinds == 0, MAX_SCORE // 4, 0))
         return (base + band).astype(np.int64)
 
-    def gpus(self, i: int, pod: OpenbPod, fgd_best: int | None) -> list[int]:
-        k = int(self.st.ngpu[i])
-        g = self.st.g[i, :k]
-        if pod.num_gpu == 0:
-            return []
-        if pod.gpu_milli >= MILLI:
-            return _whole(g, pod.num_gpu)
-        if self.name == "fgd" and fgd_best is not None:
-            return [fgd_best]
-        fit = self.st.fit(np.array([i]), pod.gpu_milli)[0, :k]
-        if self.name == "random-fit":
-            fits = [int(j) for j in np.flatnonzero(fit)]
-            return [self.rng.choice(fits)]
-        return [_best_gpu(g, fit)]
 
-    def placed(self, i: int) -> None:
-        self.version[i] += 1
-        if self.frag is not None:
-            idx = np.array([i])
-            self.frag[i] = self._frag(idx, self.st.cpu[idx], self.st.g[idx])[0]
-            ge, sm = self._counts(self.st.g[idx])
-            self.ge[i], self.sm[i] = ge[0], sm[0]
+class RandomFit(ScoringPolicy):
+    name = "random-fit"
+    description = "a random node that fits, a random GPU that fits a share (the run's own stream: state.rng)"
+
+    def score(self, task: Task, state: FleetState, nodes: np.ndarray) -> np.ndarray:
+        s = np.zeros(len(nodes), dtype=np.int64)
+        s[state.rng.randrange(len(nodes))] = MAX_SCORE
+        return s
+
+    def gpus(self, task: Task, state: FleetState, node: int) -> list[int] | None:
+        if not task.share:
+            return None
+        k = int(state.ngpu[node])
+        fit = state.fit(np.array([node]), task.gpu_milli)[0, :k]
+        return [state.rng.choice([int(j) for j in np.flatnonzero(fit)])]
 
 
-def tie_rank(names: list[str], rng: random.Random) -> np.ndarray:
+def _task(pod: OpenbPod) -> Task:
+    return Task(pod.name, pod.cpu_milli, pod.memory_mib, pod.num_gpu, pod.gpu_milli, pod.gpu_spec)
+
+
+def policy_seed(name: str, seed: int) -> int:
+    """The seed of a policy's own stream (state.rng): the paper's six as the kit has always drawn
+    them (random-fit's numbers), any other policy from its name."""
+    return seed * 1_000_003 + (POLICIES.index(name) if name in POLICIES else zlib.crc32(name.encode()))
+
+
+def tie_rank(names: list[str], rng: random.Random | GoRand) -> np.ndarray:
     """Each node's place in the order the simulator breaks score ties in (smallest name first).
 
     Its syncClusterResourceList sorts the nodes by name and renames node i to
     `f"{perm[i]:04d}-{name}"` with perm = rand.Perm(n) before it creates them, so "the smallest
     name" among equal scores is a node drawn at random once per run (seed), not openb-node-0000:
     without the prefix, ties (every CPU-only task under GPU Packing and GPU Clustering, whose
-    scores are 0 on every node) pile onto the first nodes by name, the 2-GPU P100 nodes."""
+    scores are 0 on every node) pile onto the first nodes by name, the 2-GPU P100 nodes. With a GoRand,
+    perm is Go's rand.Perm (simulator.go:481), otherwise a shuffle of range(n)."""
     by_name = sorted(range(len(names)), key=names.__getitem__)
-    perm = list(range(len(names)))
-    rng.shuffle(perm)
+    if isinstance(rng, GoRand):
+        perm = rng.perm(len(names))
+    else:
+        perm = list(range(len(names)))
+        rng.shuffle(perm)
     renamed = [""] * len(names)
     for pos, i in enumerate(by_name):
         renamed[i] = f"{perm[pos]:04d}-{names[i]}"
     return np.argsort(np.argsort(np.array(renamed)))
 
 
+#: NodeGpuShareFragAmount's categories in FragRatioDataMap order (pkg/utils/frag.go), Q3 (index 2) left out of
+#: the fragmentation sum (FragAmountSumExceptQ3)
+_GO_FRAG_SUMMED = (0, 1, 3, 4, 5, 6)
+
+
+def _go_frag(t: Typical, acc: np.ndarray, ge: np.ndarray, cpu: np.ndarray, small: np.ndarray,
+             s: np.ndarray) -> np.ndarray:
+    """Scorer._frag's sum in the simulator's float order (`--rng go`; the same terms, so the same value up to
+    the last bits, which decide a score of 49 against 50 when the true difference is 0): each typical pod
+    (in order) adds weight x milli into its category - Q1 lack both 0, Q2 lack GPU 1, Q3 2 (only its
+    GPUs too small for the pod count, and into Q2), Q4 lack CPU 3, XL CPU-only fits 4, XR CPU-only does
+    not 5, no access 6 (GetNodePodFrag) - then the categories are added in that order, Q3 left out.
+    Arguments broadcast over the last axis (typical pods): acc, ge (GPUs with enough left), cpu (left),
+    small (milli left on the GPUs with too little), s (milli left in all)."""
+    cpu_ok = cpu >= t.cpu
+    cat = np.where(t.num == 0, np.where(cpu_ok, 4, 5),
+                   np.where(~acc, 6, np.where(ge >= t.num, np.where(cpu_ok, 1, 3), np.where(cpu_ok, 1, 0))))
+    q3 = (t.num > 0) & acc & (ge >= t.num) & cpu_ok
+    amount = np.where(q3, small, s) * t.p
+    out = np.zeros(np.broadcast_shapes(amount.shape[:-1], cat.shape[:-1]))
+    for c in _GO_FRAG_SUMMED:
+        out = out + np.cumsum(np.where(cat == c, amount, 0.0), axis=-1)[..., -1]  # cumsum: strictly left to right
+    return out
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
+#: `--rng`: python (random.Random(seed), the default) or go (the simulator's own draws: gorand.GoRand)
+RNGS = ("python", "go")
+#: rand.Float64() draws the scheduler's informers make (one per first watch, the vendored client-go
+#: tools/cache/reflector.go:400) between the simulator's workload tuning and its node prefixes
+INFORMER_DRAWS = 10
+
+
 @lru_cache(maxsize=8)
 def _arrivals(original: tuple[OpenbPod, ...], capacity_milli: int, ratio: float, seed: int,
-              names: tuple[str, ...]) -> tuple[tuple[OpenbPod, ...], np.ndarray]:
+              names: tuple[str, ...], rng: str = "python") -> tuple[tuple[OpenbPod, ...], np.ndarray]:
     """The inflated arrival list and the nodes' tie-break ranks of one seed: the same for every policy run on
     that seed (a lesson runs six policies on one trace), so drawn once. The ranks are drawn after the pods,
-    from the same generator, as the simulator draws its node prefixes."""
-    draws = random.Random(seed)
+    from the same generator, as the simulator draws its node prefixes.
+
+    rng "go": the simulator's one global stream, in its order: rand.Seed(seed) and one rand.Int()
+    (pkg/simulator/core.go:102-103, the Debugf argument is evaluated), the name sort and rand.Shuffle
+    (SortClusterPods, simulator.go:843-851), the tuning's rand.Intn (simulator.go:1105-1140), the
+    informers' INFORMER_DRAWS rand.Float64(), then rand.Perm over the nodes sorted by name (:481)."""
+    draws: random.Random | GoRand = random.Random(seed) if rng == "python" else GoRand(seed)
+    if isinstance(draws, GoRand):
+        draws.int_()
     pods = tuple(inflate(list(original), capacity_milli, ratio, rng=draws))
+    if isinstance(draws, GoRand):
+        for _ in range(INFORMER_DRAWS):
+            draws.float64()
     rank = tie_rank(list(names), draws)
     rank.flags.writeable = False
     return pods, rank
 
 
 @cache
-def _gpu_bus_ids(node_profile: str) -> tuple[str, ...]:
+def gpu_bus_ids(node_profile: str) -> tuple[str, ...]:
     """The PCI bus IDs of a fake_gpus node profile's GPUs, in the order its ResourceSlices list them (every run
     of every policy builds its fleet from the same dozen profiles)."""
     devs = [d for s in build_slices(node_profile, "probe") if s["spec"].get("driver") == o.GPU_CLASS
@@ -378,7 +486,7 @@ def _gpu_bus_ids(node_profile: str) -> tuple[str, ...]:
 def _state(fleet: dict) -> State:
     names, model, ngpu, cpu, mem, bus = [], [], [], [], [], []
     for n in fleet["nodes"]:
-        ids = _gpu_bus_ids(n["nodeProfile"])
+        ids = gpu_bus_ids(n["nodeProfile"])
         names.append(n["name"])
         model.append(n["labels"]["labkit.dev/openb-model"])
         ngpu.append(len(ids))
@@ -389,11 +497,12 @@ def _state(fleet: dict) -> State:
     g = np.zeros((k, 8), dtype=np.int64)
     for r, c in enumerate(ngpu):
         g[r, :c] = MILLI
-    return State(names, model, np.array(ngpu), np.array(cpu, dtype=np.int64), np.array(mem, dtype=np.int64), g, bus,
-                 np.zeros((k, 9), dtype=np.int64))
+    return State(names, model, np.array(ngpu), np.array(cpu, dtype=np.int64), np.array(mem, dtype=np.int64), g,
+                 tags=np.zeros((k, 9), dtype=np.int64), bus=bus)
 
 
-def _claim_template(pod: OpenbPod, bus: list[str], product: dict[str, str]) -> dict:
+def claim_template(pod: OpenbPod, bus: list[str], product: dict[str, str]) -> dict:
+    """The task's ResourceClaimTemplate: its GPUs picked by PCI bus id (`bus`), a share as `shares`."""
     sels = [{"cel": {"expression": f"device.attributes['{PCI_ATTR}'].pciBusID in {sorted(bus)!r}"}}]
     if pod.gpu_spec:
         names = sorted(product[m] for m in pod.gpu_spec)
@@ -405,7 +514,8 @@ def _claim_template(pod: OpenbPod, bus: list[str], product: dict[str, str]) -> d
     return o.template(f"openb-{key}"[:63].rstrip("-"), spec)
 
 
-def _pod(name: str, pod: OpenbPod, node: str, template: str | None) -> dict:
+def pinned_pod(name: str, pod: OpenbPod, node: str, template: str | None) -> dict:
+    """The task's Pod, pinned to `node` by node affinity (see the module text), with the claim of `template`."""
     p = o.pod(name, template_name=template, labels={"labkit.dev/experiment": "inflation"})
     p["spec"]["containers"][0]["resources"]["requests"] = {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}
     p["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
@@ -414,25 +524,36 @@ def _pod(name: str, pod: OpenbPod, node: str, template: str | None) -> dict:
 
 
 @fewer_collections()
-def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio: float = 1.3, seed: int = 42,
+def run_inflation(policy: str | Any, trace: str = "default", *, every: int = 1, ratio: float = 1.3, seed: int = 42,
                   sim: bool = True, whole_gpus: bool = False, gpu_mode: str = "shares", nodes: str | Path = NODES_PATH,
-                  product_names: dict[str, str] | None = None) -> dict:
+                  product_names: dict[str, str] | None = None, keep_placements: bool = False,
+                  rng: str = "python") -> dict:
     """One policy, one seed: the curve and the unallocated GPUs at saturation (see the module text).
     `every`: run on 1 node in `every` of each node group (and inflate to that cluster's capacity);
     `sim=False` skips the sim (the policy's own bookkeeping only; for comparison and speed tests).
     `whole_gpus`: no sharing - a task asking for part of a GPU gets a whole one (what a DRA claim
     without a capacity request gets from a device that is not multi-allocatable); the x axis still
     counts what the tasks asked for. `gpu_mode`: "shares" (the default: consumable capacity),
-    "whole" (= whole_gpus) or "mig" (dynamic MIG, see MIG_MODEL; bookkeeping only, sim=False)."""
+    "whole" (= whole_gpus) or "mig" (dynamic MIG, see MIG_MODEL; bookkeeping only, sim=False).
+    `keep_placements`: the result's "placements" lists every placed task in arrival order as
+    (pod name, trace pod name, node, GPU indices) - what another cluster must reproduce.
+    `policy`: any policy of the protocol (labkit.experiments.policies): a built-in name of either
+    world, PATH.py[:Class], module:Class or a policy object; a `run` policy places by the protocol's
+    defaults here (kube-scheduler's default node, the default GPUs).
+    `rng`: "python" (random.Random(seed)) or "go": the authors' simulator's own draws (Go's math/rand, as
+    it seeds it; `_arrivals`) and its FGD arithmetic to the last bit (`Typical.of`, `_go_frag`); the
+    result then also has alloc_pct_published_metric / unallocated_gpus_published_metric, the paper's
+    value at the last x (`published_alloc_pct`). Random-fit's draws stay the kit's own."""
     gpu_mode = "whole" if whole_gpus else gpu_mode
     check_gpu_mode(gpu_mode, sim)
-    if policy not in POLICIES:
-        raise InflationError(f"policy {policy!r}: unknown; use one of {', '.join(POLICIES)}")
+    check_rng(rng)
+    pol = load_policy(policy)
+    name = pol.name
     started, cpu_started = time.perf_counter(), time.process_time()
     fleet = openb_fleet(nodes, every=every)
     st = _state(fleet)
     original = openb_pods(trace)
-    pods, rank = _arrivals(tuple(original), st.capacity_milli, ratio, seed, tuple(st.names))
+    pods, rank = _arrivals(tuple(original), st.capacity_milli, ratio, seed, tuple(st.names), rng)
     pods = list(pods)
     asked = [p.milli_total for p in pods]
     if gpu_mode == "whole":
@@ -445,10 +566,11 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
     #: what a placed pod takes of the GPUs, in milli-GPU (MIG: compute slices / 7 of each GPU)
     takes = [p.milli_total if gpu_mode != "mig" or not p.num_gpu or p.gpu_milli >= MILLI
              else _mig_profile(p.gpu_milli)[1] * MILLI / gpu_model(MIG_MODEL).mig_compute_slices for p in pods]
-    rng = random.Random(seed * 1_000_003 + POLICIES.index(policy))
-    typical = Typical.of(original, st.model)  # the simulator's: from the pod list before inflation
-    scorer = Scorer(policy, st, typical, rng)
-    product = product_names or _product_names()
+    st.rng = random.Random(policy_seed(name, seed))  # the policy's own draws, e.g. random-fit's (either rng)
+    typical = Typical.of(original, st.model, go=rng == "go")  # the simulator's: from the pod list before inflation
+    st.typical, st.workload = typical, tuple(_task(p) for p in original)
+    tasks = [_task(p) for p in pods]
+    product = product_names or gpu_product_names()
     cluster = connect("sim", fleet, seed=seed, validate=False, progress=False) if sim else None
     allowed_cache: dict[tuple[str, ...], np.ndarray] = {}
     models = np.array(st.model)
@@ -458,37 +580,35 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
     curve: list[float] = []
     next_x = 0
     failed = Counter()
+    placements: list[tuple[str, str, str, list[int]]] = []
+    events: list[tuple[int, float]] = []  # (arrived, allocated) milli-GPU after each task: the paper's metric
     for k, pod in enumerate(pods):
         arrived += asked[k]
         allowed = allowed_cache.get(pod.gpu_spec)
         if allowed is None:
             allowed = allowed_cache[pod.gpu_spec] = (np.isin(models, list(pod.gpu_spec)) if pod.gpu_spec
                                                      else np.ones(len(models), dtype=bool))
-        idx = feasible(st, pod, allowed)
+        task = tasks[k]
+        idx = candidates(task, st, allowed)
         if len(idx) == 0:
             failed[_tag(pod) or "cpu"] += 1
         else:
-            scores, best_gpu = scorer.scores(idx, pod)
+            scores, _ = choose(pol, task, st, idx)
             top = np.flatnonzero(scores == scores.max())
             # the simulator's kube-scheduler takes the smallest node name among the best (not a
             # random one, as upstream's selectHost does), "for reproducibility"; the names carry
             # a random prefix (tie_rank), so a tie goes to a node drawn once per run
             pick = int(top[np.argmin(rank[idx[top]])]) if len(top) > 1 else int(top[0])
             i = int(idx[pick])
-            gpus = scorer.gpus(i, pod, int(best_gpu[pick]) if best_gpu is not None else None)
+            gpus = choose_gpus(pol, task, st, i)
             if cluster is not None:
                 _place(cluster, st, i, pod, gpus, f"p{k:05d}", product, applied)
-            st.cpu[i] -= pod.cpu_milli
-            st.mem[i] -= pod.memory_mib
-            for j in gpus:
-                st.g[i, j] -= min(pod.gpu_milli, MILLI)
-                if st.slices is not None:
-                    st.slices[i, j] = mig_place(int(st.slices[i, j]), pod.gpu_milli)
-            if pod.num_gpu:
-                st.tags[i, _tag_col(pod)] += 1
-            scorer.placed(i)
+            if keep_placements:
+                placements.append((f"p{k:05d}", pod.name, st.names[i], list(gpus)))
+            st.place(i, task, gpus)
             allocated += takes[k]
             served += asked[k]
+        events.append((arrived, allocated))
         while next_x * X_STEP * cap <= arrived * 100 and next_x * X_STEP <= ratio * 100 + 1e-9:
             curve.append(round(100 * allocated / cap, 3))
             next_x += 1
@@ -496,7 +616,7 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
         curve.append(round(100 * allocated / cap, 3))
         next_x += 1
     gpus_total = int(st.ngpu.sum())
-    return {"policy": policy, "trace": trace, "seed": seed, "ratio": ratio, "nodes": len(st.names), "gpus": gpus_total,
+    return {"policy": name, "trace": trace, "seed": seed, "ratio": ratio, "nodes": len(st.names), "gpus": gpus_total,
             "pods": len(pods), "failed_pods": sum(failed.values()), "failed_by_kind": dict(failed),
             "x_step_pct": X_STEP, "alloc_pct": curve,
             "alloc_pct_at_saturation": round(100 * allocated / cap, 3),
@@ -504,7 +624,31 @@ def run_inflation(policy: str, trace: str = "default", *, every: int = 1, ratio:
             "served_gpus": round(served / MILLI, 3),
             "wall_s": round(time.perf_counter() - started, 2),
             "cpu_s": round(time.process_time() - cpu_started, 2), "sim": sim, "whole_gpus": gpu_mode == "whole",
-            "gpu_mode": gpu_mode}
+            "gpu_mode": gpu_mode, **({"placements": placements} if keep_placements else {}),
+            **({"rng": rng, **_published(events, gpus_total, ratio)} if rng == "go" else {})}
+
+
+def check_rng(rng: str) -> None:
+    if rng not in RNGS:
+        raise InflationError(f"--rng {rng!r}: unknown; use one of {', '.join(RNGS)}")
+
+
+def published_alloc_pct(events: list[tuple[int, float]], gpus: int, x_pct: int) -> float | None:
+    """The paper's allocated GPUs (% of the fleet) at x % arrived, as its merge_alloc_discrete.py:97-119
+    computes the published columns from the simulator's per-task [Alloc] log lines: arrived % rounded to
+    a whole number, allocated % rounded to 2 decimals, the mean over the tasks whose arrived % rounds to
+    x (else to x - 1 .. x + 1), rounded to 2 decimals (numpy's rounding, as pandas gives it)."""
+    arrive = [round(a / gpus / 10, 0) for a, _ in events]
+    alloc = [round(u / gpus / 10, 2) for _, u in events]
+    vals = [v for r, v in zip(arrive, alloc, strict=True) if r == x_pct] or \
+        [v for r, v in zip(arrive, alloc, strict=True) if x_pct - 1 <= r <= x_pct + 1]
+    return float(np.round(np.mean(np.array(vals)), 2)) if vals else None
+
+
+def _published(events: list[tuple[int, float]], gpus: int, ratio: float) -> dict[str, float | None]:
+    a = published_alloc_pct(events, gpus, round(ratio * 100))
+    return {"alloc_pct_published_metric": a,
+            "unallocated_gpus_published_metric": None if a is None else round(gpus * (100 - a) / 100, 2)}
 
 
 def _whole_pod(p: OpenbPod) -> OpenbPod:
@@ -578,7 +722,7 @@ def mig_place(used: int, milli: int) -> int:
     raise InflationError(f"MIG placement of {milli} milli-GPU on slices {used:#x}: none free; this is a bug")
 
 
-def _product_names() -> dict[str, str]:
+def gpu_product_names() -> dict[str, str]:
     return {code: gpu_model(model).product_name for code, model in MODELS.items()}
 
 
@@ -588,12 +732,12 @@ def _place(cluster: Any, st: State, i: int, pod: OpenbPod, gpus: list[int], name
     objs = []
     template = None
     if pod.num_gpu:
-        t = _claim_template(pod, [st.bus[i][j] for j in gpus], product)
+        t = claim_template(pod, [st.bus[i][j] for j in gpus], product)
         template = t["metadata"]["name"]
         if template not in applied:
             applied.add(template)
             objs.append(t)
-    objs.append(_pod(name, pod, node, template))
+    objs.append(pinned_pod(name, pod, node, template))
     cluster.apply(objs)
     cluster.wait()
     got = cluster.sim.get("Pod", name, "default")
@@ -611,32 +755,43 @@ def _place(cluster: Any, st: State, i: int, pod: OpenbPod, gpus: list[int], name
                                  f"{sorted(want)}; this is a bug, please report it")
 
 
-def run_all(trace: str = "default", policies: tuple[str, ...] = POLICIES, *, seeds: tuple[int, ...] = (42,),
+def run_all(trace: str = "default", policies: Sequence[Any] = POLICIES, *, seeds: tuple[int, ...] = (42,),
             every: int = 1, ratio: float = 1.3, sim: bool = True, workers: int | None = 1, address: str | None = None,
             whole_gpus: bool = False, gpu_mode: str = "shares", nodes: str | Path = NODES_PATH,
-            progress: bool | None = False) -> dict:
+            progress: bool | None = False, rng: str = "python") -> dict:
     """Every policy x seed; per policy the mean curve and unallocated GPUs (documented keys: see
     `labkit experiment inflation --help`). The cells run as sweeps do (labkit.experiments.sweep):
     serially (`workers=1`), in `workers` local processes (None: the CPU count) or on the Dask
-    scheduler at `address`; every engine gives the same figures."""
-    cells = [(p, s) for p in policies for s in seeds]
-    bad = [p for p in policies if p not in POLICIES]
-    if bad:
-        raise InflationError(f"policy {bad[0]!r}: unknown; use one of {', '.join(POLICIES)}")
+    scheduler at `address`; every engine gives the same figures. `rng`: see run_inflation ("go": also
+    the paper's own metric per policy and seed). `policies`: built-in names of either world,
+    PATH.py[:Class] or module:Class specs (workers load them again), or policy objects (run
+    serially, or pickled to the workers: their class must be importable there)."""
+    pols = [load_policy(p) for p in policies]
+    names = [p.name for p in pols]
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice:
+        raise InflationError(f"policy {twice!r}: given twice (policies are told apart by name)",
+                             fix="give each policy once, or give your copy another name")
+    specs = [policy_spec(p) for p in pols]
+    if address or len(specs) * len(seeds) > 1 and (workers or os.cpu_count() or 1) > 1:
+        for p in specs:
+            check_shippable(p)
+    cells = [(p, s) for p in specs for s in seeds]
     if every < 1:
         raise InflationError(f"--sample {every}: give a whole number >= 1 (1 = every node)")
     if workers is not None and workers < 1:
         raise InflationError(f"--workers {workers}: give at least 1 (1 = serially in this process)")
     gpu_mode = "whole" if whole_gpus else gpu_mode
     check_gpu_mode(gpu_mode, sim)
+    check_rng(rng)
     openb_pods(trace)  # a bad trace fails here, in one line, before any work is sent out
     started = time.perf_counter()
-    runs, engine, n = run_map(_cell, [(p, trace, every, ratio, s, sim, gpu_mode, str(nodes)) for p, s in cells],
+    runs, engine, n = run_map(_cell, [(p, trace, every, ratio, s, sim, gpu_mode, str(nodes), rng) for p, s in cells],
                               workers=workers, address=address, progress=progress, desc="inflation: cells")
     out: dict[str, Any] = {"trace": trace, "ratio": ratio, "seeds": list(seeds), "sample_every": every,
                            "nodes": runs[0]["nodes"], "gpus": runs[0]["gpus"], "sim": sim,
-                           "whole_gpus": gpu_mode == "whole", "gpu_mode": gpu_mode, "x_step_pct": X_STEP, "engine": engine, "workers": n, "policies": {}}
-    for p in policies:
+                           "whole_gpus": gpu_mode == "whole", "gpu_mode": gpu_mode, "x_step_pct": X_STEP, "engine": engine, "workers": n, "rng": rng, "policies": {}}
+    for p in names:
         mine = [r for r in runs if r["policy"] == p]
         by_seed = [r["unallocated_gpus"] for r in mine]
         curve = [round(sum(c) / len(c), 3) for c in zip(*(r["alloc_pct"] for r in mine), strict=True)]
@@ -654,6 +809,12 @@ def run_all(trace: str = "default", policies: tuple[str, ...] = POLICIES, *, see
             "wall_s": round(sum(r["wall_s"] for r in mine), 2),
             "cpu_s": round(sum(r["cpu_s"] for r in mine), 2),
         }
+        if rng == "go":
+            pub = [r["unallocated_gpus_published_metric"] for r in mine]
+            out["policies"][p].update({
+                "alloc_pct_published_metric_by_seed": [r["alloc_pct_published_metric"] for r in mine],
+                "unallocated_gpus_published_metric": None if None in pub else round(sum(pub) / len(pub), 2),
+                "unallocated_gpus_published_metric_by_seed": pub})
     out["wall_s"] = round(time.perf_counter() - started, 2)
     out["cpu_s"] = round(sum(r["cpu_s"] for r in runs), 2)
     return out
@@ -662,11 +823,14 @@ def run_all(trace: str = "default", policies: tuple[str, ...] = POLICIES, *, see
 def _cell(args: tuple) -> dict:
     """One (policy, seed) run; a module-level function (the engines pickle it by name). A bad
     input comes back as {"error": one line}, so no exception crosses a process boundary."""
-    p, trace, every, ratio, s, sim, gpu_mode, nodes = args
+    p, trace, every, ratio, s, sim, gpu_mode, nodes, rng = args
     try:
-        return run_inflation(p, trace, every=every, ratio=ratio, seed=s, sim=sim, gpu_mode=gpu_mode, nodes=nodes)
+        return run_inflation(p, trace, every=every, ratio=ratio, seed=s, sim=sim, gpu_mode=gpu_mode, nodes=nodes,
+                             rng=rng)
+    except PolicyFault as exc:  # the policy failed: exit 1, not a bad input
+        return {"error": f"{trace} / seed {s}: {one_line(exc)}", "policy_fault": True}
     except LabkitError as exc:
-        return {"error": f"{p} / {trace} / seed {s}: {one_line(exc)}"}
+        return {"error": f"{policy_name(p)} / {trace} / seed {s}: {one_line(exc)}"}
 
 
 def fleet_summary(every: int = 1) -> dict[str, int]:
@@ -708,7 +872,7 @@ def plot_inflation(res: dict, path: str | Path | None = None) -> Any:
     for k, name in enumerate(names):
         r = res["policies"][name]
         xs = [i * res["x_step_pct"] for i in range(len(r["alloc_pct"]))]
-        line, = ax.plot(xs, r["alloc_pct"], label=f"{LABELS.get(name, name)} (ours)", lw=1.6)
+        line, = ax.plot(xs, r["alloc_pct"], label=f"{LABELS.get(name, name)}{' (ours)' if paper else ''}", lw=1.6)
         ref = paper.get(name)
         if ref:
             ax.plot([i * 5 for i in range(len(ref["alloc_pct_curve_step5"]))], ref["alloc_pct_curve_step5"], ":",
@@ -725,7 +889,7 @@ def plot_inflation(res: dict, path: str | Path | None = None) -> Any:
     ax.legend(fontsize=7, ncol=2)
     bx.set_xticks(range(len(names)), [LABELS.get(n, n) for n in names], rotation=30, ha="right", fontsize=8)
     bx.set_ylabel(f"unallocated GPUs at {100 * res['ratio']:.0f} %")
-    bx.set_title("ours (solid) vs paper (hatched)")
+    bx.set_title("ours (solid) vs paper (hatched)" if paper else "unallocated GPUs per policy")
     if path is not None:
         save_figure(fig, path)
     return fig

@@ -9,6 +9,9 @@ GPU_CLASS = "gpu.nvidia.com"
 MIG_CLASS = "mig.nvidia.com"
 NAMESPACE = "default"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: what every experiment pod asks for (`pod`): the experiments are about GPUs
+POD_CPU_MILLI = 100
+POD_MEMORY_MIB = 256
 
 
 def mem_selector(gib: float) -> dict:
@@ -61,13 +64,20 @@ def time_slicing_config() -> list[dict]:
         "sharing": {"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Default"}}}}}]
 
 
+def bus_selector(bus_ids: list[str]) -> dict:
+    """CEL: the device sits at one of these PCI bus ids (they repeat from node to node: pin the
+    pod to its node too)."""
+    return {"cel": {"expression": f"device.attributes['resource.kubernetes.io'].pciBusID in {sorted(bus_ids)!r}"}}
+
+
 def pod(name: str, *, template_name: str | None = None, claim_name: str | None = None,
         node: str | None = None, labels: dict[str, str] | None = None) -> dict:
     """A pause pod with one claim entry `gpu` (from a template or a named shared claim).
 
     CPU and memory requests are kept small on purpose: the experiments are about GPUs."""
     container: dict[str, Any] = {"name": "main", "image": "registry.k8s.io/pause:3.10",
-                                 "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}}}
+                                 "resources": {"requests": {"cpu": f"{POD_CPU_MILLI}m",
+                                                                      "memory": f"{POD_MEMORY_MIB}Mi"}}}
     spec: dict[str, Any] = {"containers": [container], "restartPolicy": "Never"}
     if template_name or claim_name:
         entry: dict[str, Any] = {"name": "gpu"}

@@ -21,9 +21,10 @@ import gzip
 import hashlib
 import io
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from pathlib import Path
+from typing import Any, Protocol
 
 from fake_gpus.kubeyaml import MAX_INPUT_BYTES, InputRefused, read_file, too_large
 from labkit.errors import InputError
@@ -63,6 +64,9 @@ class OpenbPod:
     num_gpu: int
     gpu_milli: int  # per GPU: < 1000 only for a one-GPU share; 0 for CPU-only tasks
     gpu_spec: tuple[str, ...] = ()  # allowed trace models; () = any
+    #: the gpu_spec cell as the simulator keeps it (its parts joined by "|", repeats kept, e.g.
+    #: V100M16|V100M32|V100M32); "" = any. Only `--rng go` uses it: the key of a typical pod's GPU type
+    gpu_spec_text: str = ""
 
     @property
     def milli_total(self) -> int:
@@ -221,19 +225,29 @@ def _parse_pods(name: str, text: str) -> tuple[OpenbPod, ...]:
             raise OpenbError(f"{name}:{line}: column gpu_milli: 0 with num_gpu {num}; use 1-1000")
         if num > 1 and milli != 1000:
             raise OpenbError(f"{name}:{line}: column gpu_milli: {milli} with num_gpu {num}; multi-GPU tasks take whole GPUs")
-        spec = tuple(dict.fromkeys(s for s in r.get("gpu_spec", "").split("|") if s and s != "nan"))
+        parts = [s for s in r.get("gpu_spec", "").split("|") if s and s != "nan"]
+        spec = tuple(dict.fromkeys(parts))
         bad = [s for s in spec if s not in MODELS]
         if bad:
             raise OpenbError(f"{name}:{line}: column gpu_spec: {bad[0]!r}; use models from {', '.join(MODELS)}")
         out.append(OpenbPod(r["name"], _int(name, line, "cpu_milli", r["cpu_milli"]),
-                            _int(name, line, "memory_mib", r["memory_mib"]), num, milli, spec))
+                            _int(name, line, "memory_mib", r["memory_mib"]), num, milli, spec,
+                            "|".join(parts) if num else ""))
     if not out:
         raise OpenbError(f"{name}: no pods; give a pod list with rows after the header")
     return tuple(out)
 
 
+class Draws(Protocol):
+    """What `inflate` draws with: a random.Random, or gorand.GoRand (Go's Shuffle and Intn)."""
+
+    def shuffle(self, x: list[Any], /) -> None: ...
+
+    def randrange(self, n: int, /) -> int: ...
+
+
 def inflate(pods: list[OpenbPod], capacity_milli: int, ratio: float = 1.3, seed: int = 42,
-            rng: random.Random | None = None) -> list[OpenbPod]:
+            rng: Draws | None = None) -> list[OpenbPod]:
     """The paper's arrival list: its simulator's shuffle, then its workload tuning (inflation).
 
     As the simulator's core.go runs them, in this order: the pod list is sorted by name and
@@ -243,7 +257,8 @@ def inflate(pods: list[OpenbPod], capacity_milli: int, ratio: float = 1.3, seed:
     simulator does, with the drawn pod's per-GPU milli); a list already above the target loses
     random pods instead. So the original tasks arrive first, each once, and the inflation's
     draws after them. Same method as the simulator, with Python's random.Random(seed) (or `rng`,
-    to go on drawing from it) instead of Go's math/rand: the draws differ, not their law."""
+    to go on drawing from it) instead of Go's math/rand: the draws differ, not their law. With
+    `rng=gorand.GoRand(seed)` (already past the draws before SortClusterPods), the simulator's own."""
     if ratio <= 0:
         raise OpenbError(f"inflation ratio {ratio}: give a number > 0, e.g. 1.3")
     rng = rng or random.Random(seed)
@@ -258,7 +273,7 @@ def inflate(pods: list[OpenbPod], capacity_milli: int, ratio: float = 1.3, seed:
             p = by_name[rng.randrange(len(by_name))]
             if total + p.gpu_milli > target:
                 break
-            out.append(OpenbPod(f"{p.name}-tuned-{i}", p.cpu_milli, p.memory_mib, p.num_gpu, p.gpu_milli, p.gpu_spec))
+            out.append(replace(p, name=f"{p.name}-tuned-{i}"))
             total += p.milli_total
             i += 1
     else:

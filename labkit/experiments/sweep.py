@@ -26,6 +26,7 @@ import json
 import math
 import multiprocessing
 import os
+import pickle
 import time
 from collections.abc import Callable, Sequence
 
@@ -44,8 +45,8 @@ from labkit.errors import EngineError, InputError, LabkitError, NotFoundError, o
 from labkit.experiments.alibaba import SAMPLE, SHAPE_PODS, generate_alibaba, load_alibaba
 from labkit.experiments.fleet import alibaba_fleet, build_fleet, fleet_variant
 from labkit.experiments.metrics import SUMMARY_KEYS, WALL_CLOCK_KEYS
-from labkit.experiments.policies import POLICIES, get_policy
-from labkit.experiments.runner import run_policy
+from labkit.experiments.policies import PolicyFault, get_policy, load_policy, policy_name, policy_spec
+from labkit.experiments.runner import collect_run_garbage, run_policy
 from labkit.experiments.traces import WorkItem, generate
 from labkit.model.profiles import ClusterProfile
 
@@ -89,7 +90,7 @@ class Options:
 
 @dataclass(frozen=True)
 class Cell:
-    policy: str
+    policy: Any  # a policy spec (a built-in name, PATH.py[:Class], module:Class) or a policy object
     trace: str
     seed: int
     fleet: str
@@ -208,9 +209,13 @@ def make_grid(policies: Sequence[str], traces: Sequence[str], seeds: Sequence[in
     for flag, axis in (("--policies", policies), ("--traces", traces), ("--seeds", seeds), ("--fleets", fleets)):
         if not axis:
             raise SweepError(f"{flag}: empty; give at least one value")
-    for p in policies:
-        if p not in POLICIES:  # cells carry names: a worker builds the policy from POLICIES
-            raise SweepError(f"--policies: {p!r} is not a built-in policy; use some of {', '.join(POLICIES)}")
+    # cells carry specs (a file path made absolute): a worker loads the policy again from its spec
+    loaded = [load_policy(p) for p in policies]
+    names = [p.name for p in loaded]
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice:
+        raise SweepError(f"--policies: policy {twice!r} given twice (policies are told apart by name)")
+    policies = [policy_spec(p) for p in loaded]
     for s in seeds:
         if not isinstance(s, int) or isinstance(s, bool) or s < 0:
             raise SweepError(f"--seeds: {s!r} is not a seed; use whole numbers >= 0")
@@ -236,8 +241,11 @@ def run_cell(cell: Cell, options: Options = Options()) -> dict:
         if options.limit is not None:
             items = items[: options.limit]
         run = run_policy(items, fleet, get_policy(cell.policy), tick=options.tick, seed=cell.seed)
+    except PolicyFault as exc:  # the policy failed while it ran: exit 1, not a bad input
+        return {"error": f"{cell.trace} / seed {cell.seed} / {cell.fleet}: {one_line(exc)}", "policy_fault": True}
     except LabkitError as exc:
-        return {"error": f"{cell.policy} / {cell.trace} / seed {cell.seed} / {cell.fleet}: {one_line(exc)}"}
+        return {"error": f"{policy_name(cell.policy)} / {cell.trace} / seed {cell.seed} / {cell.fleet}: "
+                         f"{one_line(exc)}"}
     return {"trace": trace_name, "fleet": cell.fleet, "seed": cell.seed, **run.summary,
             "cpu_s": time.process_time() - cpu, "trace_items": len(items)}
 
@@ -279,6 +287,9 @@ def run_sweep(cells: Sequence[Cell], options: Options = Options(), *, workers: i
     each cell finishes (in finishing order; rows with "error" are not passed), so a caller can
     keep finished rows of a sweep that is interrupted later."""
     started = time.perf_counter()
+    if address or len(cells) > 1 and (workers or os.cpu_count() or 1) > 1:
+        for c in cells:
+            check_shippable(c.policy)
 
     def done(i: int, row: dict) -> None:
         if on_row is not None and "error" not in row:
@@ -314,16 +325,38 @@ def run_map(fn: Callable[[Any], dict], items: Sequence[Any], *, workers: int | N
                 rows, engine = [], "serial"
                 for i, c in enumerate(items):
                     rows.append(fn(c))
+                    collect_run_garbage()
                     finished(i, rows[-1])
             else:
                 rows, engine = _run_local(fn, items, n, finished), f"local x{n}"
     finally:
         bar.close()
-    errors = [r["error"] for r in rows if "error" in r]
+    errors = [r for r in rows if "error" in r]
     if errors:
         more = f" (and {len(errors) - 1} more cells failed)" if len(errors) > 1 else ""
-        raise SweepError(errors[0] + more)
+        # a policy that failed while it ran keeps its kind (exit 1); anything else is bad input
+        raise (PolicyFault if errors[0].get("policy_fault") else SweepError)(errors[0]["error"] + more)
     return rows, engine, n
+
+
+def check_shippable(policy: Any) -> None:
+    """A policy object for worker processes or Dask must pickle, its class importable there (a
+    spec string always ships: the worker loads it again)."""
+    if isinstance(policy, str):
+        return
+    cls = type(policy)
+    why = ""
+    if cls.__module__ == "__main__" or "<locals>" in cls.__qualname__:
+        why = f"its class {cls.__qualname__} is defined in {cls.__module__} (a notebook cell or a script)"
+    else:
+        try:
+            pickle.dumps(policy)
+        except Exception as exc:  # noqa: BLE001 - whatever pickle says
+            why = f"it cannot be pickled ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    if why:
+        raise SweepError(f"policy {getattr(policy, 'name', cls.__name__)!r}: cannot go to worker processes: {why}",
+                         fix="run serially (workers=1), or put the class in a file and pass 'PATH.py' "
+                             "(workers load it again)")
 
 
 def _run_local(fn: Callable[[Any], dict], items: Sequence[Any], n: int,
