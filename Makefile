@@ -12,7 +12,7 @@ export LABKIT_CACHE ?= $(HOME)/.cache/dra-labkit
 # the CEL tests compare with Kubernetes' own CEL code when this binary exists (make oracle builds it)
 export LABKIT_CEL_ORACLE ?= $(LABKIT_CACHE)/cel-oracle/cel-oracle
 
-.PHONY: lab test test-suites setup lint unit notebooks notebooks-local oracle controlplane helm browser-deps shell-deps pyodide-deps site site-venv site-serve \
+.PHONY: lab test test-suites setup lint unit notebooks notebooks-local oracle controlplane helm actionlint browser-deps shell-deps pyodide-deps site site-venv site-serve \
         kind-engine kind-engine-stop kind-images notebooks-kind reliability clean help
 
 help:
@@ -61,6 +61,11 @@ controlplane:
 # helm for the fake driver's chart tests, built from the Go module proxy (cached by version)
 helm:
 	bash tools/build-helm.sh
+
+# actionlint for the workflow test (tests/test_workflows_actionlint.py), built from the Go module proxy
+# (pinned, cached in $(LABKIT_CACHE)/bin)
+actionlint:
+	bash tools/build-actionlint.sh
 
 browser-deps:
 	bash tools/install-browser-deps.sh
@@ -131,12 +136,12 @@ kind-images: kind-engine
 
 # every suite runs inside tools/with-kind.sh: engine up (stopped again at the end, also on
 # failure), kind node image loaded, DOCKER_HOST / LABKIT_KIND_NODE_IMAGE / PATH set for the kind tests
-test: $(STAMP) lint oracle controlplane helm browser-deps shell-deps
+test: $(STAMP) lint oracle controlplane helm actionlint browser-deps shell-deps
 	bash tools/with-kind.sh $(MAKE) --no-print-directory test-suites
 
-# five lanes at once (tools/test-lanes.sh): main (pytest), local (the tests on the local control
-# plane), course (browser, then the notebooks on sim and on local), kind (the e2e) and faults
-# (driver faults on kind); LABKIT_TEST_LANES=serial
+# six lanes at once (tools/test-lanes.sh): main (pytest), local (the tests on the local control
+# plane), course (browser, then the notebooks on sim and on local), site (the JupyterLite course in
+# Chromium), kind (the e2e) and faults (driver faults on kind); LABKIT_TEST_LANES=serial
 # runs them one after the other
 test-suites: $(STAMP)
 	bash tools/test-lanes.sh $(LOCAL_NOTEBOOKS)

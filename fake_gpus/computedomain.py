@@ -38,6 +38,10 @@ CLIQUE_KIND = "ComputeDomainClique"
 CLIQUE_ID_LABEL = "resource.nvidia.com/computeDomain.cliqueID"
 DRIVER_NAMESPACE = "dra-driver-nvidia-gpu"  # where NVIDIA's bats tests install the chart
 NOT_READY = "error asserting ComputeDomain Ready: current node not ready in ComputeDomain"
+#: what the plugin's Prepare puts before an error of applying a claim's config (channel_check's errors):
+#: cmd/compute-domain-kubelet-plugin/device_state.go, "prepare devices failed: %w" around prepareDevices and
+#: "error applying config: %w" around applyConfig
+APPLY_CONFIG_FAILED = "prepare devices failed: error applying config: "
 _FIELDS = {CHANNEL_CONFIG_KIND: {"apiVersion", "kind", "domainID", "allocationMode"},
            DAEMON_CONFIG_KIND: {"apiVersion", "kind", "domainID"}}
 
@@ -211,7 +215,8 @@ def daemonset(cd: dict[str, Any], namespace: str = DRIVER_NAMESPACE, image: str 
 def domain_status(cd: dict[str, Any], running: dict[str, tuple[str, str]]) -> dict[str, Any]:
     """The status the daemons and the controller write: `running` maps each node with a running
     daemon to (pod IP, clique id). Known nodes keep their index; new ones take the lowest free one.
-    Ready once at least numNodes nodes are in and all of them are Ready."""
+    Ready once at least numNodes nodes are in and all of them are Ready (numNodes is deprecated upstream,
+    "recommended to be set to zero": then Ready for whichever nodes are in)."""
     old = [n for n in _as_dict(cd.get("status")).get("nodes") or [] if isinstance(n, dict)]
     nodes = [n for n in old if n.get("name") in running]
     used = {n.get("index") for n in nodes}
@@ -259,7 +264,8 @@ def prepare_error(claim: dict[str, Any], why: str) -> str:
 
 
 def node_ready(cd: dict[str, Any] | None, node: str) -> bool:
-    """The plugin's isCurrentNodeReadyInStatus."""
+    """The plugin's isCurrentNodeReady: upstream it looks in the node's ComputeDomainClique first, then in
+    status.nodes; here the cliques are built from the status (`cliques`), so the status answers for both."""
     for n in _as_dict((cd or {}).get("status")).get("nodes") or []:
         if isinstance(n, dict) and n.get("name") == node:
             return n.get("status") == "Ready"
@@ -277,11 +283,12 @@ def channel_check(claim: dict[str, Any], cd: dict[str, Any] | None, node: str, n
         return None, False
     uid = config["domainID"]
     if cd is None:
-        return f"error asserting ComputeDomain's namespace: ComputeDomain not found: {uid}", False
+        return f"{APPLY_CONFIG_FAILED}error asserting ComputeDomain's namespace: ComputeDomain not found: {uid}", False
     if cd["metadata"].get("namespace", "default") != _as_dict(claim.get("metadata")).get("namespace", "default"):
-        return ("error asserting ComputeDomain's namespace: the ResourceClaim's namespace is different than "
-                "the ComputeDomain's namespace"), False
+        return (f"{APPLY_CONFIG_FAILED}error asserting ComputeDomain's namespace: the ResourceClaim's namespace is "
+                "different than the ComputeDomain's namespace"), False
     current = node_labels.get(LABEL)
     if current not in (None, uid):
-        return "error adding Node label for ComputeDomain: label already exists for a different ComputeDomain", False
-    return (None if node_ready(cd, node) else NOT_READY), current != uid
+        return (f"{APPLY_CONFIG_FAILED}error adding Node label for ComputeDomain: label already exists for a "
+                "different ComputeDomain"), False
+    return (None if node_ready(cd, node) else APPLY_CONFIG_FAILED + NOT_READY), current != uid

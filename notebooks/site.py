@@ -64,7 +64,7 @@ sys.path.insert(0, str(HERE))
 import build  # noqa: E402 - the learner copies of notebooks/build.py
 
 sys.path.insert(0, str(ROOT / "tools"))
-from lessons import lessons  # noqa: E402 - each lesson's facts, from its front matter (tools/lessons.py)
+from lessons import GROUPS, lessons  # noqa: E402 - each lesson's facts, from its front matter (tools/lessons.py)
 from pyodide_verified import closure  # noqa: E402 - the lock's dependency closure (tools/pyodide_verified.py)
 
 CACHE = Path(os.environ.get("LABKIT_CACHE", Path.home() / ".cache" / "dra-labkit")) / "pyodide"
@@ -376,42 +376,92 @@ def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> d
     return plugin
 
 
-def _lessons() -> list[tuple[str, str, str, str]]:
-    """(number, notebook, what you learn, time) of each lesson, from its front matter (tools/lessons.py)."""
-    return [(str(x["number"]), str(x["name"]), str(x["learn"]), f"{x['minutes']} min") for x in lessons()]
+#: the site's own static files (the landing page's stylesheet, the lab's run-when-ready script): copied to
+#: SITE_STATIC_DIR of the site
+SITE_STATIC = HERE / "site_static"
+SITE_STATIC_DIR = "labkit-site"
+#: the lab pages that load the run-when-ready script (a cell run before the kernel is up runs once it is)
+LAB_PAGES = ("lab/index.html", "notebooks/index.html")
+
+
+def lesson_link(name: str) -> str:
+    """A lesson's stable address in the site, relative to its root: it opens the notebook in the lab."""
+    return f"lab/index.html?path=notebooks/{name}.ipynb"
+
+
+def _inline_markdown(text: str) -> str:
+    """The front matter's Markdown (`code` only) as HTML."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
 
 
 def landing_page(config_script: str) -> str:
-    """The site's index.html. ``config_script``: JupyterLite's own ``jupyter-config-data`` element of the
-    index.html it built, kept (the lab reads the settings of every parent folder's index.html)."""
-    items = []
-    for number, name, learn, minutes in _lessons():
-        link = f"lab/index.html?path=notebooks/{name}.ipynb"
-        note = " <em>(needs the full kit: kind or local)</em>" if name in FULL_KIT_ONLY else ""
-        learn_html = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(learn))  # the front matter's Markdown
-        items.append(f'<li><a href="{link}">{number} · {html.escape(name)}</a> — {learn_html} '
-                     f"({html.escape(minutes)}){note}</li>")
+    """The site's index.html: the lessons by group (tools/lessons.py GROUPS), each with its title, what it
+    teaches and its minutes, linked by its stable address. ``config_script``: JupyterLite's own
+    ``jupyter-config-data`` element of the index.html it built, kept (the lab reads the settings of every
+    parent folder's index.html)."""
+    items = lessons()
+    sections = []
+    for group, heading in GROUPS.items():
+        mine = [x for x in items if x["group"] == group]
+        if not mine:
+            continue
+        rows = []
+        for x in mine:
+            note = ' · <span class="note">needs the full kit for kind and local</span>' if x["name"] in FULL_KIT_ONLY else ""
+            rows.append(f'<li><a href="{html.escape(lesson_link(str(x["name"])))}"><span class="num">{x["number"]}</span>'
+                        f'{html.escape(str(x["title"]))}</a>\n<p class="learn">{_inline_markdown(str(x["learn"]))}</p>\n'
+                        f'<p class="meta">{x["minutes"]} min{note}</p></li>')
+        sections.append(f'<section aria-labelledby="{group}">\n<h2 id="{group}">{heading}</h2>\n<ol class="lessons">\n'
+                        + "\n".join(rows) + "\n</ol>\n</section>")
+    minutes = sum(int(x["minutes"]) for x in items)  # type: ignore[call-overload]
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>DRA LabKit — the course in your browser</title>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>DRA LabKit: Kubernetes Dynamic Resource Allocation for GPUs, in your browser</title>
 {config_script}
-<style>body{{font-family:sans-serif;max-width:52rem;margin:2rem auto;line-height:1.5}}li{{margin:.3rem 0}}</style>
-</head><body>
-<h1>DRA LabKit — the course in your browser</h1>
-<p>Learn Kubernetes Dynamic Resource Allocation (<code>resource.k8s.io/v1</code>) for GPUs with simulated NVIDIA
-GPUs. Everything runs in this tab (JupyterLite + Pyodide, the embedded <code>sim</code> cluster): nothing to
-install, no account, no GPU. Open a lesson and run its cells from the top; your edits stay in this browser.
-Python takes a few seconds to start in the tab: wait until the status bar at the bottom reads
-<b>Python (Pyodide) | Idle</b>, since a Run All clicked before that runs nothing (JupyterLab drops it).</p>
-<ol start="0">
-{chr(10).join(items)}
-</ol>
-<p><a href="lab/index.html">Open the lab</a> with every notebook and <code>examples/</code>.</p>
+<link rel="stylesheet" href="{SITE_STATIC_DIR}/landing.css">
+</head>
+<body>
+<header>
+<h1>DRA LabKit</h1>
+<p class="tagline">Kubernetes Dynamic Resource Allocation (<code>resource.k8s.io/v1</code>) for GPUs, hands on.</p>
+<p class="intro">Every lesson runs in this tab on simulated NVIDIA GPUs (JupyterLite and Pyodide with the
+embedded <code>sim</code> cluster): nothing to install, no account, no GPU. Open a lesson and run it from the top;
+your edits stay in this browser.</p>
+<p class="total">{len(items)} lessons, about {round(minutes / 60)} hours in all.
+<a href="lab/index.html">Open the lab</a> with every notebook and <code>examples/</code>.</p>
+</header>
+<main>
+{chr(10).join(sections)}
+</main>
+<footer>
 <h2>The full kit</h2>
 <p>The <code>local</code> and <code>kind</code> backends (a real control plane, a real kind cluster) and the fast
 native engines need an install: <code>git clone</code> the DRA LabKit repository, then <code>make lab</code>
-(Python ≥ 3.11 and <code>make</code>; kind also needs Docker or Podman).</p>
-</body></html>
+(Python 3.11 or later and <code>make</code>; kind also needs Docker or Podman).</p>
+</footer>
+</body>
+</html>
 """
+
+
+def add_site_static(site: Path) -> None:
+    """The site's own static files (SITE_STATIC) into the built ``site``, the lab's settings that let the
+    run-when-ready script reach the lab (``exposeAppInBrowser``: JupyterLite sets ``window.jupyterapp``), and
+    that script in each lab page."""
+    shutil.copytree(SITE_STATIC, site / SITE_STATIC_DIR)
+    config = site / "jupyter-lite.json"
+    data = json.loads(config.read_text())
+    data["jupyter-config-data"]["exposeAppInBrowser"] = "true"  # JupyterLite compares the string
+    config.write_text(json.dumps(data, indent=1))
+    for page in LAB_PAGES:
+        path = site / page
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+            tag = f'<script src="../{SITE_STATIC_DIR}/run-when-ready.js"></script>\n'
+            path.write_text(text.replace("</head>", tag + "</head>", 1), encoding="utf-8")
 
 
 #: font formats that only browsers without WebAssembly (so without Pyodide) need: JupyterLab's icon fonts come in
@@ -533,6 +583,7 @@ def build_site(lite_dir: Path, out: Path, pyodide: Path | None, *, sourcemaps: b
     start = built.find('<script id="jupyter-config-data"')
     config_script = built[start:built.index("</script>", start) + len("</script>")] if start >= 0 else ""
     (out / "index.html").write_text(landing_page(config_script), encoding="utf-8")
+    add_site_static(out)
     (out / ".nojekyll").write_text("")  # GitHub Pages: serve _-prefixed folders as they are
     left_out = drop_legacy_fonts(out) + drop_extensions(out)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())

@@ -3,11 +3,14 @@ and no checker raises."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from labkit.cluster import connect
 from labkit.course import checks
 from labkit.course.show import device_table, placement_lines, pod_lines, show_env, table
+from labkit.experiments.inflation import MAX_CPU, MAX_GPU, MAX_SCORE, run_all
+from labkit.experiments.policies import ScoringPolicy
 
 
 @pytest.fixture(scope="module")
@@ -329,6 +332,41 @@ def test_best_policy(capsys):
     verdict(capsys, checks.check_best_policy("whole-gpu", _Results(), "never_placed"), "✅")  # ties: any minimum
     out = verdict(capsys, checks.check_best_policy("shared", _Results(), "never_placed"), "✅")
     assert "tied with" in out
+
+
+def test_fewer_unallocated_on_lesson_12s_sample(capsys):
+    """Lesson 12's policy exercise as the learner runs it: the unchanged copy of the worked example
+    (the placeholder) leaves as many GPUs unallocated as the example, so ❌; the answer (CPU-only tasks
+    to the node with the least GPU left) leaves fewer, so ✅; a name not run is named in the ❌."""
+    class SharedFirst(ScoringPolicy):  # the lesson's worked example
+        name = "shared-first"
+
+        def score(self, task, state, nodes):
+            g = state.g[nodes]
+            cpu_left = (state.cpu[nodes] - task.cpu_milli) / MAX_CPU
+            gpu_left = (g.sum(axis=1) - task.milli_total) / MAX_GPU
+            score = ((1 - (cpu_left + gpu_left) / 2) * MAX_SCORE).astype(np.int64)
+            if task.share:
+                score += MAX_SCORE * ((g >= task.gpu_milli) & (g < 1000)).any(axis=1)
+            return score
+
+    class Unchanged(SharedFirst):
+        name = "my-policy"
+
+    class Answer(SharedFirst):
+        name = "answer"
+
+        def score(self, task, state, nodes):
+            return -state.g[nodes].sum(axis=1) if task.gpus == 0 else super().score(task, state, nodes)
+
+    res = run_all("default", [SharedFirst(), Unchanged(), Answer()], every=10, sim=False)
+    out = verdict(capsys, checks.check_fewer_unallocated("my-policy", res, than="shared-first"), "❌")
+    assert out.startswith("❌ my-policy leaves 43.0 GPUs unallocated, shared-first 43.0: not fewer\n   hint: change score()")
+    out = verdict(capsys, checks.check_fewer_unallocated("answer", res, than="shared-first"), "✅")
+    assert out == "✅ answer leaves 35.8 GPUs unallocated at saturation, 7.2 fewer than shared-first\n"
+    out = verdict(capsys, checks.check_fewer_unallocated("mine", res, than="shared-first"), "❌")
+    assert "'mine' is not one of the policies run: shared-first, my-policy, answer" in out
+    verdict(capsys, checks.check_fewer_unallocated("???", res, than="shared-first"), "❌")
 
 
 # --- display helpers ----------------------------------------------------------------------------

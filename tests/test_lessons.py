@@ -55,4 +55,4 @@ def test_a_lesson_without_its_block_is_refused(tmp_path):
     out = lessons_tool("table", root=tmp_path)
     assert out.returncode == 2
     assert out.stderr == ("tools/lessons.py: 05_sharing.md: front matter has no 'lesson:' block; "
-                          "fix: add learn, minutes, profile, backends\n")
+                          "fix: add learn, minutes, group, profile, backends\n")

@@ -1,13 +1,17 @@
 """Each lesson's metadata, read from its MyST source's front matter (`notebooks/NN_name.md`):
 
     lesson:
-      learn: 'DeviceClasses, CEL selectors, ...'   # the README table's "you learn"
+      learn: 'DeviceClasses, CEL selectors, ...'   # the README table's "you learn", the site's landing page
       minutes: 30
+      group: basics                                 # the landing page's section: one of GROUPS
       profile: workshop                             # the cluster profile its first cell connects to
       backends: [sim, local, kind]                  # where the test lanes run it
 
+and its title, the source's first heading (``# 03 · DeviceClasses and CEL``) less its number.
+
 The one place those facts are written; the Makefile, tools/kind-notebooks.sh,
-tests/test_cluster_kind_e2e.py and the notebooks/README.md table read them through this tool:
+tests/test_cluster_kind_e2e.py, the notebooks/README.md table and the site's landing page
+(notebooks/site.py) read them through this tool:
 
     python3 tools/lessons.py notebooks --backend local     # the .ipynb paths, one line
     python3 tools/lessons.py groups --backend kind         # profile:path path ... per line
@@ -28,7 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 BACKENDS = ("sim", "local", "kind")
-KEYS = ("learn", "minutes", "profile", "backends")
+KEYS = ("learn", "minutes", "group", "profile", "backends")
+#: the landing page's sections, in its order, each with its heading
+GROUPS = {"basics": "Basics", "scheduling": "Scheduling", "hardware": "Hardware",
+          "platform": "Platform", "research": "Research"}
 
 
 class LessonError(ValueError):
@@ -55,7 +62,7 @@ def read_lesson(path: Path) -> dict[str, object]:
         raise LessonError(f"{path.name}: no front matter (a '---' block at the top)")
     front = lines[1:lines.index("---", 1)]
     if "lesson:" not in front:
-        raise LessonError(f"{path.name}: front matter has no 'lesson:' block; fix: add learn, minutes, profile, backends")
+        raise LessonError(f"{path.name}: front matter has no 'lesson:' block; fix: add {', '.join(KEYS)}")
     out: dict[str, object] = {}
     for line in front[front.index("lesson:") + 1:]:
         m = re.match(r"^  (\w+): (.+)$", line)
@@ -68,6 +75,14 @@ def read_lesson(path: Path) -> dict[str, object]:
     bad = [b for b in out["backends"] if b not in BACKENDS]  # type: ignore[attr-defined]
     if bad or "sim" not in out["backends"]:  # type: ignore[operator]
         raise LessonError(f"{path.name}: lesson.backends: {out['backends']}; use some of {', '.join(BACKENDS)}, sim always")
+    if out["group"] not in GROUPS:
+        raise LessonError(f"{path.name}: lesson.group: {out['group']!r}; use one of {', '.join(GROUPS)}")
+    if not isinstance(out["minutes"], int):
+        raise LessonError(f"{path.name}: lesson.minutes: {out['minutes']!r}; use a whole number of minutes")
+    heading = next((ln for ln in lines[len(front) + 2:] if ln.startswith("# ")), None)
+    if heading is None:
+        raise LessonError(f"{path.name}: no title; fix: start the lesson with a '# NN · Title' heading")
+    out["title"] = re.sub(r"^#\s+\d+\s*·\s*", "", heading).strip()
     return out
 
 

@@ -14,6 +14,7 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from fake_gpus.computedomain import CLIQUE_LABEL
 from fake_gpus.slices import build_slices
 from labkit.api import load, with_defaults
 from labkit.api.attributes import plain_value
@@ -547,6 +548,23 @@ def check_best_policy(answer: Any, results: Any, metric: str = "wait_p95_s", bes
     return f"{answer} has the {best} {metric} ({top}){tie}"
 
 
+@checker("your policy")
+def check_fewer_unallocated(answer: Any, res: Any, than: str) -> str:
+    """12: the policy named `answer` left fewer GPUs unallocated at saturation than the policy `than`
+    in an inflation run's result (the dict labkit.experiments.inflation.run_all returns)."""
+    rows = {name: float(r["unallocated_gpus"]) for name, r in res["policies"].items()}
+    for name in (answer, than):
+        if name not in rows:
+            raise _Fail(f"{name!r} is not one of the policies run: {', '.join(rows)}",
+                        "pass both policies to run_all and give your class that name")
+    mine, theirs = rows[answer], rows[than]
+    if mine >= theirs:
+        raise _Fail(f"{answer} leaves {mine:.1f} GPUs unallocated, {than} {theirs:.1f}: not fewer",
+                    "change score(); e.g. a CPU-only task (task.gpus == 0) on an idle GPU's node uses the CPU "
+                    "those GPUs need")
+    return f"{answer} leaves {mine:.1f} GPUs unallocated at saturation, {theirs - mine:.1f} fewer than {than}"
+
+
 # ---------------------------------------------------------------------------------------------
 # 13 platform engineers
 
@@ -578,7 +596,11 @@ def check_compute_domain_pair(answer: Any) -> str:
     cds = [o for o in objs if o.get("kind") == "ComputeDomain"]
     if len(cds) != 1:
         raise _Fail(f"{len(cds)} ComputeDomain(s) in your YAML", "keep exactly one kind: ComputeDomain")
-    tmpl = (((cds[0].get("spec") or {}).get("channel") or {}).get("resourceClaimTemplate") or {}).get("name")
+    spec = cds[0].get("spec") or {}
+    if spec.get("numNodes"):  # NVIDIA's computedomain.go: deprecated, "recommended to be set to zero"
+        raise _Fail(f"numNodes: {spec['numNodes']} sizes the ComputeDomain; numNodes is deprecated upstream",
+                    "leave numNodes out (0): a ComputeDomain is as big as the nodes its pods land on")
+    tmpl = ((spec.get("channel") or {}).get("resourceClaimTemplate") or {}).get("name")
     pods = _pods(objs)
     for o in objs:
         if o.get("kind") == "Pod":
@@ -586,6 +608,10 @@ def check_compute_domain_pair(answer: Any) -> str:
             if tmpl not in names:
                 raise _Fail(f"pod {o['metadata']['name']} does not use the channel template {tmpl!r}",
                             "resourceClaims: [{name: channel, resourceClaimTemplateName: <the CD's template>}]")
+            if CLIQUE_LABEL not in (o["spec"].get("nodeSelector") or {}):
+                raise _Fail(f"pod {o['metadata']['name']} is not kept in one NVLink domain",
+                            f"nodeSelector: {{{CLIQUE_LABEL}: <the clique id>}}; a ComputeDomain follows "
+                            "the pods, it does not place them")
     cluster = _run_on_sim(objs, "nvl72-rack")
     try:
         _require_running(cluster, pods)
@@ -602,5 +628,5 @@ def check_compute_domain_pair(answer: Any) -> str:
                     "resources.claims")
     if (cd.get("status") or {}).get("status") != "Ready":
         raise _Fail(f"ComputeDomain {cd['metadata']['name']} is {cd.get('status', {}).get('status')}",
-                    "numNodes: how many trays the job spans")
+                    "every pod's tray must run its IMEX daemon: the pods must be Running on their trays")
     return f"{', '.join(f'{p} on {n}' for p, n in sorted(nodes.items()))}; ComputeDomain Ready, channel0 in each"

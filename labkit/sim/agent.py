@@ -32,6 +32,12 @@ from labkit.sim.events import EventRecorder
 from labkit.sim.store import Store, evolve
 
 COMPONENT = "kubelet"
+#: the FailedPrepareDynamicResources event of a claim whose driver refused NodePrepareResources, in a 1.37
+#: kubelet's words: pkg/kubelet/kuberuntime/kuberuntime_manager.go ("Failed to prepare dynamic resources: %v")
+#: around pkg/kubelet/cm/dra/manager.go ("prepare dynamic resources: %w" around "NodePrepareResources failed
+#: for ResourceClaim %s: %s", the claim's name and the driver's error)
+KUBELET_PREPARE_FAILED = ("Failed to prepare dynamic resources: prepare dynamic resources: "
+                          "NodePrepareResources failed for ResourceClaim {claim}: {error}")
 DEFAULT_DURATION = 60.0  # seconds a run-to-completion container (restartPolicy Never/OnFailure) runs
 
 
@@ -135,7 +141,7 @@ class NodeAgent:
             for check in self.prepare_checks:
                 why = check(pod, claim, node)
                 if why:
-                    self._prepare_failed(pod, f"NodePrepareResources for claim {name} failed: {why}")
+                    self._prepare_failed(pod, KUBELET_PREPARE_FAILED.format(claim=name, error=why))
                     return None
             for driver in drivers:
                 try:
@@ -143,7 +149,7 @@ class NodeAgent:
                     extra = self.daemon_env(claim, node) if self.daemon_env is not None else None
                     spec, devs = cdi.prepare(claim, driver, slices, daemon_env=extra)
                 except (ValueError, ImportError) as exc:
-                    self._prepare_failed(pod, f"NodePrepareResources for claim {name} failed: {exc}")
+                    self._prepare_failed(pod, KUBELET_PREPARE_FAILED.format(claim=name, error=exc))
                     return None
                 if spec is not None:
                     specs.append(spec)
