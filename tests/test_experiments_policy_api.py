@@ -206,3 +206,24 @@ def test_fleet_state_and_default_scores_follow_kube_scheduler():
     want = [least_allocated((4000 - f + 500, (2048 - m + 256) << 20), (4000, 2048 << 20))
             for f, m in ((1000, 1024), (3000, 512))]
     assert got.tolist() == want
+
+
+def test_a_policy_file_runs_on_a_dask_cluster_and_in_a_sweep(tmp_path):
+    """A user's file reaches Dask workers as its spec (an absolute path) and is loaded there: the
+    copy of best-fit gives best-fit's numbers on Dask as serially; `sweep` takes the same file."""
+    import distributed  # the dask extra, in the dev extra
+
+    assert labkit("experiment", "new-policy", "mine", "--from", "best-fit", "-o", str(tmp_path / "mine.py")).returncode == 0
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        out = labkit("experiment", "inflation", "--policies", "mine.py,best-fit", "--address",
+                     cluster.scheduler_address, *SMALL, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["engine"] == f"dask {cluster.scheduler_address}"
+    assert numbers(doc, "mine") == numbers(doc, "best-fit")
+    sweep = labkit("experiment", "sweep", "--policies", "mine.py", "--traces", "synthetic:12", "--seeds", "1",
+                   "--workers", "1", "--no-progress", "-o", "json", cwd=tmp_path)
+    assert sweep.returncode == 0, sweep.stderr
+    rows = json.loads(sweep.stdout)["rows"]
+    assert [(r["policy"], r["placed"]) for r in rows] == [("mine", 12)]
