@@ -4,21 +4,56 @@ from __future__ import annotations
 
 from labkit.api import names
 from labkit.api.load import NAMESPACED_KINDS
-from labkit.api.problem import Sink, as_dict
+from labkit.api.problem import Sink, as_dict, show
 
-__all__ = ["check_metadata", "check_template_metadata"]
+__all__ = ["check_metadata", "check_metadata_types", "check_template_metadata"]
 
 #: kinds whose names must be DNS labels; every other kind LabKit handles uses DNS subdomains
 _LABEL_NAMED = {"Namespace"}
 _ANNOTATIONS_MAX_BYTES = 256 * 1024
 
 
-def check_metadata(obj: dict, sink: Sink) -> None:
+def check_metadata_types(obj: dict, sink: Sink) -> bool:
+    """What the API server's decoding of ObjectMeta refuses for every kind, a CRD's or one LabKit
+    does not otherwise check included: metadata an object, name / generateName / namespace strings,
+    labels and annotations objects of strings. False when metadata is not an object."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        sink.required("metadata", "every object needs metadata.name")
+        return False
+    for key in ("name", "generateName", "namespace", "uid", "resourceVersion"):
+        value = meta.get(key)
+        if value is not None and not isinstance(value, str):
+            sink.add(f"metadata.{key}", f"must be a string, not {show(value)}{_QUOTE if _scalar(value) else ''}")
+    for key in ("labels", "annotations"):
+        values = meta.get(key)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            sink.add(f"metadata.{key}", f"must be an object of strings, not {show(values)}")
+            continue
+        for k, v in values.items():
+            if not isinstance(v, str):
+                sink.add(f"metadata.{key}[{k}]", f"must be a string, not {show(v)}{_QUOTE if _scalar(v) else ''}")
+    return True
+
+
+_QUOTE = "; fix: quote the value"
+
+
+def _scalar(value: object) -> bool:
+    return isinstance(value, bool | int | float)
+
+
+def check_metadata(obj: dict, sink: Sink, *, types: bool = True) -> None:
+    """ObjectMeta's rules; `types`: also its value types (False where the schema check reports them)."""
     kind = str(obj.get("kind"))
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         sink.required("metadata", "every object needs metadata.name")
         return
+    if types:
+        check_metadata_types(obj, sink)
     name, generate = meta.get("name"), meta.get("generateName")
     rule = names.dns_label if kind in _LABEL_NAMED else names.dns_subdomain
     if isinstance(name, str) and name:

@@ -16,11 +16,11 @@ from labkit.api.legacy import check_legacy
 from labkit.api.problem import Problem, Sink, as_dict, show
 from labkit.api.rules_claim import check_claim_spec, check_claim_status, check_device_class_spec
 from labkit.api.rules_core import check_namespace, check_node, check_pod_core
-from labkit.api.rules_meta import check_metadata, check_template_metadata
+from labkit.api.rules_meta import check_metadata, check_metadata_types, check_template_metadata
 from labkit.api.rules_nvidia import COMPUTE_DOMAIN_API, check_compute_domain
 from labkit.api.rules_pod import check_pod_spec
 from labkit.api.rules_slice import check_slice_spec, check_taint_rule_spec
-from labkit.api.schema import check_structure, suggest
+from labkit.api.schema import MODEL_FOR, check_structure, suggest
 
 __all__ = ["KNOWN_KINDS", "MAX_OBJECT_BYTES", "CelChecks", "Problem", "check_objects"]
 
@@ -59,7 +59,8 @@ def _ident(obj: dict) -> tuple[str, str]:
     kind = obj.get("kind")
     meta = as_dict(obj.get("metadata"))
     name = meta.get("name") or meta.get("generateName") or "<unnamed>"
-    return (kind if isinstance(kind, str) and kind else "<no kind>"), str(name)
+    # a name that is not a string is itself a problem (metadata.name): shown short, as a value
+    return (kind if isinstance(kind, str) and kind else "<no kind>"), name if isinstance(name, str) else show(name, 40)
 
 
 def check_objects(objs: dict | Iterable[dict], *, cel: CelChecks | None,
@@ -155,11 +156,14 @@ def _check(obj: dict, sink: Sink, ctx: Context) -> None:
         if kind == "ComputeDomain" and api == COMPUTE_DOMAIN_API:  # NVIDIA's CRD: the sim runs its controller
             check_metadata(obj, sink)
             check_compute_domain(sink, obj)
-        return  # not LabKit's business (ConfigMap, Service, CRDs ...): accepted as is
+        else:  # ConfigMap, Service, CRDs ...: accepted as is, once their metadata decodes
+            check_metadata_types(obj, sink)
+        return
     if api and api not in KNOWN_KINDS[kind]:
         sink.add("apiVersion", f"{kind} is {' or '.join(KNOWN_KINDS[kind])}, not {api!r}")
         return
-    check_metadata(obj, sink)
+    # the schema check reports metadata's wrong types for the kinds it has a model of
+    check_metadata(obj, sink, types=(str(api), kind) not in MODEL_FOR)
     dropped = frozenset(f for f, g in features.FIELD_GATES.items() if not ctx.on(g))
     check_structure(obj, sink, skip=skip, version=ctx.version, dropped=dropped)
     namespace = as_dict(obj.get("metadata")).get("namespace")

@@ -1,0 +1,42 @@
+"""ObjectMeta's types are checked for every kind, as the API server's decoding checks them
+(a Job's, a ConfigMap's or a CRD's metadata.name that is not a string is refused: "json: cannot
+unmarshal array into Go struct field ObjectMeta.metadata.name of type string" from
+k8s.io/apimachinery's decoder), one line naming the object and the field - never an internal
+error (exit 70), which a deep list as a Job's name gave `labkit simulate` (found by the fuzzer)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+DOCS = {
+    "Job": {"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}},
+    "ConfigMap": {"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "b"}},
+    "ComputeDomain": {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomain",
+                      "spec": {"channel": {"resourceClaimTemplate": {"name": "t"}}}},
+    "Widget": {"apiVersion": "example.com/v1", "kind": "Widget", "spec": {}},
+}
+BAD = {
+    "list": ({"name": [{"k": [{"k": "leaf"}]}]}, "metadata.name: must be a string, not [{"),
+    "int": ({"name": 5}, "metadata.name: must be a string, not 5; fix: quote the value"),
+    "namespace": ({"name": "x", "namespace": {"a": 1}}, "metadata.namespace: must be a string"),
+    "label": ({"name": "x", "labels": {"a": 1}}, "metadata.labels[a]: must be a string, not 1; fix: quote"),
+}
+
+
+@pytest.mark.parametrize("command", ["simulate", "validate"])
+@pytest.mark.parametrize("bad", sorted(BAD))
+@pytest.mark.parametrize("kind", sorted(DOCS))
+def test_metadata_of_the_wrong_type_is_one_line_for_every_kind(tmp_path, kind, bad, command):
+    meta, words = BAD[bad]
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump({**DOCS[kind], "metadata": meta}))
+    out = subprocess.run([sys.executable, "-m", "labkit", command, "-f", str(path)], capture_output=True, text=True,
+                         timeout=None)
+    assert out.returncode in (1, 2), (out.returncode, out.stderr)
+    assert "internal error" not in out.stderr and "Traceback" not in out.stderr
+    assert words in out.stdout + out.stderr, out.stdout + out.stderr
