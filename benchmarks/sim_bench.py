@@ -20,6 +20,10 @@ Parts:
             RSS, filter calls per pod, and the growth exponent of run time per placed pod vs nodes
             (slope of log(time/pod) over log(nodes), least squares; per pod because 100 nodes x 8
             GPUs hold only 800 of the burst's pods) and the spread of pods/s for each kind.
+            `--fleet nvl72`: the nodes are GB200 NVL72 trays instead, 18 per rack (sizes rounded
+            down to whole racks), one clique per rack, each tray publishing NVIDIA's
+            compute-domain slice beside its GPUs and NICs:
+    python benchmarks/sim_bench.py --part scaling --fleet nvl72 --sizes 1008,18000 --pods 5000 --big-pods 0
 """
 
 from __future__ import annotations
@@ -41,9 +45,27 @@ V1 = "resource.k8s.io/v1"
 CEL = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("10Gi")) >= 0'
 
 
-def fleet(nodes: int, name: str | None = None) -> dict[str, Any]:
-    return {"name": name or f"simbench-{nodes}", "kubernetesVersion": "1.37",
-            "nodes": [{"namePrefix": "gpu-", "count": nodes, "nodeProfile": "dgx-a100"}]}
+#: GB200 NVL72: 18 compute trays of 4 GPUs per rack, one NVLink domain (IMEX clique) per rack
+RACK_TRAYS = 18
+
+
+def fleet(nodes: int, name: str | None = None, kind: str = "dgx") -> dict[str, Any]:
+    """`nodes` dgx-a100 nodes (8 GPUs each); or, kind "nvl72", nodes / 18 GB200 NVL72 racks of
+    18 trays, each rack its own clique (the nvidia.com/gpu.clique label, as in the nvl72-two-racks
+    profile), every tray with NVIDIA's compute-domain plugin (its ComputeDomain slice)."""
+    if kind == "dgx":
+        return {"name": name or f"simbench-{nodes}", "kubernetesVersion": "1.37",
+                "nodes": [{"namePrefix": "gpu-", "count": nodes, "nodeProfile": "dgx-a100"}]}
+    racks = max(1, nodes // RACK_TRAYS)
+    width = len(str(racks - 1))
+    return {"name": name or f"simbench-nvl72-{racks}", "kubernetesVersion": "1.37",
+            "nodes": [{"namePrefix": f"rack-{r:0{width}d}-tray-", "count": RACK_TRAYS, "nodeProfile": "gb200-nvl72-tray",
+                       "labels": {"nvidia.com/gpu.clique": f"5f0c9a3e-1d2b-4c6e-8a7f-{r:012x}.1"}}
+                      for r in range(racks)]}
+
+
+#: GPUs per node of each fleet kind (a burst places at most this many pods per node)
+GPUS_PER_NODE = {"dgx": 8, "nvl72": 4}
 
 
 def template_pods(pods: int, cel: str | None = None, prefix: str = "p") -> list[dict[str, Any]]:
@@ -115,12 +137,12 @@ def vs_local(nodes: int, pods: int) -> None:
 
 # ---- part scaling -------------------------------------------------------------------------------
 
-def one(kind: str, nodes: int, pods: int, seed: int) -> dict[str, Any]:
+def one(kind: str, nodes: int, pods: int, seed: int, fleet_kind: str = "dgx") -> dict[str, Any]:
     """One measurement in this process (the parent starts a child per row)."""
     from labkit.cluster import connect
     from labkit.experiments import generate, run_policy, runner
 
-    prof = fleet(nodes)
+    prof = fleet(nodes, kind=fleet_kind)
     if kind == "trace":
         trace = generate(pods, seed=seed, rate_per_min=120.0)
         bring_up = {"wall": 0.0, "cpu": 0.0}
@@ -144,7 +166,7 @@ def one(kind: str, nodes: int, pods: int, seed: int) -> dict[str, Any]:
         c0 = time.process_time()
         cluster = connect("sim", prof, progress=False, validate=False)
         setup = time.process_time() - c0
-        r = run_burst(cluster, min(pods, 8 * nodes), None, "p", None)  # 8 GPUs per node: every pod fits
+        r = run_burst(cluster, min(pods, GPUS_PER_NODE[fleet_kind] * nodes), None, "p", None)  # every pod fits
         sched = cluster.sim.scheduler
         out = {"wall_s": r["wall_s"], "cpu_s": r["cpu_s"], "placed": r["bound"], "setup_s": setup}
     out["filter_calls"] = sched.filter_calls
@@ -152,9 +174,9 @@ def one(kind: str, nodes: int, pods: int, seed: int) -> dict[str, Any]:
     return out
 
 
-def child(kind: str, nodes: int, pods: int, seed: int) -> dict[str, Any]:
+def child(kind: str, nodes: int, pods: int, seed: int, fleet_kind: str = "dgx") -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, __file__, "--one", kind, str(nodes), str(pods), str(seed)],
+    proc = subprocess.run([sys.executable, __file__, "--one", kind, str(nodes), str(pods), str(seed), fleet_kind],
                           capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"child {kind} {nodes} {pods} failed:\n{proc.stderr[-3000:]}")
@@ -169,14 +191,19 @@ def slope(xs: list[float], ys: list[float]) -> float:
     return sum((a - mx) * (b - my) for a, b in zip(lx, ly, strict=True)) / den if den else float("nan")
 
 
-def scaling(sizes: list[int], pods: int, big_pods: int, kinds: list[str], repeat: int, seed: int) -> None:
+def scaling(sizes: list[int], pods: int, big_pods: int, kinds: list[str], repeat: int, seed: int,
+            fleet_kind: str = "dgx") -> None:
+    if fleet_kind == "nvl72":
+        print(f"fleet: GB200 NVL72 racks of {RACK_TRAYS} trays x 4 GPUs, with ComputeDomain slices; "
+              f"nodes rounded down to whole racks", flush=True)
+        sizes = [max(1, n // RACK_TRAYS) * RACK_TRAYS for n in sizes]
     print(f"{'kind':<6} {'nodes':>6} {'pods':>6} {'placed':>6} {'bring-up cpu s':>14} {'run cpu s':>9} "
           f"{'pods/s cpu':>10} {'pods/s wall':>11} {'filters/pod':>11} {'peak RSS MB':>11}", flush=True)
     for kind in kinds:
         xs, ys = [], []
         jobs = [(n, pods) for n in sizes] + ([(1000, big_pods)] if big_pods else [])
         for n, p in jobs:
-            runs = [child(kind, n, p, seed) for _ in range(repeat)]
+            runs = [child(kind, n, p, seed, fleet_kind) for _ in range(repeat)]
             cpu = statistics.median(r["cpu_s"] for r in runs)
             wall = statistics.median(r["wall_s"] for r in runs)
             r = runs[0]
@@ -199,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--one"]:
         kind, nodes, pods, seed = argv[1], int(argv[2]), int(argv[3]), int(argv[4])
-        print(json.dumps(one(kind, nodes, pods, seed)))
+        print(json.dumps(one(kind, nodes, pods, seed, argv[5] if len(argv) > 5 else "dgx")))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--part", choices=["all", "vs-local", "scaling"], default="all")
@@ -208,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="100,500,1000,2000,5000")
     ap.add_argument("--big-pods", type=int, default=10_000, help="scaling: pods of the extra fleet-1000 row (0: none)")
     ap.add_argument("--kinds", default="trace,burst")
+    ap.add_argument("--fleet", choices=["dgx", "nvl72"], default="dgx",
+                    help="scaling: dgx-a100 nodes (8 GPUs), or GB200 NVL72 racks (18 trays x 4 GPUs, ComputeDomains)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
@@ -215,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         vs_local(args.nodes, args.pods or args.nodes * 8)
     if args.part in ("all", "scaling"):
         scaling([int(s) for s in args.sizes.split(",") if s], args.pods or 2000, args.big_pods,
-                [k for k in args.kinds.split(",") if k], args.repeat, args.seed)
+                [k for k in args.kinds.split(",") if k], args.repeat, args.seed, args.fleet)
     return 0
 
 

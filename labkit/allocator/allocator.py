@@ -51,6 +51,8 @@ def prepare_slices(slices: list[dict], taint_rules: list[dict] = (), *, versione
     key = _rules_key(rules, versioned)
     for raw in slices:
         info = slice_info(raw, rules, key, versioned)
+        if info.like is not None:
+            continue  # its facts are another slice's, converted before (labkit.allocator.model)
         info.convert_all()
         for dev in info.devices:
             learn_device(info.driver, dev.raw, dev.cel_memo)

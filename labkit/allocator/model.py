@@ -159,11 +159,16 @@ class SliceInfo:
     raw: dict
     taint_rules: list[dict] = field(default_factory=list, repr=False)
     _columns: dict[str, tuple | None] = field(default_factory=dict, repr=False)  # column()
+    #: a converted slice this one differs from only in names and string attribute values (see
+    #: _twin_of): its facts and its devices' parsed facts are that slice's, not worked out again
+    like: SliceInfo | None = field(default=None, repr=False)
 
     # built on first use: an Allocator is often built per scheduling attempt over a whole
     # fleet's slices, and only the slices of the nodes it is asked about are looked at
     @lazy
     def devices(self) -> list[DeviceInfo]:
+        if self.like is not None:
+            return self._devices_like(self.like)
         spec = self.raw.get("spec") or {}
         extra = apply_taint_rules(spec, self.taint_rules) if self.taint_rules else {}
         driver, pool = self.driver, self.pool
@@ -184,23 +189,58 @@ class SliceInfo:
             ))
         return devices
 
+    def _devices_like(self, like: SliceInfo) -> list[DeviceInfo]:
+        """The device views of a slice that differs from ``like`` only in names and string
+        attribute values: ``like``'s views with this slice's names, dicts and attributes; the
+        facts parsed from what both share (capacities, counters, whether it converts to CEL) are
+        taken as they are; selector results and attribute lookups start empty."""
+        driver, pool = self.driver, self.pool
+        out = []
+        for dev, view in zip(self._raw_devices, like.devices, strict=True):
+            copy = object.__new__(DeviceInfo)
+            facts = copy.__dict__
+            facts.update(view.__dict__)
+            facts["id"] = (driver, pool, view.name)
+            facts["raw"] = dev
+            facts["slice"] = self
+            facts["attributes"] = dev.get("attributes") or {}
+            facts["_scalars"] = {}
+            ok = view.cel_memo.get("convertible")
+            facts["cel_memo"] = {} if ok is None else {"convertible": ok}
+            out.append(copy)
+        return out
+
     # read from the raw devices, so that gathering pools does not build every device's view
     @lazy
     def uses_compat_groups(self) -> bool:
+        if self.like is not None:
+            return self.like.uses_compat_groups
         return any(bool(cs := dev.get("consumesCounters")) and any(cc.get("compatibilityGroups") for cc in cs)
                    for dev in self._raw_devices)
 
     @lazy
     def has_binding_conditions(self) -> bool:
+        if self.like is not None:
+            return self.like.has_binding_conditions
         return any(dev.get("bindingConditions") is not None for dev in self._raw_devices)
 
     @lazy
     def device_names(self) -> list[str]:
+        if self.like is not None:
+            return self.like.device_names
         return [dev.get("name", "") for dev in self._raw_devices]
+
+    @lazy
+    def device_ids(self) -> list[tuple[str, str, str]]:
+        """Each device's ``DeviceInfo.id``, without building the views."""
+        driver, pool = self.driver, self.pool
+        return [(driver, pool, name) for name in self.device_names]
 
     @lazy
     def consumes_counters(self) -> bool:
         """Does any device consume counters (DeviceInfo.consumes non-empty)?"""
+        if self.like is not None:
+            return self.like.consumes_counters
         return any(dev.get("consumesCounters") for dev in self._raw_devices)
 
     @lazy
@@ -209,6 +249,8 @@ class SliceInfo:
         devices' attributes (see :meth:`column`), as a hashable key; None when more than
         its nodeName ties the slice to one node or its results to one allocation, or when a
         device does not convert to CEL (labkit.allocator.twins)."""
+        if self.like is not None:
+            return self.like.content_key  # the same but for names and attributes: what it leaves out
         spec = self.raw.get("spec") or {}
         if (not self.node_name or self.all_nodes or self.node_selector is not None or self.per_device
                 or self.skip_node_operations or self.has_binding_conditions):
@@ -237,6 +279,14 @@ class SliceInfo:
             return self._columns[name]
         except KeyError:
             pass
+        like = self.like
+        if like is not None:  # the same value objects as the slice it is like (a node kind's shared ones)?
+            for dev, twin in zip(self._raw_devices, like._raw_devices, strict=True):
+                if (dev.get("attributes") or {}).get(name) is not (twin.get("attributes") or {}).get(name):
+                    break
+            else:
+                column = self._columns[name] = like.column(name)
+                return column
         out: list | None = []
         for dev in self._raw_devices:
             value = ((dev.get("attributes") if type(dev) is dict else None) or {}).get(name)
@@ -260,7 +310,10 @@ class SliceInfo:
     def convert_all(self) -> None:
         """Work out now what the first scheduling cycle to look at this slice would: the device
         views and their parsed capacities and counters, and the slice's own facts. (Go has every
-        quantity parsed when the informer decodes the object.)"""
+        quantity parsed when the informer decodes the object.) Nothing to do for a slice
+        ``like`` another: its facts are that slice's."""
+        if self.like is not None:
+            return
         self.uses_compat_groups, self.has_binding_conditions, self.device_names, self.consumes_counters  # noqa: B018
         for dev in self.devices:
             # bad input is reported where it is read, as before
@@ -404,6 +457,89 @@ def _snapshot(raw: dict) -> object:
         return None
 
 
+#: a versioned slice's shape (_shape) -> the first converted slice of that shape
+_LIKE: dict[tuple, SliceInfo] = {}
+_LIKE_MAX = 1 << 12
+
+
+def _shape(raw: dict) -> tuple | None:
+    """The driver and which capacity maps (by identity) the devices have: slices built from one
+    template (the sim's nodes of one kind) share their capacity maps."""
+    spec = raw.get("spec")
+    devices = spec.get("devices") if type(spec) is dict else None
+    if type(devices) is not list or not devices:
+        return None
+    return (spec.get("driver"), tuple([id(d.get("capacity")) if type(d) is dict else None for d in devices]))
+
+
+def _twin_of(raw: dict, other: dict) -> bool:
+    """Does ``raw`` differ from ``other`` only in the slice's name, a non-empty ``nodeName``,
+    the pool's name and string attribute values? Everything else must be the same object
+    (versioned input: never edited in place) or equal, keys in the same order. Then everything
+    the allocator works out from a slice apart from its names and attributes is the same."""
+    spec, theirs = raw.get("spec"), other.get("spec")
+    if type(spec) is not dict or type(theirs) is not dict or list(spec) != list(theirs):
+        return False
+    for key, value in spec.items():
+        them = theirs[key]
+        if value is them:
+            continue
+        if key == "nodeName":
+            if not (type(value) is str and value and type(them) is str and them):
+                return False
+        elif key == "pool":
+            if (type(value) is not dict or type(them) is not dict or list(value) != list(them)
+                    or type(value.get("name")) is not str
+                    or any(v != them[k] for k, v in value.items() if k != "name")):
+                return False
+        elif key == "devices":
+            if type(value) is not list or type(them) is not list or len(value) != len(them):
+                return False
+            for dev, twin in zip(value, them, strict=True):
+                if dev is not twin and not _twin_device(dev, twin):
+                    return False
+        elif value != them:
+            return False
+    return True
+
+
+def _twin_device(dev: Any, other: Any) -> bool:
+    if type(dev) is not dict or type(other) is not dict or list(dev) != list(other):
+        return False
+    for key, value in dev.items():
+        them = other[key]
+        if value is them:
+            continue
+        if key != "attributes" or type(value) is not dict or type(them) is not dict or list(value) != list(them):
+            return False
+        for name, attr in value.items():
+            twin = them[name]
+            if attr is not twin and not (type(attr) is dict and len(attr) == 1 and type(attr.get("string")) is str
+                                         and type(twin) is dict and len(twin) == 1
+                                         and type(twin.get("string")) is str):
+                return False  # only string values may differ
+    return True
+
+
+def _find_like(info: SliceInfo) -> None:
+    """Set ``info.like`` to a converted slice of the same shape it is a twin of (versioned input
+    without DeviceTaintRules only), or make ``info`` the one its shape's later slices are compared
+    with."""
+    try:
+        shape = _shape(info.raw)
+    except (AttributeError, TypeError):
+        return
+    if shape is None:
+        return
+    first = _LIKE.get(shape)
+    if first is None:
+        if len(_LIKE) >= _LIKE_MAX:
+            del _LIKE[next(iter(_LIKE))]
+        _LIKE[shape] = info
+    elif first.raw is not info.raw and _twin_of(info.raw, first.raw):
+        info.like = first
+
+
 def slice_info(raw: dict, rules: list[dict], rules_key: object, versioned: bool) -> SliceInfo:
     """The converted view of ``raw``, reused when ``raw`` is unchanged (see the module text).
 
@@ -419,6 +555,8 @@ def slice_info(raw: dict, rules: list[dict], rules_key: object, versioned: bool)
         elif entry.snapshot is not None and raw == entry.snapshot:
             return entry.info
     info = _convert(raw, rules)
+    if versioned and not rules:
+        _find_like(info)
     stamp = _stamp(raw) if versioned else None
     snapshot = None if stamp is not None else _snapshot(raw)
     if stamp is None and snapshot is None:

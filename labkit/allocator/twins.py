@@ -87,7 +87,7 @@ def node_twin(own: list[SliceInfo], features: Features) -> NodeTwin | None:
         pools.append((driver, pool))
         ordered += slices
         for s in slices:
-            ids += [d.id for d in s.devices]
+            ids += s.device_ids
     return NodeTwin(tuple(content), tuple(pools), tuple(ids), tuple(ordered))
 
 

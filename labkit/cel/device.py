@@ -200,11 +200,13 @@ def convertible(driver: str, device: dict[str, Any]) -> bool:
         if type(name) is not str:
             return False
         raw = cap.get("value") if isinstance(cap, dict) else cap
-        if not isinstance(raw, Quantity):
+        if not isinstance(raw, Quantity) and not (type(raw) is str and raw in _GOOD_QUANTITIES):
             try:
                 parse_quantity(str(raw))
             except QuantityError:
                 return False
+            if type(raw) is str and len(_GOOD_QUANTITIES) < 4096:
+                _GOOD_QUANTITIES.add(raw)
     return True
 
 
@@ -212,6 +214,8 @@ def convertible(driver: str, device: dict[str, Any]) -> bool:
 _PLAIN_KINDS: dict[str, type] = {"string": str, "int": int, "bool": bool}
 #: version texts that parsed as semver (parse_semver is a pure function of the text)
 _GOOD_VERSIONS: set[str] = set()
+#: quantity texts that parsed (parse_quantity is a pure function of the text)
+_GOOD_QUANTITIES: set[str] = set()
 
 
 def _frozen(value: Any) -> tuple:

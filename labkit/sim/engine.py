@@ -26,7 +26,7 @@ from labkit.sim.computedomains import ComputeDomainController
 from labkit.sim.dra import DraState, split_gates
 from labkit.sim.events import EventRecorder
 from labkit.sim.mpijobs import MPIJobController
-from labkit.sim.nodes import build_node, build_slices_for, default_device_classes
+from labkit.sim.nodes import build_all_slices, build_node, default_device_classes
 from labkit.sim.scheduler import Scheduler
 from labkit.sim.store import Store, StoreError, copy_of
 from labkit.sim.taintctl import DeviceTaintController
@@ -35,6 +35,9 @@ from labkit.sim.workloads import WorkloadController
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 #: kinds whose status a client may set on create (everything else: the API server drops it)
 KEEP_STATUS = frozenset({"Node"})
+#: kinds whose stored objects share read-only parts (the nodes of one kind's slices, see
+#: labkit.sim.nodes.SliceTemplate): get/list hand out copies, as an API server's GET does
+COPIED_ON_READ = frozenset({"ResourceSlice"})
 
 
 class SimError(InputError):
@@ -90,14 +93,15 @@ class Sim:
             self.store.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
                                "status": {"phase": "Active"}})
         cache: dict[str, Any] = {}
-        nodes = [(spec, build_slices_for(spec, self.profile, cache))
-                 for spec in progress(self.profile.nodes, desc="nodes", total=len(self.profile.nodes))]
-        for cls in default_device_classes(self.profile, cache):  # after the nodes: needs their profiles
-            self.store.create(cls)
-        for spec, slices in nodes:
-            self.store.create(build_node(spec))
-            for s in slices:
-                self.store.create(s)
+        specs = self.profile.nodes
+        with fewer_collections():  # a fleet is millions of long-lived objects: see fewer_collections
+            built = list(progress(build_all_slices(specs, self.profile, cache), desc="nodes", total=len(specs)))
+            for cls in default_device_classes(self.profile, cache):  # after the nodes: needs their profiles
+                self.store.create(cls)
+            for spec, slices in zip(specs, built, strict=True):
+                self.store.create(build_node(spec), copy=False)  # built here, for the store alone
+                for s in slices:
+                    self.store.create(s, copy=False)
 
     # -- API -------------------------------------------------------------------------------
     def apply(self, objs: list[dict]) -> list[dict]:
@@ -150,10 +154,14 @@ class Sim:
             raise SimError(f"{what}: {exc}") from None
 
     def get(self, kind: str, name: str, namespace: str | None = "default") -> dict | None:
-        return self.store.get(canonical_kind(kind), name, namespace)
+        kind = canonical_kind(kind)
+        obj = self.store.get(kind, name, namespace)
+        return copy_of(obj) if kind in COPIED_ON_READ and obj is not None else obj
 
     def list(self, kind: str, namespace: str | None = None) -> list[dict]:
-        return self.store.list(canonical_kind(kind), namespace)
+        kind = canonical_kind(kind)
+        objs = self.store.list(kind, namespace)
+        return [copy_of(o) for o in objs] if kind in COPIED_ON_READ else objs
 
     def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
         kind = canonical_kind(kind)

@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -180,6 +180,15 @@ class FilterInputs:
     ext: list[ExtRequest]
     #: does any claim have a firstAvailable request (else scoring never reads the allocations)
     first_available: bool = False
+    #: the requested resource names, sorted (NodeResourcesFit reports them in this order), and
+    #: those of them that are non-zero extended resources no DeviceClass backs: per pod, not per node
+    req_names: list[str] = field(init=False, repr=False)
+    unbacked_extended: list[str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.req_names = sorted(self.req)
+        self.unbacked_extended = [r for r in self.req_names
+                                  if self.req[r] and is_extended(r) and r not in self.ext_classes]
 
 
 class NodeResources:
@@ -254,9 +263,9 @@ def filter_node(inp: FilterInputs, node: dict, res: NodeResources, dra: DraState
         return ["node(s) didn't match Pod's node affinity/selector"], None, None
     name = node["metadata"]["name"]
     alloc = res.allocatable_of(node)
-    reasons = insufficient(inp.req, res.usage.get(name, {}), alloc, res.pods_on.get(name, 0))
-    for r in sorted(inp.req):
-        if inp.req[r] and is_extended(r) and r not in alloc and r not in inp.ext_classes:
+    reasons = insufficient(inp.req, res.usage.get(name, {}), alloc, res.pods_on.get(name, 0), inp.req_names)
+    for r in inp.unbacked_extended:
+        if r not in alloc:
             reasons.append(f"Insufficient {r}")
     if reasons:
         return reasons, None, None

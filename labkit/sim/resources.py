@@ -9,11 +9,25 @@ from labkit.api.quantity import parse_quantity
 Requests = dict[str, Fraction | int]
 
 
+#: quantity text -> _q's value (a trace repeats a few request sizes; the values are immutable)
+_PARSED: dict[str, Fraction | int] = {}
+_PARSED_MAX = 1 << 14
+
+
 def _q(value: object) -> Fraction | int:
     """The exact value; an int when whole (int arithmetic is many times faster than Fraction's,
     and a filter adds and compares these for every node it looks at)."""
-    v = Fraction(parse_quantity(str(value)).value)
-    return v.numerator if v.denominator == 1 else v
+    text = str(value)
+    try:
+        return _PARSED[text]
+    except KeyError:
+        pass
+    v = Fraction(parse_quantity(text).value)
+    out = v.numerator if v.denominator == 1 else v
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.clear()
+    _PARSED[text] = out
+    return out
 
 
 def container_requests(container: dict) -> Requests:
@@ -53,16 +67,18 @@ def is_extended(name: str) -> bool:
     return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
 
 
-def insufficient(req: Requests, used: Requests, alloc: Requests, pods_used: int) -> list[str]:
+def insufficient(req: Requests, used: Requests, alloc: Requests, pods_used: int,
+                 names: list[str] | None = None) -> list[str]:
     """kube-scheduler NodeResourcesFit reasons ("Too many pods", "Insufficient cpu", ...).
 
     Extended resources the node does not advertise are left out here: they may be backed by DRA
-    (DeviceClass extendedResourceName); the caller decides.
+    (DeviceClass extendedResourceName); the caller decides. ``names``: ``sorted(req)``, when the
+    caller has it already.
     """
     reasons = []
     if pods_used + 1 > int(alloc.get("pods", 110)):
         reasons.append("Too many pods")
-    for name in sorted(req):
+    for name in sorted(req) if names is None else names:
         amount = req[name]
         if amount == 0:
             continue

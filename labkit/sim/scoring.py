@@ -116,8 +116,10 @@ def least_allocated(requested: tuple[int, int], allocatable: tuple[int, int]) ->
 
 
 def _balance(requested: tuple[int, int], allocatable: tuple[int, int]) -> int:
-    fractions = [min(req / cap, 1.0) for req, cap in zip(requested, allocatable, strict=True) if cap]
-    std = abs(fractions[0] - fractions[1]) / 2 if len(fractions) == 2 else 0.0
+    (cpu, mem), (cpu_cap, mem_cap) = requested, allocatable
+    if not (cpu_cap and mem_cap):  # one fraction or none: no spread
+        return MAX_SCORE
+    std = abs(min(cpu / cpu_cap, 1.0) - min(mem / mem_cap, 1.0)) / 2
     return int((1 - std) * MAX_SCORE)
 
 
@@ -128,9 +130,12 @@ def balanced_allocation(pod_req: tuple[int, int], used: tuple[int, int], allocat
 
 
 def _intolerable_prefer_no_schedule(pod: dict, node: dict) -> int:
+    taints = (node.get("spec") or {}).get("taints")
+    if not taints:
+        return 0
     tols = [t for t in (pod.get("spec") or {}).get("tolerations") or []
             if t.get("effect") in (None, "", "PreferNoSchedule")]
-    return sum(1 for taint in (node.get("spec") or {}).get("taints") or []
+    return sum(1 for taint in taints
                if taint.get("effect") == "PreferNoSchedule" and not any(tolerates(t, taint) for t in tols))
 
 
@@ -179,11 +184,13 @@ ScoreRow = tuple[int, int, int, int | None, int | None]
 
 
 def score_row(pod: dict, claims: list[dict], c: Candidate, pod_nonzero: tuple[int, int], pod_req: tuple[int, int],
-              *, prioritized_list_scoring: bool = True) -> ScoreRow:
-    """The raw scores of one candidate node (they depend on the pod and that node only)."""
+              *, prioritized_list_scoring: bool = True, first_available: bool = True) -> ScoreRow:
+    """The raw scores of one candidate node (they depend on the pod and that node only).
+    ``first_available`` False: no claim has a firstAvailable request (DynamicResources scores 0)."""
     least = least_allocated((c.nonzero_used[0] + pod_nonzero[0], c.nonzero_used[1] + pod_nonzero[1]), c.allocatable)
     balanced = balanced_allocation(pod_req, c.used, c.allocatable) if pod_req != (0, 0) else None
-    plist = prioritized_list(claims, c.allocations) if prioritized_list_scoring and claims else None
+    plist = ((prioritized_list(claims, c.allocations) if first_available else 0)
+             if prioritized_list_scoring and claims else None)
     return (_intolerable_prefer_no_schedule(pod, c.node), _preferred_affinity(pod, c.node), least, balanced, plist)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from labkit.api.load import copy_of
 from labkit.errors import InputError
@@ -37,10 +37,11 @@ class WatchEvent:
     type: str  # ADDED | MODIFIED | DELETED
     object: dict
     resource_version: int
+    #: the object's kind, read once (every watcher of every event asks for it)
+    kind: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def kind(self) -> str:
-        return self.object.get("kind", "")
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", self.object.get("kind", ""))
 
 
 def evolve(obj: dict, *sections: str) -> dict:
@@ -71,6 +72,7 @@ class Store:
         self._objs: dict[str, dict[tuple[str, str], dict]] = {}
         self._dependents: dict[str, set[Key]] = {}  # owner uid -> keys of dependents
         self._watchers: list[tuple[frozenset[str] | None, Callable[[WatchEvent], None]]] = []
+        self._watchers_of: dict[str, list[Callable[[WatchEvent], None]]] = {}  # kind -> its watchers, in order
 
     # -- reads -----------------------------------------------------------------------------
     def get(self, kind: str, name: str, namespace: str | None = "default") -> dict | None:
@@ -102,6 +104,7 @@ class Store:
     def watch(self, callback: Callable[[WatchEvent], None], kinds: Iterable[str] | None = None) -> None:
         """Call `callback` after every change (of `kinds`, or all)."""
         self._watchers.append((frozenset(kinds) if kinds is not None else None, callback))
+        self._watchers_of.clear()
 
     def events_since(self, rv: int) -> list[WatchEvent]:
         """Watch log entries with resourceVersion > rv (needs keep_log)."""
@@ -118,9 +121,12 @@ class Store:
         ev = WatchEvent(type_, obj, self.rv)
         if self.keep_log:
             self.log.append(ev)
-        for kinds, cb in self._watchers:
-            if kinds is None or ev.kind in kinds:
-                cb(ev)
+        kind = ev.kind
+        callbacks = self._watchers_of.get(kind)
+        if callbacks is None:
+            callbacks = self._watchers_of[kind] = [cb for kinds, cb in self._watchers if kinds is None or kind in kinds]
+        for cb in callbacks:
+            cb(ev)
 
     # -- writes ----------------------------------------------------------------------------
     def create(self, obj: dict, copy: bool = True, restore: bool = False) -> dict:
@@ -196,7 +202,7 @@ class Store:
             raise StoreError(f'{kind} "{name}" not found{where}')
         if obj["metadata"].get("finalizers"):
             if not obj["metadata"].get("deletionTimestamp"):
-                new = copy_of(obj)
+                new = evolve(obj)  # only metadata changes: the rest is shared, as stored objects are
                 new["metadata"]["deletionTimestamp"] = self.clock.timestamp()
                 return self.update(new)
             return obj
