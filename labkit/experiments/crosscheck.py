@@ -40,12 +40,12 @@ from labkit.experiments.inflation import (
     InflationError,
     _arrivals,  # part of the run's definition: the same arrival list as run_inflation draws
     claim_template,
-    gpu_bus_ids,
     gpu_product_names,
     pinned_pod,
     run_inflation,
 )
 from labkit.experiments.openb import OpenbPod, openb_fleet, openb_pods
+from labkit.experiments.policies import gpu_bus_ids
 from labkit.model.podutil import claim_name_for
 
 NAMESPACE = "default"

@@ -51,7 +51,6 @@ from typing import Any
 import numpy as np
 
 from fake_gpus.catalog import gpu_model
-from fake_gpus.slices import build_slices
 from labkit.cluster import connect
 from labkit.errors import LabkitError, one_line
 from labkit.experiments import objects as o
@@ -76,6 +75,7 @@ from labkit.experiments.policies import (
     candidates,
     choose,
     choose_gpus,
+    gpu_bus_ids,
     load_policy,
     policy_name,
     policy_spec,
@@ -472,15 +472,6 @@ def _arrivals(original: tuple[OpenbPod, ...], capacity_milli: int, ratio: float,
     rank = tie_rank(list(names), draws)
     rank.flags.writeable = False
     return pods, rank
-
-
-@cache
-def gpu_bus_ids(node_profile: str) -> tuple[str, ...]:
-    """The PCI bus IDs of a fake_gpus node profile's GPUs, in the order its ResourceSlices list them (every run
-    of every policy builds its fleet from the same dozen profiles)."""
-    devs = [d for s in build_slices(node_profile, "probe") if s["spec"].get("driver") == o.GPU_CLASS
-            for d in s["spec"].get("devices") or []]
-    return tuple(d["attributes"][f"{PCI_ATTR}/pciBusID"]["string"] for d in devs)
 
 
 def _state(fleet: dict) -> State:
