@@ -106,7 +106,8 @@ FEATURE_GATES = ROOT / "labkit" / "api" / "feature_gates.json"
 #: dra-driver-nvidia-gpu pkg/featuregates/featuregates.go (95932046, 2026-08-07).
 NVIDIA_DRIVER_GATES = {"TimeSlicingSettings": ("alpha", False), "MPSSupport": ("alpha", False),
                        "DynamicMIG": ("alpha", False), "ConsumableShares": ("alpha", False),
-                       "FabricManagerPartitioning": ("alpha", False), "PassthroughSupport": ("alpha", False)}
+                       "FabricManagerPartitioning": ("alpha", False), "PassthroughSupport": ("alpha", False),
+                       "NVMLDeviceHealthCheck": ("alpha", False)}
 _MATURITY = re.compile(r"\b(alpha|beta|GA)\b")
 _VERSION = re.compile(r"\b1\.(2\d|3\d)\b")
 

@@ -143,7 +143,8 @@ def test_one_node_by_hostname(helm):
     ds = objs["DaemonSet", "fake-gpus-kubelet-plugin-t4"]
     pod = ds["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"kubernetes.io/hostname": "gpu-node-1"}
-    assert pod["containers"][0]["args"][-2:] == ["--profile", "t4-inference"]
+    assert pod["containers"][0]["args"][-4:] == ["--profile", "t4-inference",
+                                                 "--feature-gates", "NVMLDeviceHealthCheck=true"]
     assert ("DaemonSet", "fake-gpus-kubelet-plugin") not in objs
 
 
@@ -176,7 +177,7 @@ def test_sharing_and_feature_gates_reach_the_plugin(helm):
                               "--set", "featureGates.ConsumableShares=true", "--set", "featureGates.MPSSupport=true"))
     ds = objs["DaemonSet", "fake-gpus-kubelet-plugin"]
     assert ds["spec"]["template"]["spec"]["containers"][0]["args"][-4:] == [
-        "--consumable-shares", "4", "--feature-gates", "ConsumableShares=true,MPSSupport=true"]
+        "--consumable-shares", "4", "--feature-gates", "ConsumableShares=true,MPSSupport=true,NVMLDeviceHealthCheck=true"]
     gpus = [d for s in load_slices(_plugin_args(ds)) for d in s["spec"].get("devices", [])
             if d["name"].startswith("gpu-")]
     assert gpus and all(d.get("allowMultipleAllocations") for d in gpus)

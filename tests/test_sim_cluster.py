@@ -367,6 +367,25 @@ spec:
     assert ev[0]["message"] == "Marking for deletion"
 
 
+def test_a_noexecute_rule_without_a_device_selector_evicts_nothing(tiny):
+    """A DeviceTaintRule with no `deviceSelector` matches no device (kubernetes#141998, 1.37.1 on; `{}` matches
+    every device), in the eviction controller as in the allocator: the pod stays, a new one is placed."""
+    tiny.apply(TEMPLATE_1GPU)
+    tiny.apply(pod("p", template="one-gpu"))
+    tiny.wait()
+    tiny.apply("""
+apiVersion: resource.k8s.io/v1
+kind: DeviceTaintRule
+metadata: {name: no-selector}
+spec:
+  taint: {key: labkit.dev/broken, effect: NoExecute}
+""")
+    tiny.apply(pod("q", template="one-gpu"))
+    tiny.wait()
+    assert sorted(r["pod"] for r in tiny.placements().rows) == ["p", "q"]
+    assert not [e for e in tiny.events() if e["reason"] == "DeviceTaintManagerEviction"]
+
+
 def test_noexecute_toleration_seconds_delay_eviction(tiny):
     tiny.apply("""
 apiVersion: resource.k8s.io/v1

@@ -1,4 +1,5 @@
-"""``python -m fake_gpus plugin``: run the fake GPU kubelet plugin until SIGTERM/SIGINT.
+"""``python -m fake_gpus plugin``: run the fake GPU kubelet plugin until SIGTERM/SIGINT;
+``python -m fake_gpus inject-health``: hand a running plugin a GPU health event (``healthspool``).
 
 ``register(subparsers)`` adds the subcommand to the ``fake_gpus`` CLI (the handler is
 ``args.func(args) -> int``); ``main(argv)`` runs it standalone.
@@ -18,11 +19,13 @@ from typing import Any
 import yaml
 
 from fake_gpus import computedomain, featuregates
-from fake_gpus.errors import InputError
+from fake_gpus.errors import EngineError, InputError
+from fake_gpus.health_events import HealthEventError
 from fake_gpus.slices import device_classes
 
-from . import paths
+from . import healthspool, paths
 from .cdgate import ChannelGate
+from .health import GATE, HealthEvents
 
 log = logging.getLogger("fake_gpus.plugin")
 
@@ -64,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-slices", action="store_true", help="leave the published slices on shutdown")
     p.add_argument("--apply-device-classes", action="store_true", help="create/update the driver's DeviceClasses")
     p.add_argument("--health", action="store_true",
-                   help="also serve DRAResourceHealth (v1, v1alpha1): every device reported Healthy")
+                   help="also serve DRAResourceHealth (v1, v1alpha1): every device Healthy until a health event")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
 
@@ -73,7 +76,54 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                               description=__doc__.splitlines()[0])
     add_arguments(p)
     p.set_defaults(func=run)
+    h = subparsers.add_parser("inject-health", help="hand the plugin on this node a GPU health event (XID, ...)",
+                              description="Write a health event into the running plugin's spool "
+                                          "(<plugins-dir>/<driver>/health-events/) and print its answer. "
+                                          "The plugin needs --feature-gates NVMLDeviceHealthCheck=true.")
+    add_inject_arguments(h)
+    h.set_defaults(func=inject_health)
     return p
+
+
+def add_inject_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", required=True, help="the device's name in the node's ResourceSlice, e.g. gpu-0")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--xid", type=int, help="an XID error, e.g. 79 (fallen off the bus) or 13 (application)")
+    what.add_argument("--gpu-lost", action="store_true", help="the GPU is lost")
+    what.add_argument("--unmonitored", action="store_true", help="the GPU's health cannot be watched")
+    what.add_argument("--repair", action="store_true", help="the GPU was replaced: its health taints go, Healthy")
+    p.add_argument("--driver", default=DEFAULT_DRIVER, help=f"GPU DRA driver name (default {DEFAULT_DRIVER})")
+    p.add_argument("--plugins-dir", default=paths.DEFAULT_PLUGINS_DIR,
+                   help=f"the plugin's --plugins-dir (default {paths.DEFAULT_PLUGINS_DIR})")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the plugin's answer (default 30)")
+
+
+def inject_health(args: argparse.Namespace) -> int:
+    """Drop the event into the spool, wait for the plugin's answer, print it (exit 2: refused)."""
+    kind = ("gpu-lost" if args.gpu_lost else "unmonitored" if args.unmonitored
+            else healthspool.REPAIR if args.repair else "xid")
+    try:
+        doc = healthspool.event_doc(args.device, kind, args.xid)
+    except HealthEventError as exc:
+        raise UsageError(str(exc)) from exc
+    spool = healthspool.spool_dir(args.plugins_dir, args.driver)
+    if not spool.parent.is_dir():
+        raise UsageError(f"no plugin data dir {spool.parent}: is the {args.driver} plugin running on this node "
+                         "(pass its --plugins-dir)?")
+    event_id = healthspool.write_event(spool, doc)
+    got = healthspool.wait_result(spool, event_id, args.timeout)
+    if got is None:
+        (spool / f"{event_id}{healthspool.EVENT_SUFFIX}").unlink(missing_ok=True)
+        raise PluginSilent(f"no answer from the {args.driver} plugin in {args.timeout:g}s (spool {spool}): "
+                           "is it running, and new enough to read health events?")
+    if not got.get("ok"):
+        raise UsageError(str(got.get("message")))
+    print(got.get("message"))
+    return 0
+
+
+class PluginSilent(EngineError):
+    """The plugin did not answer a health event: exit code 1."""
 
 
 class FileClaimSource:
@@ -208,14 +258,16 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                 pub = SlicePublisher(api_client, args.node, driver)
                 publishers.append(pub)
                 pub.publish([s for s in slices if (s.get("spec") or {}).get("driver") == driver])
+        events = _health_events(args, slices, servers, publishers)
         for server in servers:
             ours = [s for s in slices if (s.get("spec") or {}).get("driver") == server.state.driver]
             log.info("ready: driver %s on node %s, %d device(s) in %d slice(s), socket %s",
                      server.state.driver, args.node,
                      sum(len((s.get("spec") or {}).get("devices") or []) for s in ours), len(ours),
                      server.dra_socket)
+        events.poll()  # events spooled while the plugin was down
         while not stop.wait(0.5):
-            pass
+            events.poll()
         log.info("shutting down")
         return 0
     except (UsageError, paths.SocketPathError, CheckpointError, KubeError) as exc:
@@ -233,6 +285,19 @@ def run(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
                     pub.delete_all()
                 except KubeError as exc:
                     print(f"fake_gpus plugin: warning: slices of {pub.driver} not deleted: {exc}", file=sys.stderr)
+
+
+def _health_events(args: argparse.Namespace, slices: list[dict[str, Any]], servers: list[Any],
+                   publishers: list[Any]) -> Any:
+    """The GPU driver's health events (its spool, slices, publisher and HealthBoard)."""
+    server = next(s for s in servers if s.state.driver == args.driver)
+    pub = next((p for p in publishers if p.driver == args.driver), None)
+    spool = healthspool.spool_dir(args.plugins_dir, args.driver)
+    spool.mkdir(parents=True, exist_ok=True)
+    gate = featuregates.parse(getattr(args, "feature_gates", "") or "")[GATE]
+    log.info("health events: spool %s, %s %s", spool, GATE, "on: events taint devices" if gate else "off: refused")
+    return HealthEvents(args.driver, args.node, slices, spool=spool, gate=gate, board=server.health,
+                        publish=pub.publish if pub is not None else None)
 
 
 def main(argv: list[str] | None = None, stop: threading.Event | None = None) -> int:

@@ -66,6 +66,9 @@ class SlicePublisher:
             if owner:
                 meta["ownerReferences"] = owner
             desired[name] = obj
+        for name, obj in desired.items():
+            if name in existing:
+                _keep_time_added(obj, existing[name])
         # the generation rule of Kubernetes' resourceslice controller: a pool starts at 1; it goes
         # up when a slice is new or more than one slice changes; a single update keeps it
         new = [n for n in desired if n not in existing]
@@ -102,6 +105,22 @@ class SlicePublisher:
             self.rest.call("DELETE", f"{SLICES}/{name}", ok=(200, 202, 404))
         log.info("deleted %d ResourceSlice(s) of node %s, driver %s", len(names), self.node, self.driver)
         return len(names)
+
+
+def _keep_time_added(desired: dict[str, Any], existing: dict[str, Any]) -> None:
+    """A desired device taint without timeAdded takes the published one's (same key, value and
+    effect): the API server stamps a taint sent without it again, which would restart the clock
+    of the tolerationSeconds counted from it."""
+    stamped = {}
+    for d in (existing.get("spec") or {}).get("devices") or []:
+        for t in d.get("taints") or []:
+            if t.get("timeAdded"):
+                stamped[(d.get("name"), t.get("key"), t.get("value"), t.get("effect"))] = t["timeAdded"]
+    for d in (desired.get("spec") or {}).get("devices") or []:
+        for t in d.get("taints") or []:
+            when = stamped.get((d.get("name"), t.get("key"), t.get("value"), t.get("effect")))
+            if when and not t.get("timeAdded"):
+                t["timeAdded"] = when
 
 
 def _spec_without_generation(sl: dict[str, Any]) -> Any:

@@ -112,7 +112,7 @@ def make_dra_servicer(state: DriverState, pb2: ModuleType, base: type, with_shar
 
     delay = fault_delay()
 
-    class Servicer(base):  # type: ignore[misc, valid-type]
+    class Servicer(base):  # type: ignore[misc, valid-type]  # base: the generated servicer, per API version
         def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
             _check_claims(request.claims, context)
             resp = pb2.NodePrepareResourcesResponse()

@@ -24,6 +24,7 @@ from typing import Any
 from labkit.cluster.base import ClusterError
 from labkit.model.podutil import claim_gate, pod_claims
 from labkit.output import Table, first_line
+from labkit.sim.resources import container_requests, is_extended
 
 
 def pod_reason(pod: dict) -> str:
@@ -62,6 +63,12 @@ def _env(cluster: Any, pod: str, ns: str, container: str, init: bool) -> dict[st
         raise
 
 
+def _extended(spec: dict) -> bool:
+    """A container asks for an extended resource (a device plugin's devices, e.g. nvidia.com/gpu)."""
+    return any(is_extended(r) for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+               for r in container_requests(c))
+
+
 def pod_gate(pod: dict, reason: str, claims: dict[tuple[str, str], dict]) -> dict | None:
     """The report's `gate` of one pod (see the module doc); ``reason``: its pod_reason;
     ``claims``: (namespace, name) -> claim."""
@@ -85,7 +92,7 @@ def simulate_report(cluster: Any) -> dict[str, list[dict]]:
         running = (p.get("status") or {}).get("phase", "Pending") == "Running"
         reason = pod_reason(p)
         containers = [{"name": c.get("name", ""), "env": _env(cluster, name, ns, c.get("name", ""), init)
-                       if running and pod_claims(p) else {}}  # no claim: no devices
+                       if running and (pod_claims(p) or _extended(spec)) else {}}  # no devices: no env
                       for init, c in [(True, c) for c in spec.get("initContainers") or []]
                       + [(False, c) for c in spec.get("containers") or []]]
         pods.append({"namespace": ns, "name": name, "node": spec.get("nodeName") or None,

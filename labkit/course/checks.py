@@ -630,3 +630,44 @@ def check_compute_domain_pair(answer: Any) -> str:
         raise _Fail(f"ComputeDomain {cd['metadata']['name']} is {cd.get('status', {}).get('status')}",
                     "every pod's tray must run its IMEX daemon: the pods must be Running on their trays")
     return f"{', '.join(f'{p} on {n}' for p, n in sorted(nodes.items()))}; ComputeDomain Ready, channel0 in each"
+
+
+# ---------------------------------------------------------------------------------------------
+# 15 device health
+
+def _extended_gpu_pod(name: str, node: str) -> dict:
+    """A pod asking for `nvidia.com/gpu: 1` on `node` (a DRA-backed extended resource)."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+                     "containers": [{"name": "main", "image": "busybox",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+@checker("node drain")
+def check_node_drain(answer: Any, node: str = "t4-1", other: str = "t4-0") -> str:
+    """15: one DeviceTaintRule that drains every GPU of `node` (NoExecute): on a fresh workshop
+    cluster its pods go, another node's stay."""
+    rule = _one(_objects(answer), "DeviceTaintRule")
+    sel, taint = rule["spec"].get("deviceSelector") or {}, rule["spec"].get("taint") or {}
+    if taint.get("effect") != "NoExecute":
+        raise _Fail(f"the taint's effect is {taint.get('effect')!r}: running pods would stay",
+                    "effect: NoExecute evicts the pods already using the devices")
+    if sel.get("device"):
+        raise _Fail(f"the rule selects only device {sel['device']}", "leave out deviceSelector.device: "
+                    "driver and pool select every device of the node's pool")
+    if sel.get("driver") != GPU_DRIVER or sel.get("pool") != node:
+        raise _Fail(f"the rule selects driver {sel.get('driver')!r}, pool {sel.get('pool')!r}",
+                    f"deviceSelector: {{driver: {GPU_DRIVER}, pool: {node}}} (a node's pool is named after it)")
+    cluster = _run_on_sim([_extended_gpu_pod("on-" + node, node), _extended_gpu_pod("on-" + other, other)],
+                          "workshop")
+    try:
+        _require_running(cluster, ["on-" + node, "on-" + other])
+        cluster.apply([rule])
+        cluster.wait()
+        left = {p["metadata"]["name"] for p in cluster.list("Pod")}
+        evicted = [e["involvedObject"]["name"] for e in cluster.events() if e["reason"] == "DeviceTaintManagerEviction"]
+    finally:
+        cluster.down()
+    if "on-" + node in left or "on-" + other not in left:
+        raise _Fail(f"pods left: {sorted(left)}", f"only the pod on {node} should be evicted")
+    return f"{', '.join(evicted)} evicted (DeviceTaintManagerEviction); the pod on {other} stays"

@@ -88,3 +88,42 @@ def show_yaml(path: Any, first: int | None = None) -> None:
     print("\n---\n".join(shown))
     if len(shown) < len(docs):
         print(f"# ... {len(docs) - len(shown)} more document(s) in the file")
+
+
+def taint_lines(cluster: Any, node: str | None = None) -> str:
+    """Every device taint: the ones drivers publish in their ResourceSlices and the ones
+    DeviceTaintRules add (an admin's), one row per device and taint, sorted."""
+    rows = set()
+    slices = cluster.list("ResourceSlice")
+    for s in slices:
+        spec = s.get("spec", {})
+        if node is None or spec.get("nodeName") == node:
+            for d in spec.get("devices", []):
+                for t in d.get("taints") or []:
+                    rows.add((spec.get("pool", {}).get("name", ""), d["name"], t.get("key", ""), t.get("value", ""),
+                              t.get("effect", ""), f"ResourceSlice ({spec.get('driver', '')})"))
+    for r in cluster.list("DeviceTaintRule"):
+        sel, t = r["spec"].get("deviceSelector") or {}, r["spec"].get("taint") or {}
+        if node is None or sel.get("pool") in (None, node):
+            rows.add((sel.get("pool", "*"), sel.get("device", "*"), t.get("key", ""), t.get("value", ""),
+                      t.get("effect", ""), f"DeviceTaintRule {r['metadata']['name']}"))
+    return table(sorted(rows), ("pool", "device", "key", "value", "effect", "from")) if rows else "(no device taints)"
+
+
+def health_lines(cluster: Any, pods: Iterable[str] | None = None, namespace: str = "default") -> str:
+    """The kubelet's view of each pod's devices (status.containerStatuses[].allocatedResourcesStatus):
+    pod, container, entry, resourceID (a CDI device ID, its claim uid shortened) and health."""
+    wanted = set(pods) if pods is not None else None
+    rows = []
+    for p in cluster.list("Pod", namespace=namespace):
+        name = p["metadata"]["name"]
+        if wanted is not None and name not in wanted:
+            continue
+        for cs in p.get("status", {}).get("containerStatuses") or []:
+            for entry in cs.get("allocatedResourcesStatus") or []:
+                for r in entry.get("resources") or []:
+                    rid = str(r.get("resourceID", ""))
+                    kind, _, dev = rid.partition("=")
+                    short = f"{kind}=<claim uid>-{dev[37:]}" if len(dev) > 37 and dev[36] == "-" else rid
+                    rows.append((name, cs.get("name", ""), entry.get("name", ""), short, r.get("health", "")))
+    return table(sorted(rows), ("pod", "container", "entry", "resourceID", "health")) if rows else "(no health reported)"

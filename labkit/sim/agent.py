@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fake_gpus.plugin import cdi as fake_gpus_cdi
+from fake_gpus.plugin.devices import AllocatedDevice
 from labkit.errors import NotFoundError
 from labkit.model.podutil import (
     DURATION_ANNOTATION,
@@ -39,6 +40,8 @@ COMPONENT = "kubelet"
 KUBELET_PREPARE_FAILED = ("Failed to prepare dynamic resources: prepare dynamic resources: "
                           "NodePrepareResources failed for ResourceClaim {claim}: {error}")
 DEFAULT_DURATION = 60.0  # seconds a run-to-completion container (restartPolicy Never/OnFailure) runs
+#: the device health values a kubelet writes (core/v1 ResourceHealthStatus)
+HEALTH_VALUES = ("Healthy", "Unhealthy", "Unknown")
 
 
 def reserved_for_pod(claim: dict, pod: dict) -> bool:
@@ -75,6 +78,13 @@ class NodeAgent:
         self.prepare_checks: list[Callable[[dict, dict, dict], str | None]] = []
         #: (claim, node) -> the compute-domain plugin's env for a daemon claim (ComputeDomainController)
         self.daemon_env: Callable[[dict, dict], dict[str, str]] | None = None
+        #: (pod, node) -> per container env of its device-plugin devices, given at admission (None:
+        #: the pod was rejected); labkit.sim.deviceplugin.DeviceManager sets it
+        self.device_plugins: Callable[[dict, dict], dict[str, dict[str, str]] | None] | None = None
+        #: the kubelet's device health cache (DRAResourceHealth streams): (driver, pool, device) -> health
+        self.device_health: dict[tuple[str, str, str], str] = {}
+        #: (driver, node) whose plugin streams health; pods there get allocatedResourcesStatus
+        self.health_streams: set[tuple[str, str]] = set()
         store.watch(self._on_pod, kinds=("Pod",))
         store.watch(self._on_claim, kinds=("ResourceClaim",))
 
@@ -126,6 +136,9 @@ class NodeAgent:
         if node is None:
             self.problems[uid] = f"node {pod['spec']['nodeName']} does not exist"
             return None
+        plugin_env = self.device_plugins(pod, node) if self.device_plugins is not None else {}
+        if plugin_env is None:  # rejected at admission: the pod has failed
+            return None
         slices = self.dra.slices_for(node)
         specs: list[dict] = []
         prepared: dict[str, list[tuple[list[str], list[str]]]] = {}  # pod claim name -> (requests, CDI ids)
@@ -157,7 +170,10 @@ class NodeAgent:
                     if common is not None and common not in specs:
                         specs.append(common)
                 prepared.setdefault(pc.entry, []).extend(devs)
-        return self._container_envs(pod, specs, prepared)
+        envs = self._container_envs(pod, specs, prepared)
+        for ctr, env in plugin_env.items():  # the CDI edits of DRA devices come after the plugin's env
+            envs[ctr] = {**env, **envs.get(ctr, {})}
+        return envs
 
     def _start(self, pod: dict) -> None:
         env = self._prepare(pod)
@@ -180,6 +196,7 @@ class NodeAgent:
              "restartCount": 0, "state": {"running": {"startedAt": now}}}
             for c in (pod.get("spec") or {}).get("containers") or []
         ]
+        self._write_health(new)
         self.store.update(new)
         for c in (pod.get("spec") or {}).get("containers") or []:
             self.events.record(pod, "Normal", "Started", f"Started container {c.get('name', '')}", COMPONENT)
@@ -231,6 +248,84 @@ class NodeAgent:
                                     "started": False, "restartCount": 0,
                                     "state": {"waiting": {"reason": "ContainerCreating"}}} for c in containers]
         self.store.update(new)
+
+    # -- device health (KEP-4680, gate ResourceHealthStatus) --------------------------------
+    def report_health(self, driver: str, node: str, devices: dict[tuple[str, str], str]) -> None:
+        """One NodeWatchResources message of `driver`'s plugin on `node`: the health of each of
+        its devices, by (pool, device). The kubelet caches it and writes the health of every
+        running pod on the node that holds one of them again (allocatedResourcesStatus)."""
+        self.health_streams.add((driver, node))
+        self.device_health.update({(driver, pool, dev): h for (pool, dev), h in devices.items()})
+        for pod in self.store.list("Pod"):
+            if (pod.get("spec") or {}).get("nodeName") != node or is_deleting(pod) or is_finished(pod):
+                continue
+            if (pod.get("status") or {}).get("phase") != "Running":
+                continue
+            new = evolve(pod, "status")
+            if self._write_health(new):
+                self.store.update(new)
+
+    def _write_health(self, pod: dict) -> bool:
+        """Set each container's allocatedResourcesStatus as a kubelet does; True when it changed.
+
+        Facts from kubernetes pkg/kubelet/cm/dra/manager.go (UpdateAllocatedResourcesStatus):
+        only containers with resources.claims get entries (a DRA-backed extended resource gets
+        none); an entry is named `claim:<podClaimName>` or `claim:<podClaimName>/<request>` and
+        lists every device the claim prepared (all of the claim's, even for a request), with the
+        device's first CDI device ID as resourceID (else `<driver>/<pool>/<device>`) and the
+        health its driver last streamed (Unknown for a device no stream reported); the claim's
+        name comes from pod.status.resourceClaimStatuses only, so a claim named directly in
+        spec.resourceClaims (resourceClaimName) gets no entry. The sim writes entries only on a
+        node where a driver streams health (after a health event there, see
+        labkit.sim.health): until then pod status stays as before."""
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not any(n == node for _, n in self.health_streams):
+            return False
+        st = pod["status"]
+        recorded = {c.get("name"): c.get("resourceClaimName") for c in st.get("resourceClaimStatuses") or []}
+        ns = meta(pod)["namespace"]
+        changed = False
+        statuses = []
+        for ctr, cs in zip((pod.get("spec") or {}).get("containers") or [], st.get("containerStatuses") or [],
+                           strict=False):
+            entries = []
+            for ref in (ctr.get("resources") or {}).get("claims") or []:
+                claim = self.store.get("ResourceClaim", recorded.get(ref.get("name")) or "", ns)
+                resources = self._claim_health(claim) if claim is not None else []
+                if resources:
+                    name = f"claim:{ref.get('name')}" + (f"/{ref['request']}" if ref.get("request") else "")
+                    entries.append({"name": name, "resources": resources})
+            new_cs = dict(cs)
+            if entries:
+                new_cs["allocatedResourcesStatus"] = entries
+            else:
+                new_cs.pop("allocatedResourcesStatus", None)
+            changed |= new_cs != cs
+            statuses.append(new_cs)
+        if changed:
+            st["containerStatuses"] = statuses
+        return changed
+
+    def _claim_health(self, claim: dict) -> list[dict[str, str]]:
+        """resourceID and health of each device the claim prepared (one per device and share)."""
+        uid = str(meta(claim).get("uid", ""))
+        results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
+        out: list[dict[str, str]] = []
+        seen: set[tuple] = set()
+        for r in results:
+            key = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""), r.get("shareID"))
+            if key in seen:
+                continue
+            seen.add(key)
+            dev = AllocatedDevice(request=r.get("request", ""), driver=key[0], pool=key[1], name=key[2],
+                                  share_id=key[3])
+            try:
+                ids = self._cdi().claim_cdi_ids(key[0], uid, dev)
+            except ValueError:
+                ids = []
+            out.append({"resourceID": ids[0] if ids else "/".join(key[:3]),
+                        "health": self.device_health.get(key[:3], "Unknown")})
+        return out
 
     def pod_env(self, uid: str, container: str | None = None) -> dict[str, str]:
         """One container's env, or with no name the union over the pod's containers (the list

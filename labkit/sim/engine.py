@@ -23,8 +23,10 @@ from labkit.sim.agent import NodeAgent
 from labkit.sim.claimctl import ClaimController
 from labkit.sim.clock import Clock
 from labkit.sim.computedomains import ComputeDomainController
+from labkit.sim.deviceplugin import DeviceManager, advertised
 from labkit.sim.dra import DraState, split_gates
 from labkit.sim.events import EventRecorder
+from labkit.sim.health import GpuHealthMonitor
 from labkit.sim.mpijobs import MPIJobController
 from labkit.sim.nodes import build_all_slices, build_node, default_device_classes
 from labkit.sim.scheduler import Scheduler
@@ -62,8 +64,10 @@ class Sim:
         self.claims = ClaimController(self.store, self.events, on_deallocate=self.scheduler.release_claim)
         self.agent = NodeAgent(self.store, self.events, self.dra,
                                **({} if default_duration is None else {"default_duration": default_duration}))
-        self.taints = DeviceTaintController(self.store, self.events)
+        self.taints = DeviceTaintController(self.store, self.events, profile.kubernetes_version)
+        self.health = GpuHealthMonitor(self.store, self.agent)
         self.compute_domains = ComputeDomainController(self.store, self.events, self.agent)
+        self.device_plugins = DeviceManager(self.store, self.events, self.agent, self.profile)
         self.scheduler.progress = progress
         if state is not None:
             self._restore(state)
@@ -99,7 +103,8 @@ class Sim:
             for cls in default_device_classes(self.profile, cache):  # after the nodes: needs their profiles
                 self.store.create(cls)
             for spec, slices in zip(specs, built, strict=True):
-                self.store.create(build_node(spec), copy=False)  # built here, for the store alone
+                # built here, for the store alone; with what a device plugin registers on the node
+                self.store.create(build_node(spec, advertised(spec, self.profile, cache)), copy=False)
                 for s in slices:
                     self.store.create(s, copy=False)
 

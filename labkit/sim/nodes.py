@@ -26,7 +26,9 @@ def _node_info(name: str) -> dict[str, str]:
             "architecture": "amd64"}
 
 
-def build_node(spec: NodeSpec) -> dict[str, Any]:
+def build_node(spec: NodeSpec, plugins: dict[str, str] | None = None) -> dict[str, Any]:
+    """The Node of a profile entry; `plugins`: the extended resources device plugins register on it
+    (labkit.sim.deviceplugin.advertised), in capacity and allocatable."""
     labels = {
         "kubernetes.io/hostname": spec.name,
         "kubernetes.io/os": "linux",
@@ -37,6 +39,7 @@ def build_node(spec: NodeSpec) -> dict[str, Any]:
         labels["fake-gpus.dev/mig-mode"] = spec.mig_mode
     labels.update(spec.labels)
     alloc = dict(DEFAULT_ALLOCATABLE)
+    alloc.update(plugins or {})
     alloc.update(spec.allocatable)
     node: dict[str, Any] = {
         "apiVersion": "v1",
@@ -70,7 +73,10 @@ def build_slices_for(spec: NodeSpec, profile: ClusterProfile, cache: dict[str, A
                               "topology_attributes": profile.topology_attributes}
         if spec.mig_mode:
             kw["mig_mode"] = spec.mig_mode
-        return build_slices(cache[spec.node_profile], spec.name, **kw)
+        slices = build_slices(cache[spec.node_profile], spec.name, **kw)
+        if profile.device_plugin:  # the DRA driver's GPU part is off: its kubelet plugin publishes nothing
+            slices = [s for s in slices if s["spec"]["driver"] != fake_gpus_slices.GPU_DRIVER]
+        return slices
     except (ValueError, KeyError, OSError) as exc:
         raise HardwareError(
             f"{profile.source}: node {spec.name} (nodeProfile {spec.node_profile}, migMode {spec.mig_mode}): {exc}"
@@ -176,7 +182,8 @@ def build_all_slices(specs: list[NodeSpec], profile: ClusterProfile, cache: dict
 
 
 def default_device_classes(profile: ClusterProfile | None = None, cache: dict[str, Any] | None = None) -> list[dict]:
-    """NVIDIA's DeviceClasses, plus the dra-example-driver's when a node of `profile` runs it."""
+    """NVIDIA's DeviceClasses (without the GPU ones under `gpuPlugin: device-plugin`), plus the
+    dra-example-driver's when a node of `profile` runs it."""
     load_node_profile, _, device_classes = _fake_gpus()
     if profile is None:
         return list(device_classes())
@@ -184,5 +191,14 @@ def default_device_classes(profile: ClusterProfile | None = None, cache: dict[st
     for n in profile.nodes:
         if n.node_profile not in cache:
             cache[n.node_profile] = load_node_profile(n.node_profile)
-    return list(fake_gpus_slices.device_classes_for(
-        [cache[n] for n in dict.fromkeys(x.node_profile for x in profile.nodes)]))
+    classes = fake_gpus_slices.device_classes_for(
+        [cache[n] for n in dict.fromkeys(x.node_profile for x in profile.nodes)])
+    if profile.device_plugin:  # NVIDIA's chart with resources.gpus.enabled=false installs no GPU classes
+        classes = [c for c in classes if not _selects_driver(c, fake_gpus_slices.GPU_DRIVER)]
+    return list(classes)
+
+
+def _selects_driver(device_class: dict, driver: str) -> bool:
+    """The class's CEL selectors pick devices of `driver` (NVIDIA's gpu, mig and vfio classes)."""
+    return any(f"device.driver == '{driver}'" in ((sel.get("cel") or {}).get("expression") or "")
+               for sel in (device_class.get("spec") or {}).get("selectors") or [])

@@ -14,6 +14,7 @@ claim change re-examines that claim only; a change of the taints re-examines eve
 from __future__ import annotations
 
 from labkit.allocator.taints import tolerates
+from labkit.api.features import DEFAULT_VERSION, minor_key
 from labkit.model.podutil import is_deleting, is_finished, meta
 from labkit.sim.clock import parse_timestamp
 from labkit.sim.events import EventRecorder
@@ -23,9 +24,12 @@ COMPONENT = "device-taint-eviction-controller"
 
 
 class DeviceTaintController:
-    def __init__(self, store: Store, events: EventRecorder) -> None:
+    def __init__(self, store: Store, events: EventRecorder, kubernetes_version: str = DEFAULT_VERSION) -> None:
         self.store = store
         self.events = events
+        #: 1.38 on: a toleration with an empty effect tolerates NoExecute too (kubernetes#143376); before, the
+        #: controller counted only tolerations whose effect is NoExecute
+        self.empty_effect_tolerates = minor_key(kubernetes_version) >= (1, 38)
         self._taint_index: dict[tuple[str, str, str], list[tuple[dict, float]]] | None = None
         self._all = True  # every claim must be examined (the taints changed)
         self._dirty: set[tuple[str, str]] = set()  # claims changed since the last reconcile
@@ -40,6 +44,10 @@ class DeviceTaintController:
         elif ev.type != "ADDED":  # a new claim has no allocation yet
             m = ev.object.get("metadata") or {}
             self._dirty.add((m.get("namespace", "default"), m.get("name", "")))
+
+    def _counts(self, toleration: dict) -> bool:
+        effect = toleration.get("effect") or ""
+        return effect == "NoExecute" or (effect == "" and self.empty_effect_tolerates)
 
     def _taints(self) -> dict[tuple[str, str, str], list[tuple[dict, float]]]:
         """NoExecute taints by device, with the time each counts from."""
@@ -70,7 +78,9 @@ class DeviceTaintController:
                 drv, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
                 for d in spec.get("devices") or []:
                     for r in rules:
-                        sel = r["spec"].get("deviceSelector") or {}
+                        sel = r["spec"].get("deviceSelector")
+                        if sel is None:  # no selector matches nothing (1.37.1 on; `{}` matches all), as the allocator
+                            continue
                         if all(sel.get(k) in (None, v) for k, v in (("driver", drv), ("pool", pool), ("device", d.get("name")))):
                             add((drv, pool, d.get("name", "")), r["spec"]["taint"])
         return out
@@ -82,13 +92,12 @@ class DeviceTaintController:
         evict_at: float | None = None
         for r in results:
             for t, added in taints.get((r.get("driver", ""), r.get("pool", ""), r.get("device", "")), []):
-                tol = next((x for x in r.get("tolerations") or [] if tolerates(x, t)), None)
-                if tol is None:
-                    at = now
-                elif tol.get("tolerationSeconds") is not None:
-                    at = max(now, added + float(tol["tolerationSeconds"]))
-                else:
+                # every matching toleration counts: one without tolerationSeconds tolerates for good, else the
+                # smallest seconds win (kubernetes pkg/controller/devicetainteviction claimEvictionTime)
+                tols = [x for x in r.get("tolerations") or [] if self._counts(x) and tolerates(x, t)]
+                if any(x.get("tolerationSeconds") is None for x in tols):
                     continue
+                at = max(now, added + min(max(float(x["tolerationSeconds"]), 0.0) for x in tols)) if tols else now
                 evict_at = at if evict_at is None else min(evict_at, at)
         if evict_at is None:
             return {}

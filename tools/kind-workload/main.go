@@ -36,5 +36,8 @@ func main() {
 	printEnv()
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
-	<-stop
+	sig := <-stop
+	// end as the stood-in command would: killed by the signal (128+n, e.g. 143), so a Job's pod that is
+	// deleted or evicted fails and the Job replaces it, as with the real image; never a success (0)
+	os.Exit(128 + int(sig.(syscall.Signal)))
 }

@@ -71,6 +71,7 @@ def driver_manifests(
             container["args"] = _driver_args(container.get("args") or [], node_profile, mig)
             if profile.topology_attributes:  # the profile's lessons use LabKit's own topology attributes
                 container["args"].append("--topology-attributes")
+            _gates_last(container["args"])
         rendered.append(ds)
     return shared + rendered + (compute_domain_manifests(image) if has_compute_domains(profile) else [])
 
@@ -142,6 +143,14 @@ def helm_values(profile: ClusterProfile, image: str) -> dict[str, Any]:
     return {"image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
             "hardware": hardware, "topologyAttributes": bool(profile.topology_attributes),
             "resources": {"computeDomains": {"enabled": has_compute_domains(profile)}}}
+
+
+def _gates_last(args: list[str]) -> None:
+    """Move the template's ``--feature-gates X`` after the per-hardware flags, where the Helm chart
+    renders it (its extraArgs), so both give the same argv."""
+    if "--feature-gates" in args:
+        i = args.index("--feature-gates")
+        args += [args.pop(i), args.pop(i)]
 
 
 def _driver_args(args: list[str], node_profile: str, mig: str) -> list[str]:
