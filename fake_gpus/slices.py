@@ -65,7 +65,7 @@ def parse_kubernetes_version(v: str) -> tuple[int, int]:
     if ver < OLDEST_VERSION:
         raise SliceError(f"kubernetes_version {v!r}: resource.k8s.io/v1 needs Kubernetes 1.34 or newer")
     if ver[0] != 1:
-        raise SliceError(f"kubernetes_version {v!r}: no such Kubernetes release; use 1.34 to 1.37")
+        raise SliceError(f"kubernetes_version {v!r}: no such Kubernetes release; use 1.34 to 1.38")
     return ver
 
 

@@ -21,6 +21,8 @@ from labkit.api import with_defaults
 from tests.differential import harness
 from tests.differential.generator import DUMPER
 
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 GPU = "gpu.nvidia.com"
 V1 = "resource.k8s.io/v1"
 GATE_CHOICES = ["DRAPartitionableDevices", "DRAConsumableCapacity", "DRADeviceTaints", "DRAPrioritizedList",
@@ -148,7 +150,7 @@ def test_random_scenarios_match_go(tmp_path, monkeypatch, oracle):
     assert not diffs, f"{len(diffs)} of {n} differ; first: {diffs[0]}"
 
 
-# -- older releases: the same inputs through oracle-0.3x with kubernetesVersion 1.3x -----------
+# -- other releases: the same inputs through oracle-0.3x with kubernetesVersion 1.3x -----------
 CORPUS = Path(__file__).parent / "data" / "allocator"
 #: Go map order decides the pool order before 1.36 (random): multi-pool cases cannot be compared
 RANDOM_ORDER = {"pool-order", "node-selector-slice"}
@@ -181,7 +183,7 @@ def _run_release(oracle: Path, version: str, source_dirs: list[Path], tmp_path: 
 
 @pytest.mark.oracle
 @pytest.mark.slow
-@pytest.mark.parametrize("version", ["1.36", "1.35", "1.34"])
+@pytest.mark.parametrize("version", ["1.38", "1.36", "1.35", "1.34"])
 def test_corpus_matches_older_releases(version, tmp_path, monkeypatch, oracle_of):
     monkeypatch.setenv("LABKIT_DETERMINISTIC_SHAREID", "1")
     skip = RANDOM_ORDER | (RANDOM_ORDER_BEFORE_136 if version in ("1.34", "1.35") else set())
@@ -192,7 +194,7 @@ def test_corpus_matches_older_releases(version, tmp_path, monkeypatch, oracle_of
 
 @pytest.mark.oracle
 @pytest.mark.slow
-@pytest.mark.parametrize("version", ["1.36", "1.35"])
+@pytest.mark.parametrize("version", ["1.38", "1.36", "1.35"])
 def test_random_scenarios_match_older_releases(version, tmp_path, monkeypatch, oracle_of):
     monkeypatch.setenv("LABKIT_DETERMINISTIC_SHAREID", "1")
     src = tmp_path / "src"

@@ -20,9 +20,11 @@ from labkit.api.features import (
     resolve_gates,
 )
 
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 
 def test_versions_and_key_defaults() -> None:
-    assert SUPPORTED_VERSIONS == ("1.34", "1.35", "1.36", "1.37")
+    assert SUPPORTED_VERSIONS == ("1.34", "1.35", "1.36", "1.37", "1.38")
     assert FEATURE_DEFAULTS["1.37"]["DRAConsumableCapacity"] is True
     assert FEATURE_DEFAULTS["1.35"]["DRAConsumableCapacity"] is False
     assert FEATURE_DEFAULTS["1.34"]["DRAPrioritizedList"] is True

@@ -106,6 +106,24 @@ def test_the_maturity_check_catches_a_wrong_or_unnamed_statement():
     assert maturity_problems("x", "NVIDIA's `DynamicMIG` gate (beta).", table) != []
 
 
+def test_what_the_course_says_of_1_38s_release_follows_the_pinned_release():
+    """Lesson 11's "What 1.38 changes" and the README say 1.38 is due (2026-12-16) while
+    tools/kubernetes-releases.env pins a pre-release and the kit's default is 1.37; once it pins v1.38.0
+    the default is 1.38 and no text says "due" any more (issue 42: say "released" only once it is)."""
+    pins = dict(re.findall(r"^(KUBE_1_\d+)=(\S+)$", (ROOT / "tools" / "kubernetes-releases.env").read_text(encoding="utf-8"),
+                           flags=re.M))
+    released = "-" not in pins["KUBE_1_38"]
+    default = json.loads((ROOT / "labkit" / "api" / "feature_gates.json").read_text(encoding="utf-8"))["default"]
+    assert (default == "1.38") == released, (pins["KUBE_1_38"], default)
+    for path in [*LESSONS, *DOCS]:
+        text = " ".join(path.read_text(encoding="utf-8").split())
+        due = re.findall(r"1\.38[^.]{0,40}?\bdue\b|\bdue\b[^.]{0,20}?2026-12-16", text)
+        said_released = re.findall(r"1\.38 \(released", text)
+        assert not (due if released else said_released), (path.name, due or said_released)
+    lesson = " ".join((NOTEBOOKS / "11_the_real_thing.md").read_text(encoding="utf-8").split())
+    assert ("1.38 (released 2026-12-16)" if released else "1.38 is due on 2026-12-16") in lesson
+
+
 def test_classic_dra_removal_releases_are_the_kits():
     """Lesson 11 and the example README say the releases `labkit validate` prints for old manifests."""
     rc = {"apiVersion": "resource.k8s.io/v1alpha2", "kind": "ResourceClass", "metadata": {"name": "gpu"}}

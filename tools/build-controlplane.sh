@@ -14,6 +14,9 @@
 # module with its published v0.X.Y tag. The committed go.mod/go.sum pin the default version; any
 # other minor is generated into the cache from that version's go.mod on the proxy.
 #
+# Any other minor builds the release pinned in tools/kubernetes-releases.env (the one place for
+# the pins; 1.38: v1.38.0-beta.0), else the newest patch release the module proxy serves.
+#
 # The cache directory gets a VERSION file holding the exact Kubernetes version built (for
 # example v1.37.1 when v1.37.2 exists but its source is not on the module proxy).
 set -euo pipefail
@@ -31,6 +34,14 @@ BIN="$OUT/bin"
 ETCD_VERSION="${LABKIT_ETCD_VERSION:-}"
 COMPONENTS=(kube-apiserver kube-scheduler kube-controller-manager)
 export GOFLAGS="${GOFLAGS:--mod=mod}"
+# the Go toolchain: the minor's GO_<major>_<minor> line in tools/kubernetes-releases.env (1.38 needs Go >= 1.27:
+# go1.27.3, fetched from the module proxy) unless $GOTOOLCHAIN names another; else the local Go. (An unset or
+# `local` GOTOOLCHAIN does not outvote the pin: actions/setup-go exports GOTOOLCHAIN=local.)
+release_pin() { # key -> its value in tools/kubernetes-releases.env (empty when absent)
+  awk -F= -v k="$1" '$1==k {print $2}' "$ROOT/tools/kubernetes-releases.env"
+}
+GO_PIN="$(release_pin "GO_${MINOR/./_}")"
+[[ -z "$GO_PIN" || "${GOTOOLCHAIN:-local}" != local ]] || GOTOOLCHAIN="$GO_PIN"
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 
 t0=$SECONDS
@@ -112,12 +123,23 @@ if [[ -n "${LABKIT_KUBE_VERSION:-}" ]]; then
   KV="$LABKIT_KUBE_VERSION"
 elif [[ "$PINNED" == "v$MINOR".* ]] && module_zip_ok k8s.io/kubernetes "$PINNED"; then
   KV="$PINNED"
+elif RELEASE="$(release_pin "KUBE_${MINOR/./_}")" \
+    && [[ -n "$RELEASE" ]] && module_zip_ok k8s.io/kubernetes "$RELEASE"; then
+  KV="$RELEASE"  # another minor: its pin (tools/kubernetes-releases.env; 1.38: the beta)
 else
   KV="$(pick_version k8s.io/kubernetes "v$MINOR")" || {
     echo "build-controlplane: no v$MINOR.x of k8s.io/kubernetes is downloadable from $(go env GOPROXY)" >&2; exit 1; }
 fi
 STAGING_V="v0.${KV#v1.}"
-say "Kubernetes $KV (staging modules $STAGING_V)"
+say "Kubernetes $KV (staging modules $STAGING_V, Go toolchain $GOTOOLCHAIN)"
+
+# etcd: the committed tools/controlplane/etcd module for the default minor; another minor builds the
+# etcd its release pins (k8s.io/kubernetes build/dependencies.yaml, name "etcd"; 1.38: 3.7.1)
+if [[ -z "$ETCD_VERSION" && "$PINNED" != "$KV" ]]; then
+  kdir="$(cd "$WORK" && go mod download -json "k8s.io/kubernetes@$KV" | sed -n 's/.*"Dir": "\(.*\)",*/\1/p')"
+  ev="$(awk '$0 ~ /- name: "etcd"$/ {f=1; next} f && $1=="version:" {print $2; exit}' "$kdir/build/dependencies.yaml" 2>/dev/null || true)"
+  [[ -z "$ev" ]] || ETCD_VERSION="v${ev#v}"
+fi
 
 # ---- build from the module proxy
 prepare_module() { # -> directory holding the wrapper module for $KV

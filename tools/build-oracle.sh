@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the differential oracle (tools/oracle) against the real Kubernetes
 # structured allocator, through the Go module proxy.
-#   bash tools/build-oracle.sh [VERSION...]     VERSION: 0.37 (default), 0.36, 0.35, 0.34 or a full v0.3x.y
+#   bash tools/build-oracle.sh [VERSION...]     VERSION: 0.37 (default), 0.38, 0.36, 0.35, 0.34 (tools/kubernetes-releases.env) or a full v0.3x.y
 # Binaries: ${LABKIT_CACHE:-$HOME/.cache/dra-labkit}/oracle/oracle-<version>; oracle-0.37 is the one tests use.
 # A build is skipped when the binary was built from the same inputs: a digest of the sources, this
 # script, the gate table and the release, kept beside it (<binary>.inputs; see build-inputs.sh).
@@ -19,8 +19,16 @@ if ! command -v go >/dev/null 2>&1; then
   exit 1
 fi
 
-# Newest patch releases known to work; the go.mod in tools/oracle pins 0.37.
-declare -A pins=([0.34]=v0.34.13 [0.35]=v0.35.10 [0.36]=v0.36.6 [0.37]=v0.37.2)
+# The release of each minor: tools/kubernetes-releases.env (KUBE_1_37=v1.37.2 -> pins[0.37]=v0.37.2),
+# the one place for the pins; the go.mod in tools/oracle pins 0.37. 0.38: the beta until the module
+# proxy serves v0.38.0 (then change that one line; the binary rebuilds by itself).
+declare -A pins=()
+while IFS='=' read -r key value; do
+  if [[ "$key" =~ ^KUBE_1_([0-9]+)$ ]]; then pins["0.${BASH_REMATCH[1]}"]="v0.${value#v1.}"; fi
+done < <(grep -E '^KUBE_1_[0-9]+=' "$here/kubernetes-releases.env")
+# Releases that need a newer Go than the machine's: the toolchain the Go command fetches from the
+# module proxy for them (Kubernetes 1.38 needs Go >= 1.27.0 and is built with go1.27.3).
+declare -A toolchains=([0.38]=go1.27.3)
 
 source "$here/build-inputs.sh"
 
@@ -30,12 +38,13 @@ build_one() {
   full="${pins[$minor]:-}"
   [[ "$want" == v*.*.* || "$want" == *.*.* ]] && full="v${want#v}"
   if [[ -z "$full" ]]; then
-    echo "build-oracle: unknown version '$want' (use 0.34, 0.35, 0.36 or 0.37)" >&2
+    echo "build-oracle: unknown version '$want' (use one of: ${!pins[*]})" >&2
     return 1
   fi
   bin="$out_dir/oracle-$minor"
   local digest
-  digest="$(inputs_digest "$full" "$src" "${BASH_SOURCE[0]}" "$gates_json")"
+  local toolchain="${toolchains[$minor]:-${GOTOOLCHAIN:-}}"
+  digest="$(inputs_digest "$full${toolchain:+ $toolchain}" "$src" "${BASH_SOURCE[0]}" "$gates_json")"
   if built_from "$bin" "$digest"; then
     echo "$bin (up to date)"
     return 0
@@ -50,9 +59,9 @@ build_one() {
     (cd "$work" && go build -trimpath -o "$bin.tmp" .) || { rm -rf "$work"; return 1; }
     rm -rf "$work"
   else
-    # Older releases: a go.mod that requires that release.
+    # Other releases: a go.mod that requires that release.
     printf 'module github.com/dra-labkit/oracle\n\ngo 1.24\n' >"$work/go.mod"
-    (cd "$work" && go get "k8s.io/dynamic-resource-allocation@$full" "sigs.k8s.io/yaml" >"$work/log" 2>&1 \
+    (cd "$work" && { [[ -z "$toolchain" ]] || export GOTOOLCHAIN="$toolchain"; } && go get "k8s.io/dynamic-resource-allocation@$full" "sigs.k8s.io/yaml" >"$work/log" 2>&1 \
       && go mod tidy >>"$work/log" 2>&1 && go build -trimpath -tags "dra${minor/./}" -o "$bin.tmp" . >>"$work/log" 2>&1) \
       || { tail -20 "$work/log" >&2; rm -rf "$work"; return 1; }
     rm -rf "$work"

@@ -18,6 +18,13 @@ code, strict or lax, and whether it is required: the checks' rules stay the same
 field only the older version has gets a lax code from its OpenAPI type.
 
     .venv/bin/python tools/gen_schema.py --old     # pip-downloads OLD_CLIENTS, writes schema_1.34..1.36
+
+A version newer than the newest client (1.38 while its ``kubernetes`` client does not exist) is derived:
+its schema is the client's plus the API changes of that release, written out in DERIVED (read from the Go
+types of ``k8s.io/api`` and ``k8s.io/apimachinery`` at the release pinned in tools/kubernetes-releases.env:
+diff ``{core,resource}/v1/types.go`` and ``pkg/apis/meta/v1/types.go`` against the client's release,
+comments stripped). The plain run writes and ``--check`` checks it too; once the client of that version
+is installed, the plain run generates the version from the client and DERIVED's entry is dropped.
 """
 
 from __future__ import annotations
@@ -160,6 +167,49 @@ def generate_old(wheel: Path) -> tuple[str, str]:
     return version, json.dumps(data, separators=(",", ":"), sort_keys=False) + "\n"
 
 
+#: version -> (the version it is derived from, {model: fields added, in the client's field form}); a new
+#: model is a key whose fields are all new. 1.38, from k8s.io/api@v0.38.0-beta.0 against v0.37.2:
+#: resource/{v1,v1beta2,v1beta1,v1alpha3}/types.go add no field (only the constant
+#: MaxCapacityRequirements = 32, a validation rule: labkit/api/rules_*.py); core/v1/types.go adds
+#: SeccompProfile.oci (SecurityProfileOCI: ref, baseProfile) and its two types; apimachinery's
+#: meta/v1 adds two CauseType constants only.
+DERIVED: dict[str, tuple[str, dict[str, list[list[typing.Any]]]]] = {
+    "1.38": ("1.37", {
+        "V1SeccompProfile": [["oci", "", "M:V1SecurityProfileOCI", False]],
+        "V1SecurityProfileOCI": [["baseProfile", "base_profile", "M:V1SecurityProfileOCIBase", False],
+                                 ["ref", "", "s", True]],
+        "V1SecurityProfileOCIBase": [["localhostProfile", "localhost_profile", "s", False], ["type", "", "s", True]],
+    }),
+}
+RELEASES = ROOT / "tools" / "kubernetes-releases.env"
+
+
+def release(version: str) -> str:
+    """The Kubernetes release pinned for ``version`` ("1.38" -> "v1.38.0-beta.0"), tools/kubernetes-releases.env."""
+    key = "KUBE_" + version.replace(".", "_") + "="
+    for line in RELEASES.read_text().splitlines():
+        if line.startswith(key):
+            return line.removeprefix(key).strip()
+    raise SystemExit(f"{RELEASES.relative_to(ROOT)}: no {key[:-1]} line")
+
+
+def generate_derived(version: str) -> tuple[str, str]:
+    """The schema of ``version`` (DERIVED): its base version's file plus the fields that release adds."""
+    base, added = DERIVED[version]
+    data = json.loads(schema_path(base).read_text())
+    models = data["models"]
+    for model, fields in added.items():
+        have = models.setdefault(model, [])
+        if {f[0] for f in have} & {f[0] for f in fields}:
+            raise SystemExit(f"{version}: {model} already has a field of {fields}: update DERIVED")
+        have.extend(fields)
+        have.sort(key=lambda f: f[0])  # the client orders a model's fields by their camelCase name
+    staging = "v0." + release(version).removeprefix("v1.")
+    out = {"kubernetes": version, "client": f"{data['client']} + k8s.io/api@{staging}",
+           "models": {k: models[k] for k in sorted(models)}}
+    return version, json.dumps(out, separators=(",", ":"), sort_keys=False) + "\n"
+
+
 def _old_wheels(folder: Path) -> list[Path]:
     for v in OLD_CLIENTS:  # one at a time: pip resolves the names of one command together
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(folder), f"kubernetes=={v}"],
@@ -185,7 +235,11 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             return max(_write(*generate_old(w), check) for w in _old_wheels(Path(tmp)))
     version, text = generate()
-    return _write(version, text, check)
+    status = _write(version, text, check)
+    for derived in sorted(DERIVED, key=lambda v: tuple(map(int, v.split(".")))):
+        if tuple(map(int, derived.split("."))) > tuple(map(int, version.split("."))):
+            status = max(status, _write(*generate_derived(derived), check))
+    return status
 
 
 if __name__ == "__main__":

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from labkit.allocator.core import FILTER_TIMEOUT, Search, SearchTimeout
 from labkit.allocator.errors import AllocationError
-from labkit.allocator.explain import explain
+from labkit.allocator.explain import Explanation, explain
 from labkit.allocator.features import Features, VariantProfile
-from labkit.allocator.model import MISSING, SliceInfo, slice_info
+from labkit.allocator.model import MISSING, DeviceInfo, SliceInfo, slice_info
 from labkit.allocator.nodes import NodeSelectorError, node_matches
 from labkit.allocator.pools import Pool, PoolError, gather_pools
+from labkit.allocator.requests import RequestData
 from labkit.allocator.result import build_results
 from labkit.allocator.selectors import (
     SelectorCompileError,
@@ -25,11 +27,11 @@ from labkit.allocator.state import AllocatedState
 __all__ = ["Allocator", "Outcome", "prepare_slices"]
 
 #: (features, node key, the node's slice views) -> pools; the views are the slices' identity
-_POOLS: dict[tuple, list[Pool]] = {}
+_POOLS: dict[tuple[Any, ...], list[Pool]] = {}
 _POOLS_MAX = 1 << 15
 
 
-def _rules_key(rules: list[dict], versioned: bool) -> object:
+def _rules_key(rules: list[dict[str, Any]], versioned: bool) -> object:
     if not rules:
         return ()
     if versioned:
@@ -40,7 +42,7 @@ def _rules_key(rules: list[dict], versioned: bool) -> object:
     return json.dumps(rules, sort_keys=True, default=repr)
 
 
-def prepare_slices(slices: list[dict], taint_rules: list[dict] = (), *, versioned: bool = False) -> None:
+def prepare_slices(slices: list[dict[str, Any]], taint_rules: Iterable[dict[str, Any]] = (), *, versioned: bool = False) -> None:
     """Convert ``slices`` now instead of in the first Allocator that looks at them: the slice and
     device views with parsed capacities and counters, and for each device what its first selector
     would work out (whether it converts to CEL). kube-scheduler converts slices in its
@@ -62,16 +64,16 @@ def prepare_slices(slices: list[dict], taint_rules: list[dict] = (), *, versione
 @dataclass
 class Outcome:
     status: str                              # "allocated" | "unsatisfiable" | "error"
-    allocations: list[dict] = field(default_factory=list)
+    allocations: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     node_scoped: bool = False
     #: allocateOne invocations (a measure of search effort)
     steps: int = 0
-    _explain: Any = field(default=None, repr=False, compare=False)
-    _explanation: Any = field(default=None, repr=False, compare=False)
+    _explain: Callable[[Outcome], Explanation] | None = field(default=None, repr=False, compare=False)
+    _explanation: Explanation | None = field(default=None, repr=False, compare=False)
 
     @property
-    def explanation(self):
+    def explanation(self) -> Explanation | None:
         """Why (not): computed on first access, in a separate pass (never changes the result)."""
         if self._explanation is None and self._explain is not None:
             self._explanation = self._explain(self)
@@ -88,8 +90,8 @@ class AttributeIndex:
 
     __slots__ = ("buckets", "clean", "plain", "consumes")
 
-    def __init__(self, entries: list[tuple], attribute: str) -> None:
-        self.buckets: dict[tuple, tuple[list[int], list[tuple]]] = {}
+    def __init__(self, entries: list[tuple[Any, ...]], attribute: str) -> None:
+        self.buckets: dict[tuple[Any, ...], tuple[list[int], list[tuple[Any, ...]]]] = {}
         self.clean = self.plain = True
         self.consumes = False
         for entry in entries:
@@ -123,8 +125,8 @@ class Allocator:
     it are seen by later calls) or a list of claims.
     """
 
-    def __init__(self, features: Features, classes: list[dict], slices: list[dict],
-                 allocated: AllocatedState | list[dict] | None = None, taint_rules: list[dict] = (),
+    def __init__(self, features: Features, classes: list[dict[str, Any]], slices: list[dict[str, Any]],
+                 allocated: AllocatedState | list[dict[str, Any]] | None = None, taint_rules: Iterable[dict[str, Any]] = (),
                  cel_engine: Any = None, versioned: bool = False) -> None:
         self.features = features
         self.profile = VariantProfile.for_features(features)
@@ -141,8 +143,8 @@ class Allocator:
         self._rules_key = _rules_key(self._rules, versioned)
         self._infos: dict[int, SliceInfo] = {}  # id(raw) -> view, checked once per Allocator
         self._all: list[SliceInfo] | None = None
-        self._raw_on_node: dict[str, list[dict]] = {}
-        self._raw_shared: list[dict] = []
+        self._raw_on_node: dict[str, list[dict[str, Any]]] = {}
+        self._raw_shared: list[dict[str, Any]] = []
         # 1.35/1.36: counter-only slices are needed on every node (NewAllocator puts them in
         # slicesShared whatever their nodeName)
         counters_shared = self.profile.counter_slices_everywhere
@@ -154,17 +156,19 @@ class Allocator:
             else:
                 self._raw_shared.append(raw)
         self.engine = SelectorEngine(cel_engine, consumable_capacity=features.ConsumableCapacity,
-                                     list_type_attributes=features.ListTypeAttributes)
+                                     list_type_attributes=features.ListTypeAttributes,
+                                     lazy_attributes=self.profile.v38)
         # selector results and candidate lists are kept on the (shared) pools when the CEL engine
         # is one of labkit.cel's, named by a string; a caller's own engine object gets its own
-        self._engine_key = ((cel_engine, features.ConsumableCapacity, features.ListTypeAttributes)
+        self._engine_key = ((cel_engine, features.ConsumableCapacity, features.ListTypeAttributes,
+                             self.profile.v38)
                             if cel_engine is None or isinstance(cel_engine, str) else None)
-        self._cel_results: dict[tuple[int, str], Any] = {}
-        self._pool_cache: dict[tuple, list[Pool]] = {}
-        self._candidates: dict[tuple, tuple[list[int], list[tuple]]] = {}
-        self._indexes: dict[tuple, AttributeIndex] = {}  # keys hold id(entries) kept by _candidates
+        self._cel_results: dict[tuple[int, str], bool | Exception] = {}
+        self._pool_cache: dict[tuple[Any, ...], list[Pool]] = {}
+        self._candidates: dict[tuple[Any, ...], Any] = {}  # candidates()' results, _class_entries()' lists
+        self._indexes: dict[tuple[Any, ...], AttributeIndex] = {}  # keys hold id(entries) kept by _candidates
 
-    def _info(self, raw: dict) -> SliceInfo:
+    def _info(self, raw: dict[str, Any]) -> SliceInfo:
         info = self._infos.get(id(raw))
         if info is None:
             info = self._infos[id(raw)] = slice_info(raw, self._rules, self._rules_key, self._versioned)
@@ -182,7 +186,7 @@ class Allocator:
         return self.profile.name
 
     # selectors are pure functions of (device, expression): cached for the Allocator's lifetime
-    def eval_selector(self, expr: str, dev) -> bool:
+    def eval_selector(self, expr: str, dev: DeviceInfo) -> bool:
         key = (id(dev), expr)
         hit = self._cel_results.get(key)
         if hit is not None:
@@ -200,7 +204,7 @@ class Allocator:
         self._cel_results[key] = result
         return result
 
-    def candidates(self, pool: Pool, rd, node: dict) -> tuple[list[int], list[tuple]]:
+    def candidates(self, pool: Pool, rd: RequestData, node: dict[str, Any]) -> tuple[list[int], list[tuple[Any, ...]]]:
         """Devices of ``pool`` that pass ``isSelectable`` for a request, in search order.
 
         Entries are ``(position, device, error)``; ``error`` (a selector that failed to compile or
@@ -209,11 +213,11 @@ class Allocator:
         are per node, so per-device node selection is covered too.
         """
         key = (id(pool), rd.class_name, tuple(rd.selectors))
-        hit = self._candidates.get(key)
+        hit: tuple[list[int], list[tuple[Any, ...]]] | None = self._candidates.get(key)
         if hit is not None:
             return hit
         class_sels = tuple(((s or {}).get("cel") or {}).get("expression", "")
-                           for s in (rd.class_obj.get("spec") or {}).get("selectors") or [])
+                           for s in (rd.class_obj.get("spec") or {}).get("selectors") or [])  # type: ignore[union-attr]  # request_view set it
         binding_ok = self.features.DeviceBindingAndStatus
         shared_key = None
         if self._engine_key is not None:
@@ -221,7 +225,7 @@ class Allocator:
             hit = pool.candidates.get(shared_key)
             if hit is not None:
                 self._candidates[key] = hit
-                return hit
+                return hit  # type: ignore[no-any-return]  # pool.candidates: candidates() results under these keys
         # the class's selectors first, once per pool and class (a request's selectors are only
         # evaluated on devices the class lets through, as upstream does per device)
         entries = self._class_entries(pool, class_sels, binding_ok)
@@ -245,15 +249,17 @@ class Allocator:
             pool.candidates[shared_key] = hit
         return hit
 
-    def _class_entries(self, pool: Pool, class_sels: tuple[str, ...], binding_ok: bool) -> list[tuple]:
+    def _class_entries(self, pool: Pool, class_sels: tuple[str, ...], binding_ok: bool) -> list[tuple[Any, ...]]:
         """``(position, device, error)`` of the devices of ``pool`` that its DeviceClass selectors
         let through (or fail on with an error), kept per pool and class."""
         # on the shared pool when the engine is one of labkit.cel's (like candidates), else here
+        store: dict[tuple[Any, ...], Any]  # pool.candidates holds candidates() results too
+        key: tuple[Any, ...]
         if self._engine_key is not None:
             store, key = pool.candidates, ("class", self._engine_key, binding_ok, class_sels)
         else:
             store, key = self._candidates, ("class", id(pool), binding_ok, class_sels)
-        hit = store.get(key)
+        hit: list[tuple[Any, ...]] | None = store.get(key)
         if hit is not None:
             return hit
         entries = []
@@ -268,12 +274,12 @@ class Allocator:
         store[key] = entries
         return entries
 
-    def _screen(self, entries: list[tuple], exprs, who: str) -> list[tuple]:
+    def _screen(self, entries: list[tuple[Any, ...]], exprs: Iterable[str], who: str) -> list[tuple[Any, ...]]:
         """``entries`` without the devices one of ``exprs`` rejects; a device on which one fails
         to compile or evaluate gets that error (``(who-compile|who-runtime, index, text)``) and
         is not tried with the next. Entries that carry an error already pass unchanged."""
         alive = [e for e in entries if e[2] is None]
-        failed: dict[int, tuple] = {}
+        failed: dict[int, tuple[Any, ...]] = {}
         for i, expr in enumerate(exprs):
             if not alive:
                 break
@@ -291,7 +297,7 @@ class Allocator:
         return [e if e[2] is not None or e[0] in passed else failed[e[0]]
                 for e in entries if e[2] is not None or e[0] in passed or e[0] in failed]
 
-    def attribute_index(self, entries: list[tuple], attribute: str) -> AttributeIndex:
+    def attribute_index(self, entries: list[tuple[Any, ...]], attribute: str) -> AttributeIndex:
         """``entries`` (from :meth:`candidates`) grouped by their scalar value of ``attribute``."""
         key = (id(entries), attribute)
         ix = self._indexes.get(key)
@@ -299,7 +305,7 @@ class Allocator:
             ix = self._indexes[key] = AttributeIndex(entries, attribute)
         return ix
 
-    def pools_for(self, node: dict) -> list[Pool]:
+    def pools_for(self, node: dict[str, Any]) -> list[Pool]:
         meta = (node or {}).get("metadata") or {}
         name = meta.get("name", "")
         key = (name, tuple(sorted((meta.get("labels") or {}).items())),
@@ -328,11 +334,11 @@ class Allocator:
             self._pool_cache[key] = pools
         return pools
 
-    def explanation(self, node: dict, claims: list[dict], outcome: Outcome) -> Any:
+    def explanation(self, node: dict[str, Any], claims: list[dict[str, Any]], outcome: Outcome) -> Any:
         """Why (not) ``outcome`` for these claims on ``node``, worked out in a separate pass."""
         return explain(self, node, claims, outcome)
 
-    def allocate(self, node: dict, claims: list[dict], timeout: float | None = FILTER_TIMEOUT) -> Outcome:
+    def allocate(self, node: dict[str, Any], claims: list[dict[str, Any]], timeout: float | None = FILTER_TIMEOUT) -> Outcome:
         """One scheduling attempt for ``node``. After ``timeout`` seconds of search (None: no
         limit) the attempt ends like kube-scheduler's cancelled filter: status ``error`` with
         ``TIMEOUT_ERROR`` (upstream's search is exponential in bad cases; Go cuts it the same way).

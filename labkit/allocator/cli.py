@@ -9,6 +9,8 @@ import argparse
 import os
 import sys
 import textwrap
+from collections.abc import Callable
+from typing import Any
 
 from labkit.allocator import Allocator, features_for
 from labkit.api import LoadError, load_files, with_defaults
@@ -36,14 +38,14 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="manifests: DeviceClasses, ResourceSlices, ResourceClaims, Nodes, DeviceTaintRules")
     p.add_argument("--node", required=True, help="node to allocate for (a bare Node is assumed if absent)")
     p.add_argument("--feature-gates", default="", metavar="G=true,...", help="Kubernetes gate overrides")
-    p.add_argument("--kubernetes-version", default=DEFAULT_VERSION, help="1.34-1.37 (default %(default)s)")
+    p.add_argument("--kubernetes-version", default=DEFAULT_VERSION, help="1.34-1.38 (default %(default)s)")
     p.add_argument("--no-validate", action="store_true", help="hand objects straight to the allocator")
     add_output_arg(p, "json", name="the allocated claims")
     p.add_argument("--explain", action="store_true", help="add an explanation of refusals")
     p.set_defaults(func=run)
 
 
-def deterministic_share_ids(allocations: dict[str, dict]) -> None:
+def deterministic_share_ids(allocations: dict[str, dict[str, Any]]) -> None:
     """Replace shareIDs by ``00000000-0000-0000-0000-<N>``, N counted in output order."""
     n = 0
     for alloc in allocations.values():
@@ -53,13 +55,13 @@ def deterministic_share_ids(allocations: dict[str, dict]) -> None:
                 r["shareID"] = f"00000000-0000-0000-0000-{n:012x}"
 
 
-def _bad(message: str) -> dict:
+def _bad(message: str) -> dict[str, Any]:
     return {"status": "error", "allocations": {}, "error": message, "explanation": None}
 
 
 def allocate_files(files: list[str], node_name: str, *, feature_gates: str = "",
                    kubernetes_version: str = "1.37", validate_input: bool = True,
-                   explain: bool = False, warn=None, require_claims: bool = False) -> dict:
+                   explain: bool = False, warn: Callable[[str], object] | None = None, require_claims: bool = False) -> dict[str, Any]:
     """The JSON document ``labkit allocate`` prints (as a dict).
 
     ``require_claims``: no pending claim is an error (the CLI), not an empty success (the oracle).
@@ -84,7 +86,7 @@ def allocate_files(files: list[str], node_name: str, *, feature_gates: str = "",
             more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
             return _bad(f"{problems[0]}{more}")
     objs = [with_defaults(o) for o in objs if isinstance(o, dict)]
-    by_kind: dict[str, list[dict]] = {}
+    by_kind: dict[str, list[dict[str, Any]]] = {}
     for o in objs:
         by_kind.setdefault(o.get("kind", ""), []).append(o)
     claims = by_kind.get("ResourceClaim", [])
@@ -99,7 +101,7 @@ def allocate_files(files: list[str], node_name: str, *, feature_gates: str = "",
     allocator = Allocator(features, by_kind.get("DeviceClass", []), by_kind.get("ResourceSlice", []),
                           in_use, taint_rules=rules)
     outcome = allocator.allocate(node, pending)
-    allocations: dict[str, dict] = {}
+    allocations: dict[str, dict[str, Any]] = {}
     if outcome.status == "allocated":
         for claim, result in zip(pending, outcome.allocations):
             meta = claim.get("metadata") or {}
@@ -118,7 +120,7 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def _table(doc: dict) -> Table:
+def _table(doc: dict[str, Any]) -> Table:
     rows = []
     for claim, alloc in doc["allocations"].items():
         for r in (alloc.get("devices") or {}).get("results") or []:

@@ -11,10 +11,12 @@ import sys
 import time
 import uuid
 from bisect import bisect_left
+from collections.abc import Callable
 from fractions import Fraction
+from typing import TYPE_CHECKING, Any
 
 from labkit.allocator.capacity import CapacityError, check_capacity, consumed_quantities
-from labkit.allocator.constraints import DistinctAttribute, MatchAttribute
+from labkit.allocator.constraints import DistinctAttribute, MatchAttribute, UnsupportedAttribute
 from labkit.allocator.errors import MAX_RESULTS, AllocationError, device_str, kobj
 from labkit.allocator.features import Features
 from labkit.allocator.model import MISSING, DeviceInfo
@@ -25,10 +27,13 @@ from labkit.api.attributes import SCALAR_KINDS
 from labkit.cel.errors import NO_SUCH_KEY_HINT
 from labkit.errors import EngineError
 
+if TYPE_CHECKING:
+    from labkit.allocator.allocator import Allocator
+
 __all__ = ["Search", "DeviceResult", "SearchTimeout", "FILTER_TIMEOUT", "TIMEOUT_ERROR"]
 
 _START = (0, 0)
-_EMPTY: tuple[list, list] = ([], [])
+_EMPTY: tuple[list[Any], list[Any]] = ([], [])
 _OPTIONAL_NODE_OPS_FEATURE = "DRAOptionalNodeOperations"
 
 
@@ -56,7 +61,7 @@ class SearchTimeout(AllocationError):
 class DeviceResult:
     __slots__ = ("rd", "device", "share_id", "consumed")
 
-    def __init__(self, rd: RequestData, device: DeviceInfo, share_id: str | None, consumed: dict | None):
+    def __init__(self, rd: RequestData, device: DeviceInfo, share_id: str | None, consumed: dict[str, Any] | None):
         self.rd = rd
         self.device = device
         self.share_id = share_id
@@ -64,7 +69,7 @@ class DeviceResult:
 
 
 class Search:
-    def __init__(self, allocator, node: dict, claims: list[dict], pools: list[Pool]) -> None:
+    def __init__(self, allocator: Allocator, node: dict[str, Any], claims: list[dict[str, Any]], pools: list[Pool]) -> None:
         self.a = allocator
         self.f: Features = allocator.features
         self.profile = allocator.profile
@@ -73,14 +78,14 @@ class Search:
         self.claims = claims
         self.pools = pools
         self.req_data: dict[tuple[int, int, int], RequestData] = {}
-        self.requests: list[list[dict]] = [((c.get("spec") or {}).get("devices") or {}).get("requests") or []
+        self.requests: list[list[dict[str, Any]]] = [((c.get("spec") or {}).get("devices") or {}).get("requests") or []
                                            for c in claims]
-        self.constraints: list[list] = [[] for _ in claims]
-        self.allocating: dict[tuple, set[int]] = {}
-        self.allocating_capacity: dict[tuple, dict[str, Fraction]] = {}
-        self.available_counters: dict[tuple, dict[str, dict[str, Fraction]]] = {}
-        self.negative_pools: set[tuple] = set()
-        self.consumed_counters: dict[tuple, dict[str, dict[str, Fraction]]] = {}
+        self.constraints: list[list[Any]] = [[] for _ in claims]
+        self.allocating: dict[tuple[Any, ...], set[int]] = {}
+        self.allocating_capacity: dict[tuple[Any, ...], dict[str, Fraction]] = {}
+        self.available_counters: dict[tuple[Any, ...], dict[str, dict[str, Fraction | int]]] = {}
+        self.negative_pools: set[tuple[Any, ...]] = set()
+        self.consumed_counters: dict[tuple[Any, ...], dict[str, dict[str, Fraction | int]]] = {}
         self.results: list[list[DeviceResult]] = [[] for _ in claims]
         self.shared_ids = self.state.shared_device_ids()
         self.steps = 0
@@ -125,25 +130,29 @@ class Search:
             list_mode = self.profile.experimental_code and f.ListTypeAttributes
             for i, c in enumerate(((claim.get("spec") or {}).get("devices") or {}).get("constraints") or []):
                 if c.get("matchAttribute") is not None:
-                    self.constraints[ci].append(MatchAttribute(i, c.get("requests"), c["matchAttribute"], list_mode))
+                    self.constraints[ci].append(MatchAttribute(i, c.get("requests"), c["matchAttribute"], list_mode,
+                                                               v38=self.profile.v38))
                 elif c.get("distinctAttribute") is not None and self.profile.knows_capacity:
                     self.constraints[ci].append(
                         DistinctAttribute(i, c.get("requests"), c["distinctAttribute"], list_mode,
-                                          by_request=self.profile.distinct_by_request))
+                                          by_request=self.profile.distinct_by_request, v38=self.profile.v38))
                 else:
                     raise AllocationError(f"claim {kobj(claim)}, constraint #{i}: empty constraint "
                                           "(unsupported constraint type?)")
 
-    def _validate(self, claim, ci, ri, si, req, sub) -> RequestData:
+    def _validate(self, claim: dict[str, Any], ci: int, ri: int, si: int, req: dict[str, Any],
+                  sub: dict[str, Any] | None) -> RequestData:
         rd = request_view(claim, ci, ri, si, req, sub, self.a.classes, self.f.AdminAccess)
         if rd.mode == "All":
             for pool in self.pools:
+                # 1.38 wraps both in ErrFailedAllocationOnNode: only this node fails (#141898)
                 if pool.incomplete:
                     raise AllocationError(f"claim {kobj(claim)}, request {rd.name}: asks for all devices, but "
-                                          f"resource pool {pool} is currently being updated")
+                                          f"resource pool {pool} is currently being updated",
+                                          node_scoped=self.profile.v38)
                 if pool.invalid:
                     raise AllocationError(f"claim {kobj(claim)}, request {rd.name}: asks for all devices, but "
-                                          f"resource pool {pool} is currently invalid")
+                                          f"resource pool {pool} is currently invalid", node_scoped=self.profile.v38)
                 for _pos, dev, err in self.a.candidates(pool, rd, self.node)[1]:
                     if err is not None:
                         raise self.selector_error(rd, dev, err)
@@ -151,7 +160,7 @@ class Search:
                         if self.f.ConsumableCapacity:
                             try:
                                 ok, _ = check_capacity(rd.capacity_requests, dev.capacity, None, None,
-                                                       self.f.FractionalCapacityRange)
+                                                       self.f.FractionalCapacityRange, self.driver38(dev))
                             except CapacityError as exc:
                                 raise AllocationError(f"claim {kobj(claim)}, request {rd.name}: checking capacity "
                                                       f"for device {dev.name}: {exc}") from exc
@@ -175,7 +184,7 @@ class Search:
             if old < limit:
                 sys.setrecursionlimit(old)
 
-    def one(self, ci: int, ri: int, si: int, di: int, alloc_sub: bool, start: tuple[int, int, int]) -> bool:
+    def one(self, ci: int, ri: int, si: int, di: int, alloc_sub: bool, start: tuple[int, int]) -> bool:
         self.steps += 1
         if self.deadline is not None and self.steps % _CLOCK_EVERY == 1 and time.monotonic() > self.deadline:
             raise SearchTimeout()
@@ -280,7 +289,7 @@ class Search:
         return False
 
     # -- checks --------------------------------------------------------------------------------
-    def _screen(self, ci: int, rd: RequestData) -> list[tuple]:
+    def _screen(self, ci: int, rd: RequestData) -> list[tuple[Any, ...]]:
         """The claim's scalar constraints that already hold values, as cheap per-device tests.
 
         A device failing one of them makes ``allocate_device`` undo its steps and return None;
@@ -293,7 +302,7 @@ class Search:
         name, sub = (rd.parent, rd.name) if rd.parent else (rd.name, None)
         screen = []
         for c in constraints:
-            if c.list_mode:
+            if c.list_mode or c.v38:
                 continue
             if isinstance(c, MatchAttribute):
                 if c.count and c.applies(name, sub):
@@ -304,12 +313,16 @@ class Search:
                 screen.append((False, c.attribute, c.seen))
         return screen
 
-    def in_use(self, device_id: tuple) -> bool:
+    def in_use(self, device_id: tuple[Any, ...]) -> bool:
         return device_id in self.state.devices or bool(self.allocating.get(device_id))
 
-    def capacity_in_use(self, device_id: tuple) -> bool:
+    def capacity_in_use(self, device_id: tuple[Any, ...]) -> bool:
         return (device_id in self.state.capacity or device_id in self.allocating_capacity
                 or (self.profile.shared_ids_mark_capacity_in_use and device_id in self.shared_ids))
+
+    def driver38(self, dev: DeviceInfo) -> str | None:
+        """The driver 1.38 resolves capacity names against (None before 1.38: exact keys)."""
+        return dev.slice.driver if self.profile.v38 else None
 
     def capacity_ok(self, ci: int, rd: RequestData, dev: DeviceInfo, verb: str) -> bool:
         if (rd.capacity_requests is None and dev.plain_capacity and dev.id not in self.state.capacity
@@ -317,13 +330,14 @@ class Search:
             return True  # whole-device use of a device nobody shares: always fits
         try:
             ok, _ = check_capacity(rd.capacity_requests, dev.capacity, self.state.capacity.get(dev.id),
-                                   self.allocating_capacity.get(dev.id), self.f.FractionalCapacityRange)
+                                   self.allocating_capacity.get(dev.id), self.f.FractionalCapacityRange,
+                                   self.driver38(dev))
         except CapacityError as exc:
             raise AllocationError(f"claim {kobj(self.claims[ci])}, request {rd.name}: {verb} capacity for device "
                                   f"{device_str(dev.id)}: {exc}") from exc
         return ok
 
-    def selector_error(self, rd: RequestData, dev: DeviceInfo, err: tuple) -> AllocationError:
+    def selector_error(self, rd: RequestData, dev: DeviceInfo, err: tuple[Any, ...]) -> AllocationError:
         """Format a selector failure recorded by :meth:`Allocator.candidates` for this claim."""
         kind, i, text = err
         cls_name = rd.class_name
@@ -344,7 +358,8 @@ class Search:
                                    f"CEL runtime error: {text}")
         return AllocationError(text)
 
-    def allocate_device(self, ci: int, rd: RequestData, dev: DeviceInfo, pool: Pool, must: bool):
+    def allocate_device(self, ci: int, rd: RequestData, dev: DeviceInfo, pool: Pool,
+                        must: bool) -> Callable[[], None] | None:
         """Tentatively take ``dev``; returns an undo callable, or None if it cannot be taken."""
         f = self.f
         multi = f.ConsumableCapacity and dev.allow_multi
@@ -352,6 +367,8 @@ class Search:
             return None
         if not rd.admin and self.in_use(dev.id):
             return None
+        if self.profile.v38 and not rd.admin and not multi and self.capacity_in_use(dev.id):
+            return None  # a live share blocks exclusive use (1.38, #140798)
         if self.profile.experimental_code and dev.slice.skip_node_operations:
             declared = ((self.node or {}).get("status") or {}).get("declaredFeatures") or []
             if not f.OptionalNodeOperations or _OPTIONAL_NODE_OPS_FEATURE not in declared:
@@ -368,7 +385,7 @@ class Search:
         constraints = self.constraints[ci]
         added = 0
         marked = False
-        inserted: dict | None = None
+        inserted: dict[str, Any] | None = None
         existed = False
 
         def rollback() -> None:
@@ -389,7 +406,13 @@ class Search:
             rollback()
             return None
         for c in constraints:
-            if not c.add(name, sub, dev.attributes, dev.slice.driver):
+            try:
+                fits = c.add(name, sub, dev.attributes, dev.slice.driver)
+            except UnsupportedAttribute:
+                rollback()
+                raise AllocationError(f"claim {kobj(self.claims[ci])}, request {rd.name}: device "
+                                      f"{device_str(dev.id)}: unsupported attribute value for {c.attribute}") from None
+            if not fits:
                 if self.profile.counters_leak:
                     counters_reserved = False
                 rollback()
@@ -414,7 +437,8 @@ class Search:
                 return None
             if multi:
                 try:
-                    consumed = consumed_quantities(rd.capacity_requests, dev.capacity, f.FractionalCapacityRange)
+                    consumed = consumed_quantities(rd.capacity_requests, dev.capacity, f.FractionalCapacityRange,
+                                                   self.driver38(dev))
                 except CapacityError as exc:
                     rollback()
                     raise AllocationError(f"claim {kobj(self.claims[ci])}, request {rd.name}: computing consumed "
@@ -435,7 +459,7 @@ class Search:
 
         return undo
 
-    def _capacity_remove(self, device_id: tuple, amounts: dict[str, Fraction]) -> None:
+    def _capacity_remove(self, device_id: tuple[Any, ...], amounts: dict[str, Fraction]) -> None:
         per = self.allocating_capacity.get(device_id)
         if per is None:
             return
@@ -446,7 +470,7 @@ class Search:
             del self.allocating_capacity[device_id]
 
     # -- shared counters -----------------------------------------------------------------------
-    def _available(self, pool: Pool) -> dict[str, dict[str, Fraction]]:
+    def _available(self, pool: Pool) -> dict[str, dict[str, Fraction | int]]:
         avail = self.available_counters.get(pool.id)
         if avail is None:
             avail = {cs: dict(counters) for cs, counters in pool.counter_sets.items()}
@@ -467,7 +491,7 @@ class Search:
                 self.negative_pools.add(pool.id)
         return avail
 
-    def _is_allocated(self, device_id: tuple) -> bool:
+    def _is_allocated(self, device_id: tuple[Any, ...]) -> bool:
         return device_id in self.state.devices or device_id in self.shared_ids or device_id in self.state.capacity
 
     def reserve_counters(self, dev: DeviceInfo, pool: Pool) -> bool:
@@ -506,7 +530,7 @@ class Search:
                     u[cname] -= v
 
 
-def _passes(screen: list[tuple], dev: DeviceInfo) -> bool:
+def _passes(screen: list[tuple[Any, ...]], dev: DeviceInfo) -> bool:
     """Would ``dev`` satisfy every constraint in ``screen`` (see :meth:`Search._screen`)?"""
     for is_match, attribute, values in screen:
         sc = dev.scalar(attribute)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from labkit.errors import EngineError
 
 __all__ = ["AllocationError", "kobj", "device_str", "MAX_RESULTS"]
@@ -20,7 +22,7 @@ class AllocationError(EngineError):
         self.node_scoped = node_scoped
 
 
-def kobj(obj: dict) -> str:
+def kobj(obj: dict[str, Any]) -> str:
     """``klog.KObj``: ``ns/name``, or ``name`` without namespace."""
     meta = (obj or {}).get("metadata") or {}
     ns, name = meta.get("namespace") or "", meta.get("name") or ""

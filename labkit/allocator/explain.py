@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING, Any
 
 from labkit.allocator.capacity import CapacityError, check_capacity
 from labkit.allocator.errors import AllocationError, device_str, kobj
@@ -24,6 +25,12 @@ from labkit.allocator.taints import blocking_taint
 from labkit.api.attributes import lookup_attribute
 from labkit.api.quantity import Quantity
 from labkit.output import escape_terminal
+
+if TYPE_CHECKING:
+    from labkit.allocator.allocator import Allocator, Outcome
+    from labkit.allocator.model import DeviceInfo
+    from labkit.allocator.pools import Pool
+    from labkit.allocator.state import AllocatedState, DeviceID
 
 __all__ = ["Explanation", "RequestExplanation", "Rejection", "explain"]
 
@@ -53,9 +60,9 @@ class Rejection:
     device: str
     rule: str
     detail: str
-    data: dict = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"device": self.device, "rule": self.rule, "detail": self.detail, **self.data}
 
 
@@ -78,7 +85,7 @@ class RequestExplanation:
             out[r.rule] = out.get(r.rule, 0) + 1
         return out
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"claim": self.claim, "request": self.request, "deviceClass": self.device_class,
                 "error": self.error, "needed": self.needed,
                 "considered": self.considered, "matching": self.matching,
@@ -139,9 +146,9 @@ class Explanation:
     failing_claim: str | None = None
     allocated: list[str] = field(default_factory=list)
     requests: list[RequestExplanation] = field(default_factory=list)
-    pools: list[dict] = field(default_factory=list)
+    pools: list[dict[str, Any]] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"node": self.node, "status": self.status, "error": self.error,
                 "failingClaim": self.failing_claim, "allocatedBefore": self.allocated,
                 "pools": self.pools, "requests": [r.to_dict() for r in self.requests]}
@@ -165,7 +172,7 @@ class Explanation:
         return self.summary()
 
 
-def explain(allocator, node: dict, claims: list[dict], outcome) -> Explanation:
+def explain(allocator: Allocator, node: dict[str, Any], claims: list[dict[str, Any]], outcome: Outcome) -> Explanation:
     name = ((node or {}).get("metadata") or {}).get("name", "")
     exp = Explanation(name, outcome.status, outcome.error)
     if outcome.status == "allocated":
@@ -199,7 +206,7 @@ def explain(allocator, node: dict, claims: list[dict], outcome) -> Explanation:
     return exp
 
 
-def _note_invisible(allocator, node_name: str, pools, exp: Explanation) -> None:
+def _note_invisible(allocator: Allocator, node_name: str, pools: list[Pool], exp: Explanation) -> None:
     """Pools this node cannot see that are not simply another node's local pool."""
     visible = {p.id for p in pools}
     if not pools:
@@ -219,10 +226,10 @@ def _note_invisible(allocator, node_name: str, pools, exp: Explanation) -> None:
                               "reason": "its node selection does not match the node's name or labels"})
 
 
-def _taken_by(claims: list[dict], allocations: list[dict]) -> dict:
+def _taken_by(claims: list[dict[str, Any]], allocations: list[dict[str, Any]]) -> dict[str, Any]:
     """Devices (and capacity, counters) the successful prefix took, with owner names."""
-    dedicated: dict[tuple, list[str]] = {}
-    capacity: dict[tuple, dict[str, Fraction]] = {}
+    dedicated: dict[tuple[Any, ...], list[str]] = {}
+    capacity: dict[tuple[Any, ...], dict[str, Fraction]] = {}
     for claim, alloc in zip(claims, allocations):
         for r in (alloc.get("devices") or {}).get("results") or []:
             did = (r["driver"], r["pool"], r["device"])
@@ -235,7 +242,8 @@ def _taken_by(claims: list[dict], allocations: list[dict]) -> dict:
     return {"dedicated": dedicated, "capacity": capacity}
 
 
-def _explain_claim(allocator, node, claim, ci, pools, taken, exp: Explanation) -> None:
+def _explain_claim(allocator: Allocator, node: dict[str, Any], claim: dict[str, Any], ci: int, pools: list[Pool],
+                   taken: dict[str, Any], exp: Explanation) -> None:
     f = allocator.features
     requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
     for ri, req in enumerate(requests):
@@ -250,13 +258,14 @@ def _explain_claim(allocator, node, claim, ci, pools, taken, exp: Explanation) -
             exp.requests.append(_explain_request(allocator, node, claim, rd, pools, taken))
 
 
-def _explain_request(allocator, node, claim, rd: RequestData, pools, taken) -> RequestExplanation:
+def _explain_request(allocator: Allocator, node: dict[str, Any], claim: dict[str, Any], rd: RequestData,
+                     pools: list[Pool], taken: dict[str, Any]) -> RequestExplanation:
     state = allocator.allocated
     needed: int | str = "all" if rd.mode == "All" else rd.num_devices
     out = RequestExplanation(kobj(claim), rd.full_name, needed, selectors=list(rd.selectors),
                              device_class=rd.class_name)
     cls_sel = [((s or {}).get("cel") or {}).get("expression", "")
-               for s in (rd.class_obj.get("spec") or {}).get("selectors") or []]
+               for s in (rd.class_obj.get("spec") or {}).get("selectors") or []]  # type: ignore[union-attr]  # request_view set it
     counters_used = _counters_used(pools, state, taken)
     candidates = []
     for pool in pools:
@@ -278,7 +287,8 @@ def _explain_request(allocator, node, claim, rd: RequestData, pools, taken) -> R
     return out
 
 
-def _first_rule(allocator, node, rd, dev, pool, cls_sel, taken, counters_used) -> Rejection | None:
+def _first_rule(allocator: Allocator, node: dict[str, Any], rd: RequestData, dev: DeviceInfo, pool: Pool,
+                cls_sel: list[str], taken: dict[str, Any], counters_used: dict[Any, Any]) -> Rejection | None:
     f = allocator.features
     did = device_str(dev.id)
     if not f.DeviceBindingAndStatus and dev.binding_conditions:
@@ -312,12 +322,13 @@ def _first_rule(allocator, node, rd, dev, pool, cls_sel, taken, counters_used) -
         for k, v in taken["capacity"].get(dev.id, {}).items():
             already[k] = already.get(k, Fraction(0)) + v
         try:
-            ok, why = check_capacity(rd.capacity_requests, dev.capacity, already, None, f.FractionalCapacityRange)
+            ok, why = check_capacity(rd.capacity_requests, dev.capacity, already, None, f.FractionalCapacityRange,
+                                     dev.slice.driver if allocator.profile.v38 else None)
         except CapacityError as exc:
             return Rejection(did, "capacity", str(exc))
         if not ok:
-            fmt = _fmt(dev.capacity[why[1]].text) if why[1] in dev.capacity else None
-            return Rejection(did, "capacity", _capacity_text(why, fmt), {"capacity": why[1]})
+            fmt = _fmt(dev.capacity[why[1]].text) if why[1] in dev.capacity else None  # type: ignore[index]  # not ok: why is set
+            return Rejection(did, "capacity", _capacity_text(why, fmt), {"capacity": why[1]})  # type: ignore[arg-type,index]  # as above
     if dev.consumes and not f.PartitionableDevices:
         return Rejection(did, "partitionable-off", "device consumes shared counters")
     if dev.consumes and f.PartitionableDevices:
@@ -336,11 +347,11 @@ def _first_rule(allocator, node, rd, dev, pool, cls_sel, taken, counters_used) -
     return None
 
 
-def state_devices(allocator) -> dict:
+def state_devices(allocator: Allocator) -> dict[DeviceID, int]:
     return allocator.allocated.devices
 
 
-def _capacity_text(why: tuple, fmt: str | None = None) -> str:
+def _capacity_text(why: tuple[Any, ...], fmt: str | None = None) -> str:
     if why[0] == "missing":
         return f"device has no capacity {why[1]}"
     if why[0] == "policy":
@@ -355,20 +366,20 @@ def _fmt(text: str) -> str | None:
         return None
 
 
-def _num(value: Fraction, fmt: str | None = None) -> str:
+def _num(value: Fraction | int, fmt: str | None = None) -> str:
     q = Quantity(Fraction(value), fmt) if fmt else Quantity(Fraction(value))
     return q.canonical()
 
 
-def _counters_used(pools, state, taken) -> dict:
+def _counters_used(pools: list[Pool], state: AllocatedState, taken: dict[str, Any]) -> dict[Any, Any]:
     """Per pool: counter set -> counter -> consumed (allocated claims + this run's prefix)."""
-    used: dict = {}
+    used: dict[Any, Any] = {}  # keyed by pool.id
     busy = set(state.devices) | set(state.shared_device_ids()) | set(state.capacity) | set(taken["dedicated"]) \
         | set(taken["capacity"])
     for pool in pools:
         if pool.incomplete or pool.invalid:
             continue
-        per: dict[str, dict[str, Fraction]] = {}
+        per: dict[str, dict[str, Fraction | int]] = {}
         for group in (pool.device_slices, pool.other_slices):
             for s in group:
                 for d in s.devices:
@@ -381,7 +392,7 @@ def _counters_used(pools, state, taken) -> dict:
     return used
 
 
-def _counter_short(pool, dev, counters_used) -> tuple[str, str, Fraction] | None:
+def _counter_short(pool: Pool, dev: DeviceInfo, counters_used: dict[Any, Any]) -> tuple[str, str, Fraction | int] | None:
     used = counters_used.get(pool.id, {})
     for cs, counters in dev.consumes:
         total = pool.counter_sets.get(cs, {})
@@ -394,7 +405,8 @@ def _counter_short(pool, dev, counters_used) -> tuple[str, str, Fraction] | None
     return None
 
 
-def _constraint_pass(claim, rd: RequestData, candidates: list, out: RequestExplanation) -> list:
+def _constraint_pass(claim: dict[str, Any], rd: RequestData, candidates: list[DeviceInfo],
+                     out: RequestExplanation) -> list[DeviceInfo]:
     constraints = ((claim.get("spec") or {}).get("devices") or {}).get("constraints") or []
     name, sub = (rd.parent, rd.name) if rd.parent else (rd.name, None)
     kept = list(candidates)
@@ -417,10 +429,10 @@ def _constraint_pass(claim, rd: RequestData, candidates: list, out: RequestExpla
                 still.append(dev)
         kept = still
         if kind == "matchAttribute" and kept and rd.num_devices > 1:
-            groups: dict[str, list] = {}
+            groups: dict[str, list[Any]] = {}
             for dev in kept:
                 attr = lookup_attribute(dev.attributes, dev.slice.driver, attr_name)
-                groups.setdefault(repr(sorted(attr.items())), []).append(dev)
+                groups.setdefault(repr(sorted(attr.items())), []).append(dev)  # type: ignore[union-attr]  # kept: devices with it
             best = max(groups.values(), key=len)
             if len(best) < rd.num_devices:
                 ref = best[0]
@@ -437,7 +449,7 @@ def _constraint_pass(claim, rd: RequestData, candidates: list, out: RequestExpla
     return kept
 
 
-def _attr_text(attr: dict | None) -> str:
+def _attr_text(attr: dict[str, Any] | None) -> str:
     if not attr:
         return "<unset>"
     key, value = next(iter(attr.items()))

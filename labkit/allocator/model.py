@@ -17,17 +17,21 @@ from __future__ import annotations
 
 import contextlib
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, overload
 
 from labkit.allocator.quantities import qparse, qvalue
 from labkit.api.attributes import lookup_attribute, scalar_value
 from labkit.cel.device import convertible, frozen_json
 
-#: a device without the attribute a constraint names
-MISSING = object()
+if TYPE_CHECKING:
+    from labkit.api.quantity import Quantity
+
+#: a device without the attribute a constraint names (a sentinel compared with `is`; Any, so that
+#: DeviceInfo.scalar keeps its real return type)
+MISSING: Any = object()
 
 __all__ = ["MISSING", "CapacityInfo", "DeviceInfo", "SliceInfo", "convert_slices", "slice_info", "apply_taint_rules"]
 
@@ -47,50 +51,56 @@ class lazy(Generic[_T]):  # noqa: N801 - used like functools.cached_property
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
-    def __get__(self, obj: Any, owner: type | None = None) -> _T:
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Self: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> _T: ...
+
+    def __get__(self, obj: object, owner: type | None = None) -> Self | _T:
         if obj is None:
-            return self  # type: ignore[return-value]
+            return self
         value = obj.__dict__[self.name] = self.fn(obj)
         return value
 
 
-_NO_TAINTS: tuple = ()
-_NO_CONSUMES: list = []  # shared: read only
+_NO_TAINTS: tuple[Any, ...] = ()
+_NO_CONSUMES: list[Any] = []  # shared: read only
 
 
 @dataclass(eq=False)
 class CapacityInfo:
     name: str
-    value: Fraction
+    value: Fraction | int  # an int where it is whole (_num)
     text: str
-    policy: dict | None
+    policy: dict[str, Any] | None
     #: labkit.allocator.capacity's results for this capacity, by (request text, fractional):
     #: (consumed, violates the policy) - a capacity and its policy never change
-    memo: dict = field(default_factory=dict, repr=False)
+    memo: dict[tuple[str | None, bool], tuple[Quantity, bool]] = field(default_factory=dict, repr=False)
 
 
 @dataclass(eq=False)
 class DeviceInfo:
     name: str
     id: tuple[str, str, str]
-    raw: dict
+    raw: dict[str, Any]
     slice: SliceInfo
     index: int
-    attributes: dict
+    attributes: dict[str, Any]
     uses_compat_groups: bool
-    taints: list[dict] | tuple  # read only
+    taints: list[dict[str, Any]] | tuple[Any, ...]  # read only
     binding_conditions: list[str] | None
     binding_failure_conditions: list[str] | None
     binds_to_node: bool
     allow_multi: bool
     node_name: str
     all_nodes: bool
-    node_selector: dict | None
-    _scalars: dict = field(default_factory=dict, repr=False)
-    #: facts for labkit.allocator.selectors (valid as long as this view, i.e. the slice version)
-    cel_memo: dict = field(default_factory=dict, repr=False)
+    node_selector: dict[str, Any] | None
+    _scalars: dict[str, tuple[str, Any] | None] = field(default_factory=dict, repr=False)
+    #: facts for labkit.allocator.selectors (valid as long as this view, i.e. the slice version),
+    #: keyed by a name or a selector's key tuple
+    cel_memo: dict[object, Any] = field(default_factory=dict, repr=False)
 
-    def scalar(self, attribute: str) -> tuple[str, object] | None | object:
+    def scalar(self, attribute: str) -> tuple[str, Any] | None:
         """The attribute's (kind, value) as constraints compare it: None when it has no scalar
         value, :data:`MISSING` when the device lacks it (memoised)."""
         try:
@@ -110,7 +120,7 @@ class DeviceInfo:
         # the GPUs of a fleet share a few capacity maps: one parsed, read-only copy of each (maps
         # of value texts, with or without a request policy; the key is made of strings and the
         # policy as a hashable JSON key), which also shares the capacity checks' memo
-        key: tuple | None = None
+        key: tuple[Any, ...] | None = None
         try:
             key = tuple((cname, cap["value"], frozen_json(cap.get("requestPolicy"))) for cname, cap in raw.items()
                         if type(cap) is dict and type(cap.get("value")) is str and len(cap) <= 2
@@ -152,13 +162,13 @@ class SliceInfo:
     count: int
     node_name: str
     all_nodes: bool
-    node_selector: dict | None
+    node_selector: dict[str, Any] | None
     per_device: bool | None
-    shared_counters: list[tuple[str, dict[str, Fraction]]]
+    shared_counters: list[tuple[str, dict[str, Fraction | int]]]
     skip_node_operations: list[str]
-    raw: dict
-    taint_rules: list[dict] = field(default_factory=list, repr=False)
-    _columns: dict[str, tuple | None] = field(default_factory=dict, repr=False)  # column()
+    raw: dict[str, Any]
+    taint_rules: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    _columns: dict[str, tuple[Any, ...] | None] = field(default_factory=dict, repr=False)  # column()
     #: a converted slice this one differs from only in names and string attribute values (see
     #: _twin_of): its facts and its devices' parsed facts are that slice's, not worked out again
     like: SliceInfo | None = field(default=None, repr=False)
@@ -215,7 +225,7 @@ class SliceInfo:
     def uses_compat_groups(self) -> bool:
         if self.like is not None:
             return self.like.uses_compat_groups
-        return any(bool(cs := dev.get("consumesCounters")) and any(cc.get("compatibilityGroups") for cc in cs)
+        return any(bool(cs := dev.get("consumesCounters")) and any(cc.get("compatibilityGroups") for cc in cs or ())
                    for dev in self._raw_devices)
 
     @lazy
@@ -244,7 +254,7 @@ class SliceInfo:
         return any(dev.get("consumesCounters") for dev in self._raw_devices)
 
     @lazy
-    def content_key(self) -> tuple | None:
+    def content_key(self) -> tuple[Any, ...] | None:
         """What a search reads from this slice apart from its names (slice, pool, node) and its
         devices' attributes (see :meth:`column`), as a hashable key; None when more than
         its nodeName ties the slice to one node or its results to one allocation, or when a
@@ -271,7 +281,7 @@ class SliceInfo:
         except TypeError:  # something unhashable in hand-written input
             return None
 
-    def column(self, name: str) -> tuple | None:
+    def column(self, name: str) -> tuple[Any, ...] | None:
         """The attribute ``name`` (as the devices spell it) on each device, in order: ``(kind,
         raw)`` with lists as tuples, None where a device lacks it; None when a value is not like
         that (memoised)."""
@@ -287,11 +297,11 @@ class SliceInfo:
             else:
                 column = self._columns[name] = like.column(name)
                 return column
-        out: list | None = []
+        out: list[Any] | None = []
         for dev in self._raw_devices:
             value = ((dev.get("attributes") if type(dev) is dict else None) or {}).get(name)
             if value is None:
-                out.append(None)  # type: ignore[union-attr]
+                out.append(None)  # type: ignore[union-attr]  # a list here: out is None only right before a break
                 continue
             if type(value) is not dict or len(value) != 1:
                 out = None
@@ -300,7 +310,7 @@ class SliceInfo:
             if type(raw) is list:
                 raw = tuple(raw)
             try:
-                out.append(_interned((kind, raw)))  # type: ignore[union-attr]
+                out.append(_interned((kind, raw)))  # type: ignore[union-attr]  # as above
             except TypeError:  # unhashable
                 out = None
                 break
@@ -321,7 +331,7 @@ class SliceInfo:
                 dev.consumes, dev.plain_capacity  # noqa: B018 - plain_capacity parses capacity
 
     @property
-    def _raw_devices(self) -> list[dict]:
+    def _raw_devices(self) -> list[dict[str, Any]]:
         return (self.raw.get("spec") or {}).get("devices") or []
 
 
@@ -330,7 +340,7 @@ def _num(value: Fraction) -> Fraction | int:
     return int(value) if value.denominator == 1 else value
 
 
-def _content(dev: dict) -> tuple:
+def _content(dev: dict[str, Any]) -> tuple[Any, ...]:
     """A device entry without its attributes, as a hashable key (TypeError: not hashable)."""
     capacity = dev.get("capacity")
     if len(dev) == 3 and "name" in dev and "attributes" in dev and type(capacity) is dict:
@@ -343,10 +353,10 @@ def _content(dev: dict) -> tuple:
 
 
 #: attribute values as SliceInfo.column holds them, one object per value (a fleet repeats most)
-_VALUES: dict[tuple, tuple] = {}
+_VALUES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
 
-def _interned(value: tuple) -> tuple:
+def _interned(value: tuple[Any, ...]) -> tuple[Any, ...]:
     hit = _VALUES.get(value)
     if hit is None:
         if len(_VALUES) >= 1 << 18:
@@ -355,15 +365,16 @@ def _interned(value: tuple) -> tuple:
     return hit
 
 
-_COUNTER_CACHE: dict[tuple, dict[str, Fraction | int]] = {}
+_COUNTER_CACHE: dict[tuple[Any, ...], dict[str, Fraction | int]] = {}
 #: ((name, value text), ...) -> parsed capacity map, for maps without request policies (read only)
-_CAPACITY_CACHE: dict[tuple, dict[str, CapacityInfo]] = {}
+_CAPACITY_CACHE: dict[tuple[Any, ...], dict[str, CapacityInfo]] = {}
 
 
-def _counters(counters: dict | None) -> dict[str, Fraction | int]:
+def _counters(counters: dict[str, Any] | None) -> dict[str, Fraction | int]:
     """Parsed counter values; identical consumption maps (every GPU of a node) are parsed once."""
     if not counters:
         return {}
+    key: tuple[tuple[str, Any], ...] | None
     key = tuple((name, (c or {}).get("value", "0")) for name, c in counters.items())
     try:
         hit = _COUNTER_CACHE.get(key)
@@ -377,9 +388,9 @@ def _counters(counters: dict | None) -> dict[str, Fraction | int]:
     return hit
 
 
-def apply_taint_rules(slice_spec: dict, rules: list[dict]) -> dict[int, list[dict]]:
+def apply_taint_rules(slice_spec: dict[str, Any], rules: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
     """Extra taints per device index from DeviceTaintRules (driver/pool/device selector)."""
-    extra: dict[int, list[dict]] = {}
+    extra: dict[int, list[dict[str, Any]]] = {}
     for rule in rules:
         spec = rule.get("spec") or {}
         sel = spec.get("deviceSelector")
@@ -396,7 +407,7 @@ def apply_taint_rules(slice_spec: dict, rules: list[dict]) -> dict[int, list[dic
     return extra
 
 
-def _convert(raw: dict, rules: list[dict]) -> SliceInfo:
+def _convert(raw: dict[str, Any], rules: list[dict[str, Any]]) -> SliceInfo:
     spec = raw.get("spec") or {}
     pool = spec.get("pool") or {}
     return SliceInfo(
@@ -417,7 +428,7 @@ def _convert(raw: dict, rules: list[dict]) -> SliceInfo:
     )
 
 
-def convert_slices(slices: list[dict], taint_rules: list[dict] = ()) -> list[SliceInfo]:
+def convert_slices(slices: list[dict[str, Any]], taint_rules: Iterable[dict[str, Any]] = ()) -> list[SliceInfo]:
     """API ResourceSlices -> the allocator's :class:`SliceInfo` views, freshly converted (no reuse),
     for callers that want a private copy. (Not to be confused with ``fake_gpus.slices.build_slices``,
     which makes ResourceSlices from node hardware.)"""
@@ -428,7 +439,7 @@ def convert_slices(slices: list[dict], taint_rules: list[dict] = ()) -> list[Sli
 class _Entry:
     __slots__ = ("raw", "stamp", "snapshot", "rules_key", "info")
 
-    def __init__(self, raw: dict, stamp: tuple | None, snapshot: object, rules_key: object, info: SliceInfo):
+    def __init__(self, raw: dict[str, Any], stamp: tuple[Any, ...] | None, snapshot: object, rules_key: object, info: SliceInfo):
         self.raw = raw  # keeps the dict alive, so its id() stays unique while the entry exists
         self.stamp = stamp
         self.snapshot = snapshot
@@ -441,7 +452,7 @@ _SLICES: dict[int, _Entry] = {}
 _SLICES_MAX = 1 << 16
 
 
-def _stamp(raw: dict) -> tuple | None:
+def _stamp(raw: dict[str, Any]) -> tuple[Any, ...] | None:
     meta = raw.get("metadata")
     if type(meta) is not dict:
         return None
@@ -449,7 +460,7 @@ def _stamp(raw: dict) -> tuple | None:
     return (meta.get("uid"), rv) if rv else None
 
 
-def _snapshot(raw: dict) -> object:
+def _snapshot(raw: dict[str, Any]) -> object:
     """A deep copy to compare against later; None when the dict holds something unpicklable."""
     try:
         return pickle.loads(pickle.dumps(raw, protocol=pickle.HIGHEST_PROTOCOL))
@@ -458,21 +469,21 @@ def _snapshot(raw: dict) -> object:
 
 
 #: a versioned slice's shape (_shape) -> the first converted slice of that shape
-_LIKE: dict[tuple, SliceInfo] = {}
+_LIKE: dict[tuple[Any, ...], SliceInfo] = {}
 _LIKE_MAX = 1 << 12
 
 
-def _shape(raw: dict) -> tuple | None:
+def _shape(raw: dict[str, Any]) -> tuple[Any, ...] | None:
     """The driver and which capacity maps (by identity) the devices have: slices built from one
     template (the sim's nodes of one kind) share their capacity maps."""
-    spec = raw.get("spec")
+    spec: Any = raw.get("spec")  # Any: mypy does not narrow on `type(spec) is dict`
     devices = spec.get("devices") if type(spec) is dict else None
     if type(devices) is not list or not devices:
         return None
     return (spec.get("driver"), tuple([id(d.get("capacity")) if type(d) is dict else None for d in devices]))
 
 
-def _twin_of(raw: dict, other: dict) -> bool:
+def _twin_of(raw: dict[str, Any], other: dict[str, Any]) -> bool:
     """Does ``raw`` differ from ``other`` only in the slice's name, a non-empty ``nodeName``,
     the pool's name and string attribute values? Everything else must be the same object
     (versioned input: never edited in place) or equal, keys in the same order. Then everything
@@ -540,7 +551,7 @@ def _find_like(info: SliceInfo) -> None:
         info.like = first
 
 
-def slice_info(raw: dict, rules: list[dict], rules_key: object, versioned: bool) -> SliceInfo:
+def slice_info(raw: dict[str, Any], rules: list[dict[str, Any]], rules_key: object, versioned: bool) -> SliceInfo:
     """The converted view of ``raw``, reused when ``raw`` is unchanged (see the module text).
 
     ``rules_key`` identifies the content of the DeviceTaintRules ``rules`` (they add taints to

@@ -28,6 +28,7 @@ input that skipped validation (``--no-validate``, the oracle, a live cluster's o
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from labkit.api import names
 from labkit.errors import InputError
@@ -44,12 +45,13 @@ class NodeSelectorError(InputError, ValueError):
     """A node selector Kubernetes cannot parse (the message names the field path)."""
 
 
-def _labels(node: dict | None) -> dict[str, str]:
+def _labels(node: dict[str, Any] | None) -> dict[str, str]:
     return ((node or {}).get("metadata") or {}).get("labels") or {}
 
 
-def _node_name(node: dict | None) -> str:
-    return ((node or {}).get("metadata") or {}).get("name", "")
+def _node_name(node: dict[str, Any] | None) -> str:
+    name: str = ((node or {}).get("metadata") or {}).get("name", "")
+    return name
 
 
 def _int64(value: object) -> int | None:
@@ -59,7 +61,7 @@ def _int64(value: object) -> int | None:
     return n if -(2**63) <= n < 2**63 else None
 
 
-def _expression_errors(req: dict, path: str) -> list[str]:
+def _expression_errors(req: dict[str, Any], path: str) -> list[str]:
     key, op, values = req.get("key") or "", req.get("operator") or "", req.get("values") or []
     if op not in _EXPRESSION_OPS:
         return [f"{path}.operator: Unsupported value: {op!r}: supported values: "
@@ -79,7 +81,7 @@ def _expression_errors(req: dict, path: str) -> list[str]:
     return errs
 
 
-def _field_errors(req: dict, path: str) -> list[str]:
+def _field_errors(req: dict[str, Any], path: str) -> list[str]:
     op, values = req.get("operator") or "", req.get("values") or []
     if op not in _FIELD_OPS:
         return [f"{path}.operator: Unsupported value: {op!r}: supported values: \"In\", \"NotIn\""]
@@ -88,7 +90,7 @@ def _field_errors(req: dict, path: str) -> list[str]:
     return []
 
 
-def _term_errors(term: dict, path: str) -> list[str]:
+def _term_errors(term: dict[str, Any], path: str) -> list[str]:
     errs = []
     for i, req in enumerate(term.get("matchExpressions") or []):
         errs += _expression_errors(req or {}, f"{path}.matchExpressions[{i}]")
@@ -97,7 +99,7 @@ def _term_errors(term: dict, path: str) -> list[str]:
     return errs
 
 
-def selector_errors(selector: dict) -> list[str]:
+def selector_errors(selector: dict[str, Any]) -> list[str]:
     """Every parse error of a NodeSelector, ``field.path: message`` (empty terms are skipped)."""
     errs = []
     for i, term in enumerate((selector or {}).get("nodeSelectorTerms") or []):
@@ -105,7 +107,7 @@ def selector_errors(selector: dict) -> list[str]:
     return errs
 
 
-def _expression_matches(req: dict, labels: dict[str, str]) -> bool:
+def _expression_matches(req: dict[str, Any], labels: dict[str, str]) -> bool:
     key, op, values = req.get("key") or "", req.get("operator"), req.get("values") or []
     if op == "In":
         return key in labels and labels[key] in values
@@ -122,12 +124,12 @@ def _expression_matches(req: dict, labels: dict[str, str]) -> bool:
     return have > bound if op == "Gt" else have < bound
 
 
-def _field_matches(req: dict, fields: dict[str, str]) -> bool:
+def _field_matches(req: dict[str, Any], fields: dict[str, str]) -> bool:
     equal = fields.get(req.get("key") or "", "") == (req.get("values") or [""])[0]
     return equal if req.get("operator") == "In" else not equal
 
 
-def _valid_term_matches(term: dict, node: dict | None) -> bool:
+def _valid_term_matches(term: dict[str, Any], node: dict[str, Any] | None) -> bool:
     exprs, flds = term.get("matchExpressions") or [], term.get("matchFields") or []
     if not exprs and not flds:
         return False
@@ -139,13 +141,13 @@ def _valid_term_matches(term: dict, node: dict | None) -> bool:
     return not name or all(_field_matches(r, {"metadata.name": name}) for r in flds)
 
 
-def term_matches(term: dict, node: dict | None) -> bool:
+def term_matches(term: dict[str, Any], node: dict[str, Any] | None) -> bool:
     """One NodeSelectorTerm (also a preferred term's ``preference``); a bad term matches nothing."""
     term = term or {}
     return not _term_errors(term, "") and _valid_term_matches(term, node)
 
 
-def selector_matches(selector: dict, node: dict | None) -> bool:
+def selector_matches(selector: dict[str, Any], node: dict[str, Any] | None) -> bool:
     """Strict (``NewNodeSelector``): any term matches; a parse error anywhere raises."""
     errs = selector_errors(selector)
     if errs:
@@ -154,12 +156,12 @@ def selector_matches(selector: dict, node: dict | None) -> bool:
                                     for t in (selector or {}).get("nodeSelectorTerms") or [])
 
 
-def selector_matches_lazy(selector: dict, node: dict | None) -> bool:
+def selector_matches_lazy(selector: dict[str, Any], node: dict[str, Any] | None) -> bool:
     """Lazy (``NewLazyErrorNodeSelector``): terms with parse errors never match, others still can."""
     return node is not None and any(term_matches(t, node) for t in (selector or {}).get("nodeSelectorTerms") or [])
 
 
-def node_selector_matches(node: dict, selector: dict | None) -> bool:
+def node_selector_matches(node: dict[str, Any], selector: dict[str, Any] | None) -> bool:
     """A claim's ``status.allocation.nodeSelector``: None = every node. A selector Kubernetes
     cannot parse fits no node (kube-scheduler's DynamicResources PreFilter fails the pod with the
     parse error, so the pod stays pending either way)."""
@@ -168,7 +170,7 @@ def node_selector_matches(node: dict, selector: dict | None) -> bool:
     return not selector_errors(selector) and selector_matches(selector, node)
 
 
-def pod_matches_node_affinity(pod: dict, node: dict) -> bool:
+def pod_matches_node_affinity(pod: dict[str, Any], node: dict[str, Any]) -> bool:
     """kube-scheduler's NodeAffinity filter: ``spec.nodeSelector`` (labels equal) and the required
     node affinity (lazy: a bad term does not match)."""
     spec = pod.get("spec") or {}
@@ -180,7 +182,7 @@ def pod_matches_node_affinity(pod: dict, node: dict) -> bool:
     return required is None or selector_matches_lazy(required, node)
 
 
-def node_matches(node: dict, node_name: str, all_nodes: bool, node_selector: dict | None) -> bool:
+def node_matches(node: dict[str, Any], node_name: str, all_nodes: bool, node_selector: dict[str, Any] | None) -> bool:
     """``NodeMatches``: nodeName, then allNodes, then nodeSelector (strict); nothing set -> False."""
     if node_name:
         return node is not None and _node_name(node) == node_name

@@ -34,9 +34,9 @@ class Pool:
     invalid_reason: str = ""
     device_slices: list[SliceInfo] = field(default_factory=list)
     other_slices: list[SliceInfo] = field(default_factory=list)
-    counter_sets: dict[str, dict[str, Fraction]] = field(default_factory=dict)
+    counter_sets: dict[str, dict[str, Fraction | int]] = field(default_factory=dict)
     #: candidate devices per (engine, class and request selectors), filled by the Allocator
-    candidates: dict[tuple, Any] = field(default_factory=dict, repr=False)
+    candidates: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
 
     @property
     def id(self) -> tuple[str, str]:
@@ -49,14 +49,14 @@ class Pool:
         return any(s.has_binding_conditions for s in self.device_slices)
 
 
-def _matches(node: dict, s: SliceInfo, what: str, fn) -> bool:
+def _matches(node: dict[str, Any], s: SliceInfo, what: str, fn: Callable[[], bool]) -> bool:
     try:
         return fn()
     except NodeSelectorError as exc:
         raise PoolError(f"failed to perform node selection for {what}: {exc}") from exc
 
 
-def _relevant(node: dict, s: SliceInfo) -> bool | None:
+def _relevant(node: dict[str, Any], s: SliceInfo) -> bool | None:
     """True/False for known node selection; None for an unknown (future) kind."""
     if s.node_name or s.all_nodes or s.node_selector is not None:
         return _matches(node, s, f"slice {s.name}",
@@ -64,13 +64,13 @@ def _relevant(node: dict, s: SliceInfo) -> bool | None:
     if s.per_device:
         for d in s.devices:
             if _matches(node, s, f"device {d.name} in slice {s.name}",
-                        lambda d=d: node_matches(node, d.node_name, d.all_nodes, d.node_selector)):
+                        lambda d=d: node_matches(node, d.node_name, d.all_nodes, d.node_selector)):  # type: ignore[misc]  # mypy cannot infer a lambda with a default (d=d binds the loop's device)
                 return True
         return False
     return None
 
 
-def gather_pools(slices_for_node: list[SliceInfo], node: dict, features: Features,
+def gather_pools(slices_for_node: list[SliceInfo], node: dict[str, Any], features: Features,
                  all_slices: Callable[[], list[SliceInfo]], profile: VariantProfile) -> list[Pool]:
     """``all_slices`` is called only when a pool has fewer slices here than it says it has."""
     everywhere = profile.counter_slices_everywhere
@@ -166,7 +166,7 @@ def _build_pool(driver: str, name: str, slices: list[SliceInfo], features: Featu
             seen.add(dev_name)
     if not pd:
         return Pool(driver, name, device_slices=device_slices)
-    counter_sets: dict[str, dict[str, Fraction]] = {}
+    counter_sets: dict[str, dict[str, Fraction | int]] = {}
     for s in counter_slices:
         for cs_name, counters in s.shared_counters:
             if cs_name in counter_sets:

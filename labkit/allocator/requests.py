@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from labkit.allocator.errors import AllocationError, kobj
 
@@ -16,16 +17,16 @@ class RequestData:
     sub_index: int
     name: str                 # request name, or subrequest name
     parent: str | None        # parent request name for a subrequest
-    spec: dict                # ``exactly`` or the subrequest
-    class_obj: dict | None = None
+    spec: dict[str, Any]                # ``exactly`` or the subrequest
+    class_obj: dict[str, Any] | None = None
     class_name: str = ""
     mode: str = "ExactCount"
     num_devices: int = 0
     admin: bool = False
     selectors: list[str] = field(default_factory=list)
-    tolerations: list[dict] = field(default_factory=list)
-    capacity_requests: dict | None = None
-    all_devices: list = field(default_factory=list)
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
+    capacity_requests: dict[str, Any] | None = None
+    all_devices: list[Any] = field(default_factory=list)
     selected_sub: int = 0
 
     @property
@@ -37,8 +38,8 @@ class RequestData:
         return f"{self.parent}/{self.name}" if self.parent else self.name
 
 
-def request_view(claim: dict, ci: int, ri: int, si: int, req: dict, sub: dict | None,
-                 classes: dict[str, dict], admin_feature: bool) -> RequestData:
+def request_view(claim: dict[str, Any], ci: int, ri: int, si: int, req: dict[str, Any], sub: dict[str, Any] | None,
+                 classes: dict[str, dict[str, Any]], admin_feature: bool) -> RequestData:
     """Validate one request or subrequest like ``validateDeviceRequest`` (minus the All walk)."""
     spec = sub if sub is not None else (req.get("exactly") or {})
     name = sub.get("name", "") if sub is not None else req.get("name", "")

@@ -2,33 +2,35 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from labkit.allocator.core import DeviceResult, Search
 from labkit.allocator.errors import AllocationError
 
 __all__ = ["build_results"]
 
 
-def _clean(d: dict) -> dict:
+def _clean(d: dict[str, Any]) -> dict[str, Any]:
     """Drop empty values like Go's omitempty for string/list fields (keeps 0 and False)."""
     return {k: v for k, v in d.items() if v is not None and v != "" and v != [] and v != {}}
 
 
-def _requirements(reqs: list[dict]) -> list[dict]:
+def _requirements(reqs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [_clean({"key": r.get("key", ""), "operator": r.get("operator", ""), "values": list(r.get("values") or [])})
             for r in reqs]
 
 
-def _contains(have: list[dict], req: dict) -> bool:
+def _contains(have: list[dict[str, Any]], req: dict[str, Any]) -> bool:
     values = set(req.get("values") or [])
     return any(h.get("key") == req.get("key") and h.get("operator") == req.get("operator")
                and set(h.get("values") or []) == values for h in have)
 
 
-def _node_selector(search: Search, devices: list[DeviceResult], claim: dict) -> dict | None:
-    stable = search.profile.name == "stable"
+def _node_selector(search: Search, devices: list[DeviceResult], claim: dict[str, Any]) -> dict[str, Any] | None:
+    stable = search.profile.code == "stable"
     node_name = ((search.node or {}).get("metadata") or {}).get("name", "")
-    fields: list[dict] = []
-    exprs: list[dict] = []
+    fields: list[dict[str, Any]] = []
+    exprs: list[dict[str, Any]] = []
     for r in devices:
         dev = r.device
         if dev.slice.per_device:
@@ -57,9 +59,9 @@ def _node_selector(search: Search, devices: list[DeviceResult], claim: dict) -> 
                                           "matchFields": _requirements(fields)})]}
 
 
-def _device_result(search: Search, r: DeviceResult) -> dict:
+def _device_result(search: Search, r: DeviceResult) -> dict[str, Any]:
     dev = r.device
-    out: dict = {"request": r.rd.full_name, "driver": dev.id[0], "pool": dev.id[1], "device": dev.id[2]}
+    out: dict[str, Any] = {"request": r.rd.full_name, "driver": dev.id[0], "pool": dev.id[1], "device": dev.id[2]}
     if r.rd.admin:
         out["adminAccess"] = True
     tolerations = [_clean(dict(t)) for t in r.rd.tolerations] if search.profile.copies_tolerations else []
@@ -79,7 +81,7 @@ def _device_result(search: Search, r: DeviceResult) -> dict:
     return out
 
 
-def _configs(search: Search, ci: int, claim: dict) -> list[dict]:
+def _configs(search: Search, ci: int, claim: dict[str, Any]) -> list[dict[str, Any]]:
     requests = search.requests[ci]
     chosen = []
     for ri, _req in enumerate(requests):
@@ -87,7 +89,7 @@ def _configs(search: Search, ci: int, claim: dict) -> list[dict]:
         if rd.parent is not None:
             rd = search.req_data[(ci, ri, rd.selected_sub)]
         chosen.append(rd)
-    config: list[dict] = []
+    config: list[dict[str, Any]] = []
     ranges: dict[str, tuple[int, int]] = {}
     for rd in chosen:
         cls = rd.class_obj
@@ -132,25 +134,25 @@ def _configs(search: Search, ci: int, claim: dict) -> list[dict]:
     return [_clean(e) if not e["requests"] else e for e in config]
 
 
-def _opaque(entry: dict) -> dict:
+def _opaque(entry: dict[str, Any]) -> dict[str, Any]:
     out = {}
     if entry.get("opaque") is not None:
         out["opaque"] = entry["opaque"]
     return out
 
 
-def build_results(search: Search) -> list[dict]:
+def build_results(search: Search) -> list[dict[str, Any]]:
     out = []
     for ci, claim in enumerate(search.claims):
         devices = search.results[ci]
-        alloc_devices: dict = {}
+        alloc_devices: dict[str, Any] = {}
         results = [_device_result(search, r) for r in devices]
         if results:
             alloc_devices["results"] = results
         config = _configs(search, ci, claim)
         if config:
             alloc_devices["config"] = config
-        result: dict = {"devices": alloc_devices}
+        result: dict[str, Any] = {"devices": alloc_devices}
         selector = _node_selector(search, devices, claim)
         if selector is not None:
             result["nodeSelector"] = selector

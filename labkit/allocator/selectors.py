@@ -24,13 +24,13 @@ from labkit.errors import InputError
 __all__ = ["SelectorEngine", "SelectorCompileError", "SelectorRuntimeError", "learn_device"]
 
 #: (engine, flags, expression, projection) -> result; oldest entries dropped first
-_SHARED_RESULTS: OrderedDict[tuple, bool] = OrderedDict()
+_SHARED_RESULTS: OrderedDict[tuple[Any, ...], bool] = OrderedDict()
 _SHARED_RESULTS_MAX = 1 << 16
 #: expression -> its device references (None: not told by its text)
-_REFS: dict[str, tuple | None] = {}
+_REFS: dict[str, tuple[Any, ...] | None] = {}
 
 
-def _refs(expr: str) -> tuple | None:
+def _refs(expr: str) -> tuple[Any, ...] | None:
     """The parts of ``device`` that ``expr`` reads (memoised; None: its text does not tell)."""
     try:
         return _REFS[expr]
@@ -39,7 +39,7 @@ def _refs(expr: str) -> tuple | None:
         return refs
 
 
-def learn_device(driver: str, device: dict, memo: dict) -> None:
+def learn_device(driver: str, device: dict[str, Any], memo: dict[object, Any]) -> None:
     """Work out now, into ``memo`` (the device view's, see SelectorEngine.matches), what the first
     selector to meet ``device`` would otherwise: whether it converts to CEL at all."""
     if type(driver) is str and "convertible" not in memo:
@@ -62,10 +62,13 @@ class SelectorEngine:
     """
 
     def __init__(self, engine: Any = None, *, consumable_capacity: bool = True,
-                 list_type_attributes: bool = False) -> None:
+                 list_type_attributes: bool = False, lazy_attributes: bool = False) -> None:
+        """``lazy_attributes``: attribute values are converted as Kubernetes 1.38 does (a value
+        CEL cannot represent fails only a selector that reads it; labkit.cel.device_input)."""
         self.engine = engine
         self.consumable_capacity = consumable_capacity
         self.list_type_attributes = list_type_attributes
+        self.lazy_attributes = lazy_attributes
         self._programs: dict[str, Any] = {}
         self._inputs: dict[int, Any] = {}
 
@@ -89,7 +92,7 @@ class SelectorEngine:
         self._programs[expr] = prog
         return prog
 
-    def _input(self, driver: str, device: dict) -> Any:
+    def _input(self, driver: str, device: dict[str, Any]) -> Any:
         key = id(device)
         inp = self._inputs.get(key)
         if inp is None:
@@ -97,32 +100,33 @@ class SelectorEngine:
                 inp = {"driver": driver, **device}
             else:
                 # shared across Allocators: identical devices convert (and match) once
-                inp = shared_device_input(driver, device)
+                inp = shared_device_input(driver, device, lazy=self.lazy_attributes)
             self._inputs[key] = (inp, device)  # keep device alive so id() stays unique
             return inp
         return inp[0]
 
-    def matches(self, prog: Any, driver: str, device: dict, memo: dict | None = None) -> bool:
+    def matches(self, prog: Any, driver: str, device: dict[str, Any], memo: dict[object, Any] | None = None) -> bool:
         """Evaluate; raises SelectorRuntimeError with Kubernetes' text.
 
         ``memo``: a dict that lives as long as ``device`` is unchanged (the allocator's DeviceInfo
         keeps one), for facts about the device worth keeping between Allocators."""
         if callable(self.engine) and not isinstance(self.engine, str):  # a custom engine: no caching here
             return self._evaluate(prog, driver, device)
-        mkey = ("match", self.engine, self.consumable_capacity, self.list_type_attributes, prog.expr)
+        mkey = ("match", self.engine, self.consumable_capacity, self.list_type_attributes, self.lazy_attributes,
+                prog.expr)
         if memo is not None:  # this device, unchanged, asked before (by any Allocator)
-            hit = memo.get(mkey)
+            hit: bool | None = memo.get(mkey)
             if hit is not None:
                 return hit
         return self._decide(prog, mkey, _refs(prog.expr), driver, device, memo)
 
-    def verdicts(self, expr: str, devices: list) -> list:
+    def verdicts(self, expr: str, devices: list[Any]) -> list[Any]:
         """:meth:`matches` on each device view (``.slice.driver``, ``.raw``, ``.cel_memo``) in one
         go: True, False, or the SelectorCompileError / SelectorRuntimeError it gave."""
         prog = self.compile(expr)
         if isinstance(prog, SelectorCompileError):
             return [prog] * len(devices)
-        out: list = []
+        out: list[Any] = []
         if callable(self.engine) and not isinstance(self.engine, str):
             for d in devices:
                 try:
@@ -130,7 +134,8 @@ class SelectorEngine:
                 except SelectorRuntimeError as exc:
                     out.append(exc)
             return out
-        mkey = ("match", self.engine, self.consumable_capacity, self.list_type_attributes, expr)
+        mkey = ("match", self.engine, self.consumable_capacity, self.list_type_attributes, self.lazy_attributes,
+                expr)
         refs = _refs(expr)
         decide = self._decide
         for d in devices:
@@ -144,8 +149,8 @@ class SelectorEngine:
             out.append(hit)
         return out
 
-    def _decide(self, prog: Any, mkey: tuple, refs: tuple | None, driver: str, device: dict,
-                memo: dict | None) -> bool:
+    def _decide(self, prog: Any, mkey: tuple[Any, ...], refs: tuple[Any, ...] | None, driver: str,
+                device: dict[str, Any], memo: dict[object, Any] | None) -> bool:
         """The result of ``prog`` on a device not in its memo: shared with every device whose
         parts the expression reads (``refs``) are equal, else evaluated (and then shared)."""
         shared = None
@@ -159,7 +164,7 @@ class SelectorEngine:
                 proj = projection(refs, driver, device)
                 if proj is not None:
                     shared = (mkey, proj)
-                    hit = _SHARED_RESULTS.get(shared)
+                    hit: bool | None = _SHARED_RESULTS.get(shared)
                     if hit is not None:
                         if memo is not None:
                             memo[mkey] = hit
@@ -176,14 +181,15 @@ class SelectorEngine:
             _SHARED_RESULTS[shared] = result
         return result
 
-    def _evaluate(self, prog: Any, driver: str, device: dict) -> bool:
+    def _evaluate(self, prog: Any, driver: str, device: dict[str, Any]) -> bool:
         inp = self._input(driver, device)
         cache = getattr(inp, "cache", None)
         if cache is not None:
             # a selector's result is a function of (program, device content): memoised on the
             # shared DeviceInput; errors are not memoised (evaluated again, same outcome)
-            rkey = ("match", self.engine, self.consumable_capacity, self.list_type_attributes, prog.expr)
-            hit = cache.get(rkey)
+            rkey = ("match", self.engine, self.consumable_capacity, self.list_type_attributes,
+                    self.lazy_attributes, prog.expr)
+            hit: bool | None = cache.get(rkey)
             if hit is not None:
                 return hit
             try:
@@ -203,9 +209,9 @@ class SelectorEngine:
 
 
 def _text(exc: Exception) -> str:
-    message = getattr(exc, "message", None)
+    message: str | None = getattr(exc, "message", None)
     if message is None:
         return str(exc)
-    hint = getattr(exc, "hint", "") or ""
+    hint: str = getattr(exc, "hint", "") or ""
     # Kubernetes appends its "no such key" hint verbatim (it starts with ". ")
     return message + hint if hint.startswith(".") else message

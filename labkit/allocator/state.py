@@ -7,9 +7,10 @@ summed per device; every other result marks its device as dedicated.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from labkit.allocator.quantities import qvalue
 
@@ -36,7 +37,7 @@ class AllocatedState:
     consumable_capacity: bool = True
 
     @classmethod
-    def from_claims(cls, claims: Iterable[dict], *, consumable_capacity: bool = True) -> AllocatedState:
+    def from_claims(cls, claims: Iterable[dict[str, Any]], *, consumable_capacity: bool = True) -> AllocatedState:
         state = cls(consumable_capacity=consumable_capacity)
         for claim in claims:
             allocation = ((claim or {}).get("status") or {}).get("allocation")
@@ -46,7 +47,7 @@ class AllocatedState:
         return state
 
     # -- incremental updates -------------------------------------------------------------------
-    def add(self, allocation_result: dict, owner: str | None = None) -> None:
+    def add(self, allocation_result: dict[str, Any], owner: str | None = None) -> None:
         for result, device_id, share in self._results(allocation_result):
             if owner:
                 self.owners.setdefault(device_id, []).append(owner)
@@ -62,7 +63,7 @@ class AllocatedState:
             else:
                 self.devices[device_id] = self.devices.get(device_id, 0) + 1
 
-    def remove(self, allocation_result: dict, owner: str | None = None) -> None:
+    def remove(self, allocation_result: dict[str, Any], owner: str | None = None) -> None:
         for result, device_id, share in self._results(allocation_result):
             if owner and owner in self.owners.get(device_id, []):
                 self.owners[device_id].remove(owner)
@@ -90,7 +91,7 @@ class AllocatedState:
                 if not self.devices[device_id]:
                     del self.devices[device_id]
 
-    def _results(self, allocation_result: dict):
+    def _results(self, allocation_result: dict[str, Any]) -> Iterator[tuple[dict[str, Any], DeviceID, str | None]]:
         changes = self.changes
         for result in ((allocation_result or {}).get("devices") or {}).get("results") or []:
             if result.get("adminAccess"):

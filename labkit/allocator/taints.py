@@ -18,13 +18,16 @@ match nothing, as with that gate off.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 __all__ = ["tolerates", "taint_prevents", "blocking_taint", "untolerated_taint", "BLOCKING_EFFECTS"]
 
 #: the effects that keep a pod off a node / a device out of an allocation
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
-def tolerates(toleration: dict, taint: dict) -> bool:
+def tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
     """Does one toleration tolerate one taint (node or device: the rule is the same)?"""
     effect = toleration.get("effect") or ""
     if effect and effect != (taint.get("effect") or ""):
@@ -38,7 +41,7 @@ def tolerates(toleration: dict, taint: dict) -> bool:
     return op == "Exists"
 
 
-def blocking_taint(taints: list[dict], tolerations: list[dict], every_effect: bool = False) -> dict | None:
+def blocking_taint(taints: Sequence[dict[str, Any]], tolerations: list[dict[str, Any]], every_effect: bool = False) -> dict[str, Any] | None:
     """The first NoSchedule/NoExecute taint no toleration covers (None and unknown effects never
     block, except with ``every_effect``: Kubernetes <= 1.35 required every device taint tolerated)."""
     for taint in taints:
@@ -47,11 +50,11 @@ def blocking_taint(taints: list[dict], tolerations: list[dict], every_effect: bo
     return None
 
 
-def taint_prevents(taints: list[dict], tolerations: list[dict], every_effect: bool = False) -> bool:
+def taint_prevents(taints: Sequence[dict[str, Any]], tolerations: list[dict[str, Any]], every_effect: bool = False) -> bool:
     return bool(taints) and blocking_taint(taints, tolerations, every_effect) is not None
 
 
-def untolerated_taint(pod: dict, node: dict) -> dict | None:
+def untolerated_taint(pod: dict[str, Any], node: dict[str, Any]) -> dict[str, Any] | None:
     """kube-scheduler's TaintToleration filter: the node's first NoSchedule/NoExecute taint the pod
     does not tolerate (PreferNoSchedule only lowers the score)."""
     return blocking_taint((node.get("spec") or {}).get("taints") or [],

@@ -50,11 +50,11 @@ class TwinTable:
     the searches it saved."""
 
     epoch: int = -1
-    refs: tuple | None = None  # claims_refs() of the shape's claims
+    refs: tuple[Any, ...] | None = None  # claims_refs() of the shape's claims
     #: node name -> its attribute_key() as a number, shared by the tables whose claims read the same refs
     attributes: dict[str, int | None] = field(default_factory=dict)
     #: key -> (outcome with results of its own, the pools it was found on)
-    outcomes: dict[tuple, tuple[Outcome, tuple[tuple[str, str], ...]]] = field(default_factory=dict)
+    outcomes: dict[tuple[Any, ...], tuple[Outcome, tuple[tuple[str, str], ...]]] = field(default_factory=dict)
     hits: int = 0
 
 
@@ -62,7 +62,7 @@ class TwinTable:
 class NodeTwin:
     """What a node's own slices give its key, worked out once per node and inventory."""
 
-    content: tuple  # per pool: (driver, slice content keys)
+    content: tuple[Any, ...]  # per pool: (driver, slice content keys)
     pools: tuple[tuple[str, str], ...]  # (driver, pool name), in search order
     ids: tuple[tuple[str, str, str], ...]  # the devices, in search order
     slices: tuple[SliceInfo, ...]  # in search order
@@ -91,7 +91,7 @@ def node_twin(own: list[SliceInfo], features: Features) -> NodeTwin | None:
     return NodeTwin(tuple(content), tuple(pools), tuple(ids), tuple(ordered))
 
 
-def claims_refs(claims: list[dict], classes: dict[str, dict]) -> tuple | None:
+def claims_refs(claims: list[dict[str, Any]], classes: dict[str, dict[str, Any]]) -> tuple[Any, ...] | None:
     """The attributes (``(domain, id)``) that the claims' selectors, their DeviceClasses'
     selectors and their constraints read; None when that cannot be told, or for claims of an
     unexpected shape (their own search reports what is wrong). (Everything else they can read,
@@ -102,7 +102,7 @@ def claims_refs(claims: list[dict], classes: dict[str, dict]) -> tuple | None:
         return None
 
 
-def _claims_refs(claims: list[dict], classes: dict[str, dict]) -> tuple | None:
+def _claims_refs(claims: list[dict[str, Any]], classes: dict[str, dict[str, Any]]) -> tuple[Any, ...] | None:
     refs: list[tuple[str, str]] = []
 
     def add(ref: tuple[str, str]) -> None:
@@ -146,7 +146,7 @@ def _claims_refs(claims: list[dict], classes: dict[str, dict]) -> tuple | None:
     return tuple(refs)
 
 
-def attribute_key(twin: NodeTwin, refs: tuple) -> tuple | None:
+def attribute_key(twin: NodeTwin, refs: tuple[Any, ...]) -> tuple[Any, ...] | None:
     """Per slice and attribute in ``refs``: its values on the slice's devices, under the bare
     name (for the slice's driver's own domain) and under the qualified one."""
     out = []
@@ -160,7 +160,7 @@ def attribute_key(twin: NodeTwin, refs: tuple) -> tuple | None:
     return tuple(out)
 
 
-def in_use(twin: NodeTwin, state: AllocatedState) -> tuple | None:
+def in_use(twin: NodeTwin, state: AllocatedState) -> tuple[Any, ...] | None:
     """The positions of the node's devices in use now; None when one of them is shared or has
     capacity consumed."""
     if state.shared_devices or state.capacity:
@@ -171,7 +171,7 @@ def in_use(twin: NodeTwin, state: AllocatedState) -> tuple | None:
     return tuple([k for k, i in enumerate(twin.ids) if i in used])
 
 
-def _node_selector(name: str) -> dict:
+def _node_selector(name: str) -> dict[str, Any]:
     return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}]}
 
 
@@ -183,8 +183,8 @@ def shareable(outcome: Outcome, node_name: str) -> bool:
     return all(a.get("nodeSelector", mine) == mine for a in outcome.allocations)
 
 
-def renamed(allocations: list[dict], src_pools: tuple[tuple[str, str], ...], pools: tuple[tuple[str, str], ...],
-            node_name: str) -> list[dict]:
+def renamed(allocations: list[dict[str, Any]], src_pools: tuple[tuple[str, str], ...], pools: tuple[tuple[str, str], ...],
+            node_name: str) -> list[dict[str, Any]]:
     """A twin's allocation results (:func:`shareable`) for the node ``node_name`` whose pools, in
     search order, are ``pools``: new dicts where a name changes, the rest shared (allocation
     results are read only; the binder writes a copy)."""
@@ -211,18 +211,19 @@ class RenamedOutcome(Outcome):
     def __init__(self, src: Outcome, src_pools: tuple[tuple[str, str], ...], pools: tuple[tuple[str, str], ...],
                  node_name: str, later: Callable[[Outcome], Any]) -> None:
         super().__init__(src.status, steps=src.steps)
-        self._renaming: tuple | None = (src.allocations, src_pools, pools, node_name) if src.allocations else None
+        self._renaming: tuple[list[dict[str, Any]], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...], str] | None = (
+            src.allocations, src_pools, pools, node_name) if src.allocations else None
         self._explain = later
 
-    @property  # type: ignore[override]
-    def allocations(self) -> list[dict]:
+    @property
+    def allocations(self) -> list[dict[str, Any]]:
         if self._renaming is not None:
             self._allocations = renamed(*self._renaming)
             self._renaming = None
         return self._allocations
 
     @allocations.setter
-    def allocations(self, value: list[dict]) -> None:
+    def allocations(self, value: list[dict[str, Any]]) -> None:
         self._allocations = value
         self._renaming = None
 

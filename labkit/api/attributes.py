@@ -19,11 +19,11 @@ SCALAR_KINDS = ("string", "int", "bool", "version")
 LIST_KINDS = (("ints", "int"), ("bools", "bool"), ("strings", "string"), ("versions", "version"))
 
 
-def lookup_attribute(attributes: dict | None, driver: str, name: str) -> dict | None:
+def lookup_attribute(attributes: dict[str, Any] | None, driver: str, name: str) -> dict[str, Any] | None:
     """The raw attribute ``name``: the exact key first; else, when the name's domain is the
     device's driver, the bare identifier (``gpu.nvidia.com/index`` finds ``index``)."""
     attributes = attributes or {}
-    attr = attributes.get(name)
+    attr: dict[str, Any] | None = attributes.get(name)  # as written: scalar_value checks that it is one
     if attr is not None:
         return attr
     domain, sep, ident = name.partition("/")
@@ -32,7 +32,7 @@ def lookup_attribute(attributes: dict | None, driver: str, name: str) -> dict | 
     return attributes.get(ident)
 
 
-def scalar_value(attr: dict | None) -> tuple[str, Any] | None:
+def scalar_value(attr: dict[str, Any] | None) -> tuple[str, Any] | None:
     """``(kind, value)`` of a scalar attribute (``{"int": 3}`` -> ``("int", 3)``); None otherwise."""
     if not isinstance(attr, dict):
         return None
@@ -42,7 +42,7 @@ def scalar_value(attr: dict | None) -> tuple[str, Any] | None:
     return None
 
 
-def plain_value(attr: dict | None) -> Any:
+def plain_value(attr: dict[str, Any] | None) -> Any:
     """The value without its type wrapper: a scalar, a list for list attributes, else None."""
     scalar = scalar_value(attr)
     if scalar is not None:
@@ -54,12 +54,12 @@ def plain_value(attr: dict | None) -> Any:
     return None
 
 
-def device_attribute(device: dict, name: str, driver: str = "") -> Any:
+def device_attribute(device: dict[str, Any], name: str, driver: str = "") -> Any:
     """The plain value of one attribute of a ResourceSlice device entry (None when absent)."""
     return plain_value(lookup_attribute(device.get("attributes"), driver, name))
 
 
-def plain_attributes(device: dict) -> dict[str, Any]:
+def plain_attributes(device: dict[str, Any]) -> dict[str, Any]:
     """Every attribute of a device entry without its wrapper; a value labkit cannot read stays as is."""
     out: dict[str, Any] = {}
     for name, attr in (device.get("attributes") or {}).items():

@@ -8,9 +8,9 @@ import sys
 from typing import Any
 
 from labkit.api.context import CelChecks
-from labkit.api.features import DEFAULT_VERSION, parse_feature_gates, resolve_gates
+from labkit.api.features import DEFAULT_VERSION, SUPPORTED_VERSIONS, parse_feature_gates, resolve_gates
 from labkit.api.load import LoadError, load, load_files, read_documents
-from labkit.api.validate import check_objects
+from labkit.api.validate import check_objects, server_warnings
 from labkit.errors import InputError
 from labkit.output import escape_terminal
 
@@ -25,7 +25,8 @@ def register(parser: argparse.ArgumentParser, *, cel: CelChecks | None) -> None:
                         metavar="FILE", help="manifest file (YAML/JSON, multi-document); '-' = stdin; repeatable")
     parser.add_argument("paths", nargs="*", metavar="FILE", help="more manifest files (what pre-commit passes)")
     parser.add_argument("--kubernetes-version", default=DEFAULT_VERSION,
-                        help="validate as this Kubernetes version (1.34-1.37; default %(default)s)")
+                        help=f"validate as this Kubernetes version ({SUPPORTED_VERSIONS[0]}-{SUPPORTED_VERSIONS[-1]}; "
+                             "default %(default)s)")
     parser.add_argument("--feature-gates", default="", metavar="G=true,...",
                         help="feature gates to change from the version's defaults")
     parser.add_argument("--skip-non-kubernetes", action="store_true",
@@ -50,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     problems = check_objects(objs, kubernetes_version=args.kubernetes_version, feature_gates=gates,
                         cel=args.cel_checks)
+    for warning in server_warnings(objs, kubernetes_version=args.kubernetes_version):
+        # what kubectl prints for the API server's warning header
+        print(f"Warning: {escape_terminal(warning, layout=False)}", file=sys.stderr)
     if problems:
         # one line each, what they quote escaped for a terminal (as the error lines: labkit.cli)
         sys.stdout.write("".join(f"{escape_terminal(str(p), layout=False)}\n" for p in problems))

@@ -35,7 +35,7 @@ class Context:
     #: a selector's estimated worst-case cost (Kubernetes refuses new ones above 1,000,000)
     cel_max_cost: Callable[..., int] | None = None
     #: namespaces present in the input, name -> labels (for the admin-access rule)
-    namespaces: dict[str, dict] = field(default_factory=dict)
+    namespaces: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, version: str, gates: dict[str, bool], cel: CelChecks | None) -> Context:
@@ -44,6 +44,10 @@ class Context:
 
     def minor(self) -> int:
         return int(self.version.split(".")[1])
+
+    def at_least(self, version: str) -> bool:
+        """The rules of Kubernetes ``version`` ("1.38") or newer apply."""
+        return self.minor() >= int(version.split(".")[1])
 
     def on(self, gate: str) -> bool:
         return bool(self.gates.get(gate, False))

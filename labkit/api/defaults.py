@@ -74,7 +74,7 @@ def _default_slice(spec: Any) -> None:
                 _zero_quantities(consumed.get("counters"))
 
 
-def with_defaults(obj: dict, *, copy: bool = True) -> dict:
+def with_defaults(obj: dict[str, Any], *, copy: bool = True) -> dict[str, Any]:
     """A deep copy of ``obj`` with the defaults the API server would apply on create
     (``copy=False``: ``obj`` itself, defaulted in place - for objects the caller just made)."""
     out = copy_of(obj) if copy else obj

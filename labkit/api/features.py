@@ -1,11 +1,12 @@
-"""DRA feature gates per Kubernetes version (1.34–1.37), as data.
+"""DRA feature gates per Kubernetes version (1.34–1.38), as data.
 
 ``FEATURE_DEFAULTS[version][gate]`` is the default of ``gate`` in that release; a gate missing
 from a version's table did not exist in that release. ``LOCKED[version]`` holds the gates that
 release locks to their default (setting them the other way makes components refuse to start).
 ``MATURITY[version][gate]`` is "alpha", "beta" or "GA". The data is ``feature_gates.json``
 beside this module, the same file the Go oracle embeds (a gate or a version is added there, once).
-Source: dra-reference.md §2 (the versioned feature-gate specs of the Kubernetes sources).
+Source: dra-reference.md §2 (the versioned feature-gate specs of the Kubernetes sources); 1.38 from
+``kubernetes@v1.38.0-beta.0:pkg/features/kube_features.go`` (the release in tools/kubernetes-releases.env).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def minor_key(version: str) -> tuple[int, int]:
 
 
 def normalize_version(version: str) -> str:
-    """``"v1.36.4"`` / ``"1.36"`` -> ``"1.36"``; raise for versions outside 1.34–1.37."""
+    """``"v1.36.4"`` / ``"1.36"`` -> ``"1.36"``; raise for a version outside SUPPORTED_VERSIONS."""
     text = str(version).strip().lstrip("v")
     parts = text.split(".")
     short = ".".join(parts[:2])
@@ -112,14 +113,27 @@ def resolve_gates(version: str = DEFAULT_VERSION, overrides: dict[str, bool] | N
     warnings: list[str] = []
     for name, value in (overrides or {}).items():
         if name not in gates:
-            known = [g for g in _TABLE if g.lower() == name.lower()]
-            hint = f" (did you mean {known[0]!r}?)" if known else ""
-            raise FeatureGateError(f"feature gate {name!r} does not exist in Kubernetes {v}{hint}")
+            raise FeatureGateError(f"feature gate {name!r} does not exist in Kubernetes {v}{_unknown_hint(name, v)}")
         if name in LOCKED[v] and value != gates[name]:
-            msg = (f"feature gate {name} is locked to {str(gates[name]).lower()} in Kubernetes {v}; "
-                   "a real cluster refuses to start with it set otherwise")
+            # kube-scheduler's own words: k8s.io/component-base featuregate/feature_gate.go (SetFromMap)
+            msg = (f"feature gate {name} is locked to {str(gates[name]).lower()} in Kubernetes {v}; a real cluster "
+                   f"refuses to start with it set otherwise (cannot set feature gate {name} to "
+                   f"{str(bool(value)).lower()}, feature is locked to {str(gates[name]).lower()})")
             if strict:
                 raise FeatureGateError(msg)
             warnings.append(msg)
         gates[name] = bool(value)
     return gates, warnings
+
+
+def _unknown_hint(name: str, version: str) -> str:
+    """Why ``name`` is unknown in ``version``: misspelt, removed (kube-scheduler then refuses it as
+    "unrecognized feature gate", k8s.io/component-base featuregate/feature_gate.go), or not there yet."""
+    if name not in _TABLE:
+        known = [g for g in _TABLE if g.lower() == name.lower()]
+        return f" (did you mean {known[0]!r}?)" if known else ""
+    had = sorted(_TABLE[name], key=minor_key)
+    if minor_key(had[-1]) < minor_key(version):
+        return (f" (removed after {had[-1]}: kube-scheduler {version} refuses it with "
+                f"\"unrecognized feature gate: {name}\"; leave it out)")
+    return f" (it is new in {had[0]})"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from labkit.api.problem import Sink, as_dict, as_list
 
 __all__ = ["check_legacy", "migration"]
@@ -51,7 +53,7 @@ def migration(version: str, kind: str) -> str:
     return "; ".join(changes) if changes else "the fields are the same"
 
 
-def check_legacy(obj: dict, sink: Sink) -> tuple[bool, set[str]]:
+def check_legacy(obj: dict[str, Any], sink: Sink) -> tuple[bool, set[str]]:
     """Report old-API usage. Returns (stop: skip all other checks, paths the schema check skips)."""
     api, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
     if kind in _REMOVED_KINDS:

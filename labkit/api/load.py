@@ -15,7 +15,7 @@ import stat
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -54,7 +54,10 @@ class LoadError(InputError, ValueError):
 # as go-yaml bounds them), duplicate keys are errors -------------------------------------------------
 
 _TAG = "tag:yaml.org,2002:"
-_BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+if TYPE_CHECKING:  # mypy needs a class as the base: SafeDumper stands for both (same representer and resolver)
+    _BaseDumper = yaml.SafeDumper
+else:  # libyaml's emitter where PyYAML was built with it
+    _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 class _Loader(GoLoader):
@@ -82,7 +85,7 @@ def _unshare(doc: Any) -> Any:
     return doc
 
 
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
     written = sum(1 for key_node, _ in node.value if key_node.tag != _TAG + "merge")
     loader.flatten_mapping(node)  # merged pairs (<<: *anchor) first, then the written ones
     merged = len(node.value) - written
@@ -105,7 +108,7 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
     return result
 
 
-def _construct_yaml_map(loader: _Loader, node: yaml.MappingNode) -> Iterator[dict]:
+def _construct_yaml_map(loader: _Loader, node: yaml.MappingNode) -> Iterator[dict[Any, Any]]:
     data: dict[Any, Any] = {}
     yield data
     data.update(_construct_mapping(loader, node))
@@ -114,8 +117,9 @@ def _construct_yaml_map(loader: _Loader, node: yaml.MappingNode) -> Iterator[dic
 _Loader.add_constructor("tag:yaml.org,2002:map", _construct_yaml_map)
 
 
-class _Dumper(_BaseDumper):  # type: ignore[misc,valid-type]
-    pass
+class _Dumper(_BaseDumper):
+    # quote exactly the strings a Go reader would take for something else ("y", "1e3", "0o17")
+    resolve = go_resolve
 
 
 _LINE_BREAKS_YAML_ONLY = ("\x85", "\u2028", "\u2029", "\r")
@@ -131,8 +135,6 @@ def _represent_str(dumper: _Dumper, value: str) -> yaml.ScalarNode:
 
 
 _Dumper.add_representer(str, _represent_str)
-# quote exactly the strings a Go reader would take for something else ("y", "1e3", "0o17")
-_Dumper.resolve = go_resolve  # type: ignore[method-assign]
 
 
 # -- parsing ----------------------------------------------------------------------------------
@@ -154,7 +156,8 @@ def _mark_text(err: yaml.YAMLError, line_offset: int, text: str = "") -> str:
 def _split_documents(text: str) -> list[tuple[int, str]]:
     """Split on ``---`` lines, returning (first line index, text) pairs; used only for errors."""
     docs: list[tuple[int, str]] = []
-    start, buf = 0, []
+    start = 0
+    buf: list[str] = []
     for i, line in enumerate(text.splitlines(keepends=True)):
         if line.startswith("---") and line[3:].strip() in ("", "|", ">") or line.rstrip() == "...":
             docs.append((start, "".join(buf)))
@@ -185,7 +188,7 @@ class _JSONDuplicate(ValueError):
     pass
 
 
-def _json_object(pairs: list[tuple[str, Any]]) -> dict:
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
@@ -451,12 +454,12 @@ def read_documents(path: str | os.PathLike[str]) -> list[Any]:
     return _read_file(input_path(path))[0]
 
 
-def _is_list_kind(doc: dict) -> bool:
+def _is_list_kind(doc: dict[str, Any]) -> bool:
     kind = doc.get("kind")
     return isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list)
 
 
-def _flatten(doc: dict, origin: str, number: int, problems: list[str]) -> Iterator[dict]:
+def _flatten(doc: dict[str, Any], origin: str, number: int, problems: list[str]) -> Iterator[dict[str, Any]]:
     if not _is_list_kind(doc):
         yield doc
         return
@@ -475,7 +478,7 @@ def _flatten(doc: dict, origin: str, number: int, problems: list[str]) -> Iterat
         yield from _flatten(item, origin, number, problems)
 
 
-def _set_namespace(obj: dict, default_namespace: str | None) -> None:
+def _set_namespace(obj: dict[str, Any], default_namespace: str | None) -> None:
     kind = obj.get("kind")
     if not default_namespace or not isinstance(kind, str) or kind not in NAMESPACED_KINDS:
         return
@@ -485,8 +488,8 @@ def _set_namespace(obj: dict, default_namespace: str | None) -> None:
 
 
 def _objects(documents: Iterable[Any], origin: str, default_namespace: str | None,
-             problems: list[str], within: str = "") -> list[dict]:
-    objs: list[dict] = []
+             problems: list[str], within: str = "") -> list[dict[str, Any]]:
+    objs: list[dict[str, Any]] = []
     for number, doc in enumerate(documents, start=1):
         where = f"{within}[{number - 1}]" if within else f"doc {number}"
         if doc is None:
@@ -509,7 +512,7 @@ def _objects(documents: Iterable[Any], origin: str, default_namespace: str | Non
     return objs
 
 
-def load(source: Any, *, default_namespace: str | None = "default") -> list[dict]:
+def load(source: Any, *, default_namespace: str | None = "default") -> list[dict[str, Any]]:
     """Load Kubernetes objects from a path, ``"-"``, YAML/JSON text, a dict or a list of dicts.
 
     Lists (``kind: List``, ``<Kind>List``) are flattened; namespaced kinds without a namespace
@@ -524,13 +527,13 @@ def load(source: Any, *, default_namespace: str | None = "default") -> list[dict
 
 
 def load_files(paths: Iterable[str | os.PathLike[str]], *,
-               default_namespace: str | None = "default") -> list[dict]:
+               default_namespace: str | None = "default") -> list[dict[str, Any]]:
     """Load several files (``"-"`` = stdin) in order; all problems are reported together.
 
     Input with no object at all is an error, as for ``kubectl apply``.
     """
     paths = list(paths)
-    objs: list[dict] = []
+    objs: list[dict[str, Any]] = []
     problems: list[str] = []
     for path in paths:
         try:
@@ -548,7 +551,7 @@ def load_files(paths: Iterable[str | os.PathLike[str]], *,
     return objs
 
 
-def dump(objs: dict | Iterable[dict], fmt: str = "yaml") -> str:
+def dump(objs: dict[str, Any] | Iterable[dict[str, Any]], fmt: str = "yaml") -> str:
     """Print objects as multi-document YAML or JSON (one object, or a ``kind: List``)."""
     items = [objs] if isinstance(objs, dict) else list(objs)
     if fmt == "json":

@@ -20,6 +20,12 @@ _BUILD = r"[0-9A-Za-z-]+"
 _SEMVER = re.compile(
     rf"{_NUM}\.{_NUM}\.{_NUM}(-{_PRE}(\.{_PRE})*)?(\+{_BUILD}(\.{_BUILD})*)?"
 )
+#: 1.38 (kubernetes#142964): numbers of at most 18 digits, so that every version fits an int64
+_NUM18 = r"(0|[1-9][0-9]{0,17})"
+_PRE18 = rf"({_NUM18}|[0-9]*[A-Za-z-][0-9A-Za-z-]*)"
+_SEMVER18 = re.compile(
+    rf"{_NUM18}\.{_NUM18}\.{_NUM18}(-{_PRE18}(\.{_PRE18})*)?(\+{_BUILD}(\.{_BUILD})*)?"
+)
 
 DNS_LABEL_MAX = 63
 DNS_SUBDOMAIN_MAX = 253
@@ -88,18 +94,18 @@ def c_identifier(value: str) -> list[str]:
     return msgs
 
 
-def qualified_name(value: str, *, lowercase_domain: bool = False) -> list[str]:
+def qualified_name(value: str, *, lowercase_domain: bool = False, one_slash: bool = False) -> list[str]:
     """Attribute/capacity name: ``ident`` or ``domain/ident`` (domain: driver-name rules, or with
     `lowercase_domain` also a lowercase DNS subdomain).
 
     A name with two or more slashes is accepted, as every API server 1.34-1.37 accepts it (its
     validation checks one and two parts only; upstream keeps it so for stored objects). CEL then
-    reads the domain up to the first slash."""
+    reads the domain up to the first slash. ``one_slash`` (1.38, kubernetes#141644): refused."""
     parts = value.split("/")
     if len(parts) == 1:
         return c_identifier(value)
     if len(parts) > 2:
-        return []
+        return ["must not contain more than one slash"] if one_slash else []
     domain, ident = parts
     msgs = []
     if not domain:
@@ -115,9 +121,9 @@ def qualified_name(value: str, *, lowercase_domain: bool = False) -> list[str]:
     return msgs
 
 
-def fully_qualified_name(value: str, *, lowercase_domain: bool = False) -> list[str]:
+def fully_qualified_name(value: str, *, lowercase_domain: bool = False, one_slash: bool = False) -> list[str]:
     """Like :func:`qualified_name`, but the domain is mandatory (constraints)."""
-    msgs = qualified_name(value, lowercase_domain=lowercase_domain)
+    msgs = qualified_name(value, lowercase_domain=lowercase_domain, one_slash=one_slash)
     if "/" not in value:
         msgs.append("a fully qualified name must be a domain and a name separated by a slash")
     return msgs
@@ -153,9 +159,12 @@ def label_value(value: str) -> list[str]:
     return []
 
 
-def semver(value: str) -> list[str]:
+def semver(value: str, *, max_18_digits: bool = False) -> list[str]:
+    """A version attribute's value; ``max_18_digits``: 1.38's rule and words (kubernetes#142964)."""
     msgs = []
-    if not _SEMVER.fullmatch(value):
+    if max_18_digits and not _SEMVER18.fullmatch(value):
+        msgs.append("must be a string compatible with semver.org spec 2.0.0, with at most 18 digits in numbers")
+    elif not max_18_digits and not _SEMVER.fullmatch(value):
         msgs.append("must be a string compatible with semver.org spec 2.0.0")
     if len(value) > ATTRIBUTE_VALUE_MAX:
         msgs.append(f"Too long: may not be more than {ATTRIBUTE_VALUE_MAX} bytes")

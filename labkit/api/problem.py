@@ -66,12 +66,12 @@ def show(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def as_dict(value: Any) -> dict:
+def as_dict(value: Any) -> dict[str, Any]:
     """The value if it is a mapping, else {} (type errors are reported by the schema check)."""
     return value if isinstance(value, dict) else {}
 
 
-def as_list(value: Any) -> list:
+def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 

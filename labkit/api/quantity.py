@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache, total_ordering
+from typing import Literal
 
 from labkit.errors import InputError
 
@@ -60,7 +61,7 @@ class Quantity:
     #: its arbitrary-precision inf.Dec form, "auto" = derive from ``value``. It decides what
     #: CEL's ``isInteger()``/``asInteger()`` say: Go asks the form, not the number, so
     #: ``quantity("1000m")`` (1000 * 10**-3) is not an integer there.
-    go_amount: tuple[int, int] | None | str = "auto"
+    go_amount: tuple[int, int] | None | Literal["auto"] = "auto"
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
@@ -108,7 +109,7 @@ class Quantity:
     def go_int64_amount(self) -> tuple[int, int] | None:
         """Go's int64Amount ``(value, scale)``, or None when Go holds an inf.Dec."""
         if self.go_amount != "auto":
-            return self.go_amount  # type: ignore[return-value]
+            return self.go_amount
         v = self.value
         if v.denominator == 1 and _INT64_MIN <= v <= _INT64_MAX:
             return int(v), 0

@@ -11,7 +11,7 @@ from labkit.api.context import Context
 from labkit.api.problem import Sink, as_dict, as_list
 from labkit.api.quantity import QuantityError, parse_quantity
 
-__all__ = ["check_cel", "check_device_class_spec", "check_claim_spec", "check_claim_status",
+__all__ = ["check_capacity_map", "check_cel", "check_device_class_spec", "check_claim_spec", "check_claim_status",
            "check_opaque", "check_toleration", "quantity"]
 
 MAX_REQUESTS = 32
@@ -23,6 +23,8 @@ MAX_RESULTS = 32
 MAX_ALLOCATION_CONFIG = 64
 MAX_RESERVED_FOR = 256
 MAX_DEVICE_CONDITIONS = 8
+#: resource.MaxCapacityRequirements (1.38): capacity requests / consumed capacity per device
+MAX_CAPACITY_REQUIREMENTS = 32
 CEL_MAX_LENGTH = 10 * 1024
 #: resource.CELSelectorExpressionMaxCost: the largest estimated cost of a new selector
 CEL_MAX_COST = 1_000_000
@@ -122,7 +124,7 @@ def check_toleration(sink: Sink, path: str, tol: Any) -> None:
         sink.unsupported(f"{path}.effect", effect, EFFECTS)
 
 
-def _check_mode_count(sink: Sink, path: str, req: dict) -> None:
+def _check_mode_count(sink: Sink, path: str, req: dict[str, Any]) -> None:
     mode = req.get("allocationMode") or "ExactCount"
     count = req.get("count")
     if not isinstance(count, int) or isinstance(count, bool):
@@ -137,7 +139,7 @@ def _check_mode_count(sink: Sink, path: str, req: dict) -> None:
         sink.unsupported(f"{path}.allocationMode", mode, ["All", "ExactCount"])
 
 
-def _check_request_body(sink: Sink, ctx: Context, path: str, req: dict, *, exact: bool,
+def _check_request_body(sink: Sink, ctx: Context, path: str, req: dict[str, Any], *, exact: bool,
                         ref: str = "", constrained: dict[str, set[str]] | None = None) -> None:
     """Fields shared by ExactDeviceRequest and DeviceSubRequest."""
     cls = req.get("deviceClassName")
@@ -155,10 +157,7 @@ def _check_request_body(sink: Sink, ctx: Context, path: str, req: dict, *, exact
             check_toleration(sink, f"{path}.tolerations[{i}]", tol)
     capacity = req.get("capacity")
     if capacity is not None and gate(sink, ctx, f"{path}.capacity", "DRAConsumableCapacity"):
-        for key, value in as_dict(as_dict(capacity).get("requests")).items():
-            kpath = f"{path}.capacity.requests[{key}]"
-            sink.names(kpath, key, names.qualified_name(str(key)))
-            quantity(sink, kpath, value)
+        check_capacity_map(sink, ctx, f"{path}.capacity.requests", as_dict(capacity).get("requests"))
     if req.get("derivedAttributes") is not None and \
             gate(sink, ctx, f"{path}.derivedAttributes", "DRADerivedAttributes"):
         _check_derived(sink, ctx, f"{path}.derivedAttributes", req["derivedAttributes"], ref, constrained or {})
@@ -166,7 +165,33 @@ def _check_request_body(sink: Sink, ctx: Context, path: str, req: dict, *, exact
         gate(sink, ctx, f"{path}.adminAccess", "DRAAdminAccess")
 
 
-def _request_names(requests: list) -> dict[str, set[str] | None]:
+def check_capacity_map(sink: Sink, ctx: Context, path: str, capacities: Any) -> None:
+    """A request's ``capacity.requests`` or a result's ``consumedCapacity``: quantities by capacity name.
+
+    Up to 1.37 only the quantities are checked (a 1.37.1 kube-apiserver stores ``gpu-memory`` as a
+    key). 1.38 adds, in ``kubernetes@v1.38.0-beta.0:pkg/apis/resource/validation/validation.go``
+    (validateCapacityNames) and the declarative markers of ``k8s.io/api resource/v1/types.go``
+    (``maxProperties=32``, each value ``minimum=0``): at most 32 entries, qualified names, no
+    negative quantity."""
+    entries = as_dict(capacities)
+    v138 = ctx.at_least("1.38")
+    if v138 and len(entries) > MAX_CAPACITY_REQUIREMENTS:
+        sink.too_many(path, len(entries), MAX_CAPACITY_REQUIREMENTS)
+    for key, value in entries.items():
+        kpath = f"{path}[{key}]"
+        if v138:
+            sink.names(path, key, names.qualified_name(str(key), one_slash=True))
+        quantity(sink, kpath, value)
+        if v138 and value is not None and not isinstance(value, bool):
+            try:
+                negative = parse_quantity(value).sign() < 0
+            except QuantityError:
+                continue
+            if negative:
+                sink.invalid(kpath, value, "must be greater than or equal to 0")
+
+
+def _request_names(requests: list[Any]) -> dict[str, set[str] | None]:
     out: dict[str, set[str] | None] = {}
     for req in requests:
         req = as_dict(req)
@@ -250,7 +275,7 @@ def _check_derived(sink: Sink, ctx: Context, path: str, attrs: Any, ref: str,
         check_cel(sink, ctx, f"{path}[{i}].expression", attr.get("expression"), selector=False)
 
 
-def _constraint_attrs(constraints: list) -> dict[str, set[str]]:
+def _constraint_attrs(constraints: list[Any]) -> dict[str, set[str]]:
     """Request reference ("" = all requests) -> attribute names its constraints use."""
     out: dict[str, set[str]] = {}
     for con in constraints:
@@ -316,19 +341,20 @@ def _check_constraint(sink: Sink, ctx: Context, path: str, con: Any,
     # 1.37's declarative validation of both (beta, on by default) also wants the domain lowercase,
     # where the older rule lowercased it first ("GPU.example.com/x": refused from 1.37 on)
     lower = ctx.minor() >= 37
+    one_slash = ctx.at_least("1.38")  # "a/b/c" refused from 1.38 on (kubernetes#141644)
     if match is not None:
         # Both set is stored by every API server 1.34-1.37 (its rule checks matchAttribute and
         # ignores distinctAttribute, and kube-scheduler then applies matchAttribute only); from 1.37
         # the declarative check of distinctAttribute's format runs anyway.
         if isinstance(match, str):
-            sink.names(f"{path}.matchAttribute", match, names.fully_qualified_name(match, lowercase_domain=lower))
+            sink.names(f"{path}.matchAttribute", match, names.fully_qualified_name(match, lowercase_domain=lower, one_slash=one_slash))
         if distinct is not None and lower and isinstance(distinct, str) and ctx.on("DRAConsumableCapacity"):
             sink.names(f"{path}.distinctAttribute", distinct,
-                       names.fully_qualified_name(distinct, lowercase_domain=True))
+                       names.fully_qualified_name(distinct, lowercase_domain=True, one_slash=one_slash))
     elif distinct is not None:
         if gate(sink, ctx, f"{path}.distinctAttribute", "DRAConsumableCapacity") and isinstance(distinct, str):
             sink.names(f"{path}.distinctAttribute", distinct,
-                       names.fully_qualified_name(distinct, lowercase_domain=lower))
+                       names.fully_qualified_name(distinct, lowercase_domain=lower, one_slash=one_slash))
     elif ctx.on("DRAConsumableCapacity"):
         sink.required(path, "exactly one of `matchAttribute` or `distinctAttribute` is required")
     else:
@@ -370,7 +396,7 @@ def check_claim_spec(sink: Sink, ctx: Context, path: str, spec: Any, namespace: 
     _check_admin_access(sink, ctx, dpath, requests, namespace)
 
 
-def _check_admin_access(sink: Sink, ctx: Context, dpath: str, requests: list, namespace: str | None) -> None:
+def _check_admin_access(sink: Sink, ctx: Context, dpath: str, requests: list[Any], namespace: str | None) -> None:
     """Admin access needs a labelled namespace; checkable only when the Namespace is in the input."""
     if not isinstance(namespace, str) or namespace not in ctx.namespaces:
         return
@@ -430,9 +456,10 @@ def check_claim_status(sink: Sink, ctx: Context, status: Any, spec: Any) -> None
             if not as_dict(ref).get(fld):
                 sink.required(f"status.reservedFor[{i}].{fld}")
     if status.get("devices") is not None and gate(sink, ctx, "status.devices", "DRAResourceClaimDeviceStatus"):
-        allocated = {(r.get("driver"), r.get("pool"), r.get("device"), r.get("shareID"))
-                     for r in (as_dict(x) for x in as_list(as_dict(as_dict(allocation).get("devices")).get("results")))
-                     if all(isinstance(r.get(k), str | None) for k in ("driver", "pool", "device", "shareID"))}
+        allocated: set[tuple[str | None, ...]] = {
+            (r.get("driver"), r.get("pool"), r.get("device"), r.get("shareID"))
+            for r in (as_dict(x) for x in as_list(as_dict(as_dict(allocation).get("devices")).get("results")))
+            if all(isinstance(r.get(k), str | None) for k in ("driver", "pool", "device", "shareID"))}
         for i, dev in enumerate(as_list(status["devices"])):
             _check_device_status(sink, f"status.devices[{i}]", as_dict(dev), allocated)
 
@@ -444,7 +471,7 @@ _RESULT_GATES = (("shareID", "DRAConsumableCapacity"), ("consumedCapacity", "DRA
                  ("skipNodeOperations", "DRAOptionalNodeOperations"))
 
 
-def _check_result_extras(sink: Sink, ctx: Context, path: str, res: dict) -> None:
+def _check_result_extras(sink: Sink, ctx: Context, path: str, res: dict[str, Any]) -> None:
     """Allocation result fields that belong to newer features."""
     for fld, needs in _RESULT_GATES:
         if res.get(fld) is not None and not gate(sink, ctx, f"{path}.{fld}", needs):
@@ -453,11 +480,11 @@ def _check_result_extras(sink: Sink, ctx: Context, path: str, res: dict) -> None
     if isinstance(share, str) and not _UUID.fullmatch(share):
         sink.invalid(f"{path}.shareID", share, "must be a lowercase RFC 4122 UUID "
                      "(xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)")
-    for key, value in as_dict(res.get("consumedCapacity")).items():
-        quantity(sink, f"{path}.consumedCapacity[{key}]", value)
+    check_capacity_map(sink, ctx, f"{path}.consumedCapacity", res.get("consumedCapacity"))
 
 
-def _check_device_status(sink: Sink, path: str, dev: dict, allocated: set) -> None:
+def _check_device_status(sink: Sink, path: str, dev: dict[str, Any],
+                         allocated: set[tuple[str | None, ...]]) -> None:
     key = tuple(dev.get(k) for k in ("driver", "pool", "device", "shareID"))
     if all(isinstance(k, str | None) for k in key) and key not in allocated:
         sink.invalid(path, "/".join(str(k) for k in key[:3] if k), "must be an allocated device in the claim")

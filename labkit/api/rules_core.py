@@ -239,7 +239,7 @@ def check_pod_core(sink: Sink, path: str, spec: Any, *, template: bool = False) 
     del template  # the same rules hold for a Deployment's or Job's template
 
 
-def check_node(sink: Sink, obj: dict) -> None:
+def check_node(sink: Sink, obj: dict[str, Any]) -> None:
     """ValidateNode: taints, and the quantities of status.capacity and status.allocatable."""
     check_taints(sink, "spec.taints", as_dict(obj.get("spec")).get("taints"))
     status = as_dict(obj.get("status"))
@@ -247,7 +247,7 @@ def check_node(sink: Sink, obj: dict) -> None:
         check_resource_list(sink, f"status.{fld}", status.get(fld), container=False, keyed=False)
 
 
-def check_namespace(sink: Sink, obj: dict) -> None:
+def check_namespace(sink: Sink, obj: dict[str, Any]) -> None:
     """ValidateNamespace: spec.finalizers are qualified names."""
     for i, fin in enumerate(as_list(as_dict(obj.get("spec")).get("finalizers"))):
         if isinstance(fin, str):

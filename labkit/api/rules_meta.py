@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from labkit.api import names
 from labkit.api.load import NAMESPACED_KINDS
 from labkit.api.problem import Sink, as_dict, show
@@ -13,7 +15,7 @@ _LABEL_NAMED = {"Namespace"}
 _ANNOTATIONS_MAX_BYTES = 256 * 1024
 
 
-def check_metadata_types(obj: dict, sink: Sink) -> bool:
+def check_metadata_types(obj: dict[str, Any], sink: Sink) -> bool:
     """What the API server's decoding of ObjectMeta refuses for every kind, a CRD's or one LabKit
     does not otherwise check included: metadata an object, name / generateName / namespace strings,
     labels and annotations objects of strings. False when metadata is not an object."""
@@ -45,7 +47,7 @@ def _scalar(value: object) -> bool:
     return isinstance(value, bool | int | float)
 
 
-def check_metadata(obj: dict, sink: Sink, *, types: bool = True) -> None:
+def check_metadata(obj: dict[str, Any], sink: Sink, *, types: bool = True) -> None:
     """ObjectMeta's rules; `types`: also its value types (False where the schema check reports them)."""
     kind = str(obj.get("kind"))
     meta = obj.get("metadata")
@@ -73,7 +75,7 @@ def check_metadata(obj: dict, sink: Sink, *, types: bool = True) -> None:
     _labels_and_annotations(sink, "metadata", meta)
 
 
-def _labels_and_annotations(sink: Sink, base: str, meta: dict) -> None:
+def _labels_and_annotations(sink: Sink, base: str, meta: dict[str, Any]) -> None:
     for key, value in as_dict(meta.get("labels")).items():
         sink.names(f"{base}.labels", key, names.label_key(str(key)))
         if isinstance(value, str):

@@ -47,7 +47,7 @@ def check_pod_spec(sink: Sink, path: str, spec: Any) -> None:
     for group in _CONTAINER_LISTS:
         for i, container in enumerate(as_list(spec.get(group))):
             claims = as_list(as_dict(as_dict(container).get("resources")).get("claims"))
-            seen: set[str] = set()  # "claim" (all its requests) or "claim/request"
+            referenced: set[str] = set()  # "claim" (all its requests) or "claim/request"
             for j, claim in enumerate(claims):
                 claim = as_dict(claim)
                 cpath = f"{path}.{group}[{i}].resources.claims[{j}]"
@@ -63,13 +63,13 @@ def check_pod_spec(sink: Sink, path: str, spec: Any) -> None:
                 # reference to it repeats it, and so does a whole reference after one of its requests
                 name, request = str(name), str(claim.get("request") or "")
                 key = f"{name}/{request}" if request else name
-                if name in seen:
+                if name in referenced:
                     sink.duplicate(cpath, name)
                     continue
-                if key in seen:
+                if key in referenced:
                     sink.duplicate(cpath, key)
-                elif not request and any(k.startswith(f"{name}/") for k in seen):
+                elif not request and any(k.startswith(f"{name}/") for k in referenced):
                     sink.duplicate(cpath, name)
-                seen.add(key)
+                referenced.add(key)
                 if request:
                     sink.names(f"{cpath}.request", request, names.dns_label(request))

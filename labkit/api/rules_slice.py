@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -57,7 +58,7 @@ def _node_selector(sink: Sink, path: str, selector: Any) -> None:
         sink.invalid(f"{path}.nodeSelectorTerms", terms, "must have exactly one node selector term")
 
 
-def _node_selection(sink: Sink, ctx: Context, spec: dict) -> None:
+def _node_selection(sink: Sink, ctx: Context, spec: dict[str, Any]) -> None:
     chosen = []
     node = spec.get("nodeName")
     if node is not None:
@@ -109,7 +110,7 @@ def _q(value: Any) -> Quantity | None:
         return None
 
 
-def _request_policy(sink: Sink, ctx: Context, path: str, capacity: Quantity, policy: dict) -> None:
+def _request_policy(sink: Sink, ctx: Context, path: str, capacity: Quantity, policy: dict[str, Any]) -> None:
     values, rng, default = policy.get("validValues"), policy.get("validRange"), policy.get("default")
     dflt = _q(default) if default is not None else None
     if default is not None:
@@ -133,7 +134,8 @@ def _request_policy(sink: Sink, ctx: Context, path: str, capacity: Quantity, pol
         for i, q in enumerate(parsed):
             if q is None:
                 continue
-            if i and parsed[i - 1] is not None and parsed[i - 1].value > q.value:
+            prev = parsed[i - 1] if i else None
+            if prev is not None and prev.value > q.value:
                 sink.invalid(f"{vpath}[{i}]", q.canonical(), "values must be sorted in ascending order")
             if q.value > capacity.value:
                 sink.invalid(f"{vpath}[{i}]", q.canonical(),
@@ -148,7 +150,7 @@ def _request_policy(sink: Sink, ctx: Context, path: str, capacity: Quantity, pol
         _request_range(sink, ctx, f"{path}.validRange", capacity, rng, default, dflt, path)
 
 
-def _request_range(sink: Sink, ctx: Context, rpath: str, capacity: Quantity, rng: dict,
+def _request_range(sink: Sink, ctx: Context, rpath: str, capacity: Quantity, rng: dict[str, Any],
                    default: Any, dflt: Quantity | None, ppath: str) -> None:
     if default is None:
         sink.required(f"{ppath}.default", "required when validRange is defined")
@@ -223,22 +225,22 @@ def _attribute(sink: Sink, ctx: Context, path: str, attr: Any) -> int:
             count += len(items)
             for i, item in enumerate(items):
                 if isinstance(item, str):
-                    _string_value(sink, f"{path}.{key}[{i}]", key[:-1], item)
+                    _string_value(sink, ctx, f"{path}.{key}[{i}]", key[:-1], item)
         else:
             count += 1
             if isinstance(value, str):
-                _string_value(sink, f"{path}.{key}", key, value)
+                _string_value(sink, ctx, f"{path}.{key}", key, value)
     return max(count, 1)
 
 
-def _string_value(sink: Sink, path: str, kind: str, value: str) -> None:
+def _string_value(sink: Sink, ctx: Context, path: str, kind: str, value: str) -> None:
     if kind == "version":
-        sink.names(path, value, names.semver(value))
+        sink.names(path, value, names.semver(value, max_18_digits=ctx.at_least("1.38")))
     elif kind == "string" and len(value.encode()) > names.ATTRIBUTE_VALUE_MAX:
         sink.too_long(path, names.ATTRIBUTE_VALUE_MAX)
 
 
-def _binding(sink: Sink, path: str, device: dict) -> None:
+def _binding(sink: Sink, path: str, device: dict[str, Any]) -> None:
     conds, fails = as_list(device.get("bindingConditions")), as_list(device.get("bindingFailureConditions"))
     for fld, items in (("bindingConditions", conds), ("bindingFailureConditions", fails)):
         if len(items) > MAX_BINDING:
@@ -274,7 +276,7 @@ def _device(sink: Sink, ctx: Context, path: str, device: Any, per_device: bool) 
                      f"the total number of attributes and capacities must not exceed {MAX_ATTRS_AND_CAPS}")
     values = 0
     for key, attr in attrs.items():
-        sink.names(f"{path}.attributes", key, names.qualified_name(str(key)))
+        sink.names(f"{path}.attributes", key, names.qualified_name(str(key), one_slash=ctx.at_least("1.38")))
         values += _attribute(sink, ctx, f"{path}.attributes[{key}]", attr)
     if values > MAX_ATTR_VALUES:
         sink.invalid(path, values, f"the total number of attribute values must not exceed {MAX_ATTR_VALUES}")
@@ -283,7 +285,7 @@ def _device(sink: Sink, ctx: Context, path: str, device: Any, per_device: bool) 
         gate(sink, ctx, f"{path}.allowMultipleAllocations", "DRAConsumableCapacity")
     for key, cap in caps.items():
         cpath = f"{path}.capacity[{key}]"
-        sink.names(f"{path}.capacity", key, names.qualified_name(str(key)))
+        sink.names(f"{path}.capacity", key, names.qualified_name(str(key), one_slash=ctx.at_least("1.38")))
         cap = as_dict(cap)
         if cap.get("value") is not None:  # none: the API server stores "0"
             quantity(sink, f"{cpath}.value", cap.get("value"))
@@ -324,7 +326,7 @@ def _device(sink: Sink, ctx: Context, path: str, device: Any, per_device: bool) 
             _counters(sink, f"{ipath}.counters", item.get("counters"), MAX_COUNTERS_PER_SET)
             if item.get("compatibilityGroups") is not None:
                 gate(sink, ctx, f"{ipath}.compatibilityGroups", "DRADeviceCompatibilityGroups")
-    _device_nodes(sink, path, device, per_device)
+    _device_nodes(sink, path, device, per_device, at_138=ctx.at_least("1.38"))
     binding = [f for f in ("bindsToNode", "bindingConditions", "bindingFailureConditions") if device.get(f) is not None]
     if binding:
         ok = gate(sink, ctx, f"{path}.{binding[0]}", "DRADeviceBindingConditions")
@@ -335,7 +337,7 @@ def _device(sink: Sink, ctx: Context, path: str, device: Any, per_device: bool) 
         gate(sink, ctx, f"{path}.nodeAllocatableResources", "DRANodeAllocatableResources")
 
 
-def _device_nodes(sink: Sink, path: str, device: dict, per_device: bool) -> None:
+def _device_nodes(sink: Sink, path: str, device: dict[str, Any], per_device: bool, *, at_138: bool) -> None:
     fields = [f for f in ("nodeName", "nodeSelector", "allNodes") if device.get(f) is not None]
     if not per_device:
         if fields:
@@ -352,6 +354,8 @@ def _device_nodes(sink: Sink, path: str, device: dict, per_device: bool) -> None
             sink.invalid(f"{path}.nodeName", device["nodeName"], "must not be empty")
     if device.get("nodeSelector") is not None:
         chosen.append("`nodeSelector`")
+        if at_138:  # kubernetes#141213: the allocator can only merge single-term selectors
+            _node_selector(sink, f"{path}.nodeSelector", device["nodeSelector"])
     if device.get("allNodes") is not None:
         if device["allNodes"] is True:
             chosen.append("`allNodes`")
@@ -363,7 +367,7 @@ def _device_nodes(sink: Sink, path: str, device: dict, per_device: bool) -> None
         sink.invalid(path, "{" + ", ".join(chosen) + "}", _DEV_SEL_MSG)
 
 
-def _has(devices: list, pred: Any) -> bool:
+def _has(devices: list[Any], pred: Callable[[dict[str, Any]], object]) -> bool:
     return any(pred(as_dict(d)) for d in devices)
 
 
@@ -413,7 +417,8 @@ def check_slice_spec(sink: Sink, ctx: Context, spec: Any) -> None:
             gate(sink, ctx, "spec.partitionTypeAttribute", "DRAPartitionableDevicesType"):
         attr = spec["partitionTypeAttribute"]
         if isinstance(attr, str):
-            sink.names("spec.partitionTypeAttribute", attr, names.fully_qualified_name(attr))
+            sink.names("spec.partitionTypeAttribute", attr,
+                       names.fully_qualified_name(attr, one_slash=ctx.at_least("1.38")))
             if not _has(devices, lambda d: d.get("consumesCounters")):
                 sink.invalid("spec.partitionTypeAttribute", attr,
                              "may only be set on a slice which declares devices that consume counters")
@@ -428,7 +433,7 @@ def check_slice_spec(sink: Sink, ctx: Context, spec: Any) -> None:
                          "NodePrepareResources cannot be skipped unless NodeUnprepareResources is also skipped")
 
 
-def _shared_counters(sink: Sink, ctx: Context, sets: list) -> None:
+def _shared_counters(sink: Sink, ctx: Context, sets: list[Any]) -> None:
     if len(sets) > MAX_COUNTER_SETS:
         sink.too_many("spec.sharedCounters", len(sets), MAX_COUNTER_SETS)
         return

@@ -6,7 +6,7 @@ The schema of the kinds labkit validates is a JSON file per Kubernetes version
 them; a learner's install is lighter). The checks are the client's own: unknown fields by a walk
 over the camelCase field names (with a suggestion), wrong types with the client's (pydantic's)
 rules, strict or lax per field, in the client's field order; the messages are written in our style.
-There is a file for each Kubernetes version the profiles offer (1.34 to 1.37); the checks use the one of
+There is a file for each Kubernetes version the profiles offer (1.34 to 1.38); the checks use the one of
 the target version (the profile's, ``--kubernetes-version``), so a field the version's API does not have
 is an unknown field, as its API server says. Fields the version has behind a feature gate are handled by
 the validation rules (:mod:`labkit.api.features` gates).
@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from labkit.api.features import DEFAULT_VERSION
 from labkit.api.problem import Sink, show
 
 __all__ = ["MODEL_FOR", "SCHEMA_VERSION", "SCHEMA_VERSIONS", "check_structure", "model_fields", "schema_path", "schema_version",
@@ -62,13 +63,14 @@ def _minor(version: str) -> tuple[int, ...]:
 
 #: the Kubernetes versions with a schema file, oldest first
 SCHEMA_VERSIONS = sorted((p.stem.removeprefix("schema_") for p in _HERE.glob("schema_1.*.json")), key=_minor)
-#: the newest of them: the checks' schema when no version is given
-SCHEMA_VERSION = SCHEMA_VERSIONS[-1] if SCHEMA_VERSIONS else ""
+#: the checks' schema when no version is given: the default version's (1.37 while 1.38 is a beta whose
+#: schema tools/gen_schema.py derives from 1.37's), else the newest
+SCHEMA_VERSION = DEFAULT_VERSION if DEFAULT_VERSION in SCHEMA_VERSIONS else (SCHEMA_VERSIONS[-1] if SCHEMA_VERSIONS else "")
 
 
 def schema_version(version: str | None = None) -> str:
     """The schema the checks use for Kubernetes ``version``: its own, else the newest older one, else the
-    oldest (None: the newest)."""
+    oldest (None: the default version's)."""
     if not version or not SCHEMA_VERSIONS:
         return SCHEMA_VERSION
     try:
@@ -81,12 +83,14 @@ def schema_version(version: str | None = None) -> str:
 
 @functools.cache
 def _models(version: str = "") -> dict[str, list[list[Any]]]:
-    return json.loads(schema_path(version or SCHEMA_VERSION).read_text())["models"]
+    # the layout tools/gen_schema.py writes: model -> [[field, type code, required], ...]
+    models: dict[str, list[list[Any]]] = json.loads(schema_path(version or SCHEMA_VERSION).read_text())["models"]
+    return models
 
 
 def model_fields(model: str, version: str | None = None) -> list[tuple[str, str, bool]]:
     """(camelCase name, type code, required by the OpenAPI schema) of each field of `model`, e.g.
-    ``V1Device``, in Kubernetes ``version``'s schema (None: the newest); type codes as in
+    ``V1Device``, in Kubernetes ``version``'s schema (None: the default version's); type codes as in
     tools/gen_schema.py (``s`` string, ``i`` integer, ``M:V1X`` object, ``[..`` list, ``{..`` map)."""
     return [(alias, code, bool(req)) for alias, _snake, code, req in _models(schema_version(version))[model]]
 
@@ -144,6 +148,8 @@ def _walk(value: Any, model: str, path: str, sink: Sink, skip: set[str], version
             sink.add(child, f'unknown field "{key}"{extra}')
             continue
         kind, inner = _shape(fields[key])
+        if inner is None:  # "other": no model inside
+            continue
         if kind == "model":
             _walk(item, inner, child, sink, skip, version)
         elif kind == "list" and isinstance(item, list):
@@ -219,7 +225,7 @@ def _time_error(value: Any) -> str | None:
 STORED_AS_ZERO = frozenset({("V1ResourcePool", "generation"), ("V1Counter", "value"), ("V1DeviceCapacity", "value")})
 
 
-def _check_value(value: Any, code: str, loc: tuple, out: list[dict], version: str = "") -> None:
+def _check_value(value: Any, code: str, loc: tuple[Any, ...], out: list[dict[str, Any]], version: str = "") -> None:
     if code.startswith("M:"):
         if not isinstance(value, dict):
             out.append({"type": "model_type", "loc": loc, "input": value})
@@ -260,18 +266,18 @@ def _check_value(value: Any, code: str, loc: tuple, out: list[dict], version: st
             out.append({"type": etype, "loc": loc, "input": value})
 
 
-def type_errors(obj: dict, model: str, version: str | None = None) -> list[dict]:
+def type_errors(obj: dict[str, Any], model: str, version: str | None = None) -> list[dict[str, Any]]:
     """The client's type errors for ``obj`` as ``model`` (pydantic's error dicts: type, loc, input,
     msg), in its order; unknown fields are not among them (:func:`check_structure` reports those).
-    ``version``: the Kubernetes version whose schema applies (None: the newest)."""
-    out: list[dict] = []
+    ``version``: the Kubernetes version whose schema applies (None: the default version's)."""
+    out: list[dict[str, Any]] = []
     _check_value(obj, "M:" + model, (), out, schema_version(version))
     for err in out:
         err["msg"] = _MESSAGES.get(err["type"], err["type"].replace("_", " "))
     return out
 
 
-def _format_loc(loc: tuple) -> str:
+def _format_loc(loc: tuple[Any, ...]) -> str:
     out = ""
     for i, part in enumerate(loc):
         if isinstance(part, int) or i and isinstance(loc[i - 1], str) and _is_map_key(loc, i):
@@ -286,11 +292,11 @@ _MAP_FIELDS = {"attributes", "capacity", "requests", "limits", "counters", "labe
                "used", "nodeSelector", "parameters"}
 
 
-def _is_map_key(loc: tuple, i: int) -> bool:
+def _is_map_key(loc: tuple[Any, ...], i: int) -> bool:
     return loc[i - 1] in _MAP_FIELDS and not (i >= 2 and loc[i - 2] == "spec" and loc[i - 1] == "nodeSelector")
 
 
-def _is_quantity_position(loc: tuple) -> bool:
+def _is_quantity_position(loc: tuple[Any, ...]) -> bool:
     names = [p for p in loc if isinstance(p, str)]
     if any(n in _NOT_QUANTITY for n in names):
         return False
@@ -314,10 +320,10 @@ _TYPE_WORDS = {
 }
 
 
-def check_structure(obj: dict, sink: Sink, *, skip: set[str] | None = None, version: str | None = None,
+def check_structure(obj: dict[str, Any], sink: Sink, *, skip: set[str] | None = None, version: str | None = None,
                     dropped: frozenset[str] = frozenset()) -> None:
     """Report unknown fields and wrong value types of a known kind (no-op for other kinds), by the schema
-    of Kubernetes ``version`` (None: the newest). ``dropped``: names of fields the API server drops
+    of Kubernetes ``version`` (None: the default version's). ``dropped``: names of fields the API server drops
     (their feature gate is off): a required field inside them is not asked for."""
     model_name = MODEL_FOR.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
     if model_name is None or not SCHEMA_VERSION:
@@ -333,7 +339,7 @@ def check_structure(obj: dict, sink: Sink, *, skip: set[str] | None = None, vers
         _report(err, sink, skip, seen)
 
 
-def _not_asked_for(missing: dict, dropped: frozenset[str]) -> bool:
+def _not_asked_for(missing: dict[str, Any], dropped: frozenset[str]) -> bool:
     """A required field the API server does not ask for: stored as its zero value, or inside a field
     it drops."""
     loc = missing.get("loc", ())
@@ -341,7 +347,7 @@ def _not_asked_for(missing: dict, dropped: frozenset[str]) -> bool:
         or bool(dropped.intersection(p for p in loc if isinstance(p, str)))
 
 
-def _report(err: dict, sink: Sink, skip: set[str], seen: set[str]) -> None:
+def _report(err: dict[str, Any], sink: Sink, skip: set[str], seen: set[str]) -> None:
     etype, loc = err.get("type", ""), tuple(err.get("loc", ()))
     if etype == "extra_forbidden":
         return  # reported by _walk, with a suggestion

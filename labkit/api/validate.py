@@ -22,7 +22,7 @@ from labkit.api.rules_pod import check_pod_spec
 from labkit.api.rules_slice import check_slice_spec, check_taint_rule_spec
 from labkit.api.schema import MODEL_FOR, check_structure, suggest
 
-__all__ = ["KNOWN_KINDS", "MAX_OBJECT_BYTES", "CelChecks", "Problem", "check_objects"]
+__all__ = ["KNOWN_KINDS", "MAX_OBJECT_BYTES", "CelChecks", "Problem", "check_objects", "server_warnings"]
 
 #: etcd's default --max-request-bytes: a larger object is refused by the API server
 MAX_OBJECT_BYTES = 1536 * 1024
@@ -55,7 +55,7 @@ BUILTIN_KINDS: dict[str, frozenset[str]] = {
 }
 
 
-def _ident(obj: dict) -> tuple[str, str]:
+def _ident(obj: dict[str, Any]) -> tuple[str, str]:
     kind = obj.get("kind")
     meta = as_dict(obj.get("metadata"))
     name = meta.get("name") or meta.get("generateName") or "<unnamed>"
@@ -63,10 +63,10 @@ def _ident(obj: dict) -> tuple[str, str]:
     return (kind if isinstance(kind, str) and kind else "<no kind>"), name if isinstance(name, str) else show(name, 40)
 
 
-def check_objects(objs: dict | Iterable[dict], *, cel: CelChecks | None,
+def check_objects(objs: dict[str, Any] | Iterable[dict[str, Any]], *, cel: CelChecks | None,
                   kubernetes_version: str = features.DEFAULT_VERSION,
                   feature_gates: dict[str, bool] | None = None,
-                  existing: Iterable[dict] = ()) -> list[Problem]:
+                  existing: Iterable[dict[str, Any]] = ()) -> list[Problem]:
     """All problems in ``objs``; empty when the API server would accept them.
 
     Callers use :func:`labkit.cel.validation.validate` (this with CEL compiled); this function is
@@ -95,6 +95,28 @@ def check_objects(objs: dict | Iterable[dict], *, cel: CelChecks | None,
     for index, obj in enumerate(items):
         problems.extend(_validate_one(obj, index, ctx))
     return problems
+
+
+def server_warnings(objs: dict[str, Any] | Iterable[dict[str, Any]], *, kubernetes_version: str = features.DEFAULT_VERSION) -> list[str]:
+    """The warnings the API server of ``kubernetes_version`` returns when ``objs`` are created (kubectl
+    prints each as ``Warning: <text>``), each prefixed with the object: ``DeviceTaintRule rule-1:``.
+
+    1.38: a DeviceTaintRule whose ``spec.deviceSelector`` is present but sets none of driver, pool and
+    device (``kubernetes@v1.38.0-beta.0:pkg/registry/resource/devicetaintrule/strategy.go``,
+    warningsForDeviceTaintRule); 1.37.1 has no warning there."""
+    version = features.normalize_version(kubernetes_version)
+    out: list[str] = []
+    if features.minor_key(version) < (1, 38):
+        return out
+    for obj in [objs] if isinstance(objs, dict) else objs:
+        if not isinstance(obj, dict) or obj.get("kind") != "DeviceTaintRule":
+            continue
+        selector = as_dict(obj.get("spec")).get("deviceSelector")
+        if isinstance(selector, dict) and all(selector.get(f) is None for f in ("driver", "pool", "device")):
+            kind, name = _ident(obj)
+            out.append(f"{kind} {name}: spec.deviceSelector: an empty selector matches every device from "
+                       "every driver in the cluster")
+    return out
 
 
 def _validate_one(obj: Any, index: int, ctx: Context) -> list[Problem]:
@@ -132,7 +154,7 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
     return out
 
 
-def _check(obj: dict, sink: Sink, ctx: Context) -> None:
+def _check(obj: dict[str, Any], sink: Sink, ctx: Context) -> None:
     stop, skip = check_legacy(obj, sink)
     if stop:
         return

@@ -88,7 +88,8 @@ def _s_from_text(text: str) -> Semver:
 
 
 def type_name(msg: Any) -> str:
-    return msg.DESCRIPTOR.full_name
+    name: str = msg.DESCRIPTOR.full_name
+    return name
 
 
 def from_msg(msg: Any) -> Any:

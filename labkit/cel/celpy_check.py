@@ -9,7 +9,7 @@ pointing at the cel-expr-python engine.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 from lark import Token, Tree
 
@@ -179,7 +179,7 @@ def _unwrap(node: Any) -> Any:
     return node
 
 
-def _name(node: Tree, index: int = 0) -> str:
+def _name(node: Tree[Any], index: int = 0) -> str:
     tok = [c for c in node.children if isinstance(c, Token)]
     return str(tok[index]) if len(tok) > index else ""
 
@@ -200,7 +200,7 @@ def _kind(node: Any) -> str | None:
     if not isinstance(node, Tree):
         return None
     if node.data == "literal":
-        return _LITERAL_TYPES.get(node.children[0].type) if node.children else None
+        return _LITERAL_TYPES.get(cast(Token, node.children[0]).type) if node.children else None
     if node.data == "ident_arg":
         return {"quantity": "kubernetes.Quantity", "semver": "kubernetes.Semver", "ip": "net.IP",
                 "cidr": "net.CIDR"}.get(_name(node))
@@ -217,7 +217,7 @@ def _kind(node: Any) -> str | None:
     return None
 
 
-def check_tree(ast: Tree, expr: str, *, consumable_capacity: bool, list_type_attributes: bool) -> None:
+def check_tree(ast: Tree[Any], expr: str, *, consumable_capacity: bool, list_type_attributes: bool) -> None:
     fields = DEVICE_FIELDS | ({"allowMultipleAllocations"} if consumable_capacity else set())
     members = MEMBERS | ({"includes"} if list_type_attributes else set())
     bound = {"device"} | _comprehension_variables(ast)
@@ -290,7 +290,7 @@ def is_cel_namespace(node: Any) -> bool:
     return isinstance(base, Tree) and base.data == "ident" and _name(base) == "cel"
 
 
-def _comprehension_variables(ast: Tree) -> set[str]:
+def _comprehension_variables(ast: Tree[Any]) -> set[str]:
     """The variables of comprehensions and of cel.bind."""
     names = set()
     for node in ast.iter_subtrees():
@@ -304,7 +304,7 @@ def _comprehension_variables(ast: Tree) -> set[str]:
     return names
 
 
-def _check_bind(node: Tree) -> None:
+def _check_bind(node: Tree[Any]) -> None:
     args = [c for c in node.children if isinstance(c, Tree) and c.data == "exprlist"]
     first = _unwrap(args[0].children[0]) if args and args[0].children else None
     if len(args[0].children if args else []) != 3 or not (isinstance(first, Tree) and first.data == "ident"):

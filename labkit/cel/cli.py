@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict
+from typing import Any
 
 from labkit.api import load_files
 from labkit.cel.facade import DEFAULT_ENGINE, ENGINES, compile_selector
@@ -36,7 +37,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=run)
 
 
-def _refuse_invalid_slices(objs: list[dict]) -> None:
+def _refuse_invalid_slices(objs: list[dict[str, Any]]) -> None:
     """Slices the API server would refuse never reach a selector: say so instead of evaluating."""
     slices = [o for o in objs if isinstance(o, dict) and o.get("kind") == "ResourceSlice"]
     problems = validate(slices) if slices else []

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import sys
+from types import FrameType
 from typing import NamedTuple
 
 from labkit.cel.errors import CelCompileError
@@ -377,7 +378,8 @@ def measure(expr: str) -> Depth | None:
 
 
 def _stack_depth() -> int:
-    frame, n = sys._getframe(), 0
+    frame: FrameType | None = sys._getframe()
+    n = 0
     while frame is not None:
         frame, n = frame.f_back, n + 1
     return n

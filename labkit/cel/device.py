@@ -14,18 +14,24 @@ from labkit.api.quantity import Quantity, QuantityError, parse_quantity
 from labkit.cel.literals import DeviceRef
 from labkit.cel.semver import Semver, SemverError, parse_semver
 
-__all__ = ["DeviceInput", "convertible", "device_input", "frozen_json", "projection", "split_qualified_name"]
+__all__ = ["DeviceInput", "convertible", "device_input", "frozen_json", "invalid_attribute_text", "projection",
+           "split_qualified_name"]
 
-_SCALARS = {"int": int, "bool": bool, "string": str}
-_LISTS = {"ints": int, "bools": bool, "strings": str, "versions": None}
+_SCALARS: dict[str, type] = {"int": int, "bool": bool, "string": str}
+_LISTS: dict[str, type | None] = {"ints": int, "bools": bool, "strings": str, "versions": None}
 
 
 @dataclass
 class DeviceInput:
     """The ``device`` variable: driver, attributes/capacity by domain, allowMultipleAllocations.
 
-    ``error`` is set when the device itself cannot be converted (e.g. a version attribute that
-    is not semver); Kubernetes reports that as a runtime error of every selector.
+    ``error`` is set when the device itself cannot be converted (1.37: e.g. a version attribute
+    that is not semver); Kubernetes reports that as a runtime error of every selector.
+
+    ``invalid`` (1.38, :func:`device_input` with ``lazy=True``): domain -> id -> the runtime error
+    of reading that attribute, for values CEL cannot represent (a version semver cannot parse, an
+    empty list, no known value field). Such an attribute is a key of its domain's map (size,
+    iteration) that only an expression reading its value fails on; ``"id" in m`` is false.
     """
 
     driver: str
@@ -33,6 +39,7 @@ class DeviceInput:
     capacity: dict[str, dict[str, Quantity]]
     allow_multiple_allocations: bool = False
     error: str | None = None
+    invalid: dict[str, dict[str, str]] = field(default_factory=dict)
     cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -64,10 +71,10 @@ def _attribute_value(name: str, attr: Any) -> tuple[Any, str | None]:
         if kind in _LISTS:
             if not isinstance(raw, list):
                 raise TypeError
-            typ = _LISTS[kind]
-            if typ is None:
+            elem = _LISTS[kind]
+            if elem is None:
                 return [_version(str(v)) for v in raw], None
-            if any(not isinstance(v, typ) or (typ is int and isinstance(v, bool)) for v in raw):
+            if any(not isinstance(v, elem) or (elem is int and isinstance(v, bool)) for v in raw):
                 raise TypeError
             return list(raw), None
     except SemverError as exc:
@@ -77,18 +84,88 @@ def _attribute_value(name: str, attr: Any) -> tuple[Any, str | None]:
     return None, f"attribute {name}: unsupported attribute value"
 
 
-def device_input(driver: str, device: dict[str, Any]) -> DeviceInput:
-    """Convert ``spec.devices[i]`` of a ResourceSlice of ``driver`` into a :class:`DeviceInput`."""
+#: 1.38's order of the value fields (api/conversion.go attrValue): the first one set is the value
+_FIELDS_38 = ("int", "bool", "string", "version", "ints", "bools", "strings", "versions")
+
+
+class _Unrepresentable(Exception):
+    """1.38: the attribute has no value CEL can hold (conversion gave none)."""
+
+
+def _attribute_value_38(name: str, attr: Any) -> Any:
+    """The value of one attribute as 1.38 converts it before CEL sees it
+    (k8s.io/dynamic-resource-allocation@v0.38.0-beta.0: api/conversion.go attrValue): the first
+    field set in Go's order; a version semver cannot parse, an empty list or no field set has no
+    value (:class:`_Unrepresentable`). A value of the wrong JSON type stays a device error
+    (TypeError; Go cannot decode it at all)."""
+    if not isinstance(attr, dict):
+        raise TypeError
+    for kind in _FIELDS_38:
+        raw = attr.get(kind)
+        if raw is None or (kind in _LISTS and raw == []):
+            continue
+        value, err = _attribute_value(name, {kind: raw})
+        if err is None:
+            return value
+        if err.startswith(f"attribute {name}: parse semantic version"):
+            raise _Unrepresentable
+        raise TypeError(err)
+    raise _Unrepresentable
+
+
+def invalid_attribute_text(ident: str) -> str:
+    """1.38's runtime error for reading an attribute whose value CEL cannot represent
+    (cel/compile.go nameToAttributes.Find; the id as the expression spelled it)."""
+    return f"attribute {ident}: value is invalid or its type is not supported by this version"
+
+
+def _attributes_38(driver: str, entries: dict[str, Any]) -> tuple[dict[str, dict[str, Any]],
+                                                                  dict[str, dict[str, str]], str | None]:
+    """(attributes, invalid, device error) as 1.38 converts them: ``<driver>/x`` wins over ``x``
+    whatever their values (api/conversion.go Convert_v1_To_api_DeviceAttributes)."""
+    winners: dict[tuple[str, str], tuple[str, Any]] = {}
+    for name, attr in entries.items():
+        if type(name) is not str:
+            return {}, {}, f"attribute {name!r}: name is not a string"
+        key = split_qualified_name(name, driver)
+        if "/" in name or key not in winners:
+            winners[key] = (name, attr)
     attributes: dict[str, dict[str, Any]] = {}
+    invalid: dict[str, dict[str, str]] = {}
+    error: str | None = None
+    for (domain, ident), (name, attr) in sorted(winners.items()):
+        try:
+            attributes.setdefault(domain, {})[ident] = _attribute_value_38(name, attr)
+        except _Unrepresentable:
+            attributes.setdefault(domain, {})
+            invalid.setdefault(domain, {})[ident] = invalid_attribute_text(ident)
+        except TypeError as exc:
+            error = error or (str(exc) or f"attribute {name}: unsupported attribute value")
+    return attributes, invalid, error
+
+
+def device_input(driver: str, device: dict[str, Any], *, lazy: bool = False) -> DeviceInput:
+    """Convert ``spec.devices[i]`` of a ResourceSlice of ``driver`` into a :class:`DeviceInput`.
+
+    ``lazy``: as Kubernetes 1.38 converts attribute values (only a selector that reads a value CEL
+    cannot represent fails: :attr:`DeviceInput.invalid`); otherwise as 1.37, where any such value
+    fails every selector on the device (:attr:`DeviceInput.error`)."""
+    attributes: dict[str, dict[str, Any]] = {}
+    invalid: dict[str, dict[str, str]] = {}
     capacity: dict[str, dict[str, Quantity]] = {}
     error: str | None = None
-    for name, attr in sorted((device.get("attributes") or {}).items()):
-        value, err = _attribute_value(name, attr)
-        if err:
-            error = error or err
-            continue
-        domain, ident = split_qualified_name(name, driver)
-        attributes.setdefault(domain, {})[ident] = value
+    if lazy:
+        attributes, invalid, error = _attributes_38(driver, device.get("attributes") or {})
+    else:
+        for name, attr in sorted((device.get("attributes") or {}).items()):
+            value, err = _attribute_value(name, attr)
+            if err:
+                error = error or err
+                continue
+            domain, ident = split_qualified_name(name, driver)
+            bucket = attributes.setdefault(domain, {})
+            if "/" in name or ident not in bucket:  # `<driver>/x` wins over its twin `x` (1.38; 1.37: random)
+                bucket[ident] = value
     for name, cap in sorted((device.get("capacity") or {}).items()):
         raw = cap.get("value") if isinstance(cap, dict) else cap
         try:
@@ -97,13 +174,16 @@ def device_input(driver: str, device: dict[str, Any]) -> DeviceInput:
             error = error or f"capacity {name}: {exc}"
             continue
         domain, ident = split_qualified_name(name, driver)
-        capacity.setdefault(domain, {})[ident] = q
+        caps = capacity.setdefault(domain, {})
+        if "/" in name or ident not in caps:
+            caps[ident] = q
     return DeviceInput(
         driver=driver,
         attributes=attributes,
         capacity=capacity,
         allow_multiple_allocations=bool(device.get("allowMultipleAllocations", False)),
         error=error,
+        invalid=invalid,
     )
 
 
@@ -112,12 +192,12 @@ def device_input(driver: str, device: dict[str, Any]) -> DeviceInput:
 # attempt) convert identical devices again and again. ``shared_device_input`` returns one
 # DeviceInput per device *content*, so the conversion, the engines' activations (in ``cache``)
 # and memoised selector results are shared. Bounded LRU: the oldest entries are dropped.
-_SHARED: dict[tuple, DeviceInput] = {}
+_SHARED: dict[tuple[Any, ...], DeviceInput] = {}
 _SHARED_MAX = 1 << 17
 _PLAIN = (str, int, bool)
 
 
-def _frozen_attributes(entries: Any) -> tuple | None:
+def _frozen_attributes(entries: Any) -> tuple[Any, ...] | None:
     """``{name: {kind: raw}}`` as a hashable tuple that keeps value types apart (1 vs True vs
     "1"); None when a value is anything but str/int/bool or a list of those (no sharing then)."""
     if entries is None:
@@ -141,7 +221,7 @@ def _frozen_attributes(entries: Any) -> tuple | None:
     return tuple(out)
 
 
-def _frozen_capacity(entries: Any) -> tuple | None:
+def _frozen_capacity(entries: Any) -> tuple[Any, ...] | None:
     """``{name: {"value": raw, ...}}`` keyed on what device_input reads: each entry's value."""
     if entries is None:
         return ()
@@ -157,16 +237,16 @@ def _frozen_capacity(entries: Any) -> tuple | None:
     return tuple(out)
 
 
-def shared_device_input(driver: str, device: dict[str, Any]) -> DeviceInput:
+def shared_device_input(driver: str, device: dict[str, Any], *, lazy: bool = False) -> DeviceInput:
     """Like :func:`device_input`, but one shared (do not mutate) DeviceInput per device content."""
     attrs = _frozen_attributes(device.get("attributes"))
     caps = _frozen_capacity(device.get("capacity")) if attrs is not None else None
     if caps is None or type(driver) is not str:
-        return device_input(driver, device)
-    key = (driver, attrs, caps, bool(device.get("allowMultipleAllocations", False)))
+        return device_input(driver, device, lazy=lazy)
+    key = (driver, attrs, caps, bool(device.get("allowMultipleAllocations", False)), lazy)
     inp = _SHARED.pop(key, None)
     if inp is None:
-        inp = device_input(driver, device)
+        inp = device_input(driver, device, lazy=lazy)
         if len(_SHARED) >= _SHARED_MAX:
             del _SHARED[next(iter(_SHARED))]
     _SHARED[key] = inp  # (re)insert last: least recently used entries come first
@@ -218,7 +298,7 @@ _GOOD_VERSIONS: set[str] = set()
 _GOOD_QUANTITIES: set[str] = set()
 
 
-def _frozen(value: Any) -> tuple:
+def _frozen(value: Any) -> tuple[Any, ...]:
     """A raw JSON value as a hashable key that keeps 1, True and "1" apart."""
     if type(value) is dict:
         if len(value) == 1:  # an attribute ({"string": "gpu"}): most keys are made of these
@@ -233,13 +313,13 @@ def _frozen(value: Any) -> tuple:
     return (type(value), value)
 
 
-def frozen_json(value: Any) -> tuple:
+def frozen_json(value: Any) -> tuple[Any, ...]:
     """A JSON value (dicts, lists, scalars) as a hashable key that keeps 1, True and "1" apart;
     TypeError for anything else unhashable."""
     return _frozen(value)
 
 
-def projection(refs: tuple[DeviceRef, ...], driver: str, device: dict[str, Any]) -> tuple | None:
+def projection(refs: tuple[DeviceRef, ...], driver: str, device: dict[str, Any]) -> tuple[Any, ...] | None:
     """The values of ``device`` (a ResourceSlice device entry of ``driver``) that the references
     ``refs`` (labkit.cel.literals.device_references) read, as a hashable key: two convertible
     devices with equal keys give every selector with those references the same result. None when

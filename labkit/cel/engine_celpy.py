@@ -21,13 +21,13 @@ import operator
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import celpy
 import celpy.celtypes as ct
 from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError, Evaluator, base_functions
-from lark import Tree
+from lark import Token, Tree
 
 from labkit.api.quantity import Quantity
 from labkit.cel import ipcidr, k8slib, numeric, strings_v2
@@ -97,6 +97,65 @@ class DomainMap(ct.MapType):
 
 
 _EMPTY = ct.MapType()
+
+
+class InvalidAttribute(CELEvalError):
+    """1.38: the value of an attribute CEL cannot represent (labkit.cel.device.DeviceInput.invalid),
+    an error value wherever it is read."""
+
+
+class AttributeMap(ct.MapType):
+    """1.38: one domain's attributes, some of which CEL cannot represent
+    (k8s.io/dynamic-resource-allocation@v0.38.0-beta.0: cel/compile.go nameToAttributes). Reading
+    such a value is an error (has() too: cel-go's presence test reports Find's error); its key
+    counts in size() and iteration; ``in`` is false for it (Contains: not found)."""
+
+    def __init__(self, values: dict[ct.StringType, Any], invalid: dict[str, str]) -> None:
+        bad = {ct.StringType(k): InvalidAttribute(text, KeyError, None) for k, text in invalid.items()}
+        super().__init__({**values, **bad})
+        self.invalid = frozenset(bad)
+
+
+def _attribute_map(values: dict[str, Any], invalid: dict[str, str] | None) -> Any:
+    return to_cel(values) if not invalid else AttributeMap(to_cel(values), invalid)
+
+
+def _in(item: Any, container: Any) -> Any:
+    if isinstance(container, AttributeMap) and isinstance(item, ct.StringType) and item in container.invalid:
+        return ct.BoolType(False)
+    return base_functions["_in_"](item, container)
+
+
+def _conditional(cond: Any, left: Any, right: Any) -> Any:
+    """``c ? a : b``: an error as the condition is the result (cel-go), not "no such overload"
+    (e.g. the optional idiom's has() of an attribute CEL cannot represent)."""
+    if isinstance(cond, CELEvalError):
+        return cond
+    return base_functions["_?_:_"](cond, left, right)
+
+
+def _map_equal(a: Any, b: Any) -> Any:
+    """``a == b`` where either is an :class:`AttributeMap`, as cel-go compares maps (equalMaps /
+    baseMap.Equal): an invalid value read on the left is an error; the right side's Find of an
+    invalid value does not find it. (Go walks the keys in random order; unequal values are
+    looked at first here.)"""
+    if not isinstance(a, ct.MapType) or not isinstance(b, ct.MapType) or len(a) != len(b):
+        return ct.BoolType(False)
+    left_bad = a.invalid if isinstance(a, AttributeMap) else frozenset()
+    right_bad = b.invalid if isinstance(b, AttributeMap) else frozenset()
+    error: Any = None
+    for key in a:
+        if key in left_bad:
+            error = error or a[key]
+            continue
+        if key not in b or key in right_bad:
+            return ct.BoolType(False)
+        same = _eq(a[key], b[key])
+        if isinstance(same, CELEvalError):
+            error = error or same
+        elif not same:
+            return ct.BoolType(False)
+    return error if error is not None else ct.BoolType(True)
 
 
 _SCALAR_TO_PY: dict[type, Any] = {
@@ -198,6 +257,8 @@ def _eq(a: Any, b: Any) -> Any:
         return a
     if isinstance(b, CELEvalError):
         return b
+    if isinstance(a, AttributeMap) or isinstance(b, AttributeMap):
+        return _map_equal(a, b)
     return ct.BoolType(k8slib.cel_equal(to_py(a), to_py(b)))
 
 
@@ -230,7 +291,7 @@ def _ordering(op: Callable[[Any, Any], bool], name: str) -> Callable[[Any, Any],
 def _tname(v: Any) -> str:
     names = {ct.BoolType: "bool", ct.IntType: "int", ct.UintType: "uint", ct.DoubleType: "double",
              ct.StringType: "string", ct.BytesType: "bytes", ct.ListType: "list", ct.MapType: "map",
-             DomainMap: "map", KQuantity: "kubernetes.Quantity", KSemver: "kubernetes.Semver",
+             DomainMap: "map", AttributeMap: "map", KQuantity: "kubernetes.Quantity", KSemver: "kubernetes.Semver",
              type(None): "null_type", ipcidr.IPAddr: "net.IP", ipcidr.CIDRPrefix: "net.CIDR", ct.DurationType: "google.protobuf.Duration",
              ct.TimestampType: "google.protobuf.Timestamp"}
     return names.get(type(v), type(v).__name__)
@@ -291,6 +352,8 @@ def _functions(list_type_attributes: bool) -> dict[str, Callable[..., Any]]:
     }
     if list_type_attributes:
         f["includes"] = _fn(lib.includes)
+    f["_in_"] = _in
+    f["_?_:_"] = _conditional
     f.update(_NUMERIC)
     return f
 
@@ -528,7 +591,7 @@ _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 _EVAL_ERRORS = (ValueError, KeyError, TypeError, ZeroDivisionError, OverflowError, IndexError)
 
 
-def _step(tree: Tree) -> tuple[Tree, str]:
+def _step(tree: Tree[Any]) -> tuple[Tree[Any], str]:
     """The node under ``tree`` that does the work (past nodes that only pass one child on, and
     parentheses) and the name of its method, as a plain str."""
     while True:
@@ -543,12 +606,12 @@ def _step(tree: Tree) -> tuple[Tree, str]:
             return tree, str(data)
 
 
-def _plan(ast: Tree) -> dict[int, tuple[Tree, str]]:
+def _plan(ast: Tree[Any]) -> dict[int, tuple[Tree[Any], str]]:
     """_step for every node of ``ast``, worked out once per program."""
     return {id(node): _step(node) for node in ast.iter_subtrees()}
 
 
-def _constant(tree: Tree) -> bool:
+def _constant(tree: Tree[Any]) -> bool:
     """A list or map literal of constants, which cel-go builds once (OptOptimize): no cost."""
     for node in tree.iter_subtrees():
         if node.data not in _CONSTANT_NODES or (node.data in _PASS and len(node.children) != 1):
@@ -569,7 +632,7 @@ class _Lazy:
 
     __slots__ = ("tree", "scope", "value")
 
-    def __init__(self, tree: Tree, scope: dict[str, Any]) -> None:
+    def __init__(self, tree: Tree[Any], scope: dict[str, Any]) -> None:
         self.tree = tree
         self.scope: dict[str, Any] | None = scope
         self.value: Any = None
@@ -593,11 +656,11 @@ class _Evaluator(Evaluator):
     _presence = False
 
     #: id(node) -> (the node that does the work, its method name): see _plan
-    _steps: dict[int, tuple[Tree, str]] = {}
+    _steps: dict[int, tuple[Tree[Any], str]] = {}
     #: id(literal node) -> its value
     _literals: dict[int, Any] = {}
 
-    def _visit_tree(self, tree: Tree) -> Any:  # lark's Interpreter: every visit goes through it
+    def _visit_tree(self, tree: Tree[Any]) -> Any:  # lark's Interpreter: every visit goes through it
         step = self._steps.get(id(tree))
         if step is None:
             step = _step(tree)
@@ -609,10 +672,10 @@ class _Evaluator(Evaluator):
             return value
         return getattr(self, method)(node)
 
-    def sub_evaluator(self, ast: Tree) -> Evaluator:
+    def sub_evaluator(self, ast: Tree[Any]) -> Evaluator:
         return _Evaluator(ast, activation=self.activation)
 
-    def _logical(self, tree: Tree, decides: bool) -> Any:
+    def _logical(self, tree: Tree[Any], decides: bool) -> Any:
         """``a && b && ...`` (decides False) or ``a || b || ...`` (decides True), as cel-go: the
         terms left to right until one decides; else the first error, else the other value."""
         if len(tree.children) == 1:
@@ -632,13 +695,13 @@ class _Evaluator(Evaluator):
                 error = value if isinstance(value, CELEvalError) else CELEvalError("no such overload", TypeError, None)
         return error if error is not None else ct.BoolType(not decides)
 
-    def conditionaland(self, tree: Tree) -> Any:
+    def conditionaland(self, tree: Tree[Any]) -> Any:
         return self._logical(tree, False)
 
-    def conditionalor(self, tree: Tree) -> Any:
+    def conditionalor(self, tree: Tree[Any]) -> Any:
         return self._logical(tree, True)
 
-    def unary(self, tree: Tree) -> Any:
+    def unary(self, tree: Tree[Any]) -> Any:
         """A run of the same prefix operator: an even number is no operator (cel-go's parser)."""
         if len(tree.children) == 1:
             return self.visit(tree.children[0])
@@ -660,7 +723,7 @@ class _Evaluator(Evaluator):
         except ValueError as exc:
             return CELEvalError("return error for overflow", ValueError, exc.args)
 
-    def primary(self, tree: Tree) -> Any:
+    def primary(self, tree: Tree[Any]) -> Any:
         child = tree.children[0]
         kind = child.data
         meter = _meter()
@@ -669,7 +732,7 @@ class _Evaluator(Evaluator):
                 meter.charge(1)
             scope = self._scope
             if scope:
-                name = child.children[0].value
+                name = cast(Token, child.children[0]).value
                 if name in scope:
                     value = scope[name]
                     return self._force(value) if type(value) is _Lazy else value
@@ -677,7 +740,7 @@ class _Evaluator(Evaluator):
             meter.charge(10 if kind == "list_lit" else 30)
         return super().primary(tree)
 
-    def _binary(self, tree: Tree, names: dict[str, str]) -> Any:
+    def _binary(self, tree: Tree[Any], names: dict[str, str]) -> Any:
         """``a OP b`` (celpy's relation/addition/multiplication, without its per-call typing casts)."""
         if len(tree.children) == 1:
             return self.visit(tree.children[0])
@@ -699,16 +762,16 @@ class _Evaluator(Evaluator):
         except (ValueError, OverflowError) as exc:
             return CELEvalError("return error for overflow", type(exc), exc.args)
 
-    def relation(self, tree: Tree) -> Any:
+    def relation(self, tree: Tree[Any]) -> Any:
         return self._binary(tree, _RELATIONS)
 
-    def addition(self, tree: Tree) -> Any:
+    def addition(self, tree: Tree[Any]) -> Any:
         return self._binary(tree, _ADDITIONS)
 
-    def multiplication(self, tree: Tree) -> Any:
+    def multiplication(self, tree: Tree[Any]) -> Any:
         return self._binary(tree, _MULTIPLICATIONS)
 
-    def member_dot(self, tree: Tree) -> Any:
+    def member_dot(self, tree: Tree[Any]) -> Any:
         meter = _meter()
         if meter is not None:
             if self._presence:
@@ -717,13 +780,13 @@ class _Evaluator(Evaluator):
                 meter.charge(1)
         return super().member_dot(tree)
 
-    def member_index(self, tree: Tree) -> Any:
+    def member_index(self, tree: Tree[Any]) -> Any:
         """``x[i]``; cel-go charges an identifier used as the index only as the index (1)."""
         member_tree, index_tree = tree.children
         target, method = self._steps.get(id(index_tree)) or _step(index_tree)
         member = self.visit(member_tree)
         if method == "primary" and target.children[0].data == "ident" and self._scope:
-            name = target.children[0].children[0].value
+            name = cast(Token, target.children[0].children[0]).value
             index = self._scope.get(name, _UNBOUND)
             index = self.visit(index_tree) if index is _UNBOUND else self._force(index) if type(index) is _Lazy else index
         else:
@@ -738,12 +801,15 @@ class _Evaluator(Evaluator):
         except IndexError as exc:
             return CELEvalError("invalid_argument", IndexError, exc.args)
 
-    def macro_has_eval(self, exprlist: Tree) -> Any:
+    def macro_has_eval(self, exprlist: Tree[Any]) -> Any:
         self._presence = True
         try:
-            return super().macro_has_eval(exprlist)
+            values = self.visit_children(exprlist)
         finally:
             self._presence = False
+        if values and isinstance(values[0], InvalidAttribute):
+            return values[0]  # cel-go: the presence test reports the attribute's error
+        return ct.BoolType(not (values and isinstance(values[0], CELEvalError)))
 
     def function_eval(self, name_token: Any, exprlist: Any = None) -> Any:
         name = name_token.value
@@ -758,8 +824,8 @@ class _Evaluator(Evaluator):
                     return converted
         return super().function_eval(name_token, exprlist)
 
-    def member_dot_arg(self, tree: Tree) -> Any:
-        name = tree.children[1].value
+    def member_dot_arg(self, tree: Tree[Any]) -> Any:
+        name = cast(Token, tree.children[1]).value
         if len(tree.children) < 3 or not (name in _MACROS or (name == "bind" and is_cel_namespace(tree.children[0]))):
             return super().member_dot_arg(tree)
         args = tree.children[2].children
@@ -791,7 +857,7 @@ class _Evaluator(Evaluator):
             lazy.scope = None
         return lazy.value
 
-    def _bound(self, tree: Tree, name: str, value: Any) -> Any:
+    def _bound(self, tree: Tree[Any], name: str, value: Any) -> Any:
         """``tree`` evaluated with ``name`` bound to ``value`` (a loop step)."""
         if self._scope is _Evaluator._scope:
             self._scope = {}
@@ -809,9 +875,10 @@ class _Evaluator(Evaluator):
             else:
                 scope[name] = shadowed
 
-    def _loop(self, name: str, items: list[Any], var: str, body: list[Tree]) -> Any:
+    def _loop(self, name: str, items: list[Any], var: str, body: list[Tree[Any]]) -> Any:
         """cel-go's expansion of the macro (parser/macro.go) and what each step costs."""
-        charge = _meter().charge if _meter() is not None else (lambda n: None)
+        meter = _meter()
+        charge = meter.charge if meter is not None else (lambda n: None)
         if name in ("all", "exists"):
             decides = name == "exists"
             result: Any = ct.BoolType(not decides)
@@ -860,7 +927,7 @@ class _Evaluator(Evaluator):
 
 
 class _Runner(celpy.InterpretedRunner):
-    def __init__(self, environment: Any, ast: Tree, functions: dict[str, Callable[..., Any]]) -> None:
+    def __init__(self, environment: Any, ast: Tree[Any], functions: dict[str, Callable[..., Any]]) -> None:
         super().__init__(environment, ast, functions)
         self.steps = _plan(ast)
         self.literals: dict[int, Any] = {}
@@ -871,7 +938,7 @@ class _Runner(celpy.InterpretedRunner):
         return evaluator.evaluate(context)
 
 
-def _frames_needed(ast: Tree) -> int:
+def _frames_needed(ast: Tree[Any]) -> int:
     """Python frames an evaluation of ``ast`` may take (about 6 per node that _Evaluator visits)."""
     deepest, stack = 0, [(ast, 1)]
     while stack:
@@ -930,10 +997,10 @@ class CelpyProgram:
         key = (NAME, self._cc)
         act = dev.cache.get(key)
         if act is None:
-            device = {
+            device: dict[ct.StringType, ct.Value] = {
                 ct.StringType("driver"): ct.StringType(dev.driver),
                 ct.StringType("attributes"): DomainMap(
-                    {ct.StringType(d): to_cel(m) for d, m in dev.attributes.items()}),
+                    {ct.StringType(d): _attribute_map(m, dev.invalid.get(d)) for d, m in dev.attributes.items()}),
                 ct.StringType("capacity"): DomainMap(
                     {ct.StringType(d): to_cel(m) for d, m in dev.capacity.items()}),
             }

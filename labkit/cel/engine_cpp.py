@@ -28,20 +28,23 @@ from labkit.cel.cpp_rewrites import (
     rewrite_for_cpp,
     sort_by_error,
 )
-from labkit.cel.device import DeviceInput
+from labkit.cel.device import DeviceInput, invalid_attribute_text
 from labkit.cel.diagnose import compile_error_from_text, runtime_error_from_text
 from labkit.cel.errors import COST_LIMIT_TEXT, CelCompileError, CelRuntimeError
 from labkit.cel.literals import DRIVER, domain_candidates
 from labkit.cel.typecheck import kubernetes_type_errors
 from labkit.cel.typenames import go_type_name, runtime_non_bool
 
-__all__ = ["NAME", "BudgetFallback", "CppProgram"]
+__all__ = ["NAME", "BudgetFallback", "CppProgram", "InvalidFallback"]
 
 NAME = "cel-expr-python"
 NET_STRING = "labkit_net_string"
 #: asked once, the first time an evaluation runs out of cel-cpp's iteration budget: the evaluator
 #: to use for such devices from then on, or None to report the budget error (see labkit.cel.facade)
 BudgetFallback = Callable[[], Callable[[DeviceInput], bool] | None]
+#: asked once, the first time a device with attribute values CEL cannot represent (1.38,
+#: DeviceInput.invalid) is met: the evaluator that reads them as Kubernetes does, or None
+InvalidFallback = Callable[[], Callable[[DeviceInput], bool] | None]
 _NET_STRING = re.compile(r"<input>:(\d+):(\d+): found no matching overload for 'string' applied to '\(net\.(?:IP|CIDR)\)'")
 
 T = cel.Type
@@ -298,13 +301,16 @@ class CppProgram:
 
     ``new_expression``: the API server's view of a selector it has not stored before.
     ``on_budget``: what to do past cel-cpp's iteration budget (:data:`BudgetFallback`).
+    ``on_invalid``: who evaluates a device with values CEL cannot represent (:data:`InvalidFallback`;
+    cel-cpp's maps cannot hold a value that fails only when read).
     """
 
     __slots__ = ("expr", "_env", "_prog", "_domains", "_env_key", "_keys", "_unchecked", "evaluate",
-                 "_over_budget", "_on_budget", "_ast")
+                 "_over_budget", "_on_budget", "_ast", "_on_invalid", "_invalid")
 
     def __init__(self, expr: str, consumable_capacity: bool, list_type_attributes: bool,
-                 new_expression: bool = False, *, on_budget: BudgetFallback | None = None) -> None:
+                 new_expression: bool = False, *, on_budget: BudgetFallback | None = None,
+                 on_invalid: InvalidFallback | None = None) -> None:
         self.expr = expr
         self._env_key = (consumable_capacity, list_type_attributes)
         self._env = _env(consumable_capacity, list_type_attributes)
@@ -330,10 +336,12 @@ class CppProgram:
                 "a selector must be a condition, e.g. compare the value with ==",
             )
         self._domains = domain_candidates(expr)
-        self._keys: dict[tuple, tuple] = {}
+        self._keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.evaluate: Callable[[DeviceInput], bool] = self._evaluate
         self._on_budget = on_budget
         self._over_budget: Callable[[DeviceInput], bool] | None = None
+        self._on_invalid = on_invalid
+        self._invalid: Callable[[DeviceInput], bool] | None = None
 
     @property
     def reads_integer_form(self) -> bool:
@@ -383,6 +391,26 @@ class CppProgram:
                 fallback = _budget_exceeded
             self._over_budget = fallback
         return fallback(dev)
+
+    def _with_invalid(self, dev: DeviceInput) -> bool:
+        """1.38, a device with attribute values CEL cannot represent: evaluated by ``on_invalid``'s
+        evaluator; without one, here with those attributes left out of their maps (exact unless
+        the expression tests one with has(), or counts, iterates or compares its map): reading
+        one reports Kubernetes' error for it instead of "no such key"."""
+        fallback = self._invalid
+        if fallback is None:
+            fallback = self._on_invalid() if self._on_invalid is not None else None
+            self._invalid = fallback = fallback or self._without_invalid
+        return fallback(dev)
+
+    def _without_invalid(self, dev: DeviceInput) -> bool:
+        try:
+            return self._evaluate_valid(dev)
+        except CelRuntimeError as exc:
+            key = exc.message.removeprefix("no such key: ")
+            if key != exc.message and any(key in names for names in dev.invalid.values()):
+                raise CelRuntimeError(invalid_attribute_text(key)) from None
+            raise
 
     def _compile_net_strings(self, text: str) -> Any:
         """Compile; ``string(<IP or CIDR>)`` calls the checker rejects are renamed and retried.
@@ -453,6 +481,11 @@ class CppProgram:
     def _evaluate(self, dev: DeviceInput) -> bool:
         if dev.error:
             raise CelRuntimeError(dev.error)
+        if dev.invalid:
+            return self._with_invalid(dev)
+        return self._evaluate_valid(dev)
+
+    def _evaluate_valid(self, dev: DeviceInput) -> bool:
         try:
             value = self._prog.eval(self._activation(dev))
         except RuntimeError as exc:  # cel-cpp aborts evaluation (iteration budget, internal errors)

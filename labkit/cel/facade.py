@@ -20,6 +20,10 @@ A conversion of a constant that fails (``int(1e19)``) is a compile error, as in 
 
 ``ENGINE_LIMITS`` says this in one line per engine, for callers that want to show it.
 
+Kubernetes 1.38 converts attribute values lazily (a value CEL cannot represent fails only an
+expression that reads it: ``labkit.cel.device.device_input(..., lazy=True)``); cel-cpp's maps
+cannot hold such a value, so cel-expr-python hands a device that has one to cel-python.
+
 Composition lives here and only here: the engines (:mod:`labkit.cel.engine`) know neither each
 other nor this module; cel-python is type-checked by cel-cpp, and cel-cpp hands evaluations it
 cannot do like Go to cel-python, through callables given by this module.
@@ -33,6 +37,7 @@ import re
 from collections.abc import Callable
 from functools import cache, lru_cache
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from labkit.cel._checked import AST
 from labkit.cel.cost import COST_LIMIT, estimate_ast, mark_presence
@@ -43,6 +48,10 @@ from labkit.cel.errors import COST_LIMIT_TEXT, CelCompileError, CelRuntimeError
 from labkit.cel.literals import strip_strings
 from labkit.cel.numeric import check_constant_conversions
 from labkit.cel.regexcheck import check_constant_patterns
+
+if TYPE_CHECKING:  # imported lazily at run time (_cpp_engine, _celpy_engine)
+    from labkit.cel.engine_celpy import CelpyProgram
+    from labkit.cel.engine_cpp import CppProgram
 
 __all__ = ["COST_LIMIT", "DEFAULT_ENGINE", "ENGINES", "ENGINE_LIMITS", "NATIVE_ENGINE", "PURE_PYTHON_LIMITS",
            "Program", "compile_new_selector", "compile_selector", "estimate_max_cost"]
@@ -196,7 +205,9 @@ def _compile_cpp(expr: str, cc: bool, lt: bool, new_expression: bool) -> Selecto
         raise CelCompileError("the cel-expr-python engine is not installed here (a pure-Python install, e.g. "
                               "the browser)", "use the cel-python engine, or pip install cel-expr-python")
     try:
-        program = engine.CppProgram(expr, cc, lt, new_expression, on_budget=lambda: _past_budget(expr, cc, lt))
+        program: CppProgram = engine.CppProgram(expr, cc, lt, new_expression,
+                                                on_budget=lambda: _past_budget(expr, cc, lt),
+                                                on_invalid=lambda: _celpy_or_none(expr, cc, lt))
     except CelCompileError as exc:
         if not _CPP_PARSER_LIMIT.search(exc.message):
             raise
@@ -225,7 +236,17 @@ _CPP_PARSER_LIMIT = re.compile(r"[Rr]ecursion limit exceeded|Exceeded max recurs
 
 
 def _tracked_celpy(expr: str, cc: bool, lt: bool) -> SelectorProgram:
-    return _celpy_engine().CelpyProgram(expr, cc, lt, cost_limit=COST_LIMIT)
+    program: CelpyProgram = _celpy_engine().CelpyProgram(expr, cc, lt, cost_limit=COST_LIMIT)
+    return program
+
+
+def _celpy_or_none(expr: str, cc: bool, lt: bool) -> Callable[[DeviceInput], bool] | None:
+    """cel-python's evaluator for ``expr`` (1.38: it holds attribute values that fail only when
+    read), None where cel-python cannot run it."""
+    try:
+        return _tracked_celpy(expr, cc, lt).evaluate
+    except CelCompileError:
+        return None
 
 
 def _may_pass_cost_limit(expr: str, program: SelectorProgram, cc: bool, lt: bool) -> bool:
@@ -252,7 +273,9 @@ def _compile_celpy(expr: str, cc: bool, lt: bool, new_expression: bool) -> Selec
         # through the cache: the same expression is often compiled for both engines
         _compile(expr, "cel-expr-python", cc, lt)
 
-    return _celpy_engine().CelpyProgram(expr, cc, lt, type_check=type_check, cost_limit=COST_LIMIT)
+    program: CelpyProgram = _celpy_engine().CelpyProgram(expr, cc, lt, type_check=type_check,
+                                                         cost_limit=COST_LIMIT)
+    return program
 
 
 def _past_budget(expr: str, cc: bool, lt: bool) -> Callable[[DeviceInput], bool] | None:

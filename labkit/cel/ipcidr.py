@@ -52,7 +52,8 @@ def _addr_error(text: str, msg: str, at: str = "") -> _ParseError:
 
 def _ipv4(text: str) -> ipaddress.IPv4Address:
     """Go's parseIPv4 with its messages."""
-    fields, val, digits = [], 0, 0
+    fields: list[int] = []
+    val, digits = 0, 0
     for i, c in enumerate(text):
         if "0" <= c <= "9":
             if digits == 1 and val == 0:

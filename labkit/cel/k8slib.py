@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from labkit.api.quantity import DECIMAL_SI, Quantity, QuantityError, parse_quantity
 from labkit.cel.regex import re2
 from labkit.cel.regexcheck import go_regex_error
 from labkit.cel.semver import Semver, SemverError, is_semver, parse_semver
 from labkit.errors import InputError
+
+if TYPE_CHECKING:
+    from urllib.parse import SplitResult
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -95,7 +98,7 @@ def is_semver_(text: str, normalize: bool = False) -> bool:
 def compare_to(a: Quantity | Semver, b: Quantity | Semver) -> int:
     if type(a) is not type(b):
         raise LibError("no such overload")
-    return a.compare(b)  # type: ignore[arg-type]
+    return a.compare(b)  # type: ignore[arg-type]  # b: a's type (checked above)
 
 
 def is_greater_than(a: Quantity | Semver, b: Quantity | Semver) -> bool:
@@ -110,7 +113,8 @@ def is_less_than(a: Quantity | Semver, b: Quantity | Semver) -> bool:
 def _cmp(a: Any, b: Any) -> int:
     if isinstance(a, bool) != isinstance(b, bool) or isinstance(a, str) != isinstance(b, str):
         raise LibError("no such overload")
-    return (a > b) - (a < b)
+    order: int = (a > b) - (a < b)  # a and b are CEL scalars: bool - bool
+    return order
 
 
 def is_sorted(items: list[Any]) -> bool:
@@ -219,7 +223,7 @@ def find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
 _SCHEME = re2.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*$")
 
 
-def _split_url(text: str) -> Any:
+def _split_url(text: str) -> SplitResult:
     from urllib.parse import urlsplit
 
     bad = any(ord(c) < 0x21 or ord(c) == 0x7F for c in text)
@@ -336,7 +340,10 @@ def sort_by_keys(items: list[Any], keys: list[Any]) -> list[Any]:
     """sortBy(): items in the (stable) order of their keys."""
     import functools
 
-    order = sorted(range(len(items)), key=functools.cmp_to_key(lambda i, j: _cmp(keys[i], keys[j])))
+    def by_key(i: int, j: int) -> int:
+        return _cmp(keys[i], keys[j])
+
+    order = sorted(range(len(items)), key=functools.cmp_to_key(by_key))
     return [items[i] for i in order]
 
 

@@ -81,7 +81,7 @@ class Semver:
                 continue
             if isinstance(x, int) != isinstance(y, int):
                 return -1 if isinstance(x, int) else 1  # numeric identifiers sort first
-            return -1 if x < y else 1  # type: ignore[operator]
+            return -1 if x < y else 1  # type: ignore[operator]  # both int or both str (above)
         if len(self.pre) == len(other.pre):
             return 0
         return -1 if len(self.pre) < len(other.pre) else 1

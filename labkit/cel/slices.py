@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from labkit.cel.device import device_input
 from labkit.cel.engine import SelectorProgram
@@ -28,7 +29,7 @@ class DeviceMatch:
     message: str = ""
 
 
-def node_of(spec: dict, device: dict) -> str:
+def node_of(spec: dict[str, Any], device: dict[str, Any]) -> str:
     """Where a device is: its own node fields (per-device node selection), else its slice's."""
     for source in (device, spec):
         if source.get("nodeName"):
@@ -47,7 +48,7 @@ def evaluate_slices(programs: SelectorProgram | Sequence[SelectorProgram],
     Several programs are ANDed and stop at the first false or error, like the allocator; a
     runtime error is the row's message (a device the selectors cannot judge), not an exception.
     """
-    progs = [programs] if hasattr(programs, "evaluate") else list(programs)  # type: ignore[arg-type]
+    progs = [programs] if hasattr(programs, "evaluate") else list(programs)
     rows: list[DeviceMatch] = []
     for obj in slices:
         if not isinstance(obj, dict) or obj.get("kind", "ResourceSlice") != "ResourceSlice":

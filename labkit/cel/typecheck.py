@@ -17,6 +17,8 @@ the check is skipped: these checks only ever add errors Kubernetes also reports.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from labkit.cel._checked import AST, Expr, Type
 
 __all__ = ["kubernetes_type_errors"]
@@ -76,18 +78,18 @@ def _literal_error(ast: AST, e: Expr, attribute: str) -> tuple[int, str] | None:
                 return bad
     elif e.kind == "map" and len(e.entries) > 1 and all(k is not None for k, _ in e.entries):
         key0, value0 = e.entries[0]
-        want_k = _kubernetes_type(ast, key0, attribute)  # type: ignore[arg-type]
+        want_k = _kubernetes_type(ast, key0, attribute)  # type: ignore[arg-type]  # not None: all() above
         want_v = _kubernetes_type(ast, value0, attribute)
         if want_k is _UNSURE or want_v is _UNSURE:
             return None
         for k, v in e.entries[1:]:
-            bad = _mismatch(ast, k, want_k, attribute) or _mismatch(ast, v, want_v, attribute)  # type: ignore[arg-type]
+            bad = _mismatch(ast, k, want_k, attribute) or _mismatch(ast, v, want_v, attribute)  # type: ignore[arg-type]  # k: as key0
             if bad:
                 return bad
     return None
 
 
-def _walk(e: Expr | None, in_format: bool = False):
+def _walk(e: Expr | None, in_format: bool = False) -> Iterator[tuple[Expr, bool]]:
     """(expression, inside a format() call) in depth-first order."""
     if e is None:
         return

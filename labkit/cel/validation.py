@@ -9,6 +9,7 @@ validates objects as the API server would (``labkit validate``, ``labkit allocat
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from labkit.api import features
 from labkit.api.context import CelChecks
@@ -22,8 +23,9 @@ __all__ = ["CEL_CHECKS", "validate"]
 CEL_CHECKS = CelChecks(compile=compile_new_selector, max_cost=estimate_max_cost)
 
 
-def validate(objs: dict | Iterable[dict], *, kubernetes_version: str = features.DEFAULT_VERSION,
-             feature_gates: dict[str, bool] | None = None, existing: Iterable[dict] = ()) -> list[Problem]:
+def validate(objs: dict[str, Any] | Iterable[dict[str, Any]], *,
+             kubernetes_version: str = features.DEFAULT_VERSION, feature_gates: dict[str, bool] | None = None,
+             existing: Iterable[dict[str, Any]] = ()) -> list[Problem]:
     """The API server's validation (structure and rules) with CEL selectors compiled and their
     cost estimated: the one ``validate`` callers use."""
     return check_objects(objs, kubernetes_version=kubernetes_version, feature_gates=feature_gates,

@@ -31,7 +31,9 @@ from labkit.allocator.twins import (
     shareable,
     twin_outcome,
 )
-from labkit.api.features import FEATURE_DEFAULTS, normalize_version
+from labkit.api.features import FEATURE_DEFAULTS, minor_key, normalize_version
+from labkit.api.problem import go_quote
+from labkit.api.quantity import QuantityError, parse_quantity
 from labkit.sim.store import Store, WatchEvent
 
 
@@ -62,6 +64,11 @@ class DraState:
         self.cel_engine = cel_engine
         self.features = features_for(kubernetes_version, gates)
         self.allocated = AllocatedState(consumable_capacity=self.features.ConsumableCapacity)
+        #: 1.38 with DRAConsumableCapacity: stored claims whose allocation has a negative consumed
+        #: capacity (claim uid -> why), see allocation_state_error
+        self.checks_consumed_capacity = (self.features.ConsumableCapacity
+                                         and minor_key(kubernetes_version) >= (1, 38))
+        self.invalid_capacity: dict[str, str] = {}
         self._allocators: dict[str, Any] = {}
         self._slices: dict[str, list[dict]] | None = None
         self._cluster_wide: list[dict] = []
@@ -74,6 +81,27 @@ class DraState:
         self._twin_attributes: dict[tuple, dict[str, int | None]] = {}  # refs -> node -> attributes number
         self._interned: dict[tuple, int] = {}  # contents and attribute keys -> their numbers
         store.watch(self._on_inventory, kinds=("DeviceClass", "ResourceSlice", "DeviceTaintRule"))
+
+    def note_allocated(self, uid: str, claim: dict) -> None:
+        """A stored claim's allocation is in use (kube-scheduler's allocatedDevices.addDevices):
+        remember it when it consumes a negative capacity."""
+        if self.checks_consumed_capacity:
+            problem = consumed_capacity_error(claim)
+            if problem is not None:
+                self.invalid_capacity[uid] = problem
+
+    def forget_allocated(self, uid: str) -> None:
+        self.invalid_capacity.pop(uid, None)
+
+    def allocation_state_error(self) -> str | None:
+        """Why the allocated state cannot be gathered (1.38's PreFilter error for every pod that
+        needs an allocation), or None. One claim is named, the others counted, the first in
+        string order as kube-scheduler sorts them (allocateddevices.go: getCapacities)."""
+        if not self.invalid_capacity:
+            return None
+        problems = sorted(self.invalid_capacity.values())
+        more = f" (and {len(problems) - 1} more claims with invalid consumed capacity)" if len(problems) > 1 else ""
+        return f"gather allocation state: {problems[0]}{more}"
 
     def _on_inventory(self, ev: WatchEvent) -> None:
         self.invalidate()
@@ -143,13 +171,13 @@ class DraState:
             return self.allocator_for(node).allocate(node, claims, timeout)
         key, pools = found
         name = node["metadata"]["name"]
-        entry = table.outcomes.get(key)  # type: ignore[union-attr]
+        entry = table.outcomes.get(key)  # type: ignore[union-attr]  # found: table is not None
         if entry is not None:
-            table.hits += 1  # type: ignore[union-attr]
+            table.hits += 1  # type: ignore[union-attr]  # as above
             return twin_outcome(entry, pools, name, partial(_explain_later, self, node, claims))
         outcome = self.allocator_for(node).allocate(node, claims, timeout)
         if shareable(outcome, name):
-            table.outcomes[key] = kept(outcome, pools, name)  # type: ignore[union-attr]
+            table.outcomes[key] = kept(outcome, pools, name)  # type: ignore[union-attr]  # as above
         return outcome
 
     def _twin_key(self, node: dict, claims: list[dict], table: TwinTable) -> tuple[tuple, tuple] | None:
@@ -201,6 +229,26 @@ class DraState:
         for c in self.store.list("DeviceClass"):
             out.setdefault(f"deviceclass.resource.kubernetes.io/{c['metadata']['name']}", c["metadata"]["name"])
         return out
+
+
+def consumed_capacity_error(claim: dict) -> str | None:
+    """The first negative ``consumedCapacity`` of a claim's allocation (results in order, capacity
+    names sorted), as 1.38's kube-scheduler words it (allocateddevices.go: consumedCapacityError).
+    Checked per result: another claim's positive value on the same device could hide it in a sum."""
+    m = claim.get("metadata") or {}
+    results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or ()
+    for r in results:
+        consumed = r.get("consumedCapacity") or {}
+        for name in sorted(consumed):
+            try:
+                q = parse_quantity(str(consumed[name]))
+            except QuantityError:
+                continue
+            if q.sign() < 0:
+                device = f"{r.get('driver', '')}/{r.get('pool', '')}/{r.get('device', '')}"
+                return (f"claim {m.get('namespace', '')}/{m.get('name', '')}, device {device}: consumed capacity "
+                        f"{go_quote(name)} must not be negative, got {q.canonical()}")
+    return None
 
 
 def _explain_later(dra: DraState, node: dict, claims: list[dict], outcome: Outcome) -> Any:

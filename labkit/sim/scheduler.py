@@ -236,6 +236,7 @@ class Scheduler:
     def release_claim(self, claim: dict) -> None:
         """The claim controller deallocated `claim`."""
         held = self.claim_allocs.pop(meta(claim).get("uid", ""), None)
+        self.dra.forget_allocated(meta(claim).get("uid", ""))
         if held is not None:
             self.dra.allocated.remove(held[0], owner=held[1])
             self._freed(single_node(held[0].get("nodeSelector")), "claim")
@@ -248,6 +249,7 @@ class Scheduler:
         if alloc:
             owner = f"{meta(claim)['namespace']}/{meta(claim)['name']}"
             self.dra.allocated.add(alloc, owner=owner)
+            self.dra.note_allocated(meta(claim)["uid"], claim)
             self.claim_allocs[meta(claim)["uid"]] = (alloc, owner)
             self.bump()
 
@@ -487,6 +489,14 @@ class Scheduler:
             att.message = (f"0/{n} nodes are available: {msg}. preemption: 0/{n} nodes are "
                            f"available: {n} Preemption is not helpful for scheduling.")
             return att
+        error = self.dra.allocation_state_error() if self.dra.invalid_capacity else None
+        if error is not None and self._needs_allocation(pod, claims):
+            # DynamicResources PreFilter could not gather the allocated state (1.38): an error, not
+            # Unschedulable; the pod is retried when something changes
+            att.prefilter = att.error = error
+            att.stage = "DynamicResources PreFilter, Error"
+            att.message = f'running PreFilter plugin "DynamicResources": {error}'
+            return att
         sig = self._signature(pod, claims)
         shape = self._shape(sig)
         if shape.failed is not None:
@@ -504,9 +514,16 @@ class Scheduler:
             shape.failed = att
             return att
         chosen = self._best(pod, inp, shape, feasible, att)
-        _, outcome, ext_claim = shape.by_index[chosen]  # type: ignore[misc]
+        _, outcome, ext_claim = shape.by_index[chosen]  # type: ignore[misc]  # a feasible node's result is kept
         self._choose(att, self._names[chosen], outcome, ext_claim, inp)
         return att
+
+    def _needs_allocation(self, pod: dict, claims: list[dict]) -> bool:
+        """Has the pod a claim still to allocate (its own, or the one for its DRA-backed extended
+        resources)? Only then does DynamicResources' PreFilter gather the allocated state."""
+        if any(not (c.get("status") or {}).get("allocation") for c in claims):
+            return True
+        return bool(extended_requests(pod, pod_requests(pod), self._extended_classes()))
 
     def _filter_inputs(self, pod: dict, claims: list[dict]) -> FilterInputs:
         req = pod_requests(pod)
@@ -524,7 +541,7 @@ class Scheduler:
         _FilterError (and is not kept)."""
         res = shape.by_index[k]
         if res is None:
-            res = self._filter(inp, self._nodes[k], dra_results)  # type: ignore[index]
+            res = self._filter(inp, self._nodes[k], dra_results)  # type: ignore[index]  # k indexes nodes(), which sets _nodes
             if res[0] and res[0][0].startswith("error: "):
                 raise _FilterError(res[0][0][len("error: "):])
             shape.by_index[k] = res
@@ -619,8 +636,8 @@ class Scheduler:
                     rows[j] = self._score_row(shape, inp, i, *pod_sizes)
         tot: Any = pick(shape.simple_by_index)
         if None in tot:  # some score needs normalising over these nodes
-            tot = totals(rows)  # type: ignore[arg-type]
-        att.score_nodes, att.score_rows = list(pick(self._names)), rows  # type: ignore[assignment]
+            tot = totals(rows)  # type: ignore[arg-type]  # no None left: filled above
+        att.score_nodes, att.score_rows = list(pick(self._names)), rows  # type: ignore[assignment]  # as above
         return feasible[tot.index(max(tot))]
 
     def _score_row(self, shape: _Shape, inp: FilterInputs, i: int, pod_nonzero: tuple[int, int],
@@ -629,8 +646,8 @@ class Scheduler:
         row = shape.rows_by_index[i]
         if row is None:
             res = self.resources
-            node, name = self._nodes[i], self._names[i]  # type: ignore[index]
-            outcome = shape.by_index[i][1]  # type: ignore[index]
+            node, name = self._nodes[i], self._names[i]  # type: ignore[index]  # i indexes nodes(), which sets them
+            outcome = shape.by_index[i][1]  # type: ignore[index]  # a scored node was filtered
             cm = res.cpu_mem.get(name)
             if cm is None:
                 cm = res.cpu_mem[name] = (cpu_memory(res.allocatable_of(node)), cpu_memory(res.usage.get(name, {})))

@@ -87,7 +87,7 @@ def _meta(name: str, **extra: Any) -> dict[str, Any]:
 # Defaults of the gates the generator itself consults (the rest only matter to the allocators).
 _VERSION_OFF = {"1.34": {"DRAConsumableCapacity", "DRAPartitionableDevices", "DRADeviceTaints", "DRADeviceTaintRules"},
                 "1.35": {"DRAConsumableCapacity", "DRAPartitionableDevices", "DRADeviceTaints", "DRADeviceTaintRules"},
-                "1.36": {"DRADeviceTaintRules"}, "1.37": set()}
+                "1.36": {"DRADeviceTaintRules"}, "1.37": set(), "1.38": set()}
 
 
 class _Builder:

@@ -1,11 +1,13 @@
+//go:build !dra038
+
 package main
 
 // Release-specific glue: the only place that touches APIs whose shape differs
-// between k8s.io/dynamic-resource-allocation releases.
+// between k8s.io/dynamic-resource-allocation releases (v0.34-v0.37 here,
+// v0.38 in compat_038.go).
 
 import (
 	"context"
-	"reflect"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -45,20 +47,6 @@ func addAllocation(state *structured.AllocatedState, alloc *resourceapi.Allocati
 		}
 		state.AllocatedDevices.Insert(id)
 	}
-}
-
-// newCELCache sets the CEL compiler features by name: older releases lack some.
-func newCELCache(f structured.Features) *cel.Cache {
-	var cf cel.Features
-	src := reflect.ValueOf(f)
-	dst := reflect.ValueOf(&cf).Elem()
-	for from, to := range map[string]string{"ConsumableCapacity": "EnableConsumableCapacity",
-		"ListTypeAttributes": "EnableListTypeAttributes"} {
-		if sv, dv := src.FieldByName(from), dst.FieldByName(to); sv.IsValid() && dv.IsValid() {
-			dv.SetBool(sv.Bool())
-		}
-	}
-	return cel.NewCache(1000, cf)
 }
 
 func newAllocator(ctx context.Context, f structured.Features, state structured.AllocatedState,

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 )
 
@@ -143,4 +144,18 @@ func allocatorFeatures(gates map[string]bool) (structured.Features, error) {
 	err := set("DeviceBindingAndStatus", gates["DRADeviceBindingConditions"] && gates["DRAResourceClaimDeviceStatus"],
 		"DRADeviceBindingConditions")
 	return f, err
+}
+
+// newCELCache sets the CEL compiler features by name: older releases lack some.
+func newCELCache(f structured.Features) *cel.Cache {
+	var cf cel.Features
+	src := reflect.ValueOf(f)
+	dst := reflect.ValueOf(&cf).Elem()
+	for from, to := range map[string]string{"ConsumableCapacity": "EnableConsumableCapacity",
+		"ListTypeAttributes": "EnableListTypeAttributes"} {
+		if sv, dv := src.FieldByName(from), dst.FieldByName(to); sv.IsValid() && dv.IsValid() {
+			dv.SetBool(sv.Bool())
+		}
+	}
+	return cel.NewCache(1000, cf)
 }

@@ -3,6 +3,8 @@ prices each call with :mod:`labkit.cel.cost.library`."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from labkit.cel._checked import AST, DYN, Expr, Type
 from labkit.cel.cost.declarations import device_decl, walk
 from labkit.cel.cost.library import function_cost
@@ -305,7 +307,7 @@ def _literal_size(e: Expr) -> Est | None:
         if e.const_type == "string":
             return fixed(len(str(e.value)))
         if e.const_type == "bytes":
-            return fixed(len(e.value))  # type: ignore[arg-type]
+            return fixed(len(cast(bytes, e.value)))  # a bytes constant's value
         if e.const_type in ("bool", "double", "duration", "int", "timestamp", "uint", "null"):
             return ONE
         return None
@@ -322,7 +324,7 @@ _SYNTHETIC_IDS = iter(range(-1, -(2**62), -1))
 
 
 def _synthetic(**fields: object) -> Expr:
-    return Expr(id=next(_SYNTHETIC_IDS), **fields)  # type: ignore[arg-type]
+    return Expr(id=next(_SYNTHETIC_IDS), **fields)  # type: ignore[arg-type]  # callers pass Expr's own fields
 
 
 def _appended_item(step: Expr | None) -> tuple[Expr | None, Expr | None]:

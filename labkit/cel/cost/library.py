@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Protocol
+from typing import Protocol, cast
 
 from labkit.cel._checked import Expr
 from labkit.cel.cost.model import (
@@ -112,7 +112,7 @@ def kubernetes_estimate(c: Sizes, fn: str, oid: str, target: Node | None, args: 
         hi = sz.hi
         if len(args) > 1 and args[1].expr is not None and args[1].expr.kind == "const" \
                 and args[1].expr.const_type == "int":
-            hi = int(args[1].expr.value) & U64  # type: ignore[call-overload]
+            hi = cast(int, args[1].expr.value) & U64  # an int constant's value
         return Call(sz.factor(2 * s), Est(0, hi))
     if fn == "join" and target is not None:
         items = c.estimate(target)
@@ -212,12 +212,12 @@ def builtin_cost(c: Sizes, e: Expr, oid: str, target: Node | None, args: list[No
         return Call(Est(lhs.lo, (lhs + rhs).hi), None)
     if oid == "conditional":
         result = size(args[1]).union(size(args[2]))
-        e1, e2 = c.entry_of(args[1].expr), c.entry_of(args[2].expr)  # type: ignore[arg-type]
+        e1, e2 = c.entry_of(args[1].expr), c.entry_of(args[2].expr)  # type: ignore[arg-type]  # an operand has its Expr
         c.set_entry(e, e1.union(e2) if e1 is not None else None)
         return Call(arg_costs[0] + arg_costs[1].union(arg_costs[2]), result)
     if oid in ("add_string", "add_bytes", "add_list") and len(args) == 2:
         result = size(args[0]) + size(args[1])
-        e1, e2 = c.entry_of(args[0].expr), c.entry_of(args[1].expr)  # type: ignore[arg-type]
+        e1, e2 = c.entry_of(args[0].expr), c.entry_of(args[1].expr)  # type: ignore[arg-type]  # an operand has its Expr
         c.set_entry(e, e1.union(e2) if e1 is not None else None)
         if oid == "add_list":
             return Call(ONE + arg_sum, result)
@@ -243,4 +243,4 @@ def _uint_literal(n: Node, default: int) -> int:
     e = n.expr
     if e is None or e.kind != "const" or e.const_type != "int":
         return default
-    return max(int(e.value), 0)  # type: ignore[call-overload]
+    return max(cast(int, e.value), 0)  # an int constant's value

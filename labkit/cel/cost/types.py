@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from labkit.cel._checked import AST, DYN, Expr, Type
 from labkit.cel.cost.declarations import BOOL, DEVICE, DOUBLE, INT, QUANTITY, STRING, UINT, Decl
 from labkit.cel.cpp_rewrites import SORT_BY_KEYS
@@ -102,7 +104,7 @@ _SORT_BY_KEYS = {"@sortByAssociatedKeys", SORT_BY_KEYS}
 _ORDERABLE = ("int", "uint", "double", "bool", "duration", "timestamp", "string", "bytes")
 
 
-def _sort_kinds(list_type: Type) -> list[str]:
+def _sort_kinds(list_type: Type) -> Sequence[str]:
     """The orderable element kinds a list of this type matches: all for dyn elements, the first
     (int) for a free type parameter, which that first overload binds."""
     elem = list_type.params[0] if list_type.kind == "list" and list_type.params else DYN

@@ -18,13 +18,17 @@ SERVICE_CIDR = "10.0.0.0/24"
 
 #: API group versions that are off by default but needed when a gate is on (per minor).
 #: Everything DRA needs at 1.37 defaults is served by resource.k8s.io/v1. DeviceTaintRule lives
-#: in v1alpha3 (1.34/1.35) and v1beta2 (1.36); the 1.37 workload API version is unverified.
+#: in v1alpha3 (1.34/1.35) and v1beta2 (1.36); the 1.37 workload API version is unverified. 1.38 has the same
+#: group versions as 1.37, off by default the same way (kubernetes@v1.38.0-beta.0:pkg/controlplane/instance.go,
+#: betaAPIGroupVersionsDisabledByDefault: resource.k8s.io/v1beta1, v1beta2, scheduling.k8s.io/v1beta1), so the kit
+#: enables nothing more there by default and passes no flag a 1.38 kube-apiserver would refuse.
 RUNTIME_CONFIG: dict[str, dict[str, str]] = {
     "1.34": {"DRADeviceTaints": "resource.k8s.io/v1alpha3"},
     "1.35": {"DRADeviceTaints": "resource.k8s.io/v1alpha3", "DRADeviceTaintRules": "resource.k8s.io/v1alpha3"},
     "1.36": {"DRADeviceTaintRules": "resource.k8s.io/v1beta2",
              "DRAWorkloadResourceClaims": "scheduling.k8s.io/v1alpha2"},
     "1.37": {"DRAWorkloadResourceClaims": "scheduling.k8s.io/v1beta1"},
+    "1.38": {"DRAWorkloadResourceClaims": "scheduling.k8s.io/v1beta1"},
 }
 
 
