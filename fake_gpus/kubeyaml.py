@@ -230,12 +230,12 @@ def _go_scalar_constructor(want: str) -> Any:
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class GoLoader(_BaseLoader):  # type: ignore[misc,valid-type]
+class GoLoader(_BaseLoader):  # type: ignore[misc,valid-type]  # the base is picked at import
     """PyYAML's safe loader with go-yaml's plain scalars (:func:`go_scalar`); use it through
     :func:`documents` or :func:`document`, which bound the aliases."""
 
 
-GoLoader.resolve = go_resolve  # type: ignore[method-assign]
+GoLoader.resolve = go_resolve  # type: ignore[method-assign]  # go-yaml's plain scalars
 for _kind_name in ("bool", "int", "float"):
     GoLoader.add_constructor(_TAG + _kind_name, _go_scalar_constructor(_kind_name))
 

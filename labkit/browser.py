@@ -70,7 +70,7 @@ class LoadOnImport(importlib.abc.MetaPathFinder):
         if package is None:
             return None
         import pyodide_js  # type: ignore[import-not-found]  # Pyodide's JavaScript API (in Pyodide only)
-        from pyodide.ffi import can_run_sync, run_sync  # type: ignore[import-not-found]
+        from pyodide.ffi import can_run_sync, run_sync  # type: ignore[import-not-found]  # Pyodide's own (in Pyodide only)
 
         if package in pyodide_js.loadedPackages.to_py():
             return None
@@ -86,7 +86,7 @@ def install() -> None:
     """Put the finder last on ``sys.meta_path`` (once), and keep tqdm's thread warning out of the learner's
     output."""
     if not any(isinstance(f, LoadOnImport) for f in sys.meta_path):
-        import pyodide_js  # type: ignore[import-not-found]
+        import pyodide_js  # type: ignore[import-not-found]  # Pyodide's JavaScript API (in Pyodide only)
 
         sys.meta_path.append(LoadOnImport(lock_imports(pyodide_js._api.lockfile_packages.to_py())))
     # tqdm starts a monitor thread with its first bar (even a disabled one); a tab has no threads, so tqdm

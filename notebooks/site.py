@@ -290,7 +290,7 @@ def with_bytecode(wheels: list[Path], official: list[Path], core: Path, out: Pat
 
 
 def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> dict:
-    """The JupyterLite sources: files/ (notebooks, examples), and the wheels + lock beside a local Pyodide
+    """The JupyterLite sources: files/ (notebooks, examples, clusters), and the wheels + lock beside a local Pyodide
     (static/pyodide, ``pyodide`` a distribution's folder) or for the CDN (static/labkit, ``pyodide`` None).
     Returns the kernel's settings (``litePluginSettings``), to merge into the built site's jupyter-lite.json."""
     files = lite_dir / "files"
@@ -298,6 +298,7 @@ def stage(lite_dir: Path, pyodide: Path | None, *, solutions: bool = False) -> d
     for name in build.names():
         (files / "notebooks" / f"{name}.ipynb").write_text(_learner_notebook(name, solutions), encoding="utf-8")
     shutil.copytree(ROOT / "examples", files / "examples")
+    shutil.copytree(ROOT / "clusters", files / "clusters")  # the cluster profiles, to open and copy (the kit reads its own)
     official = json.loads(((pyodide or NPM_CORE) / "pyodide-lock.json").read_text())
     version = pyodide_version(pyodide or NPM_CORE)
     if pyodide is None:
@@ -431,7 +432,7 @@ def landing_page(config_script: str) -> str:
 embedded <code>sim</code> cluster): nothing to install, no account, no GPU. Open a lesson and run it from the top;
 your edits stay in this browser.</p>
 <p class="total">{len(items)} lessons, about {round(minutes / 60)} hours in all.
-<a href="lab/index.html">Open the lab</a> with every notebook and <code>examples/</code>.</p>
+<a href="lab/index.html">Open the lab</a> with every notebook, <code>examples/</code> and the cluster profiles in <code>clusters/</code>.</p>
 </header>
 <main>
 {chr(10).join(sections)}

@@ -6,11 +6,14 @@ import copy
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from labkit.api import LoadError, Problem, dump, load
 from labkit.cel.validation import validate  # with CEL, as the API server
+
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
 
 V1 = "resource.k8s.io/v1"
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,9 +13,12 @@ import sys
 from pathlib import Path
 
 import kubernetes.client
+import pytest
 import yaml
 
 from labkit.api.schema import MODEL_FOR, SCHEMA_VERSION, type_errors
+
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD_VALUES = [5.5, 7, True, "x", "2", [], {}, None, float("nan"), {"a": 1}, ["a"], 1, "true"]

@@ -25,6 +25,8 @@ import pytest
 
 from tests.cliserver import CliServer
 
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 ROOT = Path(__file__).resolve().parents[1]
 NASTY = Path("tests/data/nasty")
 EXPECTED = ROOT / NASTY / "expected.tsv"

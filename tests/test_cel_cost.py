@@ -17,6 +17,8 @@ import pytest
 from labkit.cel import COST_LIMIT, CelCompileError, estimate_max_cost
 from tests.test_cel_conformance import ROWS
 
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 #: feature gate sets, as written in the tables: DRAConsumableCapacity, DRAListTypeAttributes
 FEATURES: dict[str, tuple[bool, bool]] = {"": (False, False), "cc": (True, False), "lt": (False, True),
                                           "cc,lt": (True, True)}

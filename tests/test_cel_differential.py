@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from labkit.cel import CelCompileError, CelError, CelRuntimeError, compile_selector, device_input
 
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 D = "gpu.nvidia.com"
 DEVICE = {
     "name": "gpu-0",

@@ -29,6 +29,8 @@ from labkit.cluster import connect
 from labkit.cluster.processes import identify
 from labkit.cluster.snapshot import cluster_state
 
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 LABKIT = str(BIN / "labkit")

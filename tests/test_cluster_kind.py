@@ -24,6 +24,8 @@ from labkit.cluster.kind.preflight import HostFacts, readiness, run_preflight
 from labkit.cluster.kind.runner import CommandError, RecordingRunner
 from labkit.model.profiles import load_profile
 
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 ALL_TOOLS = {"docker": "docker", "podman": None, "kind": "kind", "kubectl": "kubectl"}
 KUBECTL_137 = json.dumps({"clientVersion": {"major": "1", "minor": "37", "gitVersion": "v1.37.1"}})
 NET_ID = "f00dfeed" * 8  # kind's network as the engine names it (a test value)

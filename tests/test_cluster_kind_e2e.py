@@ -751,7 +751,7 @@ def test_topology_lab_notebooks_pass_on_kind(clusters):
 
 
 # -- nvl72-two-trays: ComputeDomains (issue 27) ----------------------------------------------------
-# Two GB200 trays (labkit/model/clusters/nvl72-two-trays.yaml says why two): the kind backend deployed
+# Two GB200 trays (clusters/nvl72-two-trays.yaml says why two): the kind backend deployed
 # fake_gpus/deploy/compute-domains (CRD, DeviceClasses, the controller's Deployment under its own
 # ServiceAccount); NVIDIA's demos run unchanged (tests/data/upstream/nvidia-computedomain).
 CD_LABEL = "resource.nvidia.com/computeDomain"

@@ -81,9 +81,9 @@ def test_components_run_with_the_built_version(cluster: LocalCluster) -> None:
     assert st["kubernetesVersion"].startswith("v1.37.")
     out = subprocess.run([str(cluster.binaries.bin_dir / "kube-apiserver"), "--version"],
                          capture_output=True, text=True, check=True).stdout
-    assert out.strip() == f"Kubernetes {cluster.kubernetes_version}"
+    assert out.strip() == f"Kubernetes {cluster.server_version}"
     # the server says the same
-    assert cluster.kube.request("GET", "/version")["gitVersion"] == cluster.kubernetes_version
+    assert cluster.kube.request("GET", "/version")["gitVersion"] == cluster.server_version
 
 
 def test_nodes_are_ready_with_profile_labels(cluster: LocalCluster) -> None:
@@ -251,7 +251,7 @@ def test_older_profile_runs_on_the_newer_binaries_by_emulation(cluster: LocalClu
         pytest.skip("exact 1.36 binaries are cached; emulation is not used")
     old = LocalCluster(progress=False).up({**TINY, "name": "local-136", "kubernetesVersion": "1.36"})
     try:
-        assert old.emulated_version == "1.36" and old.kubernetes_version == cluster.kubernetes_version
+        assert old.emulated_version == "1.36" and old.server_version == cluster.server_version
         version = old.kube.request("GET", "/version")
         assert (version["emulationMajor"], version["emulationMinor"]) == ("1", "36")
         from labkit.cluster.kube import ApiError

@@ -15,9 +15,33 @@ from labkit.api import dump
 from labkit.cli import main
 from labkit.cluster import ClusterError, connect
 from labkit.cluster.explain_live import explain_pod
+from labkit.cluster.kubeapi import KubeconfigCluster
 from labkit.cluster.report import simulate_report
 from labkit.cluster.snapshot import cluster_state
 from tests.scenario_gen import generate
+
+
+class Attached(KubeconfigCluster):
+    """What the kubeconfig backend exposes once attached (the server's /version), over another cluster's
+    objects (`source`, or a fixed list `objs`); its /metrics unreadable (no feature gates known)."""
+
+    def __init__(self, server_version: str, source=None, objs=None, emulated_version=None):
+        super().__init__()
+        self.server_version, self.emulated_version = server_version, emulated_version
+        self._source, self._objs = source, objs
+
+    def get(self, kind, name, namespace="default"):
+        return self._source.get(kind, name, namespace)
+
+    def list(self, kind, namespace=None):
+        return [o for o in self._objs if o["kind"] == kind] if self._objs is not None else self._source.list(kind)
+
+    def events(self):
+        return self._source.events()
+
+    def feature_gates(self):
+        return {}
+
 
 
 def _no_events(report: dict) -> dict:
@@ -252,14 +276,8 @@ def test_missing_kubeconfig_is_one_line(tmp_path, capsys):
 def test_server_version_picks_the_allocator_profile(busy, server, minor):
     from labkit.cluster.explain_live import allocator_version, restored_sim
 
-    class Attached:  # what the kubeconfig backend exposes: the server's /version
-        backend, server_version, profile = "kubeconfig", server, None
-
-        def list(self, kind):
-            return busy.list(kind)
-
-    assert allocator_version(Attached()) == minor
-    assert restored_sim(Attached()).dra.kubernetes_version == minor
+    assert allocator_version(Attached(server, busy)) == minor
+    assert restored_sim(Attached(server, busy)).dra.kubernetes_version == minor
 
 
 def test_an_emulated_minor_picks_its_profile(busy):
@@ -267,25 +285,18 @@ def test_an_emulated_minor_picks_its_profile(busy):
     emulationMinor 36 (measured on local): the 1.36 rules apply."""
     from labkit.cluster.explain_live import allocator_version
 
-    class Emulating:
-        backend, server_version, emulated_version, profile = "kubeconfig", "v1.37.1", "1.36", None
-
-    assert allocator_version(Emulating()) == "1.36"
+    assert allocator_version(Attached("v1.37.1", busy, emulated_version="1.36")) == "1.36"
 
 
 def test_server_outside_the_modelled_versions_is_one_line(busy):
     from labkit.cluster.explain_live import explain_pod
 
-    class Old:
-        backend, server_version, profile = "kubeconfig", "v1.33.5", None
-
-        def get(self, kind, name, namespace):
-            return busy.get(kind, name, namespace)
-
     name = busy.list("Pod")[0]["metadata"]["name"]
     with pytest.raises(ClusterError) as e:
-        explain_pod(Old(), name)
-    assert str(e.value).startswith("the cluster runs Kubernetes v1.33.5; labkit's allocator models 1.34-1.37 only")
+        explain_pod(Attached("v1.33.5", busy), name)
+    from labkit.api.features import SUPPORTED_VERSIONS
+    assert str(e.value).startswith(f"the cluster runs Kubernetes 1.33; labkit's allocator models 1.34-"
+                                   f"{SUPPORTED_VERSIONS[-1]} only")
 
 
 def test_a_pod_that_fits_now_says_the_scheduler_has_not_retried():
@@ -304,19 +315,7 @@ def test_a_pod_that_fits_now_says_the_scheduler_has_not_retried():
     objs = [o for o in cluster_state(c) if not (o["kind"] in ("Pod", "ResourceClaim")
                                                  and o["metadata"]["name"].startswith("a"))]
 
-    class Live:  # a real cluster right after pod a and its claim went away
-        backend, server_version, profile = "kubeconfig", "v1.37.0", None
-
-        def get(self, kind, name, namespace):
-            return c.get(kind, name, namespace)
-
-        def list(self, kind):
-            return [o for o in objs if o["kind"] == kind]
-
-        def events(self):
-            return c.events()
-
-    text = explain_pod(Live(), "b")
+    text = explain_pod(Attached("v1.37.0", c, objs), "b")  # a real cluster right after pod a and its claim went away
     assert text.startswith("Pod default/b is Pending, but it fits now: labkit's scheduler would place it on node "
                            "t4-0 (b-g-")
     assert "g -> t4-0/gpu-0" in text and "The real scheduler has not retried it yet" in text

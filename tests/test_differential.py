@@ -24,6 +24,8 @@ from tests.differential.coverage import Coverage
 from tests.differential.draw import RandomDraw, ReplayDraw
 from tests.differential.generator import Scenario, generate, scenarios
 
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 KNOWN_SEEDS = harness.REGRESSIONS_OPEN / "known-seeds.json"
 
 
@@ -197,7 +199,8 @@ def _known_seeds() -> dict[str, str]:
     return json.loads(KNOWN_SEEDS.read_text()) if KNOWN_SEEDS.exists() else {}
 
 
-def _shrink_and_save(oracle: Path, workdir: Path, choices: list[int], kind: str, detail: str, label: str) -> Path:
+def _shrink_and_save(oracle: Path, workdir: Path, choices: list[int], kind: str, detail: str, label: str,
+                     version: str = "1.37") -> Path:
     """Shrink a disagreeing scenario (same diff kind) and save it under regressions-open/."""
     def fails(sc: Scenario) -> bool:
         case_root = workdir / "shrink"
@@ -206,7 +209,7 @@ def _shrink_and_save(oracle: Path, workdir: Path, choices: list[int], kind: str,
         diff = _diff_or_crash(harness.run_oracle_one(oracle, d), harness.run_labkit(d))
         return diff.kind == kind
 
-    small = harness.shrink(choices, fails)
+    small = harness.shrink(choices, fails, version=version)
     final = small.write(workdir / "final" / "case")
     oracle_row = harness.run_oracle_one(oracle, final)
     diff = harness.compare(oracle_row, harness.run_labkit(final))
@@ -214,13 +217,22 @@ def _shrink_and_save(oracle: Path, workdir: Path, choices: list[int], kind: str,
                                    f"{label}: {diff.kind}: {diff.detail}\n(original: {kind}: {detail})")
 
 
-def test_differential_generated(oracle: Path, coverage: Coverage, tmp_path: Path) -> None:
+#: the releases the generated differential runs at full volume: the default and the newest
+GENERATED_VERSIONS = ["1.37", "1.38"]
+
+
+@pytest.mark.parametrize("version", GENERATED_VERSIONS)
+def test_differential_generated(version: str, oracle: Path, oracle_of, coverage: Coverage, tmp_path: Path) -> None:
+    """`-k 'generated and 1.38'` runs one release only. Known open disagreements are keyed by seed
+    (1.37) or by "<version>:<seed>"."""
+    if version != "1.37":
+        oracle = oracle_of(version)
     n = _examples()
     root = tmp_path / "batch"
     scen: dict[str, tuple[Scenario, list[int]]] = {}
     for seed in range(n):
         d = RandomDraw(seed)
-        sc = generate(d)
+        sc = generate(d, version)
         sc.write(root / f"{seed:05d}")
         scen[f"{seed:05d}"] = (sc, d.choices)
     rows = harness.run_oracle_batch(oracle, root)
@@ -236,20 +248,23 @@ def test_differential_generated(oracle: Path, coverage: Coverage, tmp_path: Path
         if diff.kind == "error-text":
             error_text.append((name, diff.detail))
         elif not diff.agrees:
-            seed = str(int(name))
+            seed = str(int(name)) if version == "1.37" else f"{version}:{int(name)}"
             if seed in known and (harness.REGRESSIONS_OPEN / known[seed]).is_dir():
                 known_hits.append((name, known[seed]))
             else:
                 new.append((name, diff))
-        coverage.record(scen[name][0].tags, status, kind)
+        if version == "1.37":
+            coverage.record(scen[name][0].tags, status, kind)
     saved = []
     budget = int(os.environ.get("LABKIT_DIFF_SHRINK", "3"))
     for name, diff in new[:budget]:
-        dest = _shrink_and_save(oracle, tmp_path, scen[name][1], diff.kind, diff.detail, f"seed {int(name)}")
-        known[str(int(name))] = dest.name
+        dest = _shrink_and_save(oracle, tmp_path, scen[name][1], diff.kind, diff.detail,
+                                f"{version} seed {int(name)}", version)
+        known[str(int(name)) if version == "1.37" else f"{version}:{int(name)}"] = dest.name
         saved.append(f"{dest.relative_to(harness.REPO)}  (seed {int(name)}: {diff.kind}: {diff.detail})")
     if saved:
-        KNOWN_SEEDS.write_text(json.dumps(dict(sorted(known.items(), key=lambda kv: int(kv[0]))), indent=1) + "\n")
+        ordered = sorted(known.items(), key=lambda kv: (":" in kv[0], kv[0].split(":")[0], int(kv[0].split(":")[-1])))
+        KNOWN_SEEDS.write_text(json.dumps(dict(ordered), indent=1) + "\n")
     for name, detail in error_text[:10]:
         print(f"error text differs, scenario {name}: {detail}")
     if known_hits:

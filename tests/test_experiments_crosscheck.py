@@ -9,10 +9,14 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from labkit.cluster import connect
 from labkit.experiments.crosscheck import check_on
 from labkit.experiments.inflation import run_inflation
 from labkit.experiments.openb import openb_fleet
+
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
 
 EVERY = 80  # 23 nodes, 109 GPUs, 162 arriving tasks: a second on the sim
 

@@ -26,6 +26,8 @@ import pytest
 
 from labkit.experiments.gorand import GoRand
 
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 PUBLISHED = json.loads((Path(__file__).parent / "data" / "fgd_paper_per_seed.json").read_text())["cells"]
 #: `labkit experiment inflation --no-sim --seeds 42 --policies best-fit,gpu-packing` at 465041b
 BEFORE = {"best-fit": [442.97], "gpu-packing": [489.33]}

@@ -23,6 +23,8 @@ from labkit.experiments import openb
 from labkit.experiments.inflation import POLICIES, run_inflation, tie_rank
 from labkit.experiments.openb import VARIANTS, OpenbPod, inflate, openb_fleet, openb_nodes, openb_pods
 
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 
 def cli_json(capsys, *argv: str) -> dict:
     rc = labkit_main(["experiment", "inflation", *argv, "-o", "json"])

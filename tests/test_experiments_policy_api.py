@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 LABKIT = [sys.executable, "-m", "labkit"]
 SMALL = ["--fleet", "openb:40", "--no-sim", "--no-progress", "-o", "json"]
 

@@ -29,6 +29,8 @@ from labkit.experiments.sweep import (
 )
 from labkit.experiments.traces import generate
 
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "experiments_bench.py"
 #: 2 policies x 2 traces x 2 seeds x 2 fleets = 16 small cells
 GRID = ["--policies", "whole-gpu,frag-aware", "--traces", "synthetic:25,alibaba-shape:40",

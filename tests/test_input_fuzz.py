@@ -68,6 +68,8 @@ from tests import test_fake_gpus_helm
 from tests.cliserver import CliServer
 from tests.test_fake_gpus_helm import CHART, run_helm
 
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 helm = test_fake_gpus_helm.helm  # the session fixture: the cached helm binary (tools/build-helm.sh)
 
 ROOT = Path(__file__).resolve().parents[1]

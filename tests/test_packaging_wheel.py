@@ -42,8 +42,10 @@ def installed(tmp_path_factory) -> tuple[Path, Path, Path, Path]:
     """(venv python, a working directory outside the repository, the wheel, the source it was built from)."""
     base = tmp_path_factory.mktemp("wheel")
     src = base / "src"
-    # only what git tracks (no .venv, build outputs or caches), as a fresh clone would have it
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.split(b"\0")
+    # only what git tracks or would track (no .venv, build outputs or caches), as a fresh clone of the next
+    # commit would have it
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, check=True).stdout.split(b"\0")
     for f in filter(None, files):
         rel = Path(f.decode())
         if not (REPO / rel).is_file():
@@ -81,7 +83,12 @@ def test_wheel_holds_the_runtime_data(installed):
                 "print(pathlib.Path(fake_gpus.__file__).parent)"], cwd=work)
     pkg, fg = (Path(line) for line in res.stdout.split())
     assert REPO not in pkg.parents and REPO not in fg.parents  # the installed copy, not the clone
-    assert (pkg / "model" / "clusters" / "workshop.yaml").is_file()
+    # the cluster profiles live in the top-level clusters/ folder; the build copies them into the package (setup.py)
+    profiles = sorted(p.name for p in (src / "clusters").glob("*.yaml"))
+    assert "workshop.yaml" in profiles
+    assert [f for f in profiles if f"labkit/model/clusters/{f}" not in names] == []
+    assert sorted(p.name for p in (pkg / "model" / "clusters").glob("*.yaml")) == profiles
+    assert not [n for n in names if n.startswith("clusters/")]  # inside the package only
     assert (fg / "deploy" / "05-daemonset.yaml").is_file()
     assert (fg / "deploy" / "helm" / "fake-gpus" / "templates" / "_helpers.tpl").is_file()
     assert list((fg / "catalog" / "profiles").glob("*.yaml"))
@@ -96,6 +103,24 @@ def test_connect_sim_workshop(installed):
     nodes, names = res.stdout.splitlines()
     assert nodes == "['dgx-a100-0', 't4-0', 't4-1']"
     assert "workshop" in names and "mig-lab" in names
+
+
+def test_labkit_finds_the_shipped_profiles_and_yours_in_dot_clusters(installed, tmp_path):
+    """From a directory with no clusters/, `labkit cluster up` finds the wheel's profiles; a ./clusters of the
+    working directory adds to them and overrides one of the same name."""
+    py, work, _, src = installed
+    labkit = py.parent / "labkit"
+    up = _run([str(labkit), "cluster", "up", "--profile", "workshop"], cwd=work)
+    assert up.stdout.startswith("profile workshop: 3 node(s), Kubernetes ")
+    res = subprocess.run([str(labkit), "cluster", "up", "--profile", "no-such"], cwd=work, capture_output=True,
+                         text=True)
+    assert res.returncode == 3
+    assert f"known profiles: {', '.join(sorted(p.stem for p in (src / 'clusters').glob('*.yaml')))} (" in res.stderr
+    mine = tmp_path / "clusters"
+    mine.mkdir()
+    (mine / "workshop.yaml").write_text("nodes: [{name: box-0, nodeProfile: t4-inference}]\n")
+    up = _run([str(labkit), "cluster", "up", "--profile", "workshop"], cwd=tmp_path)
+    assert up.stdout.startswith("profile workshop: 1 node(s), Kubernetes ") and "box-0" in up.stdout
 
 
 def test_user_profiles_on_the_search_path(installed, tmp_path):

@@ -31,6 +31,8 @@ import pytest
 
 from labkit.cel import CelCompileError, CelRuntimeError, compile_selector, device_input
 
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 ROOT = Path(__file__).resolve().parents[1]
 ENGINES = ("cel-expr-python", "cel-python")
 DRIVER = "gpu.example.com"

@@ -45,6 +45,8 @@ from labkit.cluster.base import ClusterError, ClusterInputError
 from labkit.cluster.local import pki
 from tests.cliserver import CliServer
 
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 V1 = "client.authentication.k8s.io/v1"
 V1BETA1 = "client.authentication.k8s.io/v1beta1"
 PLAIN_HTTP = "the server address is plain http, so the context's credentials were not sent"

@@ -26,6 +26,8 @@ import yaml
 from labkit.cluster import connect
 from labkit.model.state import STATE_KINDS
 
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "notebooks" / "site.py"
 #: the largest file the limited commands may write: a picture or a snapshot is bigger, the old file smaller

@@ -36,6 +36,8 @@ from labkit.cluster.kind.runner import RecordingRunner
 
 from .test_cluster_kind import ALL_TOOLS, HEALTHY
 
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = "tiny"
 #: set in the environment of everything a test's `labkit` starts: how the leak check finds them

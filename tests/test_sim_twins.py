@@ -14,6 +14,8 @@ from labkit.cluster import connect
 from labkit.experiments import generate, run_policy
 from labkit.sim.dra import DraState
 
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 V1 = "resource.k8s.io/v1"
 
 FLEET = {"name": "twins", "kubernetesVersion": "1.37", "nodes": [

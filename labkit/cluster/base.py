@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from labkit.api import LoadError, load
+from labkit.api.features import DEFAULT_VERSION, FeatureGateError, resolve_gates
 from labkit.cluster.placements import PlacementTable
 from labkit.errors import EngineError, InputError, LabkitError, NotFoundError
 from labkit.model.profiles import ProfileError, load_profile
@@ -59,6 +60,16 @@ class NotFound(NotFoundError, ClusterError):
 
 class ClusterInputError(InputError, ClusterError):
     """What the user handed a cluster (objects, a profile, a dump, a kubeconfig) is wrong (exit 2)."""
+
+
+def check_gpu_plugin(backend: str, profile: Any) -> None:
+    """A profile whose GPUs come through NVIDIA's device plugin (`gpuPlugin: device-plugin`) runs on the sim
+    only: the real backends run the fake DRA driver, which would publish the GPUs through DRA instead."""
+    plugin = getattr(profile, "gpu_plugin", "dra")
+    if backend != "sim" and plugin != "dra":
+        raise ClusterInputError(f"gpuPlugin: {plugin} (GPUs through NVIDIA's device plugin) is modelled on the sim "
+                                f"backend only; the {backend} backend runs the fake DRA driver",
+                                obj=f"cluster profile {profile.name}", fix="use --backend sim for this profile")
 
 
 class RefusedObjects(ClusterInputError):
@@ -106,6 +117,12 @@ def cluster_error(exc: BaseException) -> ClusterError:
     return cls(str(exc))
 
 
+def server_minor(git_version: str) -> str:
+    """ "v1.37.1-gke.100" / "v1.36.0+k3s1" -> "1.37" / "1.36": the minor of a server's gitVersion."""
+    parts = str(git_version).strip().lstrip("v").split(".")
+    return ".".join(p.split("-")[0].rstrip("+").split("+")[0] for p in parts[:2])
+
+
 class Cluster(ABC):
     """A Kubernetes cluster with DRA, seen through plain-dict objects."""
 
@@ -117,6 +134,29 @@ class Cluster(ABC):
             raise ClusterError(_unknown_options(type(self), sorted(unknown)))
         self.profile: Any = None  # labkit.model.profiles.ClusterProfile once up
         self.show_progress = progress
+
+    # -- what the cluster is ----------------------------------------------------------------
+    @property
+    def kubernetes_version(self) -> str:
+        """The Kubernetes minor the cluster runs, or emulates ("1.37"): its profile's for a cluster the kit
+        made; a server's own for one it attached to (KubeCluster)."""
+        return str(getattr(self.profile, "kubernetes_version", "") or DEFAULT_VERSION)
+
+    def feature_gates(self) -> dict[str, bool]:
+        """The feature gates the cluster runs with: its version's defaults with the profile's settings (a
+        backend that can read the server's own says those instead). {} for settings the version refuses."""
+        try:
+            gates, _warnings = resolve_gates(self.kubernetes_version,
+                                             dict(getattr(self.profile, "feature_gates", None) or {}))
+        except (FeatureGateError, KeyError):
+            return {}
+        return gates
+
+    @classmethod
+    def available(cls, kubernetes_version: str = DEFAULT_VERSION) -> tuple[bool, str]:
+        """Can this backend run a cluster of `kubernetes_version` on this machine? (yes or no, and why: what
+        is missing and the command that fixes it). The course's environment check asks every backend."""
+        return True, "nothing to install"
 
     # -- lifecycle -------------------------------------------------------------------------
     @abstractmethod
@@ -145,6 +185,13 @@ class Cluster(ABC):
     @abstractmethod
     def get(self, kind: str, name: str, namespace: str | None = "default") -> dict:
         """One object as a dict. Raises NotFound."""
+
+    def find(self, kind: str, name: str, namespace: str | None = "default") -> dict | None:
+        """`get`, or None when there is no such object (for loops that poll many objects)."""
+        try:
+            return self.get(kind, name, namespace)
+        except NotFound:
+            return None
 
     @abstractmethod
     def list(self, kind: str, namespace: str | None = None) -> list[dict]:
@@ -175,6 +222,16 @@ class Cluster(ABC):
     def pod_env(self, pod: str, namespace: str = "default", container: str | None = None) -> dict[str, str]:
         """Environment a container gets from its prepared devices (CDI env): exactly the devices
         of the claims/requests it references. No container: the union over the pod's containers."""
+
+    def inject_health_event(self, node: str, device: str, xid: int | None = None, *, kind: str = "xid") -> None:
+        """Make the GPU driver on `node` report a health event for `device` (its name in the node's
+        ResourceSlice, e.g. gpu-3): `kind` "xid" (with `xid`, e.g. 79 or 13), "gpu-lost" or
+        "unmonitored", or the lab's "repair" (the GPU replaced: its health taints off, Healthy again).
+        The driver taints the device as NVIDIA's does with its NVMLDeviceHealthCheck gate on
+        (fake_gpus.health_events) and reports it Unhealthy for a fatal event; the kubelet writes the
+        pods' allocatedResourcesStatus. Returns once the cluster saw it."""
+        raise ClusterError(f"inject_health_event is not supported on the {self.backend or type(self).__name__} "
+                           "backend; use the sim or kind backend")
 
     @staticmethod
     def _check_container(pod: dict, container: str | None) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from labkit.api.load import input_path, load
 from labkit.cli_types import SEED_MAX, number, seed
 from labkit.cluster import runstate
-from labkit.cluster.base import RefusedObjects, backend_class, backends, connect
+from labkit.cluster.base import RefusedObjects, backend_class, backends, check_gpu_plugin, connect
 from labkit.cluster.describe import KINDS, describe, object_names
 from labkit.cluster.report import claim_users, report_tables, simulate_report
 from labkit.cluster.statuslist import status_doc, status_names, status_table
@@ -116,6 +116,8 @@ def run_cluster(args: argparse.Namespace) -> int:
                                  "local and kind clusters")
         else:
             return _status_all(fmt, only=(backend, load_profile(profile_arg).name))
+    if args.action == "up":
+        check_gpu_plugin(backend, load_profile(profile_arg))
     cls = backend_class(backend)
     return cls.manage(args.action, profile_arg, name=args.name, swap_images=args.swap_images,
                       progress=sys.stderr.isatty())

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from labkit.api.features import SUPPORTED_VERSIONS
-from labkit.cluster.base import ClusterError, cluster_error
+from labkit.cluster.base import Cluster, ClusterError, cluster_error, server_minor
 from labkit.cluster.explain import format_pod_explanation, pod_explanation_doc
 from labkit.cluster.snapshot import cluster_state
 from labkit.model.state import StateError, load_state, profile_for_state
@@ -28,14 +28,12 @@ from labkit.sim.engine import Sim
 MAX_EVENTS = 5
 
 
-def allocator_version(cluster: Any, kubernetes_version: str | None = None) -> str:
-    """The minor ("1.36") whose allocator profile applies: the argument, the minor the server emulates
-    (`cluster.emulated_version`, from /version's emulationMinor), the server's version
-    (`cluster.server_version`), else the cluster profile's. One line for versions labkit does not model."""
-    raw = kubernetes_version or getattr(cluster, "emulated_version", None) or getattr(cluster, "server_version", None) or getattr(
-        getattr(cluster, "profile", None), "kubernetes_version", None) or "1.37"
-    parts = str(raw).strip().lstrip("v").split(".")
-    minor = ".".join(p.split("-")[0].rstrip("+") for p in parts[:2])
+def allocator_version(cluster: Cluster, kubernetes_version: str | None = None) -> str:
+    """The minor ("1.36") whose allocator profile applies: the argument, else the cluster's own
+    (`Cluster.kubernetes_version`: the minor a server emulates, its version, or the profile's). One line
+    for versions labkit does not model."""
+    raw = kubernetes_version or cluster.kubernetes_version
+    minor = server_minor(raw)
     if minor not in SUPPORTED_VERSIONS:
         raise ClusterError(f"the cluster runs Kubernetes {raw}; labkit's allocator models {SUPPORTED_VERSIONS[0]}-"
                            f"{SUPPORTED_VERSIONS[-1]} only, so it cannot explain or simulate this cluster "
@@ -43,15 +41,9 @@ def allocator_version(cluster: Any, kubernetes_version: str | None = None) -> st
     return minor
 
 
-def cluster_gates(cluster: Any) -> dict[str, bool]:
-    """Feature gates the cluster runs with, as far as the backend knows them (else the version's defaults)."""
-    gates = getattr(cluster, "feature_gates", None)
-    if callable(gates):
-        gates = gates()
-    if gates is None:
-        gates = getattr(cluster, "_gates", None) or dict(getattr(getattr(cluster, "profile", None), "feature_gates", None)
-                                                         or {})
-    return dict(gates or {})
+def cluster_gates(cluster: Cluster) -> dict[str, bool]:
+    """Feature gates the cluster runs with, as far as the backend knows them (`Cluster.feature_gates`)."""
+    return dict(cluster.feature_gates() or {})
 
 
 def restored_sim(cluster: Any, objs: list[dict] | None = None, kubernetes_version: str | None = None) -> Any:

@@ -42,6 +42,7 @@ from labkit.cluster.base import (
     Source,
     load_source,
     register_backend,
+    server_minor,
 )
 from labkit.cluster.explain_live import explain_pod
 from labkit.cluster.kube import EXEC_TIMEOUT, ApiError, Kube, client, kubeconfig_configuration
@@ -148,6 +149,20 @@ def pod_in_flight(pod: dict, claims: set[tuple[str, str]], templates: set[tuple[
 
 class KubeCluster(Cluster):
     """A cluster with a real API server: what the local, kind and kubeconfig backends share."""
+
+    #: gitVersion from the server's /version once attached ("v1.37.0"); "" for a cluster the kit made
+    server_version: str = ""
+    #: the minor the server emulates when it is newer binaries behaving as an older one ("1.36"), else None
+    emulated_version: str | None = None
+
+    @property
+    def kubernetes_version(self) -> str:
+        """The minor the server emulates, else the server's own minor, else the profile's."""
+        if self.emulated_version:
+            return self.emulated_version
+        if self.server_version:
+            return server_minor(self.server_version)
+        return super().kubernetes_version
 
     # -- objects ---------------------------------------------------------------------------
     def _apply_in_order(self, objs: list[dict], write: Callable[[list[dict]], list[dict]]) -> list[dict]:
@@ -273,7 +288,7 @@ class KubeconfigCluster(KubeCluster):
         self.kube: Any = None
         self.server = ""
         self.server_version = ""  # gitVersion from /version, e.g. "v1.37.0"
-        self.emulated_version: str | None = None  # "1.36" when the server emulates an older minor
+        self.emulated_version = None  # "1.36" when the server emulates an older minor
         self._gates: dict[str, bool] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -304,7 +319,7 @@ class KubeconfigCluster(KubeCluster):
         return self
 
     def _describe(self) -> Any:
-        minor = self.emulated_version or ".".join(self.server_version.lstrip("v").split(".")[:2])
+        minor = self.emulated_version or server_minor(self.server_version)
         nodes = [NodeSpec(name=n["metadata"]["name"],
                           node_profile=(n["metadata"].get("labels") or {}).get("fake-gpus.dev/node-profile", "(live)"))
                  for n in self.list("Node")]

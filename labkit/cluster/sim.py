@@ -26,6 +26,7 @@ from labkit.cluster.base import (
 )
 from labkit.cluster.explain import format_pod_explanation
 from labkit.cluster.placements import PlacementTable, build_placements
+from labkit.errors import LabkitError
 from labkit.model.kinds import canonical_kind
 from labkit.model.profiles import ClusterProfile, load_profile
 from labkit.model.state import StateError, load_state, origin_of, profile_for_state
@@ -54,6 +55,10 @@ class SimCluster(Cluster):
         self.sim: Sim | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
+    @classmethod
+    def available(cls, kubernetes_version: str = "1.37") -> tuple[bool, str]:
+        return True, "embedded in Python: nothing to install"
+
     def up(self, profile: str | Path | dict | ClusterProfile = "workshop") -> SimCluster:
         objs = None
         if self.state is not None:
@@ -158,6 +163,23 @@ class SimCluster(Cluster):
         try:
             self._sim.advance(seconds)
         except SimError as exc:
+            raise cluster_error(exc) from None
+
+    @property
+    def clock_seconds(self) -> float:
+        """Sim only: simulated seconds since the cluster came up."""
+        return self._sim.clock.seconds
+
+    def move_clock_to(self, seconds: float) -> None:
+        """Sim only: the clock jumps to `seconds` (never back) and nothing else runs - no controller round,
+        unlike `advance` (an experiment's tick: the runner deletes the pods that finish itself)."""
+        self._sim.clock.advance(max(0.0, seconds - self._sim.clock.seconds))
+
+    def inject_health_event(self, node: str, device: str, xid: int | None = None, *, kind: str = "xid") -> None:
+        try:
+            self._sim.health.inject(node, device, xid, kind)
+            self._sim.run()
+        except LabkitError as exc:
             raise cluster_error(exc) from None
 
     def watch(self, callback: Callable[[Any], None], kinds: list[str] | None = None) -> None:

@@ -6,7 +6,7 @@ import platform
 import sys
 from importlib import metadata
 
-from labkit.cluster.base import FULL_KIT, MissingPackage
+from labkit.cluster.base import FULL_KIT, MissingPackage, backend_class
 from labkit.cluster.kube import client as kube_client
 
 PACKAGES = ("dra-labkit", "kubernetes", "cel-expr-python", "networkx", "jupyterlab", "ipywidgets", "anywidget",
@@ -23,25 +23,6 @@ def _version(dist: str) -> str:
 def environment_table() -> list[tuple[str, str]]:
     """(component, version) rows: Python and the packages the course uses."""
     return [("python", platform.python_version())] + [(p, _version(p)) for p in PACKAGES]
-
-
-def _local_status(minor: str) -> tuple[bool, str]:
-    # lazy: start-up (the local backend loads the kubernetes client, grpc and the sim)
-    from labkit.cluster.local import binaries
-
-    found = binaries.find(minor)
-    if found:
-        return True, f"control-plane binaries in {found.bin_dir}"
-    hint = "Go found: `bash tools/build-controlplane.sh` builds them" if binaries.can_build() else "no Go to build them"
-    return False, f"no control-plane binaries for {minor} in {binaries.version_dir(minor)} ({hint})"
-
-
-def _kind_status(minor: str = "1.37") -> tuple[bool, str]:
-    """The kind preflight (labkit.cluster.kind.preflight): what is missing and the command that fixes it."""
-    # lazy: start-up (the kind backend and its preflight are not needed by labkit --help)
-    from labkit.cluster.kind.preflight import check_host, readiness
-
-    return readiness(check_host(minor))
 
 
 #: why a browser tab (JupyterLite, Pyodide) cannot run the backend, and what to do instead
@@ -63,7 +44,7 @@ def _status(name: str, minor: str) -> tuple[bool, str]:
         return False, IN_BROWSER[name]
     try:
         kube_client(name)
-        return _local_status(minor) if name == "local" else _kind_status(minor)
+        return backend_class(name).available(minor)
     except MissingPackage as exc:  # a pure-Python install: the backend's client libraries are absent
         return False, f"needs the Python package {exc.name} (not installed here): {FULL_KIT}"
     except ImportError as exc:
@@ -72,7 +53,8 @@ def _status(name: str, minor: str) -> tuple[bool, str]:
 
 def backend_table(minor: str = "1.37") -> list[tuple[str, str, str]]:
     """(backend, can run here, why) for sim, local and kind."""
-    rows = [("sim", "yes", "embedded in Python: nothing to install")]
+    ok, why = backend_class("sim").available(minor)
+    rows = [("sim", "yes" if ok else "no", why)]
     for name in ("local", "kind"):
         ok, why = _status(name, minor)
         rows.append((name, "yes" if ok else "no", why))

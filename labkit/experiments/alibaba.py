@@ -134,10 +134,10 @@ def iter_alibaba(path: str | Path, *, gpu_mem_gib: float = 80.0, keep_cpu: bool 
     for line, r in _rows(p):
         if limit is not None and n >= limit:
             return
-        num_gpu = int(_num(p, line, "num_gpu", r["num_gpu"], integer=True, lo=0, hi=8))  # type: ignore[arg-type]
-        milli = int(_num(p, line, "gpu_milli", r["gpu_milli"], integer=True, lo=0, hi=1000))  # type: ignore[arg-type]
-        cpu = int(_num(p, line, "cpu_milli", r["cpu_milli"], integer=True, lo=0))  # type: ignore[arg-type]
-        mem = int(_num(p, line, "memory_mib", r["memory_mib"], integer=True, lo=0))  # type: ignore[arg-type]
+        num_gpu = int(_num(p, line, "num_gpu", r["num_gpu"], integer=True, lo=0, hi=8))  # type: ignore[arg-type]  # no None: empty_ok off
+        milli = int(_num(p, line, "gpu_milli", r["gpu_milli"], integer=True, lo=0, hi=1000))  # type: ignore[arg-type]  # as above
+        cpu = int(_num(p, line, "cpu_milli", r["cpu_milli"], integer=True, lo=0))  # type: ignore[arg-type]  # as above
+        mem = int(_num(p, line, "memory_mib", r["memory_mib"], integer=True, lo=0))  # type: ignore[arg-type]  # as above
         created = _num(p, line, "creation_time", r["creation_time"], integer=False, lo=0)
         deleted = _num(p, line, "deletion_time", r["deletion_time"], integer=False, lo=0, empty_ok=True)
         scheduled = _num(p, line, "scheduled_time", r["scheduled_time"], integer=False, lo=0, empty_ok=True)
@@ -204,7 +204,7 @@ def load_alibaba(path: str | Path = SAMPLE, *, gpu_mem_gib: float = 80.0, keep_c
 def _replace(item: WorkItem, **kw: object) -> WorkItem:
     from dataclasses import replace
 
-    return replace(item, **kw)  # type: ignore[arg-type]
+    return replace(item, **kw)  # type: ignore[arg-type]  # callers pass WorkItem's own fields
 
 
 #: the published shape of cluster-trace-gpu-v2023 (clusterdata README): openb_pod_list_default.csv

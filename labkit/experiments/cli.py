@@ -205,7 +205,7 @@ def _print_summary(summary: object, keep: int, fmt: str = "table") -> None:
     """The summary as it always printed, one line per run (and so ``-o wide``); on a terminal,
     ``-o table`` folds it to its width (the ``keep`` columns that name a run repeated in each part)."""
     if fmt == "table" and sys.stdout.isatty():
-        print(summary.table(keep).fold(terminal_width(), keep, color_enabled()))  # type: ignore[attr-defined]
+        print(summary.table(keep).fold(terminal_width(), keep, color_enabled()))  # type: ignore[attr-defined]  # both summaries have table()
     else:
         print(summary)
 

@@ -202,7 +202,7 @@ class FgdScores:
             self.frag[i] = self._frag(idx, self.st.cpu[idx], self.st.g[idx])[0]
             ge, sm = self._counts(self.st.g[idx])
             self.ge[i], self.sm[i] = ge[0], sm[0]
-            self.seen[i] = self.st.version[i]  # type: ignore[index]
+            self.seen[i] = self.st.version[i]  # type: ignore[index]  # FleetState.__post_init__ sets it
 
     def _counts(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per node and typical shape: GPUs with at least the shape's milli left, and the milli
@@ -265,13 +265,13 @@ class FgdScores:
                                      np.full(n, -1, dtype=np.int64))
         scores, best, seen = hit
         version = self.st.version
-        stale = idx[seen[idx] != version[idx]]  # type: ignore[index]
+        stale = idx[seen[idx] != version[idx]]  # type: ignore[index]  # FleetState.__post_init__ sets it
         if len(stale):
             s, b = self._fgd(stale, pod)
             scores[stale] = s
             if b is not None:
                 best[stale] = b
-            seen[stale] = version[stale]  # type: ignore[index]
+            seen[stale] = version[stale]  # type: ignore[index]  # FleetState.__post_init__ sets it
         share = pod.num_gpu == 1 and pod.gpu_milli < MILLI
         return scores[idx], (best[idx] if share else None)
 
@@ -279,7 +279,7 @@ class FgdScores:
 
 def typical_pods(state: FleetState) -> Typical:
     """The run's typical pods: the inflation run's (state.typical), else from the state's workload."""
-    return state.typical if state.typical is not None else Typical.of(list(state.workload), state.model)  # type: ignore[arg-type]
+    return state.typical if state.typical is not None else Typical.of(list(state.workload), state.model)  # type: ignore[arg-type]  # a Task has the fields of OpenbPod that of() reads
 
 
 class Fgd(ScoringPolicy):
@@ -358,7 +358,7 @@ class GpuClustering(ScoringPolicy):
         if task.num_gpu == 0:
             return np.zeros(len(nodes), dtype=np.int64)
         gleft = state.g[nodes].sum(axis=1)
-        tags = state.tags[nodes]  # type: ignore[index]
+        tags = state.tags[nodes]  # type: ignore[index]  # FleetState.__post_init__ sets it
         mine = tags[:, tag_col(task)] > 0
         kinds = (tags > 0).sum(axis=1)
         base = MAX_SCORE // 4 * (MAX_GPU - gleft) // MAX_GPU
@@ -731,14 +731,14 @@ def _place(cluster: Any, st: State, i: int, pod: OpenbPod, gpus: list[int], name
     objs.append(pinned_pod(name, pod, node, template))
     cluster.apply(objs)
     cluster.wait()
-    got = cluster.sim.get("Pod", name, "default")
+    got = cluster.find("Pod", name, "default")
     bound = (got or {}).get("spec", {}).get("nodeName")
     if bound != node:
         raise InflationError(f"pod {name} ({pod.name}): the policy chose {node} but the sim did not bind it there "
                              f"(got {bound!r}); this is a bug, please report it")
     if pod.num_gpu:
         claim_name, _ = claim_name_for(got, got["spec"]["resourceClaims"][0])
-        claim = cluster.sim.get("ResourceClaim", claim_name, "default")
+        claim = cluster.find("ResourceClaim", claim_name, "default")
         res = (((claim or {}).get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
         want = {f"gpu-{j}" for j in gpus}
         if {r["device"] for r in res} != want:

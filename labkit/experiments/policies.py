@@ -234,13 +234,13 @@ class FleetState:
         """The task now runs on node i, on GPUs `gpus`."""
         self._change(i, task, gpus, -1)
         if task.gpus:
-            self.tags[i, tag_col(task)] += 1  # type: ignore[index]
+            self.tags[i, tag_col(task)] += 1  # type: ignore[index]  # set in __post_init__
 
     def remove(self, i: int, task: Task, gpus: Sequence[int]) -> None:
         """The task placed on node i (GPUs `gpus`) is gone."""
         self._change(i, task, gpus, 1)
         if task.gpus:
-            self.tags[i, tag_col(task)] -= 1  # type: ignore[index]
+            self.tags[i, tag_col(task)] -= 1  # type: ignore[index]  # set in __post_init__
 
     def _change(self, i: int, task: Task, gpus: Sequence[int], sign: int) -> None:
         self.cpu[i] += sign * task.cpu_milli
@@ -249,7 +249,7 @@ class FleetState:
             self.g[i, j] += sign * min(task.gpu_milli, MILLI)
             if self.gpu_mem is not None:
                 self.gpu_mem[i, j] += sign * task.gpu_mem_gib
-        self.version[i] += 1  # type: ignore[index]
+        self.version[i] += 1  # type: ignore[index]  # set in __post_init__
 
 
 def tag_col(task: Any) -> int:
@@ -293,7 +293,7 @@ def default_scores(task: Task, state: FleetState, nodes: np.ndarray) -> np.ndarr
     weights = np.zeros(len(nodes), dtype=np.int64)
     for free, cap_all, ask in ((state.cpu, state.cpu_total, task.cpu_milli),
                                (state.mem, state.mem_total, task.memory_mib)):
-        cap = cap_all[nodes].astype(np.int64)  # type: ignore[index]
+        cap = cap_all[nodes].astype(np.int64)  # type: ignore[index]  # *_total: set in __post_init__
         req = cap - free[nodes] + ask
         has = cap > 0
         part = np.where(req > cap, 0, (cap - req) * 100 // np.where(has, cap, 1))
@@ -900,19 +900,19 @@ class ProtocolObjects(BasePolicy):
             for j, use in enumerate(ledger.gpus[node]):
                 c = claims.get((node, j))
                 if c is not None:
-                    st.g[i, j], st.gpu_mem[i, j] = MILLI - c.compute, use.info.mem_gib - c.mem  # type: ignore[index]
+                    st.g[i, j], st.gpu_mem[i, j] = MILLI - c.compute, use.info.mem_gib - c.mem  # type: ignore[index]  # run's state has gpu_mem
                 else:
                     st.g[i, j] = MILLI if use.idle else 0
-                    st.gpu_mem[i, j] = use.info.mem_gib if use.idle else 0.0  # type: ignore[index]
+                    st.gpu_mem[i, j] = use.info.mem_gib if use.idle else 0.0  # type: ignore[index]  # run's state has gpu_mem
             mine = pods[node]
-            st.cpu[i] = st.cpu_total[i] - o.POD_CPU_MILLI * len(mine)  # type: ignore[index]
-            st.mem[i] = st.mem_total[i] - o.POD_MEMORY_MIB * len(mine)  # type: ignore[index]
-            st.tags[i] = 0  # type: ignore[index]
+            st.cpu[i] = st.cpu_total[i] - o.POD_CPU_MILLI * len(mine)  # type: ignore[index]  # set in __post_init__
+            st.mem[i] = st.mem_total[i] - o.POD_MEMORY_MIB * len(mine)  # type: ignore[index]  # set in __post_init__
+            st.tags[i] = 0  # type: ignore[index]  # set in __post_init__
             for item in mine:
                 task = Task.of_item(item)
-                if task.gpus and tag_col(task) < st.tags.shape[1]:  # type: ignore[union-attr]
-                    st.tags[i, tag_col(task)] += 1  # type: ignore[index]
-            st.version[i] += 1  # type: ignore[index]
+                if task.gpus and tag_col(task) < st.tags.shape[1]:  # type: ignore[union-attr]  # set in __post_init__
+                    st.tags[i, tag_col(task)] += 1  # type: ignore[index]  # set in __post_init__
+            st.version[i] += 1  # type: ignore[index]  # set in __post_init__
         return st
 
 

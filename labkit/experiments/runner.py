@@ -81,7 +81,7 @@ def _devices(cluster: Any, pod: dict) -> tuple[list[str], list[tuple[str, list[s
         name, templated = claim_name_for(pod, entry)
         if not name:
             continue
-        claim = cluster.sim.get("ResourceClaim", name, ns)
+        claim = cluster.find("ResourceClaim", name, ns)
         alloc = ((claim or {}).get("status") or {}).get("allocation") or {}
         got = [r["device"] for r in (alloc.get("devices") or {}).get("results") or [] if r.get("driver") == GPU_DRIVER]
         devs += got
@@ -137,7 +137,7 @@ def run_policy(trace: list[WorkItem], profile: str | Path | dict | ClusterProfil
         def bind_scan(now: float) -> None:
             nonlocal placed, waited
             for name in list(pending):
-                pod = cluster.sim.get("Pod", name, "default")
+                pod = cluster.find("Pod", name, "default")
                 node = (pod or {}).get("spec", {}).get("nodeName")
                 if not node:
                     continue
@@ -186,7 +186,7 @@ def run_policy(trace: list[WorkItem], profile: str | Path | dict | ClusterProfil
         if horizon is not None:
             t = min(t, max(horizon, timeline[-1]["t"] + tick))
         # only the clock moves here (pods finish by deletion above): no extra controller rounds
-        cluster.sim.clock.advance(max(0.0, t - cluster.sim.clock.seconds))
+        cluster.move_clock_to(t)
     else:
         raise ExperimentError(f"policy {pol.name}: gave up after {max_ticks} ticks; raise max_ticks or the tick")
     if bar is not None:

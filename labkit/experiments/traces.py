@@ -120,7 +120,7 @@ def generate(n: int = 500, seed: int = 0, *, rate_per_min: float = 6.0, params: 
             item = WorkItem(name, kind, t, dur, 0, mem, round(int(prof[0]) / 7, 3), False, 1000, 4096,
                             tags={"migProfile": prof})
         else:
-            g = int(_pick(rng, p.finetune_gpus))  # type: ignore[call-overload]
+            g = int(_pick(rng, p.finetune_gpus))  # type: ignore[call-overload]  # _pick gives a finetune_gpus count
             mem = round(rng.uniform(*p.finetune_mem_gib), 2)
             item = WorkItem(name, kind, t, dur, g, mem, 1.0, g > 1, 8000 * g, 65536 * g)
         out.append(item)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
@@ -13,20 +14,20 @@ GROUP_LABEL = "labkit.dev/pod-group"
 MIN_MEMBER_ANNOTATION = "labkit.dev/min-member"
 
 
-def meta(obj: dict) -> dict:
+def meta(obj: dict[str, Any]) -> dict[str, Any]:
     return obj.get("metadata") or {}
 
 
-def nsname(obj: dict) -> str:
+def nsname(obj: dict[str, Any]) -> str:
     m = meta(obj)
     return f"{m.get('namespace', 'default')}/{m.get('name', '')}"
 
 
-def is_finished(pod: dict) -> bool:
+def is_finished(pod: dict[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-def is_deleting(obj: dict) -> bool:
+def is_deleting(obj: dict[str, Any]) -> bool:
     return bool(meta(obj).get("deletionTimestamp"))
 
 
@@ -35,14 +36,14 @@ def is_deleting(obj: dict) -> bool:
 EXTENDED_RESOURCES_KEY = "<extended-resources>"
 
 
-def _recorded_claims(pod: dict) -> dict[str, str | None]:
+def _recorded_claims(pod: dict[str, Any]) -> dict[str | None, str | None]:
     """pod.status.resourceClaimStatuses as entry name -> the claim the controller recorded (None: no claim
     needed)."""
     return {st.get("name"): st.get("resourceClaimName") or None
             for st in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
 
 
-def claim_not_needed(pod: dict, entry: dict) -> bool:
+def claim_not_needed(pod: dict[str, Any], entry: dict[str, Any]) -> bool:
     """Whether the resourceclaim controller recorded that the template entry ``entry`` needs no ResourceClaim:
     pod.status.resourceClaimStatuses names it without a resourceClaimName. The API's meaning of that: generating
     a claim was not necessary and the pod.spec.resourceClaims entry is ignored (the scheduler, the controller
@@ -50,7 +51,7 @@ def claim_not_needed(pod: dict, entry: dict) -> bool:
     return _needs_no_claim(entry, _recorded_claims(pod))
 
 
-def _needs_no_claim(entry: dict, recorded: dict[str, str | None]) -> bool:
+def _needs_no_claim(entry: dict[str, Any], recorded: dict[str | None, str | None]) -> bool:
     """claim_not_needed, given the pod's _recorded_claims."""
     return not entry.get("resourceClaimName") and entry.get("name") in recorded and recorded[entry.get("name")] is None
 
@@ -65,7 +66,7 @@ class PodClaim:
     claim: str | None
     needed: bool = True
 
-    def state(self, claim: dict | None) -> str:
+    def state(self, claim: dict[str, Any] | None) -> str:
         """'not needed', 'not created', 'pending' or 'allocated', given the ResourceClaim of this name
         (None: none exists)."""
         if not self.needed:
@@ -75,7 +76,7 @@ class PodClaim:
         return "allocated" if (claim.get("status") or {}).get("allocation") else "pending"
 
 
-def pod_claims(pod: dict, *, not_needed: bool = False) -> list[PodClaim]:
+def pod_claims(pod: dict[str, Any], *, not_needed: bool = False) -> list[PodClaim]:
     """The pod's claims in spec order with their names resolved from one walk of its status, plus the
     scheduler's extended-resource claim once it exists (pod.status.extendedResourceClaimStatus). Entries
     that need no claim are left out unless ``not_needed``."""
@@ -94,7 +95,7 @@ def pod_claims(pod: dict, *, not_needed: bool = False) -> list[PodClaim]:
     return out
 
 
-def claim_name_for(pod: dict, entry: dict) -> tuple[str | None, bool]:
+def claim_name_for(pod: dict[str, Any], entry: dict[str, Any]) -> tuple[str | None, bool]:
     """(ResourceClaim name, from a template?) for one pod.spec.resourceClaims entry.
 
     A template claim's name is only known once the claim controller recorded it in
@@ -106,7 +107,7 @@ def claim_name_for(pod: dict, entry: dict) -> tuple[str | None, bool]:
     return _recorded_claims(pod).get(entry.get("name")), True
 
 
-def claim_not_created(pod: dict) -> str:
+def claim_not_created(pod: dict[str, Any]) -> str:
     """resourceclaim.Name's error for a template claim the controller has not recorded yet."""
     return f'pod "{meta(pod).get("namespace", "default")}/{meta(pod).get("name", "")}": ResourceClaim not created yet'
 
@@ -116,7 +117,7 @@ def claim_not_found(namespace: str, name: str) -> str:
     return f'could not find ResourceClaim "{namespace}/{name}"'
 
 
-def claim_gate(pod: dict, get_claim: Callable[[str], dict | None]) -> str | None:
+def claim_gate(pod: dict[str, Any], get_claim: Callable[[str], dict[str, Any] | None]) -> str | None:
     """Why kube-scheduler's DynamicResources PreEnqueue holds `pod` back, or None: one of its claims
     is not created yet or does not exist (the first such claim, in spec order, stopping at a claim that
     is there but fails a later check, which PreFilter reports). A gated pod is not tried at all: it gets
@@ -136,7 +137,7 @@ def claim_gate(pod: dict, get_claim: Callable[[str], dict | None]) -> str | None
     return None
 
 
-def pod_reference(pod: dict) -> dict:
+def pod_reference(pod: dict[str, Any]) -> dict[str, Any]:
     m = meta(pod)
     return {"resource": "pods", "name": m.get("name", ""), "uid": m.get("uid", "")}
 
@@ -153,7 +154,7 @@ def parse_duration(value: str) -> float:
     return n * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
 
 
-def qos_class(pod: dict) -> str:
+def qos_class(pod: dict[str, Any]) -> str:
     """BestEffort / Burstable / Guaranteed, from cpu and memory requests and limits."""
     spec = pod.get("spec") or {}
     containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
@@ -171,7 +172,7 @@ def qos_class(pod: dict) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
-def status_on_create(obj: dict) -> None:
+def status_on_create(obj: dict[str, Any]) -> None:
     """What the API server's create strategy sets (pods start Pending with a QoS class)."""
     if obj.get("kind") == "Pod":
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj)}

@@ -7,6 +7,7 @@ profile) is YAML, `<name>.yaml` in a profile directory::
     description: one DGX A100 and two T4 inference nodes
     kubernetesVersion: "1.37"
     featureGates: {DRAPartitionableDevices: true}
+    gpuPlugin: dra                # or device-plugin: who serves NVIDIA GPUs (see GPU_PLUGINS)
     nodes:
       - name: dgx-a100-0          # one node ...
         nodeProfile: dgx-a100     # a fake_gpus catalog node profile
@@ -20,8 +21,11 @@ profile) is YAML, `<name>.yaml` in a profile directory::
 
 `load_profile` accepts a profile name, a path, a dict, or a ClusterProfile. Names are looked up
 in the directories of $LABKIT_CLUSTERS_PATH (a list like PATH, first wins), then `./clusters`,
-then the profiles shipped in the package (labkit/model/clusters/): put your own profiles in one of
-the first two to add to or override the shipped ones.
+then the shipped profiles (`PACKAGE_CLUSTERS`): put your own profiles in one of the first two to add
+to or override the shipped ones. The shipped profiles live in the repository's top-level
+`clusters/` folder (clusters/README.md); the wheel's build copies them into the package as
+labkit/model/clusters/ (setup.py), so an installed kit reads them there and a source checkout or an
+editable install reads the top-level folder.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from fake_gpus.catalog import node_profiles
 from labkit.api import names as k8s_names
@@ -39,13 +43,31 @@ from labkit.api.problem import Sink, printable_name
 from labkit.api.rules_core import TAINT_EFFECTS, check_labels, check_resource_list, check_taints
 from labkit.errors import InputError, NotFoundError
 
-#: the profiles shipped with labkit (package data)
-PACKAGE_CLUSTERS = Path(__file__).resolve().parent / "clusters"
+
+def _shipped_clusters() -> Path:
+    """The shipped profiles' folder: the installed package's copy (the wheel; setup.py puts it there), else
+    the repository's top-level clusters/ (a source checkout or an editable install)."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "clusters"
+    return packaged if packaged.is_dir() else here.parents[1] / "clusters"
+
+
+#: the profiles shipped with labkit: clusters/ of the repository, labkit/model/clusters/ in the wheel
+PACKAGE_CLUSTERS = _shipped_clusters()
 #: environment variable: more profile directories, separated like PATH (os.pathsep)
 PATH_ENV = "LABKIT_CLUSTERS_PATH"
 #: a profile entry's `count` above this is refused (the sim builds every node in memory)
 MAX_NODES = 20_000
 DEFAULT_ALLOCATABLE = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+#: `gpuPlugin`: who serves the NVIDIA GPUs of the profile's nodes. `dra` (the default): NVIDIA's DRA
+#: driver with its GPU part on; its DeviceClass gpu.nvidia.com also serves `nvidia.com/gpu` requests
+#: (extendedResourceName). `device-plugin`: NVIDIA's supported GB200 set-up: NVIDIA's device plugin
+#: advertises `nvidia.com/gpu` in each GPU node's allocatable and the DRA driver runs with its GPU
+#: part off (chart value resources.gpus.enabled=false: no GPU slices, no gpu/mig/vfio DeviceClasses);
+#: ComputeDomains still come through DRA.
+GPU_PLUGINS = ("dra", "device-plugin")
+#: the extended resource NVIDIA's device plugin registers (one unit per whole GPU, migStrategy none)
+DEVICE_PLUGIN_RESOURCE = "nvidia.com/gpu"
 
 
 class ProfileError(InputError, ValueError):
@@ -66,6 +88,16 @@ class NodeSpec:
     allocatable: dict[str, str] = field(default_factory=dict)
 
 
+class _NodeFields(TypedDict):
+    """NodeSpec's fields but the name: what one `nodes:` entry gives each node it makes."""
+
+    node_profile: str
+    mig_mode: str | None
+    labels: dict[str, str]
+    taints: list[dict[str, str]]
+    allocatable: dict[str, str]
+
+
 @dataclass(frozen=True)
 class ClusterProfile:
     name: str
@@ -75,6 +107,12 @@ class ClusterProfile:
     description: str = ""
     source: str = ""
     topology_attributes: bool = False  # publish LabKit's own topology.fake-gpus.dev/* attributes too
+    gpu_plugin: str = "dra"  # one of GPU_PLUGINS
+
+    @property
+    def device_plugin(self) -> bool:
+        """NVIDIA's device plugin serves the GPUs (`gpuPlugin: device-plugin`), not the DRA driver."""
+        return self.gpu_plugin == "device-plugin"
 
     def summary(self) -> str:
         """Multi-line inventory: one line per node profile with counts."""
@@ -87,6 +125,9 @@ class ClusterProfile:
         for (prof, mig), names in groups.items():
             shown = ", ".join(names[:3]) + (f", ... ({len(names)} total)" if len(names) > 3 else "")
             lines.append(f"  {len(names):>5} x {prof}{f' (MIG {mig})' if mig else ''}: {shown}")
+        if self.device_plugin:
+            lines.append(f"  GPUs: NVIDIA device plugin ({DEVICE_PLUGIN_RESOURCE} in node allocatable); "
+                         "DRA: ComputeDomains only (GPU part of the DRA driver off)")
         if self.feature_gates:
             gates = ", ".join(f"{k}={str(v).lower()}" for k, v in sorted(self.feature_gates.items()))
             lines.append(f"  feature gates: {gates}")
@@ -94,9 +135,18 @@ class ClusterProfile:
 
 
 def search_dirs() -> list[Path]:
-    """Where profile names are looked up, first wins: $LABKIT_CLUSTERS_PATH, ./clusters, the package's."""
+    """Where profile names are looked up, first wins: $LABKIT_CLUSTERS_PATH, ./clusters, the shipped ones.
+    A folder named twice is kept once, where it comes first (in the repository, ./clusters is the shipped
+    folder itself)."""
     dirs = [Path(d) for d in os.environ.get(PATH_ENV, "").split(os.pathsep) if d]
-    return [*dirs, Path.cwd() / "clusters", PACKAGE_CLUSTERS]
+    seen: set[str] = set()
+    out: list[Path] = []
+    for d in [*dirs, Path.cwd() / "clusters", PACKAGE_CLUSTERS]:
+        key = os.path.realpath(d)
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
 
 
 def profile_names() -> list[str]:
@@ -124,7 +174,7 @@ def find_profile(name: str) -> Path:
                        f"or put {name}.yaml in ./clusters or a directory listed in ${PATH_ENV})")
 
 
-def load_profile(source: str | Path | dict | ClusterProfile) -> ClusterProfile:
+def load_profile(source: str | Path | dict[str, Any] | ClusterProfile) -> ClusterProfile:
     if isinstance(source, ClusterProfile):
         return source
     if isinstance(source, dict):
@@ -171,7 +221,7 @@ def _taints(origin: str, path: str, v: Any) -> list[dict[str, str]]:
     return out
 
 
-def _node_rules(origin: str, path: str, node_name: str, n: dict) -> None:
+def _node_rules(origin: str, path: str, node_name: str, n: dict[str, Any]) -> None:
     """The rules kube-apiserver applies to the Node this entry becomes: its name, labels, taints
     and allocatable (labkit.api.rules_core), refused with file, node, field path and fix."""
     sink = Sink("Node", node_name)
@@ -184,6 +234,18 @@ def _node_rules(origin: str, path: str, node_name: str, n: dict) -> None:
         more = f" (and {len(sink.problems) - 1} more)" if len(sink.problems) > 1 else ""
         raise ProfileError(f"{origin}: {first.path}: node {printable_name(node_name)}: {first.message}{more}",
                            fix="write it as a Node's field would be (the API server refuses it there too)")
+
+
+def _device_plugin_rules(origin: str, path: str, n: dict[str, Any]) -> None:
+    """Under gpuPlugin: device-plugin the plugin serves whole GPUs (migStrategy none) and itself
+    registers how many (one per GPU of the node profile): no migMode, no nvidia.com/gpu override."""
+    if n.get("migMode") not in (None, "", "none"):
+        raise _err(origin, f"{path}.migMode", "gpuPlugin: device-plugin serves whole GPUs (nvidia.com/gpu); "
+                   "MIG devices need gpuPlugin: dra (remove migMode or the gpuPlugin line)")
+    if isinstance(n.get("allocatable"), dict) and DEVICE_PLUGIN_RESOURCE in n["allocatable"]:
+        raise _err(origin, f"{path}.allocatable.{DEVICE_PLUGIN_RESOURCE}",
+                   "under gpuPlugin: device-plugin the device plugin registers it (one per GPU of the node "
+                   "profile); remove it")
 
 
 def _known_node_profiles() -> list[str] | None:
@@ -204,7 +266,7 @@ def _parse_profile(doc: Any, origin: str, default_name: str) -> ClusterProfile:
     if not isinstance(doc, dict):
         raise ProfileError(f"{origin}: must be a YAML mapping with `nodes:` (got {type(doc).__name__})")
     allowed = {"apiVersion", "kind", "name", "description", "kubernetesVersion", "featureGates", "nodes",
-               "topologyAttributes"}
+               "topologyAttributes", "gpuPlugin"}
     for k in doc:
         if k not in allowed:
             raise _err(origin, str(k), f"unknown field; allowed: {', '.join(sorted(allowed))}")
@@ -221,12 +283,17 @@ def _parse_profile(doc: Any, origin: str, default_name: str) -> ClusterProfile:
     if not isinstance(gates, dict) or not all(isinstance(v, bool) for v in gates.values()):
         raise _err(origin, "featureGates", "must map gate names to true/false, e.g. {DRAPrioritizedList: true}")
     try:
-        resolve_gates(version, gates)
+        resolve_gates(version, gates, strict=True)  # a cluster's kube-scheduler refuses a locked gate set otherwise
     except FeatureGateError as exc:
         raise _err(origin, "featureGates", str(exc)) from None
     topo = doc.get("topologyAttributes", False)
     if not isinstance(topo, bool):
         raise _err(origin, "topologyAttributes", f"must be true or false (got {topo!r})")
+    gpu_plugin = doc.get("gpuPlugin", "dra")
+    if gpu_plugin not in GPU_PLUGINS:
+        raise _err(origin, "gpuPlugin", "must be dra (NVIDIA's DRA driver serves the GPUs, the default) or "
+                   f"device-plugin (NVIDIA's device plugin serves {DEVICE_PLUGIN_RESOURCE}, DRA only ComputeDomains) "
+                   f"(got {gpu_plugin!r})")
     raw_nodes = doc.get("nodes")
     if not isinstance(raw_nodes, list) or not raw_nodes:
         raise _err(origin, "nodes", "required: a non-empty list of {name | namePrefix+count, nodeProfile}")
@@ -265,7 +332,9 @@ def _parse_profile(doc: Any, origin: str, default_name: str) -> ClusterProfile:
         for name in node_names[:1] + node_names[-1:]:  # the rest differ only in the counter
             _node_rules(origin, p, name, n)
         mig = n.get("migMode")
-        spec_common = dict(
+        if gpu_plugin == "device-plugin":
+            _device_plugin_rules(origin, p, n)
+        spec_common: _NodeFields = dict(
             node_profile=prof,
             mig_mode=None if mig in (None, "", "none") else str(mig),
             labels=_str_map(origin, f"{p}.labels", n.get("labels")),
@@ -285,4 +354,5 @@ def _parse_profile(doc: Any, origin: str, default_name: str) -> ClusterProfile:
         description=str(doc.get("description", "")),
         source=origin,
         topology_attributes=topo,
+        gpu_plugin=gpu_plugin,
     )

@@ -16,7 +16,7 @@ from typing import Any
 from labkit.api import LoadError, load
 from labkit.api.features import DEFAULT_VERSION, SUPPORTED_VERSIONS
 from labkit.api.load import path_problem
-from labkit.api.problem import as_dict, printable_name
+from labkit.api.problem import Problem, as_dict, printable_name
 from labkit.cel.validation import validate
 from labkit.errors import InputError
 from labkit.model.profiles import ClusterProfile, NodeSpec
@@ -51,16 +51,16 @@ def _fix_for_version(kind: str, want: str) -> str:
     return f"take it as {want} (`kubectl get {plural} -A -o yaml`, or `labkit snapshot`; needs Kubernetes 1.34+)"
 
 
-def _what(origin: str, i: int, obj: dict) -> str:
-    m = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    ns = m.get("namespace")
-    name = m.get("name") if isinstance(m.get("name"), str) else "<no name>"
+def _what(origin: str, i: int, obj: dict[str, Any]) -> str:
+    m = as_dict(obj.get("metadata"))
+    ns, name = m.get("namespace"), m.get("name")
+    name = name if isinstance(name, str) else "<no name>"
     kind = obj.get("kind") if isinstance(obj.get("kind"), str) else ""
     return f"{origin}: object {i + 1} ({kind or '<no kind>'} {ns + '/' if isinstance(ns, str) and ns else ''}" \
            f"{printable_name(name)})"
 
 
-def load_state(source: str | Path | list[dict] | dict) -> list[dict]:
+def load_state(source: str | Path | list[dict[str, Any]] | dict[str, Any]) -> list[dict[str, Any]]:
     """The objects of a dump, checked; raises StateError with one line naming what is wrong."""
     try:
         return _load_state(source)
@@ -69,7 +69,7 @@ def load_state(source: str | Path | list[dict] | dict) -> list[dict]:
                          fix="take the dump again with `labkit snapshot -o FILE`") from None
 
 
-def _load_state(source: str | Path | list[dict] | dict) -> list[dict]:
+def _load_state(source: str | Path | list[dict[str, Any]] | dict[str, Any]) -> list[dict[str, Any]]:
     origin = origin_of(source)
     if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and len(source) < 4096):
         problem = path_problem(source, "the path of a dump made by `labkit snapshot -o FILE` or `kubectl get ... -A -o yaml`")
@@ -110,7 +110,7 @@ def _load_state(source: str | Path | list[dict] | dict) -> list[dict]:
     return out
 
 
-def _checked_part(obj: dict) -> dict:
+def _checked_part(obj: dict[str, Any]) -> dict[str, Any]:
     """What the API server validates of a stored object: all of it but the status the kubelet
     and controllers write (a Node's capacity and allocatable and a claim's allocation do count)."""
     kind, status = obj.get("kind"), obj.get("status")
@@ -121,7 +121,7 @@ def _checked_part(obj: dict) -> dict:
     return {k: v for k, v in obj.items() if k != "status"}
 
 
-def _refuse_impossible(objs: list[dict], positions: list[int], origin: str) -> None:
+def _refuse_impossible(objs: list[dict[str, Any]], positions: list[int], origin: str) -> None:
     """An object the API server could never have stored (a Pod without containers, an object cut
     off after its metadata, a negative quantity) is refused: the same rules as for applied objects
     (labkit.cel.validation), at the dump's Kubernetes version. A field that only needs a feature
@@ -129,7 +129,7 @@ def _refuse_impossible(objs: list[dict], positions: list[int], origin: str) -> N
     version = state_version(objs)
     namespaces = [o for o in objs if o["kind"] == "Namespace"]
 
-    def problems(batch: list[dict]) -> list:
+    def problems(batch: list[dict[str, Any]]) -> list[Problem]:
         return [p for p in validate([_checked_part(o) for o in batch], kubernetes_version=version,
                                     existing=namespaces) if "feature gate" not in p.message]
 
@@ -145,7 +145,7 @@ def _refuse_impossible(objs: list[dict], positions: list[int], origin: str) -> N
                                  "cluster (`labkit snapshot -o FILE`) instead of editing it")
 
 
-def state_version(objs: list[dict]) -> str:
+def state_version(objs: list[dict[str, Any]]) -> str:
     """The Kubernetes minor the dump's cluster runs: the oldest kubelet (nodes' nodeInfo), else the default."""
     minors = []
     for o in objs:
@@ -166,11 +166,11 @@ def state_version(objs: list[dict]) -> str:
     return minor
 
 
-def order_for_restore(objs: list[dict]) -> list[dict]:
+def order_for_restore(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """STATE_KINDS order; pods oldest first (the scheduler queues them in creation order)."""
     rank = {k: i for i, k in enumerate(STATE_KINDS)}
 
-    def key(o: dict) -> tuple:
+    def key(o: dict[str, Any]) -> tuple[int, str, str, str]:
         m = o.get("metadata") or {}
         ts = m.get("creationTimestamp") or "" if o["kind"] == "Pod" else ""
         return rank[o["kind"]], ts, m.get("namespace", ""), m.get("name", "")
@@ -178,7 +178,7 @@ def order_for_restore(objs: list[dict]) -> list[dict]:
     return sorted(objs, key=key)
 
 
-def profile_for_state(objs: list[dict], name: str = "state", kubernetes_version: str | None = None,
+def profile_for_state(objs: list[dict[str, Any]], name: str = "state", kubernetes_version: str | None = None,
                       feature_gates: dict[str, bool] | None = None) -> ClusterProfile:
     """A ClusterProfile describing the dump's nodes (for summaries; the sim restores the Nodes as they are)."""
     nodes = [NodeSpec(name=o["metadata"]["name"],

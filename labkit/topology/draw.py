@@ -2,7 +2,8 @@
 NVLink drawn apart from PCIe, MIG instances inside their GPU at their memory-slice placement, and
 an optional overlay colouring devices by claim / free / in use / tainted.
 
-Positions are computed here (deterministic, no crossings inside a tier); matplotlib only draws.
+Positions, rows and colours come from labkit.topology.picture (shared with the interactive
+TopologyView: deterministic, no crossings inside a tier); matplotlib only draws.
 """
 
 from __future__ import annotations
@@ -12,100 +13,20 @@ from typing import Any
 
 import networkx as nx
 
-from fake_gpus.catalog import gpu_model
 from labkit.fileio import save_figure
-from labkit.topology.queries import _natural, switch_chain
+from labkit.topology.picture import (
+    COLOURS,
+    STATE_COLOURS,
+    Y,
+    layout,
+    mig_geometry,
+    overlay_colour,
+    picture_rows,
+)
 
-COLOURS = {
-    "socket": "#dfe7fd", "pcieRoot": "#e8f0e3", "pcieSwitch": "#f3f3f3", "gpu": "#ffffff",
-    "nic": "#fff4e0", "dpu": "#fde2c8", "nvswitchFabric": "#d9f0e3",
-}
-STATE_COLOURS = {"free": "#e6f4ea", "in use": "#f6c3c0", "tainted": "#ffd966", "unavailable": "#cccccc"}
-CLAIM_PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#e15759", "#76b7b2", "#edc948", "#9c755f",
-                 "#ff9da7", "#bab0ac"]
 NVLINK_COLOUR = "#2e7d32"
 PCIE_COLOUR = "#8a8a8a"
-Y = {"socket": 4.0, "pcieRoot": 3.0, "pcieSwitch": 2.0, "gpu": 1.0, "nic": 1.0, "dpu": 1.0, "nvswitchFabric": -0.35}
-
-
-def _leaf_key(g: nx.Graph, n: str) -> tuple:
-    d = g.nodes[n]
-    return (d.get("socket", 0), _natural(str(d.get("pcieRoot", ""))), _natural(str(d.get("pcieSwitch") or "")),
-            0 if d["kind"] == "gpu" else 1, _natural(n))
-
-
-def layout(g: nx.Graph) -> dict[str, tuple[float, float]]:
-    """Deterministic tiered positions for the hardware nodes of one node graph."""
-    leaves = sorted((n for n, d in g.nodes(data=True) if d.get("kind") in ("gpu", "nic", "dpu")),
-                    key=lambda n: _leaf_key(g, n))
-    pos: dict[str, tuple[float, float]] = {n: (float(i), Y["gpu"]) for i, n in enumerate(leaves)}
-
-    def centre(children: list[str]) -> float:
-        xs = [pos[c][0] for c in children if c in pos]
-        return sum(xs) / len(xs) if xs else 0.0
-
-    switches = [n for n, d in g.nodes(data=True) if d.get("kind") == "pcieSwitch"]
-    depth = {s: len(switch_chain(g, s)) - 1 for s in switches}
-    levels = max(depth.values(), default=0) + 1
-    # deepest switches first, so a parent switch centres over its child switches
-    for s in sorted(switches, key=lambda s: -depth[s]):
-        kids = [n for n in leaves if g.nodes[n].get("pcieSwitch") == s]
-        kids += [c for c in switches if g.nodes[c].get("parent") == s]
-        y = Y["pcieSwitch"] + 0.3 - 0.6 * depth[s] / max(levels - 1, 1) if levels > 1 else Y["pcieSwitch"]
-        pos[s] = (centre(kids), y)
-    roots = [n for n, d in g.nodes(data=True) if d.get("kind") == "pcieRoot"]
-    for r in roots:
-        kids = [s for s in switches if g.nodes[s].get("root") == r and not g.nodes[s].get("parent")]
-        kids += [n for n in leaves if g.nodes[n].get("pcieRoot") == r and not g.nodes[n].get("pcieSwitch")]
-        pos[r] = (centre(kids), Y["pcieRoot"])
-    for n, d in g.nodes(data=True):
-        if d.get("kind") == "socket":
-            sid = int(str(n).removeprefix("socket") or 0)
-            pos[n] = (centre([r for r in roots if g.nodes[r].get("socket") == sid]), Y["socket"])
-        elif d.get("kind") == "nvswitchFabric":
-            members = [m for m in g.neighbors(n) if g.nodes[m].get("kind") == "gpu"]
-            pos[n] = (centre(members), Y["nvswitchFabric"])
-    return pos
-
-
-def _overlay_colour(state: str, claim_colours: dict[str, str]) -> str:
-    if state in STATE_COLOURS:
-        return STATE_COLOURS[state]
-    if state not in claim_colours:
-        claim_colours[state] = CLAIM_PALETTE[len(claim_colours) % len(CLAIM_PALETTE)]
-    return claim_colours[state]
-
-
-def _mig_geometry(g: nx.Graph, mig: str) -> tuple[int, int, int]:
-    """(placement start, memory slices, slices on the GPU) for a MIG node."""
-    d = g.nodes[mig]
-    start = int(str(d.get("device", mig)).rsplit("-", 1)[-1])
-    parent = g.nodes[d["parent"]]
-    try:
-        model = gpu_model(parent.get("model"))
-        prof = model.mig_profile(str(d.get("profile")))
-        return start, prof.memory_slices, model.mig_memory_slices or 8
-    except (KeyError, ValueError, TypeError):
-        return start, 1, 8
-
-
-#: a node with more hardware leaves than this is drawn one CPU socket per row (readable at ~900 px)
-SPLIT_ABOVE = 8
 INCH_PER_LEAF = 1.05
-
-
-def _rows(g: nx.Graph, pos: dict[str, tuple[float, float]]) -> list[tuple[str, float, float]]:
-    """(row title, x from, x to) for each row of the picture: one row, or one per CPU socket."""
-    leaves = [n for n, d in g.nodes(data=True) if d.get("kind") in ("gpu", "nic", "dpu") and n in pos]
-    xs = [pos[n][0] for n in leaves] or [0.0]
-    sockets = sorted({g.nodes[n].get("socket", 0) for n in leaves})
-    if len(leaves) <= SPLIT_ABOVE or len(sockets) < 2:
-        return [("", min(xs), max(xs))]
-    rows = []
-    for s in sockets:
-        own = [pos[n][0] for n in leaves if g.nodes[n].get("socket", 0) == s]
-        rows.append((f"CPU socket {s}", min(own), max(own)))
-    return rows
 
 
 def draw_node(
@@ -123,7 +44,7 @@ def draw_node(
     MIG instances are drawn when they exist as devices (static MIG) or appear in the overlay
     (dynamic MIG allocations); ``show_mig="all"`` draws every published MIG placement.
 
-    A wide node (more than SPLIT_ABOVE GPUs + NICs on two sockets) is drawn one socket per row, so
+    A wide node (more than picture.SPLIT_ABOVE GPUs + NICs on two sockets) is drawn one socket per row, so
     that the picture stays about 1,000 px wide. In a notebook the figure shows inline (the kernel's
     backend is left alone); headless it saves with whatever backend matplotlib picked (Agg).
     """
@@ -133,7 +54,7 @@ def draw_node(
 
     overlay = dict(overlay or {})
     pos = layout(g)
-    rows = _rows(g, pos) if ax is None else [("", *_span(pos))]
+    rows = picture_rows(g, pos) if ax is None else [("", *_span(pos))]
     widest = max(hi - lo + 1 for _, lo, hi in rows)
     if ax is None:
         fig, axes = plt.subplots(len(rows), 1, figsize=(max(6.5, INCH_PER_LEAF * widest + 0.8), 4.3 * len(rows) + 0.5),
@@ -238,7 +159,7 @@ def _draw_on(ax: Any, g: nx.Graph, pos: dict[str, tuple[float, float]], overlay:
         device = d.get("device")
         fc = COLOURS.get(kind, "#ffffff")
         if device and device in overlay:
-            fc = _overlay_colour(overlay[device], claim_colours)
+            fc = overlay_colour(overlay[device], claim_colours)
         elif d.get("taints"):
             fc = STATE_COLOURS["tainted"]
         ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02",
@@ -260,12 +181,12 @@ def _draw_on(ax: Any, g: nx.Graph, pos: dict[str, tuple[float, float]], overlay:
         static = not d.get("consumesCounters")
         if not (show_mig == "all" or device in overlay or (show_mig == "auto" and static)):
             continue
-        start, slices, total = _mig_geometry(g, n)
+        start, slices, total = mig_geometry(g, n)
         px, py = pos[d["parent"]]
         if not visible(px):
             continue
         left, width = px - 0.43, 0.86 / total
-        fc = _overlay_colour(overlay[device], claim_colours) if device in overlay else "#c6dbef"
+        fc = overlay_colour(overlay[device], claim_colours) if device in overlay else "#c6dbef"
         ax.add_patch(Rectangle((left + start * width, py - 0.31), slices * width, 0.2,
                                fc=fc, ec="#08306b", lw=0.8, zorder=3))
         ax.text(left + (start + slices / 2) * width, py - 0.21, str(d.get("profile", "")).split(".")[0],

@@ -11,13 +11,16 @@ nodes of their own (kind ``mig``) hanging off their parent GPU.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, overload
 
 import networkx as nx
 
 from fake_gpus.catalog import load_node_profile
 from fake_gpus.topology import topology_structure
 from labkit.api.attributes import plain_attributes
+from labkit.cluster.base import Cluster
+from labkit.model.profiles import NodeSpec
+from labkit.topology.queries import TopologyError, natural_key
 
 #: the tier of each node kind in the drawing, top to bottom
 TIERS = {"socket": 0, "pcieRoot": 1, "pcieSwitch": 2, "gpu": 3, "nic": 3, "dpu": 3, "mig": 4, "nvswitchFabric": 5}
@@ -33,13 +36,46 @@ def _profile(profile: Any) -> Any:
     return load_node_profile(profile) if isinstance(profile, str) else profile
 
 
-def node_graph(profile: Any, slices: Iterable[dict] | None = None, node_name: str | None = None) -> nx.Graph:
-    """The hardware graph of one node of `profile` (a fake_gpus node profile or its name).
+def cluster_node(cluster: Cluster, node: str) -> NodeSpec:
+    """The profile entry of `node` in a running cluster; a one-line error naming the nodes there if none."""
+    nodes = list(getattr(cluster.profile, "nodes", None) or [])
+    for spec in nodes:
+        if spec.name == node:
+            return spec
+    name = getattr(cluster.profile, "name", cluster.profile)
+    names = sorted((spec.name for spec in nodes), key=natural_key)
+    raise TopologyError(f"cluster {name}: no node {node!r}; its nodes: {', '.join(names) or 'none'}",
+                        obj=f"cluster {name}", fix=f"name one of its nodes, e.g. {names[0]!r}" if names else None)
 
-    `slices` (the node's ResourceSlices) attach DRA device names and attributes; without them the
-    slices the fake driver would publish for `node_name` are used.
+
+@overload
+def node_graph(source: Cluster, slices: str, node_name: None = None) -> nx.Graph: ...
+@overload
+def node_graph(source: Cluster, slices: None = None, *, node_name: str) -> nx.Graph: ...
+@overload
+def node_graph(source: Any, slices: Iterable[dict] | None = None, node_name: str | None = None) -> nx.Graph: ...
+
+
+def node_graph(source: Any, slices: Any = None, node_name: str | None = None) -> nx.Graph:
+    """The hardware graph of one node. Two forms:
+
+    - ``node_graph(cluster, "dgx-a100-0")``: a node of a running cluster, by its name: its node
+      profile comes from the cluster's profile and its DRA devices from the cluster's own
+      ResourceSlices for that node (so static / dynamic MIG, taints ... are what the cluster has).
+    - ``node_graph(profile, slices=None, node_name=None)``: a node of the fake_gpus node profile
+      `profile` (or its name, ``"dgx-a100"``); `slices` (the node's ResourceSlices) attach DRA device
+      names and attributes; without them the slices the fake driver would publish for `node_name`
+      are used.
     """
-    profile = _profile(profile)
+    if isinstance(source, Cluster):
+        node = slices if isinstance(slices, str) else node_name
+        if not node:
+            raise TopologyError("node_graph(cluster, node): name the node to draw", obj="node_graph",
+                                fix='e.g. node_graph(cluster, "dgx-a100-0")')
+        spec = cluster_node(source, node)
+        own = [s for s in source.list("ResourceSlice") if (s.get("spec") or {}).get("nodeName") == node]
+        return node_graph(spec.node_profile, own, node)
+    profile = _profile(source)
     node_name = node_name or profile.name
     if slices is None:
         # lazy: start-up (labkit --help imports labkit.topology; fake_gpus.slices only when no slices given)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import networkx as nx
 
 from fake_gpus.topology import topo_code
@@ -32,12 +34,11 @@ def _name(g: nx.Graph, n: str) -> str:
 
 
 def gpus(g: nx.Graph) -> list[str]:
-    return sorted((n for n, d in g.nodes(data=True) if d.get("kind") == "gpu"), key=_natural)
+    return sorted((n for n, d in g.nodes(data=True) if d.get("kind") == "gpu"), key=natural_key)
 
 
-def _natural(s: str) -> tuple:
-    import re
-
+def natural_key(s: str) -> tuple:
+    """Sort key that orders numbers by value: gpu-2 before gpu-10."""
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s))
 
 
@@ -51,8 +52,8 @@ def nvlink_islands(g: nx.Graph) -> list[list[str]]:
     for comp in nx.connected_components(nv):
         members = [n for n in comp if g.nodes[n].get("kind") == "gpu"]
         if members:
-            islands.append(sorted((_name(g, n) for n in members), key=_natural))
-    return sorted(islands, key=lambda i: (-len(i), _natural(i[0])))
+            islands.append(sorted((_name(g, n) for n in members), key=natural_key))
+    return sorted(islands, key=lambda i: (-len(i), natural_key(i[0])))
 
 
 def devices_under(g: nx.Graph, pcie_root: str) -> list[str]:
@@ -68,7 +69,7 @@ def devices_under(g: nx.Graph, pcie_root: str) -> list[str]:
     if not out and pcie_root not in g:
         roots = sorted(n for n, d in g.nodes(data=True) if d.get("kind") == "pcieRoot")
         raise TopologyError(f"no PCIe root {pcie_root!r}; roots: {', '.join(roots)}")
-    return sorted(out, key=_natural)
+    return sorted(out, key=natural_key)
 
 
 def distance(g: nx.Graph, a: str, b: str) -> str:
@@ -117,7 +118,7 @@ def _nvlink_links(g: nx.Graph, a: str, b: str) -> int:
 
 def topo_matrix(g: nx.Graph) -> dict[str, dict[str, str]]:
     """{device: {device: code}} over GPUs then NICs, like `nvidia-smi topo -m`."""
-    devices = gpus(g) + sorted((n for n, d in g.nodes(data=True) if d.get("kind") in ("nic", "dpu")), key=_natural)
+    devices = gpus(g) + sorted((n for n, d in g.nodes(data=True) if d.get("kind") in ("nic", "dpu")), key=natural_key)
     return {a: {b: distance(g, a, b) for b in devices} for a in devices}
 
 

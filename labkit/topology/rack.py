@@ -25,14 +25,19 @@ from typing import Any
 
 import networkx as nx
 
+from labkit.cluster.base import Cluster
+from labkit.errors import InputError
 from labkit.model.profiles import ClusterProfile, load_profile
-from labkit.topology.graph import cluster_graph
-from labkit.topology.queries import TopologyError, _natural, distance
+from labkit.topology.graph import cluster_graph, cluster_node
+from labkit.topology.picture import CLAIM_PALETTE, STATE_COLOURS
+from labkit.topology.queries import TopologyError, distance, natural_key
 
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 GPU_DRIVER = "gpu.nvidia.com"
-FREE_COLOUR = "#e6f4ea"
-PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#e15759", "#76b7b2", "#edc948", "#9c755f"]
+FREE_COLOUR = STATE_COLOURS["free"]
+PALETTE = CLAIM_PALETTE[:8]
+#: what `placement_overlay` can colour a device by (columns of cluster.placements())
+OVERLAY_LABELS = ("pod", "claim")
 
 
 def fleet_graph(profile: str | ClusterProfile | dict) -> nx.Graph:
@@ -71,7 +76,7 @@ def nvlink_domains(g: nx.Graph) -> dict[str, list[str]]:
     for n, d in g.nodes(data=True):
         if d.get("kind") == "node" and d.get("clique"):
             out.setdefault(d["clique"], []).append(n)
-    return {k: sorted(v, key=_natural) for k, v in sorted(out.items())}
+    return {k: sorted(v, key=natural_key) for k, v in sorted(out.items())}
 
 
 def _resolve(g: nx.Graph, ref: str) -> str:
@@ -117,7 +122,8 @@ def format_matrix(matrix: Mapping[str, Mapping[str, str]]) -> str:
 
 def placement(cluster: Any, namespace: str | None = None) -> dict[str, str]:
     """`<node>/<device>` -> who holds it (the pod a claim is reserved for, else the claim), from
-    the cluster's allocated ResourceClaims: GPUs only."""
+    the cluster's allocated ResourceClaims: GPUs only; `draw_racks`' overlay. One node's overlay
+    for `draw_node`: `placement_overlay`."""
     out: dict[str, str] = {}
     for claim in cluster.list("ResourceClaim", namespace):
         st = claim.get("status") or {}
@@ -128,6 +134,21 @@ def placement(cluster: Any, namespace: str | None = None) -> dict[str, str]:
             if r.get("driver") == GPU_DRIVER:
                 out[f"{r.get('pool')}/{r.get('device')}"] = owner
     return out
+
+
+def placement_overlay(cluster: Cluster, node: str, label: str = "pod") -> dict[str, str]:
+    """`<device>` -> the pod (or, ``label="claim"``, the claim) that holds it, for one node of a
+    running cluster: `draw_node` / `TopologyView`'s overlay, from ``cluster.placements()`` (pods
+    that run; every driver's devices, NICs too). A device several pods share shows the last of them.
+
+        g = node_graph(cluster, "dgx-a100-0")
+        draw_node(g, placement_overlay(cluster, "dgx-a100-0"))
+    """
+    if label not in OVERLAY_LABELS:
+        raise InputError(f"placement_overlay: label {label!r} is not one of {', '.join(OVERLAY_LABELS)}",
+                         obj="placement_overlay", field="label", fix='label="pod" or label="claim"')
+    cluster_node(cluster, node)
+    return {r["device"]: r[label] for r in cluster.placements().rows if r["node"] == node}
 
 
 def _job_of(owner: str) -> str:
@@ -145,10 +166,10 @@ def draw_racks(g: nx.Graph, overlay: Mapping[str, str] | None = None, *, title: 
 
     overlay = dict(overlay or {})
     domains = nvlink_domains(g) or {"": sorted((n for n, d in g.nodes(data=True) if d.get("kind") == "node"),
-                                             key=_natural)}
+                                             key=natural_key)}
     rows = max(len(v) for v in domains.values())
     gpus_per = {node: sorted((n for n in g if n.startswith(f"{node}/") and g.nodes[n].get("kind") == "gpu"),
-                             key=_natural) for nodes in domains.values() for node in nodes}
+                             key=natural_key) for nodes in domains.values() for node in nodes}
     width = max((len(v) for v in gpus_per.values()), default=1)
     fig, ax = plt.subplots(figsize=(1.2 + 2.6 * len(domains) * width / 4, 0.9 + 0.32 * rows), dpi=100)
     colours: dict[str, str] = {}

@@ -11,8 +11,8 @@ import ipywidgets as W
 import networkx as nx
 import traitlets
 
-from labkit.topology.draw import COLOURS, STATE_COLOURS, _mig_geometry, _overlay_colour, _rows, layout
-from labkit.topology.queries import _natural
+from labkit.topology.picture import COLOURS, STATE_COLOURS, layout, mig_geometry, overlay_colour, picture_rows
+from labkit.topology.queries import natural_key
 from labkit.topology.rack import nvlink_domains
 from labkit.widgets.sources import guarded
 
@@ -126,7 +126,7 @@ def svg_model(g: nx.Graph, overlay: dict[str, str] | None = None, holders: dict[
     if is_fleet(g):
         return _fleet_model(g, overlay, holders)
     pos = layout(g)
-    rows = _rows(g, pos)
+    rows = picture_rows(g, pos)
 
     def row_of(x: float) -> int:
         for i, (_, lo, hi) in enumerate(rows):
@@ -147,7 +147,7 @@ def svg_model(g: nx.Graph, overlay: dict[str, str] | None = None, holders: dict[
             continue
         device = d.get("device", "")
         state = overlay.get(device)
-        fill = _overlay_colour(state, claim_colours) if state else COLOURS.get(kind, "#fff")
+        fill = overlay_colour(state, claim_colours) if state else COLOURS.get(kind, "#fff")
         if not state and d.get("taints"):
             fill = STATE_COLOURS["tainted"]
         attrs = d.get("attributes") or {}
@@ -157,7 +157,7 @@ def svg_model(g: nx.Graph, overlay: dict[str, str] | None = None, holders: dict[
         if kind == "mig":
             if d.get("consumesCounters") and device not in overlay:
                 continue
-            start, slices, total = _mig_geometry(g, n)
+            start, slices, total = mig_geometry(g, n)
             gx, gy = px(*pos[d["parent"]])
             w = 90 / total
             nodes.append({"id": n, "kind": kind, "device": device, "label": str(d.get("profile", "")).split(".")[0],
@@ -214,11 +214,11 @@ def _fleet_model(g: nx.Graph, overlay: dict[str, str], holders: dict[str, str]) 
     `<node>/<device>` (labkit.topology.rack.placement). Nodes outside any domain: a last column."""
     domains = dict(nvlink_domains(g))
     inside = {n for members in domains.values() for n in members}
-    rest = sorted((n for n, d in g.nodes(data=True) if d.get("kind") == "node" and n not in inside), key=_natural)
+    rest = sorted((n for n, d in g.nodes(data=True) if d.get("kind") == "node" and n not in inside), key=natural_key)
     if rest:
         domains[""] = rest
     gpus = {node: sorted((n for n in g if str(n).startswith(f"{node}/") and g.nodes[n].get("kind") == "gpu"),
-                         key=_natural) for members in domains.values() for node in members}
+                         key=natural_key) for members in domains.values() for node in members}
     per_row = max((len(v) for v in gpus.values()), default=1) or 1
     col_w = FLEET_LABEL_W + per_row * FLEET_GPU_W + 40
     claim_colours: dict[str, str] = {}
@@ -241,7 +241,7 @@ def _fleet_model(g: nx.Graph, overlay: dict[str, str], holders: dict[str, str]) 
                 device = d.get("device") or str(gpu).split("/", 1)[1]
                 key = f"{node}/{device}"
                 state = overlay.get(key)
-                fill = _overlay_colour(state, claim_colours) if state else COLOURS["gpu"]
+                fill = overlay_colour(state, claim_colours) if state else COLOURS["gpu"]
                 attrs = d.get("attributes") or {}
                 title = "\n".join([f"{key} (gpu)"] + [f"{k}: {v}" for k, v in sorted(attrs.items())]
                                   + ([f"held by {holders[key]}"] if key in holders else []))

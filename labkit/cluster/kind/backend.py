@@ -44,7 +44,15 @@ from fake_gpus.plugin.cdi import visible_devices
 from fake_gpus.slices import build_slices
 from labkit.api import LoadError, load
 from labkit.cluster import processes, runstate
-from labkit.cluster.base import ClusterError, NotFound, RefusedObjects, Source, cluster_error
+from labkit.cluster.base import (
+    ClusterError,
+    NotFound,
+    RefusedObjects,
+    Source,
+    check_gpu_plugin,
+    cluster_error,
+)
+from labkit.cluster.kind import health
 from labkit.cluster.kind.config import kind_config_yaml
 from labkit.cluster.kind.driver import compute_domain_workloads, driver_manifests
 from labkit.cluster.kind.image import DEFAULT_IMAGE, DOCKERFILE, REPO_ROOT
@@ -55,6 +63,7 @@ from labkit.cluster.kind.preflight import (
     check_host,
     container_engine,
     find_tool,
+    readiness,
     run_preflight,
 )
 from labkit.cluster.kind.runner import CommandError, Runner, SubprocessRunner
@@ -259,10 +268,16 @@ class KindCluster(KubeCluster):
             restrict_oom_score_adj=not facts.cap_sys_resource))
         self.manifest_path.write_text(yaml.safe_dump_all(driver_manifests(profile, self.image), sort_keys=False))
 
+    @classmethod
+    def available(cls, kubernetes_version: str = "1.37") -> tuple[bool, str]:
+        """The kind preflight (labkit.cluster.kind.preflight): what is missing and the command that fixes it."""
+        return readiness(check_host(kubernetes_version))
+
     # -- lifecycle -------------------------------------------------------------------------
     def up(self, profile: Any = "workshop") -> KindCluster:
         client(self.backend)  # the kubernetes client, before anything is created (MissingPackage without it)
         prof = load_profile(profile)
+        check_gpu_plugin("kind", prof)
         if len(prof.nodes) > MAX_KIND_NODES:
             raise ClusterError(
                 f"kind: profile {prof.name} has {len(prof.nodes)} nodes; kind runs one "
@@ -739,6 +754,14 @@ class KindCluster(KubeCluster):
             raise ClusterError(f"pod {namespace}/{pod} container {container}: cannot read env: "
                                f"{_one_line(result.stderr or result.stdout)}")
         return dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+
+    def inject_health_event(self, node: str, device: str, xid: int | None = None, *, kind: str = "xid") -> None:
+        """The fake driver's plugin on `node` gets the event through its spool (a file in the node
+        container: labkit.cluster.kind.health), taints `device` in its ResourceSlice as NVIDIA's driver
+        does and reports it on the kubelet's DRAResourceHealth stream; returns once the API server shows
+        the taint. Besides the sim's kinds, kind "repair" (the GPU replaced) removes the health taints.
+        An unknown node or device, or a refused event: ClusterInputError with the plugin's reason."""
+        health.inject(self, node, device, xid, kind)
 
     def describe_plan(self, profile: Any = "workshop") -> str:
         """A shell transcript of what `up(profile)` would run (for people without Docker)."""

@@ -31,6 +31,7 @@ from labkit.cluster.base import (
     NotFound,
     RefusedObjects,
     Source,
+    check_gpu_plugin,
     cluster_error,
 )
 from labkit.cluster.explain_live import explain_pod
@@ -74,11 +75,11 @@ class LocalCluster(KubeCluster):
         self.build = build
         self.exact = exact
         #: set when newer binaries emulate the profile's minor (`--emulated-version`), e.g. "1.36"
-        self.emulated_version: str | None = None
+        self.emulated_version = None
         self.start_timeout = start_timeout
         self.state_dir: Path | None = None
         self.binaries: Binaries | None = None
-        self.kubernetes_version = ""  # exact version of the running binaries, e.g. "v1.37.1"
+        self.server_version = ""  # exact version of the running binaries, e.g. "v1.37.1" (its /version)
         self.kube: Kube | None = None
         self.sup: Supervisor | None = None
         self.agents: dict[str, NodeAgent] = {}
@@ -92,6 +93,20 @@ class LocalCluster(KubeCluster):
         self._applied: list[tuple[str, str, str | None]] = []
 
     # -- lifecycle -----------------------------------------------------------------------------
+    @classmethod
+    def available(cls, kubernetes_version: str = "1.37") -> tuple[bool, str]:
+        """The control-plane binaries of that minor are built (or Go is here to build them)."""
+        found = binaries.find(kubernetes_version)
+        if found:
+            return True, f"control-plane binaries in {found.bin_dir}"
+        hint = "Go found: `bash tools/build-controlplane.sh` builds them" if binaries.can_build() else "no Go to build them"
+        return False, (f"no control-plane binaries for {kubernetes_version} in "
+                       f"{binaries.version_dir(kubernetes_version)} ({hint})")
+
+    def feature_gates(self) -> dict[str, bool]:
+        """The gates the control plane was started with (the profile's, resolved for its version)."""
+        return dict(self._gates) if self._gates else super().feature_gates()
+
     @property
     def kubeconfig(self) -> Path:
         if self.state_dir is None:
@@ -112,6 +127,7 @@ class LocalCluster(KubeCluster):
                 state = None
             if state is not None:
                 return self._attach(prof, state)
+        check_gpu_plugin("local", prof)
         limit = int(os.environ.get("LABKIT_LOCAL_MAX_NODES", "32"))
         if len(prof.nodes) > limit:
             raise ClusterError(
@@ -128,10 +144,10 @@ class LocalCluster(KubeCluster):
         except BinariesMissing as exc:
             raise cluster_error(exc) from None
         self.profile, self._gates = prof, gates
-        self.kubernetes_version = self.binaries.kubernetes_version
+        self.server_version = self.binaries.kubernetes_version
         if self.binaries.minor != prof.kubernetes_version and self.emulated_version is None:
             warnings.warn(f"local cluster: profile {prof.name} asks for Kubernetes {prof.kubernetes_version} but "
-                          f"the binaries are {self.kubernetes_version}", stacklevel=2)
+                          f"the binaries are {self.server_version}", stacklevel=2)
         self.state_dir = self._state_arg or Path(tempfile.mkdtemp(prefix="lk-", dir="/tmp"))
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.sup = Supervisor(self.state_dir / "logs")
@@ -173,7 +189,7 @@ class LocalCluster(KubeCluster):
         self.profile, self._gates = prof, dict(state.get("gates") or {})
         self.server = state["server"]
         self.state_dir = Path(state["stateDir"])
-        self.kubernetes_version = state.get("kubernetesVersion", "")
+        self.server_version = state.get("kubernetesVersion", "")
         self.emulated_version = state.get("emulatedVersion")
         self.attached = state
         return self
@@ -211,7 +227,7 @@ class LocalCluster(KubeCluster):
 
     def _create_nodes(self) -> None:
         assert self.kube and self.profile
-        objs = [nodes.node_object(n, self.kubernetes_version, DEFAULT_ALLOCATABLE) for n in self.profile.nodes]
+        objs = [nodes.node_object(n, self.server_version, DEFAULT_ALLOCATABLE) for n in self.profile.nodes]
         nodes.create_nodes(self.kube, objs)
         self.heartbeats = nodes.Heartbeats(self.kube, [n.name for n in self.profile.nodes])
         self.heartbeats.start()
@@ -543,7 +559,7 @@ class LocalCluster(KubeCluster):
     def status_info(self) -> dict[str, Any]:
         """Versions, ports, pids and state dir: what is running where."""
         return {
-            "kubernetesVersion": self.kubernetes_version,
+            "kubernetesVersion": self.server_version,
             "emulatedVersion": self.emulated_version,
             "server": self.server,
             "kubeconfig": str(self.kubeconfig) if self.state_dir else "",

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             "backend": BACKEND, "profile": prof.name, "fingerprint": runstate.fingerprint(prof),
             "runDir": str(rd), "pid": server.pid, "process": server.to_json(),
             "server": cluster.server, "kubeconfig": str(cluster.kubeconfig), "stateDir": str(cluster.state_dir),
-            "kubernetesVersion": cluster.kubernetes_version, "emulatedVersion": cluster.emulated_version,
+            "kubernetesVersion": cluster.server_version, "emulatedVersion": cluster.emulated_version,
             "gates": cluster._gates,
             "componentGroups": [c.identity.to_json() for c in cluster.components() if c.identity is not None],
             "log": str(rd / "serve.log"), "timings": cluster.timings})
