@@ -12,6 +12,9 @@ import sys
 from pathlib import Path
 
 import jupytext
+import pytest
+
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
 
 ROOT = Path(__file__).resolve().parent.parent
 NATIVE = ("cel_expr_python", "re2", "kubernetes", "grpc", "cryptography", "pydantic", "pydantic_core",

@@ -11,10 +11,13 @@ staging/src/k8s.io/client-go/tools/cache/shared_informer.go "must not mutate ...
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from fake_gpus import slices as fake_gpus_slices
 from labkit.cluster import connect
+
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
 
 # one kind (dgx-a100) under two name prefixes, the second longer; a dynamic-MIG kind (counter
 # sets, MIG devices whose parentUUID follows the node); NVL72 trays (GPUs, NICs and the

@@ -13,6 +13,10 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "notebooks" / "wheel_bytecode.py"
 TAG = sys.implementation.cache_tag
