@@ -9,10 +9,8 @@ run unchanged (tests/data/upstream/nvidia-computedomain, dra-driver-nvidia-gpu a
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -20,21 +18,9 @@ from fake_gpus.naming import gpu_uuid
 from labkit.cli import main
 from labkit.cluster.base import connect
 
-UP = Path(__file__).parent / "data" / "upstream" / "nvidia-computedomain"
+from .test_rack_computedomain import DRIVER_NS, UP, pods, simulate
+
 PROFILE = "nvl72-rack-device-plugin"
-RACK_A = "5f0c9a3e-1d2b-4c6e-8a7f-3b9d2e1c0a01.1"
-DRIVER_NS = "dra-driver-nvidia-gpu"
-
-
-def simulate(capsys, profile: str, *files: Path | str) -> dict:
-    rc = main(["simulate", "--profile", profile, "-o", "json", "-f", *map(str, files)])
-    out, err = capsys.readouterr()
-    assert rc == 0, err
-    return json.loads(out)
-
-
-def pods(rep: dict) -> dict[str, dict]:
-    return {p["name"]: p for p in rep["pods"]}
 
 
 def test_nvbandwidth_demo_runs_with_device_plugin_gpus_and_a_dra_channel(capsys):

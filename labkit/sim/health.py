@@ -81,7 +81,8 @@ class GpuHealthMonitor:
                 continue
             old = devs[i].get("taints") or []
             if event is None:
-                taints, changed = without_health_taints(old), any(t not in without_health_taints(old) for t in old)
+                taints = without_health_taints(old)
+                changed = len(taints) != len(old)
             else:
                 taints, changed = add_or_update_taint(old, event.taint())
             if changed:
