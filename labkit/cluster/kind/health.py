@@ -27,22 +27,11 @@ if TYPE_CHECKING:
 FIX = "kind is xid (with xid, e.g. 79 or 13), gpu-lost, unmonitored, or repair (the GPU replaced)"
 
 
-def _device_taints(cluster: KindCluster, node: str, device: str) -> list[dict[str, Any]] | None:
-    """The device's taints in the node's GPU ResourceSlices, None when no slice has the device."""
-    for s in cluster.list("ResourceSlice"):
-        spec = s.get("spec") or {}
-        if spec.get("driver") != GPU_DRIVER or spec.get("nodeName") != node:
-            continue
-        for d in spec.get("devices") or []:
-            if d.get("name") == device:
-                return list(d.get("taints") or [])
-    return None
-
-
-def _node_devices(cluster: KindCluster, node: str) -> list[str]:
-    return [d.get("name", "") for s in cluster.list("ResourceSlice")
+def _node_devices(cluster: KindCluster, node: str) -> dict[str, list[dict[str, Any]]]:
+    """The node's GPU devices in its ResourceSlices, in slice order, each with its taints."""
+    return {d.get("name", ""): list(d.get("taints") or []) for s in cluster.list("ResourceSlice")
             if (s.get("spec") or {}).get("driver") == GPU_DRIVER and s["spec"].get("nodeName") == node
-            for d in s["spec"].get("devices") or []]
+            for d in s["spec"].get("devices") or []}
 
 
 def inject(cluster: KindCluster, node: str, device: str, xid: int | None, kind: str,
@@ -59,8 +48,8 @@ def inject(cluster: KindCluster, node: str, device: str, xid: int | None, kind: 
         doc = healthspool.event_doc(device, kind, xid)
     except HealthEventError as exc:
         raise ClusterInputError(str(exc), obj=obj, field="kind" if kind != "xid" else "xid", fix=FIX) from None
-    if _device_taints(cluster, node, device) is None:
-        shown = _node_devices(cluster, node)
+    if device not in (devices := _node_devices(cluster, node)):
+        shown = list(devices)
         raise ClusterInputError(f"no GPU device {device!r} in the node's ResourceSlices", obj=obj, field="device",
                                 fix=f"use one of: {', '.join(shown[:12])}{' ...' if len(shown) > 12 else ''}")
     container = dict(zip(nodes, cluster.worker_containers(), strict=True))[node]
@@ -94,7 +83,7 @@ def inject(cluster: KindCluster, node: str, device: str, xid: int | None, kind: 
     _, event = healthspool.parse_event(doc)
 
     def seen() -> bool:
-        taints = _device_taints(cluster, node, device) or []
+        taints = _node_devices(cluster, node).get(device) or []
         if event is None:
             return not any(t.get("key") in HEALTH_TAINT_KEYS for t in taints)
         want = event.taint()
