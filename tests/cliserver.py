@@ -32,8 +32,10 @@ def _child(program: str, args: list[str], out_path: str, err_path: str) -> None:
     """In the forked child: become `labkit ARGS` or `python -m fake_gpus ARGS`, then exit."""
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    os.dup2(os.open(out_path, os.O_WRONLY), 1)
-    os.dup2(os.open(err_path, os.O_WRONLY), 2)
+    os.dup2(os.open(out_path, os.O_WRONLY | os.O_NOCTTY), 1)
+    os.dup2(os.open(err_path, os.O_WRONLY | os.O_NOCTTY), 2)
+    if os.isatty(1):  # what the interpreter does at start-up: a terminal's stdout is line-buffered
+        sys.stdout.reconfigure(line_buffering=True)
     sys.argv = [program, *args]
     code: Any = 0
     try:
@@ -57,7 +59,7 @@ def _child(program: str, args: list[str], out_path: str, err_path: str) -> None:
 #: modules the commands import on first use (their dependencies too: the kubernetes client, the
 #: CEL engines); imported once here so no forked command pays for them. A warm-up only: a module
 #: missing from this list is imported by the command itself, as in a user's shell.
-WARM = ("labkit.cluster.sim", "labkit.cluster.explain", "labkit.cel.engine_cpp", "labkit.cel.diagnose",
+WARM = ("labkit.cluster.backends.sim", "labkit.cluster.explain", "labkit.cel.engine_cpp", "labkit.cel.diagnose",
         "labkit.experiments.sweep", "fake_gpus.slices")
 
 
@@ -79,7 +81,9 @@ def serve() -> None:
                 os.chdir(req["cwd"])
                 os.environ.clear()
                 os.environ.update(req["env"])
-                _child(req["program"], req["args"], str(out), str(err))
+                tty = req.get("tty")  # a pseudo-terminal's slave: stdout (and stderr) on it
+                _child(req["program"], req["args"], tty or str(out),
+                       tty if tty and req.get("stderr_tty") else str(err))
             _, status = os.waitpid(pid, 0)
             rc = os.waitstatus_to_exitcode(status)
             answer = {"rc": rc, "stdout": out.read_text(errors="replace"), "stderr": err.read_text(errors="replace")}
@@ -95,10 +99,17 @@ class CliServer:
         self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve"], cwd=ROOT,
                                      env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
-    def run(self, program: str, args: list[str], cwd: Path = ROOT) -> tuple[int, str, str]:
-        """Run `labkit ARGS` (program "labkit") or `python -m fake_gpus ARGS` (program "fake_gpus")."""
+    def run(self, program: str, args: list[str], cwd: Path = ROOT, *, env: dict[str, str] | None = None,
+            tty: str | None = None, stderr_tty: bool = False) -> tuple[int, str, str]:
+        """Run `labkit ARGS` (program "labkit") or `python -m fake_gpus ARGS` (program "fake_gpus"),
+        with `env` (default: the server's). `tty`: the path of a pseudo-terminal's slave that the
+        command's stdout (and with `stderr_tty` its stderr) is opened on; what it writes there is
+        read from the master by the caller, not returned (the caller keeps the master drained while
+        this waits: a full terminal would block the command)."""
         assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(json.dumps({"program": program, "args": args, "cwd": str(cwd), "env": self.env}) + "\n")
+        req = {"program": program, "args": args, "cwd": str(cwd), "env": self.env if env is None else env,
+               "tty": tty, "stderr_tty": stderr_tty}
+        self.proc.stdin.write(json.dumps(req) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:

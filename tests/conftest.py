@@ -1,11 +1,13 @@
 """Fixtures more than one test file needs: the Go oracles (built here when Go is installed, so the
-tests that compare with Kubernetes run wherever they can) and shared sample inputs."""
+tests that compare with Kubernetes run wherever they can), shared sample inputs, and the kind lane's
+clusters (one per profile for the whole lane: the e2e and the kind column of the backend cases share
+them)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +63,53 @@ def oracle_of() -> Callable[[str], Path]:
         return path
 
     return get
+
+
+# -- the kind lane's clusters (tests/kindutil.py imports the kind backend, so only when asked) -----
+@pytest.fixture(scope="session")
+def kind_host_before() -> dict[str, set[str]]:
+    """The engine's containers and networks before the lane's first cluster."""
+    from tests import kindutil
+
+    return kindutil.host_snapshot()
+
+
+@pytest.fixture(scope="session")
+def kind_clusters(tmp_path_factory: pytest.TempPathFactory, kind_host_before: dict[str, set[str]]) -> Iterator[Any]:
+    """The kind lane's `labkit cluster up`/`down` manager (tests/kindutil.py `Clusters`): one cluster
+    per profile, the profiles one after the other (tests/test_cluster_kind_e2e.py's order)."""
+    from labkit.cluster.backends.kind.preflight import check_host
+    from tests import kindutil
+
+    failed = [c for c in check_host("1.37") if not c.ok]
+    if failed:
+        pytest.fail("kind cannot run here (make test sets it up through tools/with-kind.sh):\n"
+                    + "\n".join(map(str, failed)))
+    with kindutil.lane_clusters(tmp_path_factory.mktemp("kind-run")) as cl:
+        yield cl
+
+
+@pytest.fixture(scope="session")
+def kind_workshop(kind_clusters: Any) -> Any:
+    """The kind lane's workshop cluster, connected (a KindCluster): the one the e2e's workshop tests
+    use, no cluster of its own. Its users leave it as they found it (the e2e's next tests apply into
+    it) and run before the e2e's (`pytest_collection_modifyitems` below): the e2e's later profiles
+    replace it."""
+    return kind_clusters.get("workshop")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The kind lane's other tests (kind-marked, not faults or standalone) run before the e2e's (the
+    tests that ask `kind_clusters` by name), on its workshop cluster (`kind_workshop`), so that
+    cluster is neither created twice nor used after the e2e's Helm test replaced its driver."""
+    e2e = [i for i, it in enumerate(items) if "kind_clusters" in getattr(it, "fixturenames", ())]
+    if not e2e:
+        return
+    first = e2e[0]
+
+    def early(it: pytest.Item) -> bool:
+        return (it.get_closest_marker("kind") is not None and "kind_clusters" not in getattr(it, "fixturenames", ())
+                and it.get_closest_marker("kind_faults") is None and it.get_closest_marker("kind_standalone") is None)
+
+    tail = items[first:]
+    items[first:] = [it for it in tail if early(it)] + [it for it in tail if not early(it)]

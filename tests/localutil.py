@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from labkit.cluster import connect
-from labkit.cluster.local import LocalCluster, binaries
+from labkit.cluster.backends.local import LocalCluster, binaries
 
 
 def need_local_binaries() -> None:

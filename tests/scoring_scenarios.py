@@ -5,27 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests import builders as b
+
 T4 = "device.attributes['gpu.nvidia.com'].productName == 'Tesla T4'"
 
 
 def template(name: str, requests: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
-            "spec": {"spec": {"devices": {"requests": requests}}}}
+    return b.claim_template(name, requests=requests)
 
 
 def pod(name: str, tmpl: str, cpu: str | None = None, affinity: dict | None = None,
         tolerations: list | None = None) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": "main", "image": "busybox", "command": ["sleep", "infinity"],
-                                 "resources": {"claims": [{"name": "gpu"}]}}
-    if cpu:
-        container["resources"]["requests"] = {"cpu": cpu}
-    spec: dict[str, Any] = {"containers": [container],
-                            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": tmpl}]}
-    if affinity:
-        spec["affinity"] = affinity
-    if tolerations:
-        spec["tolerations"] = tolerations
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+    extra = {k: v for k, v in (("affinity", affinity), ("tolerations", tolerations)) if v}
+    return b.pod(name, templates=tmpl, requests={"cpu": cpu} if cpu else None, **extra)
 
 
 def prefer_t4() -> list[dict[str, Any]]:
@@ -39,7 +31,7 @@ def prefer_t4() -> list[dict[str, Any]]:
 def spread_by_cpu() -> list[list[dict[str, Any]]]:
     """Three pods asking 20 CPUs and any GPU, applied one after the other: LeastAllocated sends
     each to an empty node."""
-    return [[template(f"any-{i}", [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]),
+    return [[template(f"any-{i}", [b.request()]),
              pod(f"cpu-{i}", f"any-{i}", cpu="20")] for i in range(3)]
 
 
@@ -47,5 +39,5 @@ def preferred_node() -> list[dict[str, Any]]:
     affinity = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 50, "preference": {"matchExpressions": [
             {"key": "kubernetes.io/hostname", "operator": "In", "values": ["t4-1"]}]}}]}}
-    return [template("any-gpu", [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]),
+    return [template("any-gpu", [b.request()]),
             pod("likes-t4-1", "any-gpu", affinity=affinity)]

@@ -6,33 +6,27 @@ from __future__ import annotations
 
 from labkit.allocator import Allocator, features_for
 from labkit.sim.store import Store, copy_of
+from tests import builders as b
 
 DRV = "gpu.example.com"
 F = features_for("1.37")
 
 
 def _class() -> dict:
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRV}"'}}]}}
+    return b.device_class("gpu", f'device.driver == "{DRV}"')
 
 
 def _slice(models: list[str]) -> dict:
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n1-gpus"},
-            "spec": {"driver": DRV, "nodeName": "n1",
-                     "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
-                     "devices": [{"name": f"gpu-{i}", "attributes": {"model": {"string": m}}}
-                                 for i, m in enumerate(models)]}}
+    return b.resource_slice("n1", DRV, devices=[b.device(f"gpu-{i}", attributes={"model": m})
+                                                for i, m in enumerate(models)], name="n1-gpus")
 
 
 def _claim(model: str, count: int = 1) -> dict:
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-            "metadata": {"name": "c", "namespace": "default"},
-            "spec": {"devices": {"requests": [{"name": "g", "exactly": {
-                "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": count,
-                "selectors": [{"cel": {"expression": f'device.attributes["{DRV}"].model == "{model}"'}}]}}]}}}
+    return b.claim("c", requests=[b.request("g", device_class="gpu", allocation_mode="ExactCount", count=count,
+                                            selectors=[f'device.attributes["{DRV}"].model == "{model}"'])])
 
 
-NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}}}
+NODE = b.node("n1")
 
 
 def _devices(out) -> list[str]:

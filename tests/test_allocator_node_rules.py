@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
 from labkit.allocator import nodes, taints
 from labkit.cli import main
 from labkit.cluster import connect
 from labkit.sim import filters, scoring, taintctl
+from tests import builders as b
 
 TAINT = {"key": "gpu.example.com/broken", "value": "ecc", "effect": "NoSchedule"}
 
@@ -108,20 +108,17 @@ def test_field_selector_needs_one_value():
 
 def _slice_input(terms: list[dict]) -> list[dict]:
     return [
-        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "nic"},
-         "spec": {"selectors": [{"cel": {"expression": 'device.driver == "nic.example.com"'}}]}},
-        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1", "labels": {"zone": "a"}}},
-        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "net"},
-         "spec": {"driver": "nic.example.com", "pool": {"name": "zone-a", "generation": 1, "resourceSliceCount": 1},
-                  "nodeSelector": {"nodeSelectorTerms": terms}, "devices": [{"name": "nic-0"}]}},
-        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c1", "namespace": "default"},
-         "spec": {"devices": {"requests": [{"name": "nic", "exactly": {"deviceClassName": "nic"}}]}}},
+        b.device_class("nic", 'device.driver == "nic.example.com"'),
+        b.node("node-1", labels={"zone": "a"}),
+        b.resource_slice(None, "nic.example.com", "zone-a", [b.device("nic-0")], name="net",
+                         nodeSelector={"nodeSelectorTerms": terms}),
+        b.claim("c1", requests=[b.request("nic", device_class="nic")]),
     ]
 
 
 def _allocate(capsys, tmp_path, terms: list[dict]) -> tuple[int, dict]:
     path = tmp_path / "in.yaml"
-    path.write_text(yaml.safe_dump_all(_slice_input(terms)))
+    path.write_text(b.yaml_docs(_slice_input(terms)))
     code = main(["allocate", "-f", str(path), "--node", "node-1", "--no-validate", "-o", "json"])
     return code, json.loads(capsys.readouterr().out)
 
@@ -145,10 +142,8 @@ def test_allocate_slice_selector_on_another_field_key(capsys, tmp_path):
 
 
 def _pod(name: str, terms: list[dict]) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
-            "spec": {"containers": [{"name": "c", "image": "busybox"}],
-                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                         "nodeSelectorTerms": terms}}}}}
+    return b.pod(name, container="c", command=None, affinity={"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}})
 
 
 def test_sim_pod_affinity_is_lazy_like_the_node_affinity_filter():

@@ -40,8 +40,8 @@ from labkit.api.problem import as_dict
 from labkit.api.schema import MODEL_FOR, model_fields
 from labkit.cel.validation import validate
 from labkit.cluster import connect
+from labkit.cluster.backends.local import binaries
 from labkit.cluster.kube import ApiError
-from labkit.cluster.local import binaries
 from labkit.model.profiles import load_profile
 from tests.localutil import need_local_binaries
 

@@ -234,7 +234,7 @@ def test_kind_backend_reads_through_one_api_connection(local, tmp_path):
     one connection for many calls, and a new one when the kubeconfig file changes."""
     import shutil
 
-    from labkit.cluster.kind.backend import KindCluster
+    from labkit.cluster.backends.kind.backend import KindCluster
 
     kind = KindCluster(state_dir=tmp_path, progress=False)
     shutil.copy(local.kubeconfig, kind.kubeconfig)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.cluster import base
-from labkit.cluster.base import Cluster, ClusterError, backend_class, connect, register_backend
+from labkit.cluster import backends as base  # the registry (its _BACKENDS)
+from labkit.cluster.backends import backend_class, connect, register_backend
+from labkit.cluster.base import Cluster, ClusterError
 from labkit.cluster.placements import Placement, PlacementTable, build_placements
 
 

@@ -13,15 +13,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-import labkit.cluster.kind.backend as backend_module
+import labkit.cluster.backends.kind.backend as backend_module
 from labkit.cluster import runstate
-from labkit.cluster.base import ClusterError, backend_class
-from labkit.cluster.kind.backend import KindCluster, normalize_image
-from labkit.cluster.kind.config import CDI_PATCH, MIG_LABEL, OOM_PATCH, PROFILE_LABEL, kind_config
-from labkit.cluster.kind.driver import driver_manifests
-from labkit.cluster.kind.images import NODE_IMAGES, node_image, parse_kind_version
-from labkit.cluster.kind.preflight import HostFacts, readiness, run_preflight
-from labkit.cluster.kind.runner import CommandError, RecordingRunner
+from labkit.cluster.backends import backend_class
+from labkit.cluster.backends.kind.backend import KindCluster, normalize_image
+from labkit.cluster.backends.kind.config import CDI_PATCH, MIG_LABEL, OOM_PATCH, PROFILE_LABEL, kind_config
+from labkit.cluster.backends.kind.driver import driver_manifests
+from labkit.cluster.backends.kind.images import NODE_IMAGES, node_image, parse_kind_version
+from labkit.cluster.backends.kind.preflight import HostFacts, readiness, run_preflight
+from labkit.cluster.backends.kind.runner import CommandError, RecordingRunner
+from labkit.cluster.base import ClusterError
 from labkit.model.profiles import load_profile
 
 pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
@@ -282,7 +283,7 @@ def _slices_json(profile: str) -> str:
 
 
 def _healthy_cluster(tmp_path: Path, deploy_dir: Path, monkeypatch, **kw) -> tuple[KindCluster, RecordingRunner]:
-    import labkit.cluster.kind.backend as backend
+    import labkit.cluster.backends.kind.backend as backend
 
     monkeypatch.setattr(backend, "driver_manifests",
                         lambda profile, image: driver_manifests(profile, image, deploy_dir=deploy_dir))
@@ -447,7 +448,7 @@ def test_a_create_that_fails_before_kubeadm_is_not_retried(tmp_path, deploy_dir,
 
 
 def test_salient_lines_keep_the_error_and_drop_the_stack():
-    from labkit.cluster.kind.runner import salient_lines
+    from labkit.cluster.backends.kind.runner import salient_lines
 
     said = salient_lines(KUBEADM_TIMEOUT)
     assert said[0].startswith("ERROR: failed to create cluster: failed to join node with kubeadm")
@@ -465,7 +466,7 @@ def test_up_stops_when_cdi_is_off(tmp_path, deploy_dir, monkeypatch):
 
 
 def test_cdi_check_knows_containerd_1_and_2():
-    from labkit.cluster.kind.preflight import cdi_check
+    from labkit.cluster.backends.kind.preflight import cdi_check
 
     def check(dump: str) -> bool:
         return cdi_check(RecordingRunner(responses={"docker exec": (0, dump)}), "docker", "n").ok
@@ -648,7 +649,7 @@ def test_image_file_tree_runs_the_driver(tmp_path: Path):
     import subprocess
     import sys
 
-    from labkit.cluster.kind.image import build_image_tree
+    from labkit.cluster.backends.kind.image import build_image_tree
 
     tree = build_image_tree(tmp_path / "rootfs")
     assert tree.base == "python:3.11-slim"
@@ -743,7 +744,7 @@ def test_a_taint_rule_is_in_force_before_the_pod_it_keeps_off_the_device_is_sent
 
 
 def test_a_taint_rule_nobody_reports_is_a_warning_naming_it_and_the_rest_still_goes(tmp_path, monkeypatch):
-    monkeypatch.setattr("labkit.cluster.kubeapi.RULE_REPORT_TIMEOUT", 0.3)
+    monkeypatch.setattr("labkit.cluster.backends.kubeapi.RULE_REPORT_TIMEOUT", 0.3)
     runner = _Controller(report_at=None)
     c = _attached(tmp_path, runner)
     runner.commands.clear(), runner.inputs.clear()

@@ -28,12 +28,12 @@ import pytest
 import yaml
 
 from labkit.cluster import NotFound, connect
-from labkit.cluster.kind.backend import SWAP_ANNOTATION, KindCluster
-from labkit.cluster.kind.driver import helm_values
-from labkit.cluster.kind.preflight import check_host, find_tool
+from labkit.cluster.backends.kind.backend import SWAP_ANNOTATION, KindCluster
+from labkit.cluster.backends.kind.driver import helm_values
+from labkit.cluster.backends.kind.preflight import find_tool
 from labkit.cluster.report import normalize_report, simulate_report
 from labkit.model.profiles import load_profile
-from tests import test_least_privilege, test_rack_kind, test_rack_local
+from tests import kindutil, test_least_privilege, test_rack_kind, test_rack_local
 
 pytestmark = [pytest.mark.kind, pytest.mark.slow]
 
@@ -41,153 +41,20 @@ ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "tests" / "data" / "scenarios"
 ARTIFACTS = ROOT / "test-artifacts" / "kind-e2e.json"
 SYSTEM_NAMESPACES = {"kube-system", "kube-public", "kube-node-lease", "fake-gpus", "local-path-storage"}
-MEASURED: dict[str, Any] = {}
-#: developers only: a run dir whose clusters are reused and kept (e.g. /tmp/kind-dev); a profile
-#: switch still replaces the cluster, and the last test still checks `down`
-KEEP = os.environ.get("LABKIT_KIND_E2E_KEEP", "")
+MEASURED = kindutil.MEASURED
+_run = kindutil.run_in_root
+_host_snapshot = kindutil.host_snapshot
 
 
-def _inotify_instances() -> int:
-    try:
-        return int(Path("/proc/sys/fs/inotify/max_user_instances").read_text())
-    except (OSError, ValueError):
-        return 0
-
-
-#: several clusters at once need more inotify instances than Linux's default 128 (tools/with-kind.sh
-#: raises them when it can); otherwise one cluster at a time
-PREFETCH = os.environ.get("LABKIT_KIND_PREFETCH", "1") != "0" and _inotify_instances() >= 512
-
-
-# -- the clusters ----------------------------------------------------------------------------------
-def _run(*cmd: str, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(cmd), capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
-
-
-def _host_snapshot() -> dict[str, set[str]]:
-    docker = find_tool("docker") or "docker"
-    ps = _run("ps", "-eo", "pid=,args=").stdout.splitlines()
-    return {
-        "containers": set(_run(docker, "ps", "-a", "--format", "{{.Names}}").stdout.split()),
-        "networks": set(_run(docker, "network", "ls", "--format", "{{.Name}}").stdout.split()),
-        "processes": {ln.strip() for ln in ps if "labkit-e2e-" in ln},
-    }
-
-
-class Clusters:
-    """`labkit cluster up` / `down` as typed, one profile's tests at a time. The next profile's cluster
-    may be started early (`prefetch`), so its creation overlaps tests that mostly wait for kubelets
-    instead of adding to the lane's time."""
-
-    def __init__(self, env: dict[str, str], logs: Path) -> None:
-        self.env = env
-        self.logs = logs
-        self.profile: str | None = None
-        self.conn: KindCluster | None = None
-        self.container_ids: dict[str, list[str]] = {}
-        self.final = False
-        self.pending: dict[str, tuple[subprocess.Popen[str], float]] = {}
-
-    def _up_argv(self, profile: str) -> list[str]:
-        return [sys.executable, "-m", "labkit", "cluster", "up", "--backend", "kind", "--profile", profile,
-                "--name", f"labkit-e2e-{profile}"]
-
-    def prefetch(self, profile: str) -> None:
-        """Start `labkit cluster up` for `profile` in the background; `get(profile)` takes it over."""
-        if KEEP or not PREFETCH or profile == self.profile or profile in self.pending:
-            return
-        with (self.logs / f"up-{profile}.log").open("w") as out:  # the child keeps its own descriptor
-            proc = subprocess.Popen(self._up_argv(profile), stdout=out, stderr=subprocess.STDOUT, text=True,
-                                    env=self.env, cwd=ROOT)
-        self.pending[profile] = (proc, time.monotonic())
-
-    def get(self, profile: str) -> KindCluster:
-        if self.profile == profile and self.conn is not None:
-            return self.conn
-        self.down()
-        t0 = time.monotonic()
-        if profile in self.pending:
-            proc, started = self.pending.pop(profile)
-            rc = proc.wait(timeout=900)
-            output = (self.logs / f"up-{profile}.log").read_text()
-            up = subprocess.CompletedProcess(proc.args, rc, output, "")
-            waited, wall = time.monotonic() - t0, time.monotonic() - started
-        else:
-            up = _run(*self._up_argv(profile), env=self.env)
-            waited = wall = time.monotonic() - t0
-        assert up.returncode == 0, f"labkit cluster up failed:\n{up.stdout}\n{up.stderr}"
-        if KEEP and "was already running" in up.stdout:  # a developer's kept cluster
-            return self._connect(profile)
-        assert "was already running" not in up.stdout, (
-            f"labkit-e2e-{profile} existed before this run created it (left by a killed run? tools/with-kind.sh "
-            f"removes such clusters before the lanes start):\n{up.stdout}")
-        assert "export KUBECONFIG=" in up.stdout and "kubectl get resourceslices" in up.stdout, up.stdout
-        m = re.search(r"is up in (\d+)s \(create (\d+)s, images (\d+)s, driver DaemonSets ready (\d+)s, "
-                      r"slices (\d+)s\)", up.stdout)
-        assert m, up.stdout
-        MEASURED[profile] = {"labkit cluster up (wall s)": round(wall, 1), "create s": int(m[2]),
-                             "images s": int(m[3]), "DaemonSets ready s": int(m[4]), "slices s": int(m[5]),
-                             "tests waited for it s": round(waited, 1)}
-        return self._connect(profile)
-
-    def _connect(self, profile: str) -> KindCluster:
-        self.profile = profile
-        self.conn = connect("kind", profile, progress=False)
-        assert self.conn.attached and self.conn.cluster_name == f"labkit-e2e-{profile}"
-        docker = find_tool("docker") or "docker"
-        ids = _run(docker, "ps", "-q", "--no-trunc", "--filter", f"label=io.x-k8s.kind.cluster=labkit-e2e-{profile}")
-        self.container_ids[profile] = ids.stdout.split()
-        return self.conn
-
-    def down(self) -> None:
-        if self.profile is None or (KEEP and not self.final):
-            return
-        if self.conn is not None:
-            self.conn.down()
-        self._cli_down(self.profile)
-        self.profile, self.conn = None, None
-
-    def _cli_down(self, profile: str) -> None:
-        out = _run(sys.executable, "-m", "labkit", "cluster", "down", "--backend", "kind", "--profile", profile,
-                   env=self.env)
-        assert out.returncode == 0, out.stderr
-        assert f"kind cluster labkit-e2e-{profile} (profile {profile}) is down" in out.stdout, out.stdout
-
-    def down_all(self) -> None:
-        """The current cluster and any started early that no test took over (a failed run)."""
-        self.final = True
-        try:
-            self.down()
-        finally:
-            for profile, (proc, _) in list(self.pending.items()):
-                proc.wait(timeout=900)
-                self.pending.pop(profile)
-                self._cli_down(profile)
+# -- the clusters: tests/conftest.py `kind_clusters` (shared with the kind column of the backend cases)
+@pytest.fixture(scope="session")
+def clusters(kind_clusters: kindutil.Clusters) -> kindutil.Clusters:
+    return kind_clusters
 
 
 @pytest.fixture(scope="session")
-def host_before() -> dict[str, set[str]]:
-    return _host_snapshot()
-
-
-@pytest.fixture(scope="session")
-def clusters(tmp_path_factory, host_before):
-    failed = [c for c in check_host("1.37") if not c.ok]
-    if failed:
-        pytest.fail("kind cannot run here (make test sets it up through tools/with-kind.sh):\n"
-                    + "\n".join(map(str, failed)))
-    run_dir = Path(KEEP) if KEEP else tmp_path_factory.mktemp("kind-run")
-    os.environ["LABKIT_RUN_DIR"] = str(run_dir)  # connect() in this process finds what the CLI started
-    env = {**os.environ, "LABKIT_RUN_DIR": str(run_dir)}
-    cl = Clusters(env, run_dir)
-    t0 = time.monotonic()
-    try:
-        yield cl
-    finally:
-        cl.down_all()
-        MEASURED["kind e2e tests total s"] = round(time.monotonic() - t0, 1)
-        ARTIFACTS.parent.mkdir(parents=True, exist_ok=True)
-        ARTIFACTS.write_text(json.dumps(MEASURED, indent=2, sort_keys=True))
+def host_before(kind_host_before: dict[str, set[str]]) -> dict[str, set[str]]:
+    return kind_host_before
 
 
 # -- helpers ---------------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ import pytest
 
 from labkit.api.features import DEFAULT_VERSION, SUPPORTED_VERSIONS, resolve_gates
 from labkit.cluster import NotFound, connect
-from labkit.cluster.base import backend_class, server_minor
-from labkit.cluster.kubeapi import KubeconfigCluster
+from labkit.cluster.backends import backend_class
+from labkit.cluster.backends.kubeconfig import KubeconfigCluster
+from labkit.cluster.base import server_minor
 from labkit.course import backend_table
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from labkit.cluster import connect
-from labkit.cluster.local import binaries
-from labkit.cluster.local.procs import pid_alive
+from labkit.cluster.backends.local import binaries
+from labkit.cluster.backends.local.procs import pid_alive
 
 pytestmark = [pytest.mark.local, pytest.mark.slow]
 

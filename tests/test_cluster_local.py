@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit.cluster.local import LocalCluster, binaries
-from labkit.cluster.local.procs import pid_alive, port_open
+from labkit.cluster.backends.local import LocalCluster, binaries
+from labkit.cluster.backends.local.procs import pid_alive, port_open
 from tests.localutil import need_local_binaries
 
 pytestmark = pytest.mark.local

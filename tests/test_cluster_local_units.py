@@ -19,9 +19,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from hypothesis import given
 from hypothesis import strategies as st
 
-from labkit.cluster.local import binaries, controlplane, pki
-from labkit.cluster.local.cdi import CDIError, resolve_env
-from labkit.cluster.local.procs import Supervisor, free_port, pid_alive, port_open
+from labkit.cluster.backends.local import binaries, controlplane, pki
+from labkit.cluster.backends.local.cdi import CDIError, resolve_env
+from labkit.cluster.backends.local.procs import Supervisor, free_port, pid_alive, port_open
 
 
 @pytest.mark.parametrize("use_openssl", [False, True], ids=["cryptography", "openssl-cli"])
@@ -143,7 +143,7 @@ def test_atexit_stops_children_when_python_exits_without_down(tmp_path: Path) ->
     code = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from labkit.cluster.local.procs import Supervisor
+        from labkit.cluster.backends.local.procs import Supervisor
         sup = Supervisor(Path({str(tmp_path)!r}))
         c = sup.start("sleeper", [sys.executable, "-c", "import time; time.sleep(600)"])
         print(c.pid, flush=True)
@@ -189,14 +189,14 @@ def test_find_reads_recorded_version(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_local_backend_is_registered() -> None:
     from labkit.cluster import backend_class
-    from labkit.cluster.local import LocalCluster
+    from labkit.cluster.backends.local import LocalCluster
 
     assert backend_class("local") is LocalCluster
 
 
 def test_up_without_binaries_is_a_cluster_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from labkit.cluster import ClusterError
-    from labkit.cluster.local import LocalCluster
+    from labkit.cluster.backends.local import LocalCluster
 
     monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
     monkeypatch.delenv("LABKIT_CONTROLPLANE_BIN", raising=False)
@@ -205,7 +205,7 @@ def test_up_without_binaries_is_a_cluster_error(tmp_path: Path, monkeypatch: pyt
 
 
 def test_agent_env_per_container_honours_request_names(tmp_path: Path) -> None:
-    from labkit.cluster.local.agent import NodeAgent
+    from labkit.cluster.backends.local.agent import NodeAgent
 
     _spec(tmp_path, "a.yaml", "k8s.gpu.nvidia.com/claim", ["C=1"], {"u-a": ["A=1"], "u-b": ["B=1"]})
     agent = NodeAgent(None, "n", tmp_path / "reg", tmp_path)  # type: ignore[arg-type]
@@ -224,7 +224,7 @@ def test_agent_env_per_container_honours_request_names(tmp_path: Path) -> None:
 
 def test_fleet_profiles_are_refused_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     from labkit.cluster import ClusterError
-    from labkit.cluster.local import LocalCluster
+    from labkit.cluster.backends.local import LocalCluster
 
     monkeypatch.setenv("LABKIT_LOCAL_MAX_NODES", "2")
     profile = {"name": "big", "nodes": [{"namePrefix": "n-", "count": 3, "nodeProfile": "t4-inference"}]}

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from labkit.cluster.kubeapi import KubeCluster, pod_in_flight
+from labkit.cluster.backends.kubeapi import KubeCluster, pod_in_flight
 
 
 def pod(*, node: str | None = None, phase: str = "Pending", conditions: list[dict] | None = None,
@@ -72,7 +72,7 @@ class Scripted(KubeCluster):
 
 @pytest.fixture
 def fast(monkeypatch):
-    import labkit.cluster.kubeapi as kubeapi
+    import labkit.cluster.backends.kubeapi as kubeapi
 
     clock = [0.0]
     monkeypatch.setattr(kubeapi.time, "monotonic", lambda: clock[0])
@@ -95,7 +95,7 @@ def test_wait_gives_up_on_an_undecided_pod_only_at_its_timeout(fast):
 
 
 def test_wait_returns_once_a_stuck_start_has_been_quiet_for_the_grace(fast):
-    import labkit.cluster.kubeapi as kubeapi
+    import labkit.cluster.backends.kubeapi as kubeapi
 
     cluster = Scripted([{"Pod": [pod(node="n0")]}])  # bound, never started
     assert cluster.wait(timeout=60) is True
@@ -103,7 +103,7 @@ def test_wait_returns_once_a_stuck_start_has_been_quiet_for_the_grace(fast):
 
 
 def test_wait_returns_soon_on_a_decided_cluster(fast):
-    import labkit.cluster.kubeapi as kubeapi
+    import labkit.cluster.backends.kubeapi as kubeapi
 
     cluster = Scripted([{"Pod": [pod(conditions=UNSCHEDULABLE), pod(node="n0", phase="Running")]}])
     assert cluster.wait(timeout=60) is True

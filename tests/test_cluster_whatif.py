@@ -14,8 +14,8 @@ import yaml
 from labkit.api import dump
 from labkit.cli import main
 from labkit.cluster import ClusterError, connect
+from labkit.cluster.backends.kubeconfig import KubeconfigCluster
 from labkit.cluster.explain_live import explain_pod
-from labkit.cluster.kubeapi import KubeconfigCluster
 from labkit.cluster.report import simulate_report
 from labkit.cluster.snapshot import cluster_state
 from tests.scenario_gen import generate

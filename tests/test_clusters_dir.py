@@ -64,9 +64,9 @@ def test_a_profile_in_dot_clusters_overrides_a_shipped_one(tmp_path):
 
 
 def test_kind_configs_are_what_the_kind_backend_generates():
-    from labkit.cluster.kind.backend import default_cluster_name
-    from labkit.cluster.kind.config import kind_config
-    from labkit.cluster.kind.images import node_image
+    from labkit.cluster.backends.kind.backend import default_cluster_name
+    from labkit.cluster.backends.kind.config import kind_config
+    from labkit.cluster.backends.kind.images import node_image
     from labkit.model.profiles import load_profile
 
     lessons = subprocess.run([sys.executable, "tools/lessons.py", "groups", "--backend", "kind"], cwd=ROOT,

@@ -401,7 +401,7 @@ def test_checks_still_work_after_the_notebook_stopped_its_cluster(capsys):
 
 
 def test_a_cluster_without_a_profile_that_is_down_says_what_to_do(capsys):
-    from labkit.cluster.sim import SimCluster
+    from labkit.cluster.backends.sim import SimCluster
 
     never_up = SimCluster(progress=False)
     out = verdict(capsys, checks.check_gpu_count(16, never_up), "❌")

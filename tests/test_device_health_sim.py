@@ -26,6 +26,7 @@ import pytest
 from labkit.cluster import ClusterError, connect
 from labkit.cluster.base import Cluster, NotFound
 from labkit.errors import EXIT_INPUT, EXIT_NOT_FOUND, exit_code
+from tests import builders as b
 
 A100 = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA A100-SXM4-80GB"'
 NODE = "dgx-a100-0"
@@ -33,11 +34,7 @@ SLICE = "dgx-a100-0-gpu.nvidia.com-0"
 
 
 def template(name: str, count: int = 1, tolerations: list[dict] | None = None) -> dict:
-    exactly = {"deviceClassName": "gpu.nvidia.com", "count": count, "selectors": [{"cel": {"expression": A100}}]}
-    if tolerations:
-        exactly["tolerations"] = tolerations
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
-            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}}
+    return b.claim_template(name, requests=[b.request(count=count, selectors=[A100], tolerations=tolerations or ())])
 
 
 def pod_spec(tmpl: str, request: str | None = None) -> dict:
@@ -64,10 +61,8 @@ def drain(name: str, device: str | None, pool: str = NODE, value: str = "xid") -
 
 
 def legacy(name: str, node: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
-                     "containers": [{"name": "main", "image": "busybox",
-                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    return b.pod(name, node=node, containers=[{"name": "main", "image": "busybox",
+                                               "resources": {"limits": {"nvidia.com/gpu": "1"}}}])
 
 
 @pytest.fixture
@@ -186,8 +181,7 @@ def test_unmonitored_is_unknown_and_a_repair_makes_the_gpu_healthy_and_schedulab
 
 
 def test_a_request_entry_and_a_named_claim_as_the_kubelet_writes_them(cluster):
-    named = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "shared"},
-             "spec": template("x")["spec"]["spec"]}
+    named = b.claim("shared", count=1, selectors=[A100])
     by_name = pod("by-name", "unused")
     by_name["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "shared"}]
     started(cluster, template("one"), pod("req", "one", request="gpu"), named, by_name)

@@ -65,7 +65,7 @@ def test_check_on_sim_through_the_cli():
 
 
 def test_check_on_local_without_the_control_plane_is_one_line(tmp_path):
-    # labkit/cluster/local/binaries.py: the local backend's own message when nothing is built
+    # labkit/cluster/backends/local/binaries.py: the local backend's own message when nothing is built
     out = labkit("experiment", "inflation", "--fleet", "openb:200", "--policies", "fgd", "--check-on", "local",
                  env={"LABKIT_CACHE": str(tmp_path), "LABKIT_RUN_DIR": str(tmp_path / "run")})
     assert out.returncode == 1 and not out.stdout

@@ -2,7 +2,7 @@
 built from the Go module proxy, cached under ~/.cache/dra-labkit/helm/<version>): `helm lint` passes, and
 `helm template` renders the same objects as today's manifests for the same choices -- the kustomize base
 (`kubectl kustomize fake_gpus/deploy`) with the default values, the kind backend's per-hardware DaemonSets
-with `labkit.cluster.kind.driver.helm_values(profile)` -- apart from Helm's own labels. Bad values are refused
+with `labkit.cluster.backends.kind.driver.helm_values(profile)` -- apart from Helm's own labels. Bad values are refused
 with one line naming the value. The feature gates and sharing values reach the plugin as flags that its own
 parser accepts and that change the slices it publishes. On the local control plane (local lane) the API
 server accepts every rendered object and `helm install` / `helm uninstall` leave nothing behind; installing
@@ -20,8 +20,8 @@ import yaml
 
 from fake_gpus.cli import build_parser
 from fake_gpus.plugin.cli import load_slices
-from labkit.cluster.kind.driver import driver_manifests, helm_values
-from labkit.cluster.kind.preflight import find_tool
+from labkit.cluster.backends.kind.driver import driver_manifests, helm_values
+from labkit.cluster.backends.kind.preflight import find_tool
 from labkit.model.profiles import load_profile
 from tests.localutil import ready_local_cluster
 from tests.test_fake_gpus_deploy import _kubelet_expand

@@ -57,8 +57,8 @@ from labkit.api import dump, load
 from labkit.api.load import LoadError, read_documents
 from labkit.cel.validation import validate
 from labkit.cluster import connect, kube
-from labkit.cluster.kind.driver import helm_values
-from labkit.cluster.local.cdi import load_specs, resolve_env
+from labkit.cluster.backends.kind.driver import helm_values
+from labkit.cluster.backends.local.cdi import load_specs, resolve_env
 from labkit.cluster.snapshot import snapshot_yaml
 from labkit.errors import LabkitError, exit_code, one_line
 from labkit.experiments.alibaba import SAMPLE, load_alibaba

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from labkit.api import load
-from labkit.cluster.kind.preflight import find_tool
+from labkit.cluster.backends.kind.preflight import find_tool
 from tests.localutil import ready_local_cluster
 from tests.scenario_gen import pod_settled
 

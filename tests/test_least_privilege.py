@@ -22,8 +22,8 @@ import psutil
 import pytest
 import yaml
 
-from labkit.cluster.kind.backend import KindCluster
-from labkit.cluster.kind.preflight import find_tool
+from labkit.cluster.backends.kind.backend import KindCluster
+from labkit.cluster.backends.kind.preflight import find_tool
 
 from . import kindutil
 from .leaks import env_for, labkit, recorded_state_dirs

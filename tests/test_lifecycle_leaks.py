@@ -16,10 +16,10 @@ import time
 import psutil
 import pytest
 
-from labkit.cluster.kind.backend import KindCluster
-from labkit.cluster.kind.preflight import HostFacts
-from labkit.cluster.kind.runner import RecordingRunner
-from labkit.cluster.local.procs import Supervisor
+from labkit.cluster.backends.kind.backend import KindCluster
+from labkit.cluster.backends.kind.preflight import HostFacts
+from labkit.cluster.backends.kind.runner import RecordingRunner
+from labkit.cluster.backends.local.procs import Supervisor
 
 from . import leaks
 from .kindutil import ROOT
@@ -70,7 +70,7 @@ def test_supervisor_watchdog_cleans_up_after_a_killed_parent(tmp_path):
     state = tmp_path / "state"
     code = textwrap.dedent(f"""
         import sys, pathlib
-        from labkit.cluster.local.procs import Supervisor
+        from labkit.cluster.backends.local.procs import Supervisor
         sup = Supervisor(pathlib.Path({str(state)!r}) / "logs")
         sup.remove_on_death(pathlib.Path({str(state)!r}))
         comp = sup.start("sleeper", ["sleep", "300"])

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from labkit.cluster import connect
-from labkit.cluster.local import binaries
+from labkit.cluster.backends.local import binaries
 from tests.scenario_gen import pod_settled
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -130,7 +130,7 @@ def _notebook_modules() -> list[str]:
 
 def test_every_module_the_notebooks_import_loads_without_native_modules() -> None:
     modules = _notebook_modules()
-    assert {"labkit.cluster.kind", "labkit.cluster.kind.config", "labkit.widgets", "labkit.topology"} <= set(modules)
+    assert {"labkit.cluster.backends.kind", "labkit.cluster.backends.kind.config", "labkit.widgets", "labkit.topology"} <= set(modules)
     code = "import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in modules) \
         + LOADED % (NATIVE,)
     out = _run(code, pure=True)

@@ -14,7 +14,7 @@ import pytest
 from fake_gpus.catalog import gpu_model, load_node_profile
 from fake_gpus.slices import build_slices
 from labkit.cli import main
-from labkit.cluster.base import connect
+from labkit.cluster.backends import connect
 
 UP = Path(__file__).parent / "data" / "upstream" / "nvidia-computedomain"
 DRIVER_NS = "dra-driver-nvidia-gpu"

@@ -16,7 +16,7 @@ import pytest
 
 from fake_gpus.naming import gpu_uuid
 from labkit.cli import main
-from labkit.cluster.base import connect
+from labkit.cluster.backends import connect
 
 from .test_rack_computedomain import DRIVER_NS, UP, pods, simulate
 

@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from fake_gpus import cdcontroller, computedomain
-from labkit.cluster.kind.backend import KindCluster
-from labkit.cluster.kind.config import kind_config
-from labkit.cluster.kind.driver import driver_manifests
-from labkit.cluster.kind.preflight import HostFacts, find_tool
+from labkit.cluster.backends.kind.backend import KindCluster
+from labkit.cluster.backends.kind.config import kind_config
+from labkit.cluster.backends.kind.driver import driver_manifests
+from labkit.cluster.backends.kind.preflight import HostFacts, find_tool
 from labkit.model.profiles import load_profile
 from tests.localutil import ready_local_cluster
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from labkit.cluster import connect
-from labkit.cluster.local import LocalCluster
+from labkit.cluster.backends.local import LocalCluster
 from tests.localutil import need_local_binaries
 
 pytestmark = pytest.mark.local

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from labkit.cluster.base import connect
+from labkit.cluster.backends import connect
 from labkit.topology import (
     draw_racks,
     fleet_distance,

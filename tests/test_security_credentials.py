@@ -41,8 +41,8 @@ import pytest
 import yaml
 
 from labkit.cluster import connect
+from labkit.cluster.backends.local import pki
 from labkit.cluster.base import ClusterError, ClusterInputError
-from labkit.cluster.local import pki
 from tests.cliserver import CliServer
 
 pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it

@@ -19,7 +19,7 @@ import yaml
 from fake_gpus import featuregates
 from fake_gpus.cli import build_parser
 from fake_gpus.plugin.cli import load_slices
-from labkit.cluster.kind.driver import helm_values
+from labkit.cluster.backends.kind.driver import helm_values
 from labkit.model.profiles import load_profile, profile_names
 from tests import test_fake_gpus_helm
 from tests.test_fake_gpus_deploy import _kubelet_expand

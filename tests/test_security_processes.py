@@ -30,9 +30,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit.cluster.kind.backend import KindCluster
-from labkit.cluster.kind.preflight import HostFacts
-from labkit.cluster.kind.runner import RecordingRunner
+from labkit.cluster.backends.kind.backend import KindCluster
+from labkit.cluster.backends.kind.preflight import HostFacts
+from labkit.cluster.backends.kind.runner import RecordingRunner
 
 from .test_cluster_kind import ALL_TOOLS, HEALTHY
 
@@ -100,7 +100,7 @@ def _identity(pid: int, **change: object) -> dict[str, object]:
     return {"pid": pid, "start": start, "boot": boot, "uid": os.getuid(), "cmdline": cmdline, **change}
 
 
-SERVE_CMDLINE = [sys.executable, "-m", "labkit.cluster.local.serve", "--profile", PROFILE]
+SERVE_CMDLINE = [sys.executable, "-m", "labkit.cluster.backends.local.serve", "--profile", PROFILE]
 
 
 def _write_state(tmp: Path, server: dict[str, object], groups: list[dict[str, object]], **extra: object) -> Path:

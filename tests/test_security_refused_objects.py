@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from labkit.cluster import ClusterError, connect
-from labkit.cluster.kind.runner import RecordingRunner
+from labkit.cluster.backends.kind.runner import RecordingRunner
 from labkit.cluster.snapshot import cluster_state
 from tests.cliserver import CliServer
 from tests.test_cluster_kind import _attached

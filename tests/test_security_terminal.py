@@ -24,6 +24,7 @@ import yaml
 
 from labkit.cluster import connect
 from labkit.cluster.explain_live import explain_pod, explain_pod_doc
+from tests import builders as b
 from tests.test_cli_terminal import BIN, ROOT, _env, _flat, run_pipe, run_tty
 
 HOSTILE = "\x1b[31mred\x1b]0;title\x07\x08\x9b\u202eevil\rover"
@@ -51,13 +52,7 @@ def _write(path: Path, docs: list[dict]) -> str:
 
 
 def _claim_and_pod(selector: str) -> list[dict]:
-    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "hostile"},
-             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-                 "deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {"expression": selector}}]}}]}}}
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hostile"},
-           "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "hostile"}],
-                    "containers": [{"name": "main", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}]}}
-    return [claim, pod]
+    return [b.claim("hostile", selectors=[selector]), b.pod("hostile", claims="hostile", command=None)]
 
 
 #: a selector whose CEL error quotes the hostile string raw: kube-scheduler's condition and event say it

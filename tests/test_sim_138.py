@@ -22,8 +22,8 @@ from __future__ import annotations
 import pytest
 
 from labkit.cluster import connect
+from labkit.cluster.backends.kubeconfig import KubeconfigCluster
 from labkit.cluster.explain_live import explain_pod, explain_pod_doc, restored_sim
-from labkit.cluster.kubeapi import KubeconfigCluster
 from labkit.cluster.snapshot import cluster_state
 
 DRIVER = "gpu.nvidia.com"

@@ -8,34 +8,11 @@ import pytest
 
 from labkit.cluster import ClusterError, NotFound, connect
 from labkit.cluster.describe import describe
+from tests import builders as b
 
 SUFFIX = "[bcdfghjklmnpqrstvwxz2456789]{5}"
 
-TEMPLATE_1GPU = """
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: one-gpu}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly: {deviceClassName: gpu.nvidia.com}
-"""
-
-
-def pod(name, claim=None, template=None, ns="default", **spec):
-    p = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
-         "spec": {"containers": [{"name": "main", "image": "busybox"}], **spec}}
-    if claim or template:
-        entry = {"name": "gpu"}
-        if claim:
-            entry["resourceClaimName"] = claim
-        else:
-            entry["resourceClaimTemplateName"] = template
-        p["spec"]["resourceClaims"] = [entry]
-        p["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
-    return p
+TEMPLATE_1GPU = b.claim_template("one-gpu")
 
 
 def profile(*nodes, gates=None):
@@ -56,7 +33,7 @@ def phase(c, name, ns="default"):
 
 def test_template_claim_named_like_kubernetes(tiny):
     tiny.apply(TEMPLATE_1GPU)
-    tiny.apply(pod("trainer", template="one-gpu"))
+    tiny.apply(b.pod("trainer", templates="one-gpu"))
     tiny.wait()
     p = tiny.get("Pod", "trainer")
     [status] = p["status"]["resourceClaimStatuses"]
@@ -78,7 +55,7 @@ def test_template_claim_named_like_kubernetes(tiny):
 
 def test_template_claim_deleted_with_pod_and_device_freed(tiny):
     tiny.apply(TEMPLATE_1GPU)
-    tiny.apply([pod(f"p{i}", template="one-gpu") for i in range(9)])  # 8 GPUs on node-0
+    tiny.apply([b.pod(f"p{i}", templates="one-gpu") for i in range(9)])  # 8 GPUs on node-0
     tiny.wait()
     assert phase(tiny, "p8") == (None, "Pending")
     assert "cannot allocate all claims" in tiny.get("Pod", "p8")["status"]["conditions"][0]["message"]
@@ -94,13 +71,8 @@ def test_template_claim_deleted_with_pod_and_device_freed(tiny):
 
 
 def test_shared_claim_reserved_by_both_and_deallocated_after_last(tiny):
-    tiny.apply("""
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {name: shared}
-spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}]}}
-""")
-    tiny.apply([pod("a", claim="shared"), pod("b", claim="shared")])
+    tiny.apply(b.claim("shared"))
+    tiny.apply([b.pod("a", claims="shared"), b.pod("b", claims="shared")])
     tiny.wait()
     claim = tiny.get("ResourceClaim", "shared")
     assert [r["name"] for r in claim["status"]["reservedFor"]] == ["a", "b"]
@@ -119,7 +91,7 @@ spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.co
 
 
 def test_missing_named_claim_keeps_pod_pending_with_explanation(tiny):
-    tiny.apply(pod("lonely", claim="nope"))
+    tiny.apply(b.pod("lonely", claims="nope"))
     tiny.wait()
     assert phase(tiny, "lonely") == (None, "Pending")
     assert 'could not find ResourceClaim "default/nope" (DynamicResources PreEnqueue, Unschedulable)' in tiny.explain("lonely")
@@ -188,7 +160,7 @@ spec:
 
 
 def test_wait_until_lets_sim_time_pass(tiny):
-    tiny.apply({**pod("short"), "metadata": {"name": "short", "annotations": {"labkit.dev/duration": "5m"}}})
+    tiny.apply(b.pod("short", annotations={"labkit.dev/duration": "5m"}))
     assert tiny.wait(until=lambda c: c.get("Pod", "short")["status"]["phase"] == "Succeeded", timeout=600)
     assert not tiny.wait(until=lambda c: False, timeout=10)
 
@@ -198,9 +170,8 @@ def test_taints_tolerations_and_node_selector():
               "taints": [{"key": "gpu", "value": "only", "effect": "NoSchedule"}]},
              {"name": "b", "nodeProfile": "t4-inference", "labels": {"zone": "z1"}}]
     with connect("sim", profile(*nodes), progress=False) as c:
-        c.apply([pod("free"), pod("zoned", nodeSelector={"zone": "z2"}),
-                 pod("tolerant", nodeSelector={"kubernetes.io/hostname": "a"},
-                     tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}])])
+        c.apply([b.pod("free"), b.pod("zoned", nodeSelector={"zone": "z2"}),
+                 b.pod("tolerant", node="a", tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}])])
         c.wait()
         assert phase(c, "free") == ("b", "Running")  # a is tainted
         assert phase(c, "tolerant") == ("a", "Running")
@@ -219,7 +190,7 @@ def test_required_node_affinity():
     aff = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["n-0"]}]}]}}}
     with connect("sim", profile(*nodes), progress=False) as c:
-        c.apply(pod("p", affinity=aff))
+        c.apply(b.pod("p", affinity=aff))
         c.wait()
         assert phase(c, "p") == ("n-1", "Running")
 
@@ -230,12 +201,12 @@ def test_cpu_and_device_plugin_extended_resources():
         big = {"resources": {"requests": {"cpu": "3"}}}
         w = {"resources": {"limits": {"example.com/widget": "1"}}}
         c.apply([
-            pod("cpu1", containers=[{"name": "m", "image": "x", **big}]),
-            pod("cpu2", containers=[{"name": "m", "image": "x", **big}]),
-            pod("w1", containers=[{"name": "m", "image": "x", **w}]),
-            pod("w2", containers=[{"name": "m", "image": "x", **w}]),
-            pod("w3", containers=[{"name": "m", "image": "x", **w}]),
-            pod("other", containers=[{"name": "m", "image": "x", "resources": {"limits": {"example.com/gizmo": "1"}}}]),
+            b.pod("cpu1", containers=[{"name": "m", "image": "x", **big}]),
+            b.pod("cpu2", containers=[{"name": "m", "image": "x", **big}]),
+            b.pod("w1", containers=[{"name": "m", "image": "x", **w}]),
+            b.pod("w2", containers=[{"name": "m", "image": "x", **w}]),
+            b.pod("w3", containers=[{"name": "m", "image": "x", **w}]),
+            b.pod("other", containers=[{"name": "m", "image": "x", "resources": {"limits": {"example.com/gizmo": "1"}}}]),
         ])
         c.wait()
         assert phase(c, "cpu1")[0] == "dp"
@@ -250,7 +221,7 @@ def test_cpu_and_device_plugin_extended_resources():
 
 def test_apply_errors_are_one_line(tiny):
     with pytest.raises(ClusterError, match=r'namespace "team-a" not found; apply a Namespace named team-a first'):
-        tiny.apply(pod("x", ns="team-a"))
+        tiny.apply(b.pod("x", namespace="team-a"))
     with pytest.raises(ClusterError, match='unknown field "cuont"'):
         tiny.apply("""
 apiVersion: resource.k8s.io/v1
@@ -258,7 +229,7 @@ kind: ResourceClaim
 metadata: {name: bad}
 spec: {devices: {requests: [{name: g, exactly: {deviceClassName: gpu.nvidia.com, cuont: 1}}]}}
 """)
-    tiny.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}, pod("x", ns="team-a")])
+    tiny.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}, b.pod("x", namespace="team-a")])
     tiny.wait()
     assert phase(tiny, "x", "team-a")[1] == "Running"
 
@@ -278,7 +249,7 @@ spec: {devices: {requests: [{name: g, exactly: {deviceClassName: gpu.nvidia.com,
 
 def test_dra_backed_extended_resource(tiny):
     """nvidia.com/gpu without a device plugin: the gpu.nvidia.com class (extendedResourceName) serves it."""
-    legacy = [pod(f"legacy-{i}", containers=[{"name": "m", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "4"}}}])
+    legacy = [b.pod(f"legacy-{i}", containers=[{"name": "m", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "4"}}}])
               for i in range(3)]
     tiny.apply(legacy)
     tiny.wait()
@@ -317,20 +288,20 @@ spec:
   taint: {key: labkit.dev/broken, value: "true", effect: NoSchedule}
 """)
     tiny.apply(TEMPLATE_1GPU)
-    tiny.apply(pod("p", template="one-gpu"))
+    tiny.apply(b.pod("p", templates="one-gpu"))
     tiny.wait()
     assert [r["device"] for r in tiny.placements().rows] == ["gpu-1"]
 
 
 def test_reapplying_a_bound_pod_keeps_it_and_spec_changes_are_refused(tiny):
-    tiny.apply(pod("p"))
+    tiny.apply(b.pod("p"))
     tiny.wait()
-    tiny.apply({**pod("p"), "metadata": {"name": "p", "labels": {"a": "b"}}})
+    tiny.apply(b.pod("p", labels={"a": "b"}))
     tiny.wait()
     p = tiny.get("Pod", "p")
     assert p["spec"]["nodeName"] == "node-0" and p["metadata"]["labels"] == {"a": "b"}
     with pytest.raises(ClusterError, match="Pod/p: spec: Forbidden"):
-        tiny.apply(pod("p", nodeSelector={"x": "y"}))
+        tiny.apply(b.pod("p", nodeSelector={"x": "y"}))
 
 
 def test_noexecute_device_taint_evicts_and_deployment_replaces(tiny):
@@ -371,7 +342,7 @@ def test_a_noexecute_rule_without_a_device_selector_evicts_nothing(tiny):
     """A DeviceTaintRule with no `deviceSelector` matches no device (kubernetes#141998, 1.37.1 on; `{}` matches
     every device), in the eviction controller as in the allocator: the pod stays, a new one is placed."""
     tiny.apply(TEMPLATE_1GPU)
-    tiny.apply(pod("p", template="one-gpu"))
+    tiny.apply(b.pod("p", templates="one-gpu"))
     tiny.wait()
     tiny.apply("""
 apiVersion: resource.k8s.io/v1
@@ -380,26 +351,16 @@ metadata: {name: no-selector}
 spec:
   taint: {key: labkit.dev/broken, effect: NoExecute}
 """)
-    tiny.apply(pod("q", template="one-gpu"))
+    tiny.apply(b.pod("q", templates="one-gpu"))
     tiny.wait()
     assert sorted(r["pod"] for r in tiny.placements().rows) == ["p", "q"]
     assert not [e for e in tiny.events() if e["reason"] == "DeviceTaintManagerEviction"]
 
 
 def test_noexecute_toleration_seconds_delay_eviction(tiny):
-    tiny.apply("""
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {name: c}
-spec:
-  devices:
-    requests:
-    - name: g
-      exactly:
-        deviceClassName: gpu.nvidia.com
-        tolerations: [{key: labkit.dev/broken, operator: Exists, effect: NoExecute, tolerationSeconds: 30}]
-""")
-    tiny.apply(pod("p", claim="c"))
+    tiny.apply(b.claim("c", requests=[b.request("g", tolerations=[
+        {"key": "labkit.dev/broken", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}])]))
+    tiny.apply(b.pod("p", claims="c"))
     tiny.wait()
     tiny.apply({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "r"},
                 "spec": {"deviceSelector": {"device": "gpu-0"}, "taint": {"key": "labkit.dev/broken", "effect": "NoExecute"}}})
@@ -416,7 +377,7 @@ def test_watch_sees_the_pod_lifecycle(tiny):
     seen = []
     tiny.watch(lambda ev: seen.append((ev.type, ev.object["metadata"]["name"],
                                        ev.object.get("status", {}).get("phase"))), kinds=["pods"])
-    tiny.apply(pod("w"))
+    tiny.apply(b.pod("w"))
     tiny.wait()
     tiny.delete("Pod", "w")
     assert seen[0] == ("ADDED", "w", "Pending")

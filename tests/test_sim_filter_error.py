@@ -7,27 +7,20 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
 from labkit.cli import main
+from tests import builders as b
 
-CLAIM = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "bad"},
-         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-             "deviceClassName": "gpu.nvidia.com",
-             "selectors": [{"cel": {"expression": 'device.attributes["gpu.nvidia.com"].missing == 1'}}]}}]}}}
+CLAIM = b.claim("bad", selectors=['device.attributes["gpu.nvidia.com"].missing == 1'])
 PINNED = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
     {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-0"]}]}]}}}
 
 
 @pytest.mark.parametrize("affinity", [None, PINNED], ids=["every node", "pinned by matchFields"])
 def test_a_failing_filter_plugin_is_reported_as_such(tmp_path, capsys, affinity):
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-           "spec": {"containers": [{"name": "c", "image": "busybox"}],
-                    "resourceClaims": [{"name": "gpu", "resourceClaimName": "bad"}]}}
-    if affinity:
-        pod["spec"]["affinity"] = affinity
+    pod = b.pod("p", claims="bad", container="c", command=None, **({"affinity": affinity} if affinity else {}))
     f = tmp_path / "objs.yaml"
-    f.write_text(yaml.safe_dump_all([CLAIM, pod]))
+    f.write_text(b.yaml_docs(CLAIM, pod))
     assert main(["simulate", "-f", str(f), "--profile", "tiny", "-o", "json"]) == 0
     (p,) = json.loads(capsys.readouterr().out)["pods"]
     assert p["node"] in (None, "") and p["phase"] == "Pending"

@@ -5,31 +5,16 @@ from __future__ import annotations
 import pytest
 
 from labkit.cluster import connect
+from tests import builders as b
 
-FOUR_GPUS = """
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: four-gpus}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpus
-        exactly: {deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: 4}
-"""
+FOUR_GPUS = b.claim_template("four-gpus", requests=[b.request("gpus", allocation_mode="ExactCount", count=4)])
 
 
 def worker(name, group=None, min_member=None, pod_group=None):
-    meta = {"name": name, "labels": {}, "annotations": {}}
-    if group:
-        meta["labels"]["labkit.dev/pod-group"] = group
-    if min_member:
-        meta["annotations"]["labkit.dev/min-member"] = str(min_member)
-    spec = {"containers": [{"name": "m", "image": "x", "resources": {"claims": [{"name": "gpus"}]}}],
-            "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "four-gpus"}]}
-    if pod_group:
-        spec["schedulingGroup"] = {"podGroupName": pod_group}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    return b.pod(name, templates={"gpus": "four-gpus"}, container="m", image="x", command=None,
+                 labels={"labkit.dev/pod-group": group} if group else None,
+                 annotations={"labkit.dev/min-member": str(min_member)} if min_member else None,
+                 **({"schedulingGroup": {"podGroupName": pod_group}} if pod_group else {}))
 
 
 def pod_group(name, min_count):

@@ -8,37 +8,22 @@ from hypothesis import strategies as st
 
 from labkit.allocator.state import AllocatedState
 from labkit.cluster import connect
+from tests import builders as b
 
-TEMPLATES = """
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: one}
-spec: {spec: {devices: {requests: [{name: g, exactly: {deviceClassName: gpu.nvidia.com}}]}}}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: three}
-spec: {spec: {devices: {requests: [{name: g, exactly: {deviceClassName: gpu.nvidia.com, count: 3}}]}}}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {name: shared}
-spec: {devices: {requests: [{name: g, exactly: {deviceClassName: gpu.nvidia.com}}]}}
-"""
+TEMPLATES = [b.claim_template("one", requests=[b.request("g")]),
+             b.claim_template("three", requests=[b.request("g", count=3)]),
+             b.claim("shared", requests=[b.request("g")])]
 
 ops = st.lists(st.tuples(st.sampled_from(["add-one", "add-three", "add-shared", "add-legacy", "delete"]),
                          st.integers(0, 30)), min_size=1, max_size=25)
 
 
 def _pod(name, kind):
-    spec = {"containers": [{"name": "m", "image": "x"}]}
     if kind == "add-legacy":
-        spec["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "2"}}
-    elif kind == "add-shared":
-        spec["resourceClaims"] = [{"name": "g", "resourceClaimName": "shared"}]
-    else:
-        spec["resourceClaims"] = [{"name": "g", "resourceClaimTemplateName": kind.split("-")[1]}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+        return b.pod(name, containers=[{"name": "m", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "2"}}}])
+    if kind == "add-shared":
+        return b.pod(name, claims={"g": "shared"}, container="m", image="x", command=None)
+    return b.pod(name, templates={"g": kind.split("-")[1]}, container="m", image="x", command=None)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -9,9 +9,9 @@ import pytest
 from labkit.cluster import NotFound, connect
 from labkit.sim.filters import num_feasible_nodes_to_find
 from labkit.sim.scheduler import FEASIBLE, INFEASIBLE, UNKNOWN, Scheduler
+from tests import builders as b
 
-TEMPLATE = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "one-gpu"},
-            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}}
+TEMPLATE = b.claim_template("one-gpu")
 
 
 def fleet(count: int, node_profile: str = "l4-edge") -> dict:
@@ -19,15 +19,12 @@ def fleet(count: int, node_profile: str = "l4-edge") -> dict:
             "nodes": [{"namePrefix": "n-", "count": count, "nodeProfile": node_profile}]}
 
 
-def gpu_pod(name: str, **spec) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}],
-                     "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}], **spec}}
+def gpu_pod(name: str, template: str = "one-gpu", **spec) -> dict:
+    return b.pod(name, templates=template, container="c", image="x", command=None, **spec)
 
 
 def plain_pod(name: str, **spec) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"containers": [{"name": "c", "image": "x"}], **spec}}
+    return b.pod(name, container="c", image="x", command=None, **spec)
 
 
 @pytest.mark.parametrize(("nodes", "expected"), [
@@ -239,9 +236,7 @@ def test_kept_verdicts_follow_node_changes():
     c = connect("sim", fleet(150), progress=False)  # 150 nodes x 2 L4; 100 feasible nodes per search
     sched = c.sim.scheduler
     names = [n["metadata"]["name"] for n in c.list("Node")]
-    two = {**TEMPLATE, "metadata": {"name": "two-gpu"},
-           "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-               "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 2}}]}}}}
+    two = b.claim_template("two-gpu", requests=[b.request(allocation_mode="ExactCount", count=2)])
     c.apply([TEMPLATE, two, gpu_pod("g0")])
     c.wait()
     att = sched.attempts[c.get("Pod", "g0")["metadata"]["uid"]]
@@ -249,10 +244,7 @@ def test_kept_verdicts_follow_node_changes():
     assert att.node == names[0] and sched.next_start_node_index == 100
     assert bytes(shape.status[:100]) == bytes([FEASIBLE]) * 100 and not any(shape.status[100:])
     # both GPUs of nodes 100..104 taken (a search that finds one node walks all 150: start unchanged)
-    hogs = [{**gpu_pod(f"hog-{k}", nodeSelector={"kubernetes.io/hostname": names[k]}),
-             "spec": {"containers": [{"name": "c", "image": "x"}], "nodeSelector": {"kubernetes.io/hostname": names[k]},
-                      "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "two-gpu"}]}}
-            for k in range(100, 105)]
+    hogs = [gpu_pod(f"hog-{k}", "two-gpu", nodeSelector={"kubernetes.io/hostname": names[k]}) for k in range(100, 105)]
     for h in hogs:
         c.apply(h)
         c.wait()

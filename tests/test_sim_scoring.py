@@ -14,6 +14,7 @@ from labkit.sim.scoring import (
     simple_total,
     totals,
 )
+from tests import builders as b
 from tests import scoring_scenarios as sc
 
 
@@ -96,16 +97,17 @@ def test_simple_total_is_totals_common_case():
 def test_kept_cpu_memory_of_a_node_goes_when_its_pods_change():
     """LeastAllocated reads a node's used cpu/memory from a per-node cache: a pod bound to the
     node (or gone from it) must drop it."""
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-           "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
+    def pod(name: str) -> dict:
+        return b.pod(name, container="c", image="x", command=None, requests={"cpu": "1", "memory": "1Gi"})
+
     c = connect("sim", load_profile("workshop"), progress=False)
     sched = c.sim.scheduler
-    c.apply([{**pod, "metadata": {"name": "a"}}])
+    c.apply([pod("a")])
     c.wait()
     first = c.get("Pod", "a")["spec"]["nodeName"]
     assert first not in sched.resources.cpu_mem  # the bind dropped what "a"'s scoring kept
     assert len(sched.resources.cpu_mem) >= 1
-    c.apply([{**pod, "metadata": {"name": "b"}}])
+    c.apply([pod("b")])
     c.wait()
     assert c.get("Pod", "b")["spec"]["nodeName"] != first  # LeastAllocated saw "a" on the first node
     assert sched.resources.cpu_mem[first][1] == (1000, 1 << 30)

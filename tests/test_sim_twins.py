@@ -13,10 +13,10 @@ from labkit.allocator.twins import TwinTable, claims_refs
 from labkit.cluster import connect
 from labkit.experiments import generate, run_policy
 from labkit.sim.dra import DraState
+from tests import builders as b
 
 pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
 
-V1 = "resource.k8s.io/v1"
 
 FLEET = {"name": "twins", "kubernetesVersion": "1.37", "nodes": [
     {"namePrefix": "whole-", "count": 4, "nodeProfile": "dgx-a100"},
@@ -45,11 +45,7 @@ def _nodes(cluster) -> list[dict]:
 
 
 def _claim(name: str, requests: list[dict], constraints: list[dict] | None = None) -> dict:
-    devices: dict = {"requests": requests}
-    if constraints:
-        devices["constraints"] = constraints
-    return {"apiVersion": V1, "kind": "ResourceClaim", "metadata": {"name": name, "namespace": "default"},
-            "spec": {"devices": devices}}
+    return b.claim(name, requests=requests, constraints=constraints or ())
 
 
 def _exactly(cls: str, count: int | None, sel: str | None) -> dict:

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from labkit.cli import main
-from labkit.cluster.base import connect
+from labkit.cluster.backends import connect
 from labkit.cluster.report import simulate_report
 
 UP = Path(__file__).parent / "data" / "upstream"

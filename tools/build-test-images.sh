@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build, without a container registry, the two images labkit's kind tests load into their nodes:
 #   labkit/fake-gpus:dev  the driver, from the ordinary fake_gpus/deploy/Dockerfile
-#   labkit/workload:dev   the stand-in workload (tools/kind-workload; see labkit.cluster.kind.images)
+#   labkit/workload:dev   the stand-in workload (tools/kind-workload; see labkit.cluster.backends.kind.images)
 # into the engine DOCKER_HOST points at (tools/container-engine.sh start; eval its env).
 #
 # The driver's base image (Dockerfile build arg BASE_IMAGE) is chosen by LABKIT_DRIVER_BASE_IMAGE:

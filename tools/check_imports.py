@@ -36,7 +36,7 @@ from count_imports import (  # noqa: E402
 
 #: (file, loaded name as written) -> why importlib is needed there
 DYNAMIC_ALLOWED = {
-    ("labkit/cluster/base.py", "LAZY_BACKENDS[name]"):
+    ("labkit/cluster/backends/__init__.py", "MODULES[name]"):
         "start-up time: the local and kind backends load only when asked for (kwok-style registry)",
     ("labkit/cli.py", "module"):
         "start-up time: a command's module (and what it needs: the sim, the allocator, networkx) loads only "

@@ -6,7 +6,7 @@ clusters/kind/<profile>.yaml, one for each profile `tools/lessons.py groups --ba
     .venv/bin/python tools/kind_configs.py PROFILE    # print one (any cluster profile), write nothing
 
 Each file is the kind config `labkit cluster up --backend kind --profile P` writes
-(labkit.cluster.kind.config.kind_config) with its defaults: cluster name labkit-P, the pinned kindest/node
+(labkit.cluster.backends.kind.config.kind_config) with its defaults: cluster name labkit-P, the pinned kindest/node
 image (not $LABKIT_KIND_NODE_IMAGE), on a host with cgroup v2 and CAP_SYS_RESOURCE. On other hosts the
 backend adds a kubelet patch (failCgroupV1: false) or a containerd one (restrict_oom_score_adj); the copy
 it used is kind-config.yaml in the cluster's run folder ($LABKIT_RUN_DIR, else ~/.cache/dra-labkit/run,
@@ -27,9 +27,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import lessons  # noqa: E402 - tools/lessons.py, beside this file
 
-from labkit.cluster.kind.backend import default_cluster_name  # noqa: E402
-from labkit.cluster.kind.config import kind_config  # noqa: E402
-from labkit.cluster.kind.images import node_image  # noqa: E402
+from labkit.cluster.backends.kind.backend import default_cluster_name  # noqa: E402
+from labkit.cluster.backends.kind.config import kind_config  # noqa: E402
+from labkit.cluster.backends.kind.images import node_image  # noqa: E402
 from labkit.model.profiles import load_profile  # noqa: E402
 
 KIND_DIR = ROOT / "clusters" / "kind"

@@ -1,6 +1,6 @@
 """Annotations LabKit's own components write on live objects, read by every backend.
 
-The local backend's node agent (labkit.cluster.local.agent) stands in for the kubelet: it records
+The local backend's node agent (labkit.cluster.backends.local.agent) stands in for the kubelet: it records
 the CDI environment it gave a pod's containers on the pod, so that ``pod_env`` can answer on the
 local backend and on any cluster attached through a kubeconfig that such an agent runs.
 """

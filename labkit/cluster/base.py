@@ -1,17 +1,18 @@
-"""The backend-neutral `Cluster` interface and the backend registry.
+"""The backend-neutral `Cluster` interface (the registry of backends: `labkit.cluster.backends`).
 
 A notebook cell written against `Cluster` runs unchanged on every backend: ``sim`` (embedded,
-in-process), ``local`` (real control-plane binaries as local processes) and ``kind``.
+in-process), ``local`` (real control-plane binaries as local processes), ``kind`` and
+``kubeconfig`` (an existing cluster).
 
 Writing a backend
 -----------------
-Subclass `Cluster`, implement the abstract methods, and register the class when its module is
-imported::
+Subclass `Cluster` (or `labkit.cluster.backends.kubeapi.KubeCluster` for one with a real API
+server), implement the abstract methods, and register the class when its package is imported::
 
-    # labkit/cluster/local/__init__.py
-    from labkit.cluster.base import Cluster, register_backend
+    # labkit/cluster/backends/local/__init__.py
+    from labkit.cluster.backends import register_backend
 
-    class LocalCluster(Cluster):
+    class LocalCluster(KubeCluster):
         backend = "local"
         ...
 
@@ -21,10 +22,6 @@ imported::
 that ``labkit cluster down --backend B --profile P`` can stop a cluster an earlier process started;
 ``status()`` likewise (override it to describe the live cluster).
 
-`connect(backend=...)` imports ``labkit.cluster.<backend>`` on first use when the name is in
-`LAZY_BACKENDS` and not registered yet, so ``local`` and ``kind`` cost nothing until asked for.
-`connect` calls ``cls(**kw).up(profile)`` and returns the result.
-
 Objects are plain dicts (see docs/architecture.md). Shared helpers that need no backend:
 `labkit.cluster.placements.build_placements` (the `placements()` table from pods and claims) and
 `labkit.model.profiles.load_profile` (cluster profiles).
@@ -32,9 +29,8 @@ Objects are plain dicts (see docs/architecture.md). Shared helpers that need no 
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -42,7 +38,7 @@ from labkit.api import LoadError, load
 from labkit.api.features import DEFAULT_VERSION, FeatureGateError, resolve_gates
 from labkit.cluster.placements import PlacementTable
 from labkit.errors import EngineError, InputError, LabkitError, NotFoundError
-from labkit.model.profiles import ProfileError, load_profile
+from labkit.model.profiles import load_profile
 
 T = TypeVar("T")
 
@@ -197,6 +193,12 @@ class Cluster(ABC):
     def list(self, kind: str, namespace: str | None = None) -> list[dict]:
         """All objects of `kind` (in `namespace`, or everywhere when None), sorted by namespace/name."""
 
+    def watch(self, kind: str, namespace: str | None = None, *, timeout: float = 60.0) -> Iterator[tuple[str, dict]]:
+        """(event type, object) of `kind` (in `namespace`, or everywhere) as kubectl get --watch sees
+        them: ADDED for every object there is, then ADDED / MODIFIED / DELETED as they happen, for
+        `timeout` seconds (sim seconds on the sim)."""
+        raise ClusterError(f"watch is not supported on the {self.backend or type(self).__name__} backend")
+
     # -- running ---------------------------------------------------------------------------
     @abstractmethod
     def wait(self, until: Callable[[Cluster], bool] | None = None, timeout: float = 60.0) -> bool:
@@ -258,7 +260,7 @@ class Cluster(ABC):
         c = cls()
         c.profile = profile
         if action == "up":
-            c = connect(cls.backend, profile, progress=progress)
+            c = cls(progress=progress).up(profile)  # what connect(cls.backend, ...) does
         elif action == "down":
             c.down()
         print(c.status())
@@ -292,47 +294,6 @@ def load_source(source: Source) -> list[dict]:
         raise cluster_error(exc) from None
 
 
-# -- registry ------------------------------------------------------------------------------
-_BACKENDS: dict[str, type[Cluster]] = {}
-
-#: backends whose module registers them on import
-LAZY_BACKENDS: dict[str, str] = {
-    "sim": "labkit.cluster.sim",
-    "local": "labkit.cluster.local",
-    "kind": "labkit.cluster.kind",
-    "kubeconfig": "labkit.cluster.kubeapi",
-}
-
-
-def register_backend(name: str, cls: type[Cluster]) -> None:
-    """Make `cls` available as ``connect(backend=name)``. Re-registering replaces the class."""
-    if not (isinstance(cls, type) and issubclass(cls, Cluster)):
-        raise TypeError(f"backend {name!r}: {cls!r} is not a Cluster subclass")
-    _BACKENDS[name] = cls
-
-
-def backend_class(name: str) -> type[Cluster]:
-    """The class registered for `name`, importing its module first if needed."""
-    if name not in _BACKENDS and name in LAZY_BACKENDS:
-        try:
-            importlib.import_module(LAZY_BACKENDS[name])
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.split(".")[0] not in ("labkit", "fake_gpus"):
-                raise MissingPackage(name, exc.name.split(".")[0]) from None
-            if exc.name != LAZY_BACKENDS[name]:
-                raise
-    if name not in _BACKENDS:
-        known = sorted(set(_BACKENDS) | set(LAZY_BACKENDS))
-        hint = "" if name not in LAZY_BACKENDS else f" ({LAZY_BACKENDS[name]} is not available yet)"
-        raise ClusterError(f"backend {name!r} is not available{hint}; choose one of: {', '.join(known)}")
-    return _BACKENDS[name]
-
-
-def backends() -> list[str]:
-    """Names `connect` accepts (registered or lazily importable)."""
-    return sorted(set(_BACKENDS) | set(LAZY_BACKENDS))
-
-
 def _unknown_options(cls: type, names: list[str]) -> str:
     """One line naming the bad options, the ones this backend takes, and the usual mix-up."""
     import inspect
@@ -350,11 +311,3 @@ def _unknown_options(cls: type, names: list[str]) -> str:
                     "kubernetesVersion / featureGates in its YAML, or dataclasses.replace(load_profile(...), "
                     "kubernetes_version=...))")
     return message
-
-
-def connect(backend: str = "sim", profile: Any = "workshop", **kw: Any) -> Cluster:
-    """A cluster of `profile` on `backend`, already up."""
-    try:
-        return backend_class(backend)(**kw).up(profile)
-    except ProfileError as exc:
-        raise cluster_error(exc) from None

@@ -10,7 +10,8 @@ from typing import Any
 from labkit.api.load import input_path, load
 from labkit.cli_types import SEED_MAX, number, seed
 from labkit.cluster import runstate
-from labkit.cluster.base import RefusedObjects, backend_class, backends, check_gpu_plugin, connect
+from labkit.cluster.backends import backend_class, backends, connect
+from labkit.cluster.base import RefusedObjects, check_gpu_plugin
 from labkit.cluster.describe import KINDS, describe, object_names
 from labkit.cluster.report import claim_users, report_tables, simulate_report
 from labkit.cluster.statuslist import status_doc, status_names, status_table
@@ -165,9 +166,10 @@ def _simulated(args: argparse.Namespace) -> Any:
             raise UsageError("--state and --profile: the dump already says which nodes there are; drop --profile")
         kw["state"] = Path(args.state)
     cluster = connect(args.backend, args.profile or "workshop", **kw)
-    bar = progress_bar("pods scheduled or refused", unit="pod") if hasattr(cluster, "watch") else None
-    if bar is not None:
-        cluster.watch(_count_settled(bar), kinds=["Pod"])
+    on_change = getattr(cluster, "on_change", None)  # the sim's: a callback after every change
+    bar = progress_bar("pods scheduled or refused", unit="pod") if on_change is not None else None
+    if on_change is not None and bar is not None:
+        on_change(_count_settled(bar), kinds=["Pod"])
     try:
         applied, refused = 0, []
         for f in args.files:

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -602,6 +603,43 @@ class Kube:
         except (ValueError, RecursionError):
             raise BadAnswer(path, f"not JSON ({r.headers.get('Content-Type') or 'no Content-Type'}: "
                             f"{snippet(text)!r})") from None
+
+    def watch(self, kind: str, namespace: str | None = None, *, timeout: float = 60.0) -> Iterator[tuple[str, dict]]:
+        """(event type, object) of `kind` as the API server's watch sends them (``?watch=1``, one JSON
+        event a line: ADDED, MODIFIED, DELETED; no resourceVersion, so first an ADDED for every object
+        there is), until the server ends the watch after `timeout` seconds (``timeoutSeconds``). An
+        ERROR event is the ApiError of its Status."""
+        r = self.resource(kind)
+        params = {"watch": "1", "timeoutSeconds": str(max(1, int(timeout)))}
+        url = self.server + r.path(namespace) + "?" + urlencode(params)
+        if self._cfg.refresh_api_key_hook is not None:
+            self._cfg.refresh_api_key_hook(self._cfg)
+            self._auth = _bearer(self._cfg)
+        headers = {"Accept": "application/json", **({"Authorization": self._auth} if self._auth else {})}
+        answer = self._pool.request("GET", url, headers=headers, retries=False, preload_content=False,
+                                    timeout=timeout + self.timeout)  # the server ends it after `timeout`
+        try:
+            if answer.status >= 400:
+                text = answer.read().decode("utf-8", "replace")
+                try:
+                    st = json.loads(text)
+                    raise ApiError(answer.status, str(st.get("reason", "")), str(st.get("message", text)))
+                except (ValueError, AttributeError):
+                    raise ApiError(answer.status, "", f"HTTP {answer.status}: {snippet(text)}") from None
+            for line in answer:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    raise ApiError(int(obj.get("code") or 500), str(obj.get("reason", "")), str(obj.get("message", "")))
+                if event.get("type") == "BOOKMARK":
+                    continue
+                obj.setdefault("apiVersion", r.api_version)
+                obj.setdefault("kind", r.kind)
+                yield str(event.get("type")), obj
+        finally:
+            answer.release_conn()
 
     def _document(self, path: str, **kw: Any) -> dict:
         """A GET whose answer must be a JSON object (a list, discovery): else a BadAnswer."""

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from labkit.api import dump
-from labkit.cluster.base import connect
+from labkit.cluster.backends import connect
 from labkit.cluster.explain_live import explain_pod_doc
 from labkit.cluster.snapshot import cluster_state
 from labkit.errors import UsageError

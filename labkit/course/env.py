@@ -6,7 +6,8 @@ import platform
 import sys
 from importlib import metadata
 
-from labkit.cluster.base import FULL_KIT, MissingPackage, backend_class
+from labkit.cluster.backends import backend_class
+from labkit.cluster.base import FULL_KIT, MissingPackage
 from labkit.cluster.kube import client as kube_client
 
 PACKAGES = ("dra-labkit", "kubernetes", "cel-expr-python", "networkx", "jupyterlab", "ipywidgets", "anywidget",

@@ -10,7 +10,7 @@ from typing import Any
 
 from labkit.cluster.kube import ApiError, Kube
 
-log = logging.getLogger("labkit.cluster.local.nodes")
+log = logging.getLogger("labkit.cluster.backends.local.nodes")
 
 LEASE_SECONDS = 40
 HEARTBEAT_INTERVAL = 10.0

@@ -17,9 +17,9 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from labkit.cluster.kind.config import minor_of
-from labkit.cluster.kind.images import KIND_MIN_VERSION, KIND_VERSION, parse_kind_version
-from labkit.cluster.kind.runner import Runner, SubprocessRunner
+from labkit.cluster.backends.kind.config import minor_of
+from labkit.cluster.backends.kind.images import KIND_MIN_VERSION, KIND_VERSION, parse_kind_version
+from labkit.cluster.backends.kind.runner import Runner, SubprocessRunner
 from labkit.cluster.runstate import cache_dir
 
 #: CAP_SYS_RESOURCE's bit in /proc/<pid>/status CapBnd

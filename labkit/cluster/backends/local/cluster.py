@@ -21,27 +21,23 @@ import fake_gpus
 from fake_gpus import cdcontroller
 from fake_gpus.catalog import load_node_profile
 from fake_gpus.slices import build_slices, device_classes_for
-from labkit.api import LoadError, load
 from labkit.api.features import FeatureGateError, resolve_gates
 from labkit.cluster import runstate
 from labkit.cluster.annotations import CONTAINER_ENV_ANNOTATION, ENV_ANNOTATION
+from labkit.cluster.backends.kubeapi import KubeCluster
+from labkit.cluster.backends.local import binaries, controlplane, nodes, pki, served
+from labkit.cluster.backends.local.agent import NodeAgent
+from labkit.cluster.backends.local.binaries import Binaries, BinariesMissing
+from labkit.cluster.backends.local.procs import Component, ProcessError, Supervisor, pid_alive, port_open
+from labkit.cluster.backends.local.served import running_state
 from labkit.cluster.base import (
     ClusterError,
     ClusterInputError,
-    NotFound,
-    RefusedObjects,
-    Source,
     check_gpu_plugin,
     cluster_error,
 )
 from labkit.cluster.explain_live import explain_pod
 from labkit.cluster.kube import ApiError, Kube
-from labkit.cluster.kubeapi import REFUSED_INPUT, KubeCluster
-from labkit.cluster.local import binaries, controlplane, nodes, pki, served
-from labkit.cluster.local.agent import NodeAgent
-from labkit.cluster.local.binaries import Binaries, BinariesMissing
-from labkit.cluster.local.procs import Component, ProcessError, Supervisor, pid_alive, port_open
-from labkit.cluster.local.served import running_state
 from labkit.cluster.runstate import StaleState
 from labkit.fileio import write_text
 from labkit.model.profiles import DEFAULT_ALLOCATABLE, load_profile
@@ -56,7 +52,7 @@ class LocalCluster(KubeCluster):
     (leave the state dir after `down()`), `build` (build missing binaries with Go; slow),
     `exact` (never emulate: a 1.36 profile needs 1.36 binaries), `start_timeout` seconds per
     component, `reuse` (default True: attach to a cluster of the same profile that
-    `labkit cluster up --backend local` left running; see `labkit.cluster.local.serve`). Without
+    `labkit cluster up --backend local` left running; see `labkit.cluster.backends.local.serve`). Without
     exact binaries for the profile's minor, the 1.37 binaries run with ``--emulated-version``
     (see `emulated_version`).
 
@@ -80,17 +76,14 @@ class LocalCluster(KubeCluster):
         self.state_dir: Path | None = None
         self.binaries: Binaries | None = None
         self.server_version = ""  # exact version of the running binaries, e.g. "v1.37.1" (its /version)
-        self.kube: Kube | None = None
         self.sup: Supervisor | None = None
         self.agents: dict[str, NodeAgent] = {}
         self.heartbeats: nodes.Heartbeats | None = None
-        self.server = ""
         self.timings: dict[str, float] = {}
         self._gates: dict[str, bool] = {}
         self.reuse = reuse
         #: the run state of the server process this connection attached to (None: we own the cluster)
         self.attached: dict[str, Any] | None = None
-        self._applied: list[tuple[str, str, str | None]] = []
 
     # -- lifecycle -----------------------------------------------------------------------------
     @classmethod
@@ -176,7 +169,7 @@ class LocalCluster(KubeCluster):
         return self
 
     def _attach(self, prof: Any, state: dict[str, Any]) -> LocalCluster:
-        """Use the cluster a `labkit.cluster.local.serve` process keeps running."""
+        """Use the cluster a `labkit.cluster.backends.local.serve` process keeps running."""
         import yaml
 
         if state.get("fingerprint") != runstate.fingerprint(prof):
@@ -395,61 +388,18 @@ class LocalCluster(KubeCluster):
         """Running (or crashed) processes, in start order."""
         return list(self.sup.components) if self.sup else []
 
-    # -- objects -------------------------------------------------------------------------------
-    def _api(self) -> Kube:
-        if self.kube is None:
-            raise ClusterError("local cluster: not up; call up() first")
-        return self.kube
+    # -- objects (the verbs: KubeCluster) --------------------------------------------------------
+    def _apply_said(self, obj: dict) -> str:
+        """The local backend's words for a refused object: "ResourceClaim/bad: <the server's reason>"."""
+        meta = obj.get("metadata") or {}
+        return f"{obj.get('kind')}/{meta.get('name') or meta.get('generateName')}"
 
-    def apply(self, source: Source) -> list[dict]:
-        try:
-            objs = load(source)
-        except LoadError as exc:
-            raise cluster_error(exc) from None
-        return self._apply_in_order(objs, self._write)
-
-    def _write(self, objs: list[dict]) -> list[dict]:
-        out, refused = [], []
-        for obj in objs:
-            meta = obj.get("metadata") or {}
-            what = f"{obj.get('kind')}/{meta.get('name') or meta.get('generateName')}"
-            try:
-                out.append(self._api().apply(obj))
-                if self.attached is not None:
-                    runstate.remember(self._applied, out[-1:])
-                if obj.get("kind") == "Namespace" and meta.get("name"):
-                    self._default_service_account(meta["name"])  # pods may follow right away
-            except ApiError as exc:
-                if exc.status not in REFUSED_INPUT and exc.status != 404:
-                    raise ClusterError(f"{what}: {exc.message}") from None
-                refused.append(f"{what}: {exc.message}")  # refused: on with the others, as kubectl apply
-        if refused:
-            raise RefusedObjects(refused, out)
-        return out
-
-    def _call(self, fn: Callable[[], Any], kind: str, name: str, namespace: str | None) -> Any:
-        try:
-            return fn()
-        except ApiError as exc:
-            where = f"{kind}/{name}" + (f" in namespace {namespace}" if namespace else "")
-            if exc.status == 404:
-                raise NotFound(f"{where}: not found ({exc.message})") from None
-            cls = ClusterInputError if exc.status in REFUSED_INPUT else ClusterError
-            raise cls(f"{where}: {exc.message}") from None
-
-    def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
-        self._call(lambda: self._api().delete(kind, name, namespace), kind, name, namespace)
-
-    def get(self, kind: str, name: str, namespace: str | None = "default") -> dict:
-        obj = self._call(lambda: self._api().get(kind, name, namespace), kind, name, namespace)
-        r = self._call(lambda: self._api().resource(kind), kind, name, namespace)
-        obj.setdefault("apiVersion", r.api_version)
-        obj.setdefault("kind", r.kind)
-        return obj
-
-    def list(self, kind: str, namespace: str | None = None) -> list[dict]:
-        items = self._call(lambda: self._api().list(kind, namespace), kind, "*", namespace)
-        return sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+    def _stored(self, obj: dict) -> None:
+        """A new Namespace gets its "default" ServiceAccount now: pods may follow right away."""
+        super()._stored(obj)
+        meta = obj.get("metadata") or {}
+        if obj.get("kind") == "Namespace" and meta.get("name"):
+            self._default_service_account(meta["name"])
 
     # -- running -------------------------------------------------------------------------------
     def _starting(self, pod: dict) -> bool:
@@ -493,7 +443,7 @@ class LocalCluster(KubeCluster):
     @classmethod
     def manage(cls, action: str, profile: Any, **_: Any) -> int:
         """`labkit cluster up|down|status --backend local`: the cluster runs in a server process
-        (labkit.cluster.local.serve) that outlives the command."""
+        (labkit.cluster.backends.local.serve) that outlives the command."""
         name = load_profile(profile).name
         if action == "up":
             with runstate.exclusive(cls.backend, name, "up"):  # a second `up` refuses, in one line

@@ -21,10 +21,10 @@ import yaml
 
 from fake_gpus import cdcontroller
 from fake_gpus.catalog import load_node_profile
-from labkit.cluster.kind.config import MIG_LABEL, PROFILE_LABEL
+from labkit.cluster.backends.kind.config import MIG_LABEL, PROFILE_LABEL
 from labkit.model.profiles import ClusterProfile
 
-DEPLOY_DIR = Path(__file__).resolve().parents[3] / "fake_gpus" / "deploy"
+DEPLOY_DIR = Path(__file__).resolve().parents[4] / "fake_gpus" / "deploy"
 
 
 def _load_deploy_objects(deploy_dir: Path) -> list[dict[str, Any]]:

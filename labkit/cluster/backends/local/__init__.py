@@ -4,8 +4,8 @@ Binaries come from ``tools/build-controlplane.sh`` (built from the Go module pro
 ``$LABKIT_CACHE/controlplane/<minor>/bin``). See `LocalCluster`.
 """
 
-from labkit.cluster.base import register_backend
-from labkit.cluster.local.cluster import LocalCluster
+from labkit.cluster.backends import register_backend
+from labkit.cluster.backends.local.cluster import LocalCluster
 
 register_backend("local", LocalCluster)
 

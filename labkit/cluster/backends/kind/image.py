@@ -9,6 +9,8 @@ file tree (WORKDIR, COPY, ENV, `RUN pip install`) into a directory, recording th
 from __future__ import annotations
 
 import glob
+import hashlib
+import json
 import os
 import shlex
 import shutil
@@ -17,7 +19,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from labkit.cluster.runstate import cache_dir
+
+REPO_ROOT = Path(__file__).resolve().parents[4]
 DOCKERFILE = REPO_ROOT / "fake_gpus" / "deploy" / "Dockerfile"
 DEFAULT_IMAGE = "labkit/fake-gpus:dev"
 
@@ -75,8 +79,6 @@ def _expand(word: str, args: dict[str, str]) -> str:
 
 
 def _json_or_shell(arg: str) -> list[str]:
-    import json
-
     arg = arg.strip()
     if arg.startswith("["):
         return [str(x) for x in json.loads(arg)]
@@ -145,14 +147,17 @@ def _copy_into(src: Path, target: Path, many: bool) -> None:
 
 
 def _pip_install_into(tree: ImageTree, words: list[str], no_deps: bool) -> None:
-    """`pip install X` inside the image becomes `pip install --target <tree>/site-packages X`."""
+    """`pip install X` inside the image becomes `pip install --target <tree>/site-packages X`.
+
+    What pip installed is kept under the kit's cache, keyed by the command and the content of its
+    requirement files (and this Python): the same instruction again is a copy (hard links), not a
+    ~15 CPU-second resolve, download and unpack."""
     args = words[words.index("install") + 1:]
     site = tree.site_packages()
     site.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--target", str(site)]
-    if no_deps:
-        cmd.append("--no-deps")
+    opts = ["install", "-q", "--no-compile"] + (["--no-deps"] if no_deps else [])
     resolved: list[str] = []
+    files: list[Path] = []
     for i, a in enumerate(args):
         prev = args[i - 1] if i else ""
         if a.startswith("-"):
@@ -160,8 +165,30 @@ def _pip_install_into(tree: ImageTree, words: list[str], no_deps: bool) -> None:
                 resolved.append(a)
             continue
         is_path = prev in ("-r", "--requirement") or a.startswith((".", "/"))
-        resolved.append(str(tree.path(a if a.startswith("/") else os.path.join(tree.workdir, a))) if is_path else a)
-    result = subprocess.run(cmd + resolved, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"image tree: `pip install {' '.join(args)}` failed: {result.stderr.strip()[-500:]}")
+        if is_path:
+            files.append(tree.path(a if a.startswith("/") else os.path.join(tree.workdir, a)))
+        resolved.append(str(files[-1]) if is_path else a)
+    key = hashlib.sha256(json.dumps([sys.version, opts, args, [f.read_bytes().hex() if f.is_file() else None
+                                                              for f in files]]).encode()).hexdigest()[:24]
+    cached = cache_dir() / "image-tree-pip" / key
+    if not cached.is_dir():
+        partial = cached.with_name(f"{key}.partial-{os.getpid()}")
+        shutil.rmtree(partial, ignore_errors=True)
+        cmd = [sys.executable, "-m", "pip", *opts, "--target", str(partial), *resolved]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode != 0:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise RuntimeError(f"image tree: `pip install {' '.join(args)}` failed: {result.stderr.strip()[-500:]}")
+        try:
+            partial.rename(cached)
+        except OSError:  # another run cached it first
+            shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(cached, site, dirs_exist_ok=True, copy_function=_link_or_copy)
     tree.pip_installs.append(args)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another file system
+        shutil.copy2(src, dst)

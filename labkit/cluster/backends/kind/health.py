@@ -22,7 +22,7 @@ from fake_gpus.plugin.paths import DEFAULT_PLUGINS_DIR
 from labkit.cluster.base import ClusterError, ClusterInputError
 
 if TYPE_CHECKING:
-    from labkit.cluster.kind.backend import KindCluster
+    from labkit.cluster.backends.kind.backend import KindCluster
 
 FIX = "kind is xid (with xid, e.g. 79 or 13), gpu-lost, unmonitored, or repair (the GPU replaced)"
 

@@ -2,7 +2,7 @@
 
 The local backend's node agents and heartbeats are threads of the Python process that started
 the cluster, so a cluster that stays up needs a process that stays up: `start()` launches
-``python -m labkit.cluster.local.serve --profile P`` in its own session (stdin closed, output to
+``python -m labkit.cluster.backends.local.serve --profile P`` in its own session (stdin closed, output to
 ``<run dir>/serve.log``); that process brings the cluster up, records it in the run dir
 (`labkit.cluster.runstate`: with who it is and who its components are, `labkit.cluster.processes`)
 and keeps it running until SIGTERM, when it calls `down()` and removes the run dir. A SIGTERM or
@@ -18,14 +18,14 @@ import signal
 import threading
 
 from labkit.cluster import processes, runstate
+from labkit.cluster.backends.local.cluster import LocalCluster
+from labkit.cluster.backends.local.served import BACKEND
 from labkit.cluster.base import ClusterError
-from labkit.cluster.local.cluster import LocalCluster
-from labkit.cluster.local.served import BACKEND
 from labkit.model.profiles import load_profile
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m labkit.cluster.local.serve")
+    ap = argparse.ArgumentParser(prog="python -m labkit.cluster.backends.local.serve")
     ap.add_argument("--profile", required=True)
     args = ap.parse_args(argv)
     prof = load_profile(args.profile)

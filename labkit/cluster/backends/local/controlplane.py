@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from labkit.api.features import FEATURE_DEFAULTS, LOCKED
-from labkit.cluster.local.binaries import Binaries
-from labkit.cluster.local.pki import Pki, kubeconfig
-from labkit.cluster.local.procs import Component, Supervisor, free_port, wait_until
+from labkit.cluster.backends.local.binaries import Binaries
+from labkit.cluster.backends.local.pki import Pki, kubeconfig
+from labkit.cluster.backends.local.procs import Component, Supervisor, free_port, wait_until
 from labkit.fileio import write_text
 
 SERVICE_CIDR = "10.0.0.0/24"

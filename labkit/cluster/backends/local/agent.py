@@ -22,11 +22,11 @@ import grpc
 
 from fake_gpus.plugin.cdi import visible_devices
 from labkit.cluster.annotations import CONTAINER_ENV_ANNOTATION, DEVICES_ANNOTATION, ENV_ANNOTATION
+from labkit.cluster.backends.local.cdi import CDIError, resolve_env
 from labkit.cluster.kube import ApiError, Kube
-from labkit.cluster.local.cdi import CDIError, resolve_env
 from labkit.model.podutil import EXTENDED_RESOURCES_KEY, pod_claims
 
-log = logging.getLogger("labkit.cluster.local.agent")
+log = logging.getLogger("labkit.cluster.backends.local.agent")
 
 #: what a 1.37 kubelet speaks, in its order of preference
 KUBELET_DRA_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin")

@@ -1,4 +1,4 @@
-"""The run state of a detached local server (``python -m labkit.cluster.local.serve``), read by the
+"""The run state of a detached local server (``python -m labkit.cluster.backends.local.serve``), read by the
 server itself and by the processes that look for it (``connect``, ``labkit cluster status``), and
 the clients' side of it: ``start`` (spawn the server, wait until the cluster is up) and ``stop``.
 The state names the server and its components by identity (`labkit.cluster.processes`): a stale
@@ -32,7 +32,7 @@ BACKEND = "local"
 STATE_FIELDS: dict[str, type] = {"pid": int, "process": dict, "componentGroups": list, "server": str,
                                  "kubeconfig": str, "stateDir": str, "kubernetesVersion": str}
 #: the server's module (`start` runs it)
-SERVER_MODULE = "labkit.cluster.local.serve"
+SERVER_MODULE = "labkit.cluster.backends.local.serve"
 
 
 def _server(state: dict[str, Any], path: Path) -> Identity:

@@ -1,7 +1,7 @@
 """kind releases and node images, pinned by digest (kind requires digests for images built per release),
 and the small local images the kind backend runs.
 
-``LABKIT_KIND_NODE_IMAGE`` (read in labkit.cluster.kind.config) replaces the pinned node image;
+``LABKIT_KIND_NODE_IMAGE`` (read in labkit.cluster.backends.kind.config) replaces the pinned node image;
 labkit's own tests set it to the offline image ``tools/build-kind-node-image.sh`` builds.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-_REPO_ROOT = Path(__file__).resolve().parents[3]
+_REPO_ROOT = Path(__file__).resolve().parents[4]
 
 #: the stand-in for workload images a kind cluster cannot pull or run (``vllm/vllm-openai``,
 #: ``pytorch/pytorch``...): prints its environment (where CDI puts a claim's devices) and sleeps;

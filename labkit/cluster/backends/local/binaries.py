@@ -16,7 +16,7 @@ DEFAULT_MINOR = "1.37"  # what tools/build-controlplane.sh builds without argume
 #: oldest minor the DEFAULT_MINOR binaries can emulate (kube-apiserver --emulated-version range)
 OLDEST_EMULATED = "1.34"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
-BUILD_SCRIPT = Path(__file__).resolve().parents[3] / "tools" / "build-controlplane.sh"
+BUILD_SCRIPT = Path(__file__).resolve().parents[4] / "tools" / "build-controlplane.sh"
 
 
 class BinariesMissing(EngineError, RuntimeError):

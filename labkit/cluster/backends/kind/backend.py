@@ -4,7 +4,7 @@ Every command goes through a `Runner`, and `plan()` lists the commands `up()` ru
 where nothing exists yet, so the whole flow is testable without a container engine
 (tests/test_cluster_kind.py); tests/test_cluster_kind_e2e.py runs it for real. Object reads and
 deletes (`get`, `list`, `wait`, `placements`, `explain`...) go over one kept-alive connection to the
-API server (the `kubeconfig` backend's client, see `_api`); `apply` and `exec` run kubectl.
+API server (the shared base's verbs over this cluster's kubeconfig, see `_api`); `apply` and `exec` run kubectl.
 
 A cluster stays up until `labkit cluster down` (or `down()` of the connection that created it):
 its kubeconfig and state live in the run dir (`labkit.cluster.runstate`), and `up()` of another
@@ -25,7 +25,6 @@ turns it off for clusters that can pull and run the real images.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shlex
@@ -42,22 +41,14 @@ import yaml
 from fake_gpus.catalog import load_node_profile
 from fake_gpus.plugin.cdi import visible_devices
 from fake_gpus.slices import build_slices
-from labkit.api import LoadError, load
 from labkit.cluster import processes, runstate
-from labkit.cluster.base import (
-    ClusterError,
-    NotFound,
-    RefusedObjects,
-    Source,
-    check_gpu_plugin,
-    cluster_error,
-)
-from labkit.cluster.kind import health
-from labkit.cluster.kind.config import kind_config_yaml
-from labkit.cluster.kind.driver import compute_domain_workloads, driver_manifests
-from labkit.cluster.kind.image import DEFAULT_IMAGE, DOCKERFILE, REPO_ROOT
-from labkit.cluster.kind.images import WORKLOAD_DOCKERFILE, WORKLOAD_IMAGE
-from labkit.cluster.kind.preflight import (
+from labkit.cluster.backends.kind import health
+from labkit.cluster.backends.kind.config import kind_config_yaml
+from labkit.cluster.backends.kind.driver import compute_domain_workloads, driver_manifests
+from labkit.cluster.backends.kind.image import DEFAULT_IMAGE, DOCKERFILE, REPO_ROOT
+from labkit.cluster.backends.kind.images import WORKLOAD_DOCKERFILE, WORKLOAD_IMAGE
+from labkit.cluster.backends.kind.kubectl import KubectlClient, items, kind_of, one_line, refusals
+from labkit.cluster.backends.kind.preflight import (
     HostFacts,
     cdi_check,
     check_host,
@@ -66,9 +57,15 @@ from labkit.cluster.kind.preflight import (
     readiness,
     run_preflight,
 )
-from labkit.cluster.kind.runner import CommandError, Runner, SubprocessRunner
+from labkit.cluster.backends.kind.runner import CommandError, Runner, SubprocessRunner
+from labkit.cluster.backends.kubeapi import KubeCluster
+from labkit.cluster.base import (
+    ClusterError,
+    NotFound,
+    RefusedObjects,
+    check_gpu_plugin,
+)
 from labkit.cluster.kube import client
-from labkit.cluster.kubeapi import KubeCluster, KubeconfigCluster
 from labkit.fileio import write_text
 from labkit.model.profiles import ClusterProfile, load_profile
 
@@ -89,24 +86,6 @@ _CLUSTER_NAME = re.compile(r"(?!-)[a-z0-9.-]+")
 
 #: environment variables a CDI spec of the fake driver sets (what `pod_env` returns)
 DEVICE_ENV_PREFIXES = ("FAKE_", "NVIDIA_")
-
-#: kubectl resource names for the kinds LabKit handles
-RESOURCE_NAMES = {
-    "Pod": "pods", "Node": "nodes", "Namespace": "namespaces", "Event": "events",
-    "DeviceClass": "deviceclasses.resource.k8s.io", "ResourceClaim": "resourceclaims.resource.k8s.io",
-    "ResourceClaimTemplate": "resourceclaimtemplates.resource.k8s.io",
-    "ResourceSlice": "resourceslices.resource.k8s.io", "DeviceTaintRule": "devicetaintrules.resource.k8s.io",
-    "Deployment": "deployments.apps", "Job": "jobs.batch", "DaemonSet": "daemonsets.apps",
-    "StatefulSet": "statefulsets.apps", "ReplicaSet": "replicasets.apps", "CronJob": "cronjobs.batch",
-    "PriorityClass": "priorityclasses.scheduling.k8s.io",
-    "ComputeDomain": "computedomains.resource.nvidia.com",
-    "ComputeDomainClique": "computedomaincliques.resource.nvidia.com",
-}
-CLUSTER_SCOPED = {"Node", "Namespace", "DeviceClass", "ResourceSlice", "DeviceTaintRule", "PriorityClass"}
-#: lower-case / plural spellings users type, to the Kind
-_KIND_ALIASES = {alias: kind for kind, res in RESOURCE_NAMES.items()
-                 for alias in (kind.lower(), res, res.split(".")[0])}
-
 
 def default_cluster_name(profile_name: str) -> str:
     """kind cluster name for a profile: ``labkit-<profile>`` (DNS-label safe)."""
@@ -144,6 +123,7 @@ class KindCluster(KubeCluster):
     generated files; default: the run dir), `log` (a callable for progress lines)."""
 
     backend = "kind"
+    unserved_kind_is_empty = True  # an alpha DRA kind this cluster does not serve: nothing of it exists
 
     def __init__(self, *, cluster_name: str | None = None, image: str | None = None,
                  workload_image: str | None = None, swap_images: bool | None = None,
@@ -170,11 +150,9 @@ class KindCluster(KubeCluster):
         self._created = False
         self._made_network = False
         self.attached = False
-        self._applied: list[tuple[str, str, str | None]] = []
         self._node_images: set[str] | None = None
         self._swapped_seen: set[str] = set()
         self.timings: dict[str, float] = {}
-        self._api_conn: KubeconfigCluster | None = None
         self._api_key: tuple[str, int] | None = None
         self._api_lock = threading.Lock()
 
@@ -270,7 +248,7 @@ class KindCluster(KubeCluster):
 
     @classmethod
     def available(cls, kubernetes_version: str = "1.37") -> tuple[bool, str]:
-        """The kind preflight (labkit.cluster.kind.preflight): what is missing and the command that fixes it."""
+        """The kind preflight (labkit.cluster.backends.kind.preflight): what is missing and the command that fixes it."""
         return readiness(check_host(kubernetes_version))
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -580,120 +558,64 @@ class KindCluster(KubeCluster):
         lines.append(f"  {len(slices)} ResourceSlices, {devices} devices")
         return "\n".join(lines)
 
-    # -- objects ---------------------------------------------------------------------------
-    def _api(self) -> KubeconfigCluster | None:
-        """The API server over one kept-alive HTTPS connection, for reads and deletes; None when
-        the runner only records commands (they are then kubectl commands, which is what the unit
-        tests read). A kubectl process per call cost ~0.1 s of CPU (a Go start, a TLS handshake)
-        and ten times the API server's work of a request on an open connection, and `wait()`, the
-        tests and the course poll every second. Made again when the kubeconfig file changes."""
+    # -- objects (the verbs: KubeCluster) --------------------------------------------------
+    def _api(self) -> Any:
+        """The API server over one kept-alive HTTPS connection (the shared base's, with this cluster's
+        kubeconfig): a kubectl process per call cost ~0.1 s of CPU (a Go start, a TLS handshake) and
+        ten times the API server's work of a request on an open connection, and `wait()`, the tests
+        and the course poll every second. Made again when the kubeconfig file changes. kubectl
+        commands instead (`KubectlClient`) when the runner only records commands (the unit tests
+        read them) or there is no kubeconfig yet."""
         if not self.runner.live or not self.kubeconfig.exists():
             self._close_api()
-            return None
+            return KubectlClient(self._kubectl)
         key = (str(self.kubeconfig.resolve()), self.kubeconfig.stat().st_mtime_ns)
         with self._api_lock:  # tests and widgets read from several threads
-            if self._api_conn is None or self._api_key != key:
+            if self.kube is None or self._api_key != key:
                 self._close_api()
-                self._api_conn = KubeconfigCluster(kubeconfig=self.kubeconfig, read_only=False, progress=False).up()
+                self._connect_kubeconfig(self.kubeconfig, None)
                 self._api_key = key
-            return self._api_conn
+            return self.kube
 
     def _close_api(self) -> None:
-        if self._api_conn is not None:
-            self._api_conn.down()
-        self._api_conn, self._api_key = None, None
+        if self.kube is not None:
+            self.kube.close()
+        self.kube, self._api_key, self.where = None, None, ""
 
     def _kubectl(self, *args: str, input: str | None = None, check: bool = True):
         return self.runner.run([self._tool("kubectl"), "--kubeconfig", str(self.kubeconfig), *args],
                                input=input, check=check)
 
-    def apply(self, source: Source) -> list[dict]:
-        try:
-            objs = load(source)
-        except LoadError as exc:
-            raise cluster_error(exc) from None
+    def _not_found(self, kind: str, name: str, namespace: str | None) -> NotFound:
+        return NotFound(f"{kind_of(kind)} {namespace}/{name} not found")
+
+    def _prepare(self, obj: dict) -> None:
         if self.swap_images:
-            for obj in objs:
-                self._swap(obj)
-        return self._apply_in_order(objs, self._write)
+            self._swap(obj)
 
     def _write(self, objs: list[dict]) -> list[dict]:
+        """One `kubectl apply` of the tier: a client-side apply that records the last-applied
+        configuration, as a student's own `kubectl apply` of the same file on this cluster does (the
+        API client's is a server-side apply), and prints kubectl's own refusals (`refusals`)."""
         result = self._kubectl("apply", "-o", "json", "-f", "-", input=yaml.safe_dump_all(objs, sort_keys=False),
                                check=False)
         if result.returncode != 0:  # the API server refusing the objects is bad input, as on local
             said = result.stderr or result.stdout
-            refused = _refusals(said)
+            refused = refusals(said)
             if not refused:
-                raise ClusterError(_one_line(said))
+                raise ClusterError(one_line(said))
             # kubectl applied the others (it goes on past a refused object) and printed none of them
             # (-o json prints after the last object, when all went): read back what is stored now
             got = self._kubectl("get", "-o", "json", "--ignore-not-found", "-f", "-",
                                 input=yaml.safe_dump_all(objs, sort_keys=False), check=False)
-            out = _items(got.stdout) if got.returncode == 0 else []
-            if self.attached:
-                runstate.remember(self._applied, out)
+            out = items(got.stdout) if got.returncode == 0 else []
+            for obj in out:
+                self._stored(obj)
             raise RefusedObjects(refused, out)
-        out = _items(result.stdout)
-        if self.attached:
-            runstate.remember(self._applied, out)
+        out = items(result.stdout)
+        for obj in out:
+            self._stored(obj)
         return out
-
-    def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
-        kind = _kind_of(kind)
-        if (api := self._api()) is not None:
-            try:
-                api.delete(kind, name, namespace)  # a cluster-scoped kind's path has no namespace
-            except NotFound:
-                raise _not_found(kind, name, namespace) from None
-            return
-        args = ["delete", _resource(kind), name, "--wait=false"]
-        if kind not in CLUSTER_SCOPED and namespace:
-            args += ["-n", namespace]
-        result = self._kubectl(*args, check=False)
-        if result.returncode != 0:
-            if "NotFound" in (result.stderr or result.stdout):
-                raise _not_found(kind, name, namespace)
-            raise ClusterError(_one_line(result.stderr or result.stdout))
-
-    def get(self, kind: str, name: str, namespace: str | None = "default") -> dict:
-        kind = _kind_of(kind)
-        if (api := self._api()) is not None:
-            try:
-                return api.get(kind, name, namespace)
-            except NotFound:
-                raise _not_found(kind, name, namespace) from None
-        args = ["get", _resource(kind), name, "-o", "json"]
-        if kind not in CLUSTER_SCOPED and namespace:
-            args += ["-n", namespace]
-        result = self._kubectl(*args, check=False)
-        if result.returncode != 0:
-            if "NotFound" in (result.stderr or result.stdout):
-                raise _not_found(kind, name, namespace)
-            raise ClusterError(_one_line(result.stderr or result.stdout))
-        return json.loads(result.stdout)
-
-    def list(self, kind: str, namespace: str | None = None) -> list[dict]:
-        kind = _kind_of(kind)
-        if (api := self._api()) is not None:
-            try:
-                items = api.list(kind, namespace)
-            except NotFound:  # an API this cluster does not serve (e.g. an alpha DRA kind): nothing of it exists
-                return []
-            for o in items:
-                o.setdefault("kind", kind)
-            return items
-        args = ["get", _resource(kind), "-o", "json"]
-        if kind not in CLUSTER_SCOPED:
-            args += ["-n", namespace] if namespace else ["-A"]
-        result = self._kubectl(*args, check=False)
-        if result.returncode != 0:
-            if "doesn't have a resource type" in (result.stderr or ""):
-                return []  # an API this cluster does not serve (e.g. an alpha DRA kind): nothing of it exists
-            raise ClusterError(_one_line(result.stderr or result.stdout))
-        items = _items(result.stdout)
-        for o in items:
-            o.setdefault("kind", kind)
-        return sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
 
     # -- workload images -------------------------------------------------------------------
     def node_images(self) -> set[str]:
@@ -752,12 +674,12 @@ class KindCluster(KubeCluster):
         result = self._kubectl("exec", "-n", namespace, pod, "-c", container, "--", "env", check=False)
         if result.returncode != 0:
             raise ClusterError(f"pod {namespace}/{pod} container {container}: cannot read env: "
-                               f"{_one_line(result.stderr or result.stdout)}")
+                               f"{one_line(result.stderr or result.stdout)}")
         return dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
 
     def inject_health_event(self, node: str, device: str, xid: int | None = None, *, kind: str = "xid") -> None:
         """The fake driver's plugin on `node` gets the event through its spool (a file in the node
-        container: labkit.cluster.kind.health), taints `device` in its ResourceSlice as NVIDIA's driver
+        container: labkit.cluster.backends.kind.health), taints `device` in its ResourceSlice as NVIDIA's driver
         does and reports it on the kubelet's DRAResourceHealth stream; returns once the API server shows
         the taint. Besides the sim's kinds, kind "repair" (the GPU replaced) removes the health taints.
         An unknown node or device, or a refused event: ClusterInputError with the plugin's reason."""
@@ -800,55 +722,6 @@ def _pod_spec(obj: dict) -> tuple[dict | None, dict]:
     if not isinstance(template, dict):
         return None, {}
     return template.setdefault("spec", {}), template.setdefault("metadata", {})
-
-
-def _kind_of(kind: str) -> str:
-    return kind if kind in RESOURCE_NAMES else _KIND_ALIASES.get(kind.lower(), kind)
-
-
-def _resource(kind: str) -> str:
-    return RESOURCE_NAMES.get(kind, kind.lower() + "s")
-
-
-def _not_found(kind: str, name: str, namespace: str | None) -> NotFound:
-    """The one NotFound message of get/delete, whether kubectl or the API connection said so."""
-    return NotFound(f"{kind} {namespace}/{name} not found")
-
-
-def _refusals(said: str) -> list[str]:
-    """The lines kubectl apply printed for the objects the server refused, one per refusal
-    (kubectl/pkg/cmd/util/helpers.go, checkErr): `Error from server (Invalid): error when creating
-    ...` each when several were; when one was, `The Kind "name" is invalid: field: message`, or that
-    head alone with one `* field: message` line per cause below it (each taken with the head)."""
-    out: list[str] = []
-    head = ""
-    for line in (ln.strip() for ln in said.splitlines()):
-        if line.startswith("Error from server (") and any(f"({r})" in line for r in REFUSED_REASONS):
-            out.append(line)
-            head = ""
-        elif line.startswith("The ") and " is invalid" in line:
-            head = line[:-1] if line.endswith(" is invalid:") else ""
-            if not head:
-                out.append(line)
-        elif head and line.startswith("* "):
-            out.append(f"{head}: {line[2:]}")
-    return out
-
-
-#: the Status reasons of an object the API server refused (bad input, not a failing cluster)
-REFUSED_REASONS = ("Invalid", "BadRequest", "Conflict", "Forbidden", "NotFound", "AlreadyExists")
-
-
-def _one_line(text: str) -> str:
-    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else "kubectl failed without a message"
-
-
-def _items(text: str) -> list[dict]:
-    if not text.strip():
-        return []
-    doc = json.loads(text)
-    return doc.get("items", [doc]) if doc.get("kind", "").endswith("List") or "items" in doc else [doc]
 
 
 def _stderr(line: str) -> None:

@@ -8,12 +8,13 @@ Nothing runs outside Python: `up()` builds the nodes and their ResourceSlices fr
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from labkit.api import with_defaults
 from labkit.cel.validation import validate
+from labkit.cluster.backends import register_backend
 from labkit.cluster.base import (
     Cluster,
     ClusterError,
@@ -22,7 +23,6 @@ from labkit.cluster.base import (
     Source,
     cluster_error,
     load_source,
-    register_backend,
 )
 from labkit.cluster.explain import format_pod_explanation
 from labkit.cluster.placements import PlacementTable, build_placements
@@ -33,6 +33,7 @@ from labkit.model.state import StateError, load_state, origin_of, profile_for_st
 from labkit.output import print_text
 from labkit.sim.engine import Sim, SimError
 from labkit.sim.nodes import HardwareError
+from labkit.sim.store import copy_of
 
 
 class SimCluster(Cluster):
@@ -182,10 +183,47 @@ class SimCluster(Cluster):
         except LabkitError as exc:
             raise cluster_error(exc) from None
 
-    def watch(self, callback: Callable[[Any], None], kinds: list[str] | None = None) -> None:
+    def watch(self, kind: str | Callable[[Any], None], namespace: str | None = None, *, timeout: float = 60.0,
+              kinds: list[str] | None = None) -> Any:
+        """(event type, object) of `kind` as the API server's watch sends them (`Cluster.watch`): first
+        ADDED for every object there is, then ADDED / MODIFIED / DELETED from the store's watch log as
+        the sim runs, letting sim time pass up to `timeout` sim seconds (as `wait`); it ends when
+        nothing more happens within them.
+
+        ``watch(callback, kinds=[...])``, as before this verb: `on_change`."""
+        if callable(kind):
+            self.on_change(kind, kinds)
+            return None
+        return self._watch(canonical_kind(kind), namespace, timeout)
+
+    def on_change(self, callback: Callable[[Any], None], kinds: list[str] | None = None) -> None:
         """Sim only: call `callback(event)` after every change (event.type ADDED/MODIFIED/DELETED,
         event.object, event.resource_version), optionally only for some kinds."""
         self._sim.store.watch(callback, kinds=[canonical_kind(k) for k in kinds] if kinds else None)
+
+    def _watch(self, kind: str, namespace: str | None, timeout: float) -> Iterator[tuple[str, dict]]:
+        sim = self._sim
+        rv = sim.store.rv
+        for obj in sim.store.list(kind, namespace):
+            yield "ADDED", copy_of(obj)
+        start = sim.clock.seconds
+        try:
+            while True:
+                for ev in sim.store.events_since(rv):
+                    rv = ev.resource_version
+                    ns = (ev.object.get("metadata") or {}).get("namespace")
+                    if ev.kind == kind and (namespace is None or ns == namespace):
+                        yield ev.type, copy_of(ev.object)
+                before = sim.store.rv
+                sim.run()
+                if sim.store.rv != before:
+                    continue
+                nxt = sim.next_deadline()
+                if nxt is None or nxt - start > timeout or nxt <= sim.clock.seconds:
+                    return
+                sim.advance(nxt - sim.clock.seconds)
+        except SimError as exc:
+            raise cluster_error(exc) from None
 
     def events(self) -> list[dict]:
         return self._sim.events.events()
