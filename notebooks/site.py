@@ -39,6 +39,7 @@ widget extensions (jupyterlab_widgets, anywidget): `make site` makes that enviro
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import html
 import importlib.metadata
@@ -258,29 +259,91 @@ CATALOG_TWINS = ("fake_gpus/catalog/",)
 STDLIB = "python_stdlib_pyc.zip"
 
 
+#: the compiled wheels and standard library of earlier builds, by the content of what made them
+#: (BYTECODE_CACHE/<key>/, key: `bytecode_key`): compiling is most of a build's CPU (~35 s on one core, Pyodide
+#: under Node.js), and a build from the same wheels, Pyodide and compiler takes the earlier output instead
+BYTECODE_CACHE = CACHE / "bytecode"
+#: how many compiled outputs the cache keeps (the most recently used): the sites of the CDN and of --pyodide
+#: verified, each of a commit or two
+BYTECODE_KEEP = 4
+#: the files of a Pyodide distribution that make its interpreter and its standard library
+CORE_FILES = ("pyodide.mjs", "pyodide.asm.js", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
+
+
+def _wheel_digest(wheel: Path) -> str:
+    """A wheel's content: each member's name, size and CRC-32 (not the zip's bytes: the kit's wheel, built from
+    a fresh clone, carries the checkout's file dates, which no compiled output depends on)."""
+    with zipfile.ZipFile(wheel) as zf:
+        members = sorted((i.filename, i.file_size, i.CRC) for i in zf.infolist())
+    return hashlib.sha256(json.dumps(members).encode()).hexdigest()
+
+
+def bytecode_key(node: str, args: list[str], wheels: list[Path], core: Path) -> str:
+    """What a compile's output depends on: the compiler (Node.js, site_bytecode.mjs, wheel_bytecode.py), the
+    Pyodide that runs it (`CORE_FILES` of ``core``), its options ``args`` and the content of each wheel."""
+    digest = hashlib.sha256()
+    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
+    for part in (version, *args, *(_wheel_digest(w) for w in wheels)):
+        digest.update(part.encode() + b"\0")
+    for f in (HERE / "site_bytecode.mjs", HERE / "wheel_bytecode.py", *(core / n for n in CORE_FILES)):
+        digest.update(f.name.encode() + (hashlib.sha256(f.read_bytes()).digest() if f.is_file() else b"-"))
+    return digest.hexdigest()[:32]
+
+
+def _cached_compile(key: str, out: Path, compile_into: Callable[[Path], str]) -> str:
+    """The compiled files of ``key`` in ``out`` and what the compiler printed: from BYTECODE_CACHE, else
+    ``compile_into(folder)`` (returns what it printed) and stored there for the next build."""
+    entry = BYTECODE_CACHE / key
+    if not (entry / "stdout.txt").is_file():
+        BYTECODE_CACHE.mkdir(parents=True, exist_ok=True)
+        fresh = Path(tempfile.mkdtemp(prefix="new-", dir=BYTECODE_CACHE))
+        try:
+            (fresh / "out").mkdir()
+            (fresh / "stdout.txt").write_text(compile_into(fresh / "out"), encoding="utf-8")  # the last: complete
+            with contextlib.suppress(OSError):  # another build stored the same key meanwhile: the same content
+                os.rename(fresh, entry)
+        finally:
+            shutil.rmtree(fresh, ignore_errors=True)
+        print(f"site: bytecode compiled, kept for the next build in {entry}")
+    else:
+        print(f"site: bytecode of the same wheels, Pyodide and compiler, from {entry}")
+    os.utime(entry)  # the most recently used are kept: this one, and the newest others
+    others = [e for e in BYTECODE_CACHE.iterdir() if e.is_dir() and e != entry and not e.name.startswith("new-")]
+    for old in sorted(others, key=lambda e: e.stat().st_mtime, reverse=True)[BYTECODE_KEEP - 1:]:
+        shutil.rmtree(old, ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    for f in (entry / "out").iterdir():
+        shutil.copy2(f, out / f.name)
+    return (entry / "stdout.txt").read_text(encoding="utf-8")
+
+
 def with_bytecode(wheels: list[Path], official: list[Path], core: Path, out: Path) -> tuple[dict[str, Path], Path | None]:
     """The site's ``wheels`` and a local distribution's ``official`` wheels (file name -> compiled wheel in
     ``out``) with bytecode for what a tab imports, compiled by the site's Pyodide (``core``) under Node.js
     (notebooks/site_bytecode.mjs), and that Pyodide's standard library with bytecode for the same
-    (``out/STDLIB``). Without Node.js: ``({}, None)`` (the wheels and the standard library as they are: each
-    import then compiles in the tab)."""
+    (``out/STDLIB``); the output of an earlier build of the same content when BYTECODE_CACHE has it. Without
+    Node.js: ``({}, None)`` (the wheels and the standard library as they are: each import then compiles in the
+    tab)."""
     node = shutil.which("node")
     if node is None:
         print("site: no Node.js here: the wheels go without bytecode (the tab compiles each module it imports, "
               "a slower start); fix: apt-get install nodejs", file=sys.stderr)
         return {}, None
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [str(p.resolve()) for p in (core, out, *wheels, *official)]  # absolute: the ones the driver mounts
-    cmd = [node, str(HERE / "site_bytecode.mjs"), *paths,
-           "--compile", *(w.name for w in (*wheels, *official)), "--keep-source", *KIT_PACKAGES,
-           "--no-docstrings", *(w.name for w in official if _wheel_name(w) in NO_DOCSTRINGS),
-           "--import", *TAB_IMPORTS, "--import-all", *KIT_PACKAGES, "--run", *TAB_RUNS,
-           "--yaml-twins", *CATALOG_TWINS, "--stdlib", STDLIB]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"site: compiling the wheels' bytecode in Pyodide failed:\n{(done.stdout + done.stderr)[-3000:]}")
+    args = ["--compile", *(w.name for w in (*wheels, *official)), "--keep-source", *KIT_PACKAGES,
+            "--no-docstrings", *(w.name for w in official if _wheel_name(w) in NO_DOCSTRINGS),
+            "--import", *TAB_IMPORTS, "--import-all", *KIT_PACKAGES, "--run", *TAB_RUNS,
+            "--yaml-twins", *CATALOG_TWINS, "--stdlib", STDLIB]
+
+    def compile_into(folder: Path) -> str:
+        paths = [str(p.resolve()) for p in (core, folder, *wheels, *official)]  # absolute: the ones the driver mounts
+        done = subprocess.run([node, str(HERE / "site_bytecode.mjs"), *paths, *args], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"site: compiling the wheels' bytecode in Pyodide failed:\n{(done.stdout + done.stderr)[-3000:]}")
+        return done.stdout
+
+    stdout = _cached_compile(bytecode_key(node, args, [*wheels, *official], core), out, compile_into)
     compiled = {w.name: out / w.name for w in (*wheels, *official) if (out / w.name).exists()}
-    said = {line.split(": ")[0]: int(line.split(": ")[1].split()[0]) for line in done.stdout.splitlines()
+    said = {line.split(": ")[0]: int(line.split(": ")[1].split()[0]) for line in stdout.splitlines()
             if " modules compiled" in line}
     stdlib = out / STDLIB
     stdlib_modules = sum(n for name, n in said.items() if not name.endswith(".whl"))

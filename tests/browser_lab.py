@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,6 +156,67 @@ def jupyter_lab(root: Path) -> Iterator[Lab]:
         if proc is not None:
             _stop(proc)
         shutil.rmtree(state, ignore_errors=True)
+
+
+#: what the session started once for every module that asks (`shared`): name -> the value; closed when pytest ends
+_SHARED: dict[str, object] = {}
+
+
+def shared(config, name: str, start: Callable[[contextlib.ExitStack], object]) -> object:
+    """One ``start(stack)`` per session for every module that asks by ``name`` (a JupyterLab, a browser, the
+    Playwright driver), closed (``stack``) when the session ends: a module-scoped fixture started one per
+    module, and each JupyterLab server and Chromium start is seconds of CPU. ``config``: pytest's."""
+    if name not in _SHARED:
+        stack = contextlib.ExitStack()
+        try:
+            _SHARED[name] = start(stack)
+        except BaseException:
+            stack.close()
+            raise
+        config.add_cleanup(stack.close)
+        config.add_cleanup(lambda: _SHARED.pop(name, None))
+    return _SHARED[name]
+
+
+def playwright_driver(config):
+    """The session's Playwright driver (one per session: the sync API runs one at a time in a thread)."""
+    def start(stack: contextlib.ExitStack):
+        from playwright.sync_api import sync_playwright  # lazy: a test extra (missing_requirements())
+
+        return stack.enter_context(sync_playwright())
+    return shared(config, "playwright", start)
+
+
+#: the claim builder's notebook (tests/test_browser.py), in the course's JupyterLab beside notebooks/
+CLAIM_BUILDER = Path(__file__).resolve().parent / "browser" / "claim_builder.ipynb"
+
+
+def course_lab(config) -> tuple[Path, Lab, object]:
+    """The session's JupyterLab and Chromium of the course tests (tests/test_browser.py,
+    tests/test_browser_notebooks.py): (its root folder, the server, the browser). The root is laid out as the
+    repository around the notebooks (notebooks/, and examples/ and clusters/ that they read as ../examples), with
+    the claim builder's notebook at its top. Each test opens its own page and shuts its kernels down."""
+    def start(stack: contextlib.ExitStack):
+        root = Path(tempfile.mkdtemp(prefix="labkit-course-"))
+        stack.callback(shutil.rmtree, root, ignore_errors=True)
+        (root / "notebooks").mkdir()
+        repo = Path(__file__).resolve().parents[1]
+        for folder in ("examples", "clusters"):
+            if (repo / folder).is_dir():
+                (root / folder).symlink_to(repo / folder)
+        shutil.copy(CLAIM_BUILDER, root / CLAIM_BUILDER.name)
+        lab = stack.enter_context(jupyter_lab(root))
+        browser = launch(playwright_driver(config))
+        stack.callback(browser.close)
+        return root, lab, browser
+    return shared(config, "course-lab", start)  # type: ignore[return-value]
+
+
+def shutdown_kernels(base: str) -> None:
+    """Shut every kernel of the server down, as JupyterLab's "Shut Down All Kernels" does (REST)."""
+    for s in json.loads(urllib.request.urlopen(base + "/api/sessions", timeout=REQUEST).read()):
+        req = urllib.request.Request(f"{base}/api/sessions/{s['id']}", method="DELETE")
+        urllib.request.urlopen(req, timeout=REQUEST).read()
 
 
 def wait_kernel_idle(base: str, path: str, timeout: float = HANG) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from fake_gpus.plugin.server import FAULT_BEGIN, FAULT_DELAY_ENV, FAULT_END
-from labkit.cluster.kind.backend import KindCluster
+from labkit.cluster.backends.kind.backend import KindCluster
 
 from .kindutil import (
     DRIVER,
@@ -53,6 +53,8 @@ PLUGIN_PIDS = ("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null 
 WINDOW_KILL = ("f=$(ls -t /var/log/pods/" + DRIVER_NS + "_{pod}_*/plugin/*.log | head -1); i=0; "
                "while [ $i -lt 600 ]; do case \"$(grep fault-window $f | tail -1)\" in *BEGIN*) "
                "kill -9 {pids}; exit 0;; esac; i=$((i+1)); sleep 0.1; done")
+#: a pod slower than this to be Ready has its events kept in the result (`slowPods`)
+SLOW_POD_SECONDS = 30.0
 PREPARED_RE = re.compile(r"prepared claim (\S+) \(uid ([0-9a-f-]+)\): (.*)$")
 
 
@@ -77,6 +79,9 @@ class PodResult:
     seen: list[str] = field(default_factory=list)
     deleted: bool = False
     error: str = ""
+    ready_seconds: float = 0.0       # apply -> Running and Ready
+    gone_seconds: float = 0.0        # delete -> gone from the API server
+    waited_on: list[str] = field(default_factory=list)  # a slow pod's events: what it waited for
 
 
 def _setup(c: KindCluster, delay: float) -> None:
@@ -124,9 +129,15 @@ def _claim(c: KindCluster, pod: dict[str, Any]) -> dict[str, Any] | None:
 
 def _one_pod(c: KindCluster, name: str, timeout: float, hold: float) -> PodResult:
     r = PodResult(name)
+    t0 = time.monotonic()
     try:
         kubectl(c, "apply", "-f", "-", input=yaml.safe_dump(_pod(c, name)))
         pod = poll(lambda: (p := obj(c, "Pod", name, NS)) and _ready(p) and p, timeout, 1.0)
+        r.ready_seconds = round(time.monotonic() - t0, 1)
+        if r.ready_seconds > SLOW_POD_SECONDS:
+            r.waited_on = [f"{e.get('reason')}: {e.get('message', '')}"[:300] for e in c.events()
+                           if (e.get("involvedObject") or {}).get("name") == name
+                           and (e.get("involvedObject") or {}).get("namespace") == NS][-12:]
         if not pod:
             r.error = "not Running within the timeout"
         else:
@@ -147,7 +158,9 @@ def _one_pod(c: KindCluster, name: str, timeout: float, hold: float) -> PodResul
     except Exception as exc:  # one pod's trouble is a result, not the end of the run
         r.error = f"{type(exc).__name__}: {exc}"
     kubectl(c, "-n", NS, "delete", "pod", name, "--wait=false", check=False)
+    t1 = time.monotonic()
     r.deleted = bool(poll(lambda: obj(c, "Pod", name, NS) is None, timeout, 1.0))
+    r.gone_seconds = round(time.monotonic() - t1, 1)
     if not r.deleted and not r.error:
         r.error = "not deleted within the timeout"
     return r
@@ -321,7 +334,16 @@ def run_faults(c: KindCluster, *, claims: int = 30, concurrency: int = 6, kills:
     """Create `claims` pods (one claim each), `concurrency` at a time, while `kills` plugin kills
     happen; returns the counts (see the module docstring)."""
     t0 = time.monotonic()
+    phases: dict[str, float] = {}  # where the run's time went, phase by phase
+    mark = [t0]
+
+    def phase(name: str) -> None:
+        now = time.monotonic()
+        phases[name] = round(now - mark[0], 1)
+        mark[0] = now
+
     _setup(c, delay)
+    phase("setup (fault delay rolled out)")
     killer = Killer(c, kills, seed)
     thread = threading.Thread(target=killer.run, daemon=True)
     thread.start()
@@ -330,17 +352,22 @@ def run_faults(c: KindCluster, *, claims: int = 30, concurrency: int = 6, kills:
             results = list(pool.map(lambda i: _one_pod(c, f"f-{seed}-{i:04d}", pod_timeout, hold), range(claims)))
     finally:
         killer.stop.set()  # the kill under way finishes, with its restart and checkpoint check
+        phase("pods (all deleted)")
         thread.join(timeout=900)
+    phase("the last kill's restart")
     for r in results:
         killer.claim_nodes[r.claim_uid] = r.node
     uids = {r.claim_uid for r in results if r.claim_uid}
     # claims go with their pods; wait until the API server has none left, then for the kubelets' unprepares
     poll(lambda: not c.list("ResourceClaim", NS), 180, 2.0)
+    phase("claims gone")
     left = poll(lambda: (lo := leftovers(c, uids)) and not lo["checkpoint"] and not lo["cdi"] and lo, 180, 3.0) \
         or leftovers(c, uids)
+    phase("checkpoints and CDI specs empty")
     current = [kubectl(c, "-n", DRIVER_NS, "logs", pod, "-c", "plugin", check=False) for pod in plugin_pods(c).values()]
     counts, conflicting = prepared_counts(killer.logs + current)
     set_fault_delay(c, 0)
+    phase("fault delay removed")
     kills_done = killer.done
     return {
         "claims": claims, "concurrency": concurrency, "faultDelaySeconds": delay, "seed": seed,
@@ -363,6 +390,10 @@ def run_faults(c: KindCluster, *, claims: int = 30, concurrency: int = 6, kills:
         "checkpointEntriesLeft": sum(len(v) for v in left["checkpoint"].values()),
         "cdiSpecsLeft": sum(len(v) for v in left["cdi"].values()),
         "seconds": round(time.monotonic() - t0, 1),
+        "phaseSeconds": phases,
+        "podReadySeconds": sorted(r.ready_seconds for r in results),
+        "podGoneSeconds": sorted(r.gone_seconds for r in results),
+        "slowPods": {r.name: {"readySeconds": r.ready_seconds, "events": r.waited_on} for r in results if r.waited_on},
         "problems": [p for k in kills_done for p in k.problems] + [f"{r.name}: {r.error}" for r in results if r.error],
         "killLog": [asdict(k) for k in kills_done],
     }

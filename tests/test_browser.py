@@ -4,22 +4,18 @@ dialog fails a browser test with its text (tests/browser_lab.py)."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
 from tests.browser_lab import (
     ARTIFACTS,
-    jupyter_lab,
-    launch,
+    course_lab,
     missing_requirements,
     new_page,
     open_lab,
+    shutdown_kernels,
     wait_kernel_idle,
 )
 
-HERE = Path(__file__).resolve().parent
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(missing_requirements() is not None,
                                                       reason=missing_requirements() or "")]
 
@@ -31,16 +27,11 @@ def _run_all_cells(page, count: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def lab_browser(tmp_path_factory):
-    """One JupyterLab (on a folder holding the claim builder notebook) and one browser."""
-    from playwright.sync_api import sync_playwright
-
-    root = tmp_path_factory.mktemp("lab")
-    shutil.copy(HERE / "browser" / "claim_builder.ipynb", root / "claim_builder.ipynb")
-    with jupyter_lab(root) as lab, sync_playwright() as p:
-        browser = launch(p)
-        yield lab, browser
-        browser.close()
+def lab_browser(request):
+    """The session's JupyterLab (its root holds the claim builder notebook) and Chromium (browser_lab.course_lab)."""
+    _, lab, browser = course_lab(request.config)
+    yield lab, browser
+    shutdown_kernels(lab.base)
 
 
 def test_a_jupyterlab_error_dialog_fails_the_test_with_its_text(lab_browser):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -27,12 +26,11 @@ import pytest
 from tests.browser_lab import (
     ARTIFACTS,
     HANG,
-    REQUEST,
-    jupyter_lab,
-    launch,
+    course_lab,
     missing_requirements,
     new_page,
     open_lab,
+    shutdown_kernels,
     wait_kernel_idle,
 )
 from tests.coursechecks import output_problems, text_matches_output_problems
@@ -108,28 +106,14 @@ def _wait_run_all(page, base: str, path: str) -> None:
     wait_kernel_idle(base, path)
 
 
-def _shutdown_kernels(base: str) -> None:
-    for s in json.loads(urllib.request.urlopen(base + "/api/sessions", timeout=REQUEST).read()):
-        req = urllib.request.Request(f"{base}/api/sessions/{s['id']}", method="DELETE")
-        urllib.request.urlopen(req, timeout=REQUEST).read()
-
-
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    from playwright.sync_api import sync_playwright
-
-    root = tmp_path_factory.mktemp("course")
-    (root / "notebooks").mkdir()
-    # the repository's layout around the notebooks: they read ../examples/<scenario>/*.yaml
-    for shared in ("examples", "clusters"):
-        if (NOTEBOOKS.parent / shared).is_dir():
-            (root / shared).symlink_to(NOTEBOOKS.parent / shared)
+def lab(request):
+    """The session's JupyterLab and Chromium (browser_lab.course_lab), one page for every notebook."""
+    root, lab, browser = course_lab(request.config)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with jupyter_lab(root) as lab, sync_playwright() as p:
-        browser = launch(p)
-        page, watch = new_page(browser, lab, viewport={"width": 1280, "height": 1000})
-        yield root, lab, page, watch
-        browser.close()
+    page, watch = new_page(browser, lab, viewport={"width": 1280, "height": 1000})
+    yield root, lab, page, watch
+    page.close()
 
 
 def _text(cell) -> str:
@@ -293,7 +277,7 @@ def _as_a_learner(root: Path, base: str, page, watch, name: str) -> None:
             if o.get("name") == "stderr" and "Traceback" in "".join(o.get("text", "")):
                 problems.append(f"cell {i}: a traceback on stderr")
     problems += output_problems(saved) + text_matches_output_problems(name, saved)
-    _shutdown_kernels(base)
+    shutdown_kernels(base)
     assert shot.stat().st_size > 5_000
     assert problems == [], f"{name}:\n" + "\n".join(problems)
 

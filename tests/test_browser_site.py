@@ -47,7 +47,17 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.browser_lab import HANG, READY_JS, WATCH_JS, Lab, Watch, launch, missing_requirements
+from tests.browser_lab import (
+    HANG,
+    READY_JS,
+    WATCH_JS,
+    Lab,
+    Watch,
+    launch,
+    missing_requirements,
+    playwright_driver,
+    shared,
+)
 from tests.test_browser_notebooks import DRAWS, WIDGETS, _click_widget
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,36 +106,52 @@ def _site_deps() -> None:
 PREBUILT = os.environ.get("LABKIT_SITE_PREBUILT")
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, type[_Handler]]]:
+#: the site this session built (`_built_site`): the modules that serve it (this one, tests/test_site_landing.py)
+#: share one build
+BUILT: list[Path] = []
+
+
+def _built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built once per session (``--pyodide verified --solutions``) and checked; each module's `site`
+    fixture serves it."""
     _site_deps()
     if PREBUILT:
         out = Path(PREBUILT)
         assert (out / "index.html").is_file(), f"LABKIT_SITE_PREBUILT={PREBUILT}: no site there"
-    else:
-        out = tmp_path_factory.mktemp("site") / "site"
-        build = subprocess.run([str(SITE_PYTHON), "notebooks/site.py", "--pyodide", "verified", "--solutions",
-                                "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
-        assert build.returncode == 0, (build.stdout + build.stderr)[-3000:]
-        assert "site: bytecode for " in build.stdout, build.stdout  # compiled by the site's Pyodide under Node.js
-        # the tab loads the site's standard library (with bytecode), not the distribution's; no jupytext extension
-        config = json.loads((out / "jupyter-lite.json").read_text())["jupyter-config-data"]
-        options = config["litePluginSettings"]["@jupyterlite/pyodide-kernel-extension:kernel"]["loadPyodideOptions"]
-        assert options["stdLibURL"] == "./static/pyodide/python_stdlib_pyc.zip", options
-        assert (out / "static/pyodide/python_stdlib_pyc.zip").is_file()
-        assert not (out / "static/pyodide/python_stdlib.zip").exists()
-        assert "jupyterlab-jupytext" not in {e["name"] for e in config["federated_extensions"]}
-        assert not (out / "extensions/jupyterlab-jupytext").exists()
-        # every file the site's lock names is there with the sha256 it gives (Pyodide checks it on load); the
-        # distribution's numpy and matplotlib carry bytecode too; pytz (not imported by matplotlib) is left out
-        lock = json.loads((out / "static/pyodide/pyodide-lock.json").read_text())["packages"]
-        stale = [e["file_name"] for e in lock.values() if (out / "static/pyodide" / e["file_name"]).is_file()
-                 and hashlib.sha256((out / "static/pyodide" / e["file_name"]).read_bytes()).hexdigest() != e["sha256"]]
-        assert stale == [], f"the lock gives another sha256 for {stale}"
-        for name, module in (("numpy", "numpy/__init__.pyc"), ("matplotlib", "matplotlib/pyplot.pyc")):
-            with zipfile.ZipFile(out / "static/pyodide" / lock[name]["file_name"]) as zf:
-                assert module in zf.namelist(), f"{name}: no bytecode in the site's wheel"
-        assert "pytz" not in lock["matplotlib"]["depends"] and not list((out / "static/pyodide").glob("pytz-*"))
+        return out
+    if BUILT:
+        return BUILT[0]
+    out = tmp_path_factory.mktemp("site") / "site"
+    build = subprocess.run([str(SITE_PYTHON), "notebooks/site.py", "--pyodide", "verified", "--solutions",
+                            "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
+    assert build.returncode == 0, (build.stdout + build.stderr)[-3000:]
+    assert "site: bytecode for " in build.stdout, build.stdout  # compiled by the site's Pyodide under Node.js
+    # the tab loads the site's standard library (with bytecode), not the distribution's; no jupytext extension
+    config = json.loads((out / "jupyter-lite.json").read_text())["jupyter-config-data"]
+    options = config["litePluginSettings"]["@jupyterlite/pyodide-kernel-extension:kernel"]["loadPyodideOptions"]
+    assert options["stdLibURL"] == "./static/pyodide/python_stdlib_pyc.zip", options
+    assert (out / "static/pyodide/python_stdlib_pyc.zip").is_file()
+    assert not (out / "static/pyodide/python_stdlib.zip").exists()
+    assert "jupyterlab-jupytext" not in {e["name"] for e in config["federated_extensions"]}
+    assert not (out / "extensions/jupyterlab-jupytext").exists()
+    # every file the site's lock names is there with the sha256 it gives (Pyodide checks it on load); the
+    # distribution's numpy and matplotlib carry bytecode too; pytz (not imported by matplotlib) is left out
+    lock = json.loads((out / "static/pyodide/pyodide-lock.json").read_text())["packages"]
+    stale = [e["file_name"] for e in lock.values() if (out / "static/pyodide" / e["file_name"]).is_file()
+             and hashlib.sha256((out / "static/pyodide" / e["file_name"]).read_bytes()).hexdigest() != e["sha256"]]
+    assert stale == [], f"the lock gives another sha256 for {stale}"
+    for name, module in (("numpy", "numpy/__init__.pyc"), ("matplotlib", "matplotlib/pyplot.pyc")):
+        with zipfile.ZipFile(out / "static/pyodide" / lock[name]["file_name"]) as zf:
+            assert module in zf.namelist(), f"{name}: no bytecode in the site's wheel"
+    assert "pytz" not in lock["matplotlib"]["depends"] and not list((out / "static/pyodide").glob("pytz-*"))
+    BUILT.append(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, type[_Handler]]]:
+    """The session's site (`_built_site`) on 127.0.0.1, with a request handler of this module's own."""
+    out = _built_site(tmp_path_factory)
     handler = type("Handler", (_Handler,), {"sent": 0, "missing": [], "root": out})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(out)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -139,14 +165,14 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, type[_
 
 
 @pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright  # lazy: a test extra (missing_requirements())
-
-    with sync_playwright() as p:
-        # a hard offline check under the request handler: no other host even resolves
-        chromium = launch(p, ("--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",))
-        yield chromium
-        chromium.close()
+def browser(request):
+    """The session's Chromium of the site tests (this module's and tests/test_site_landing.py's): a hard offline
+    check under the request handler, no other host even resolves."""
+    def start(stack):
+        chromium = launch(playwright_driver(request.config), ("--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",))
+        stack.callback(chromium.close)
+        return chromium
+    return shared(request.config, "site-browser", start)
 
 
 #: the status bar's kernel item ("Python (Pyodide) | Idle"), for KERNEL_READY and a failure's report

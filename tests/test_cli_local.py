@@ -19,7 +19,7 @@ import yaml
 from labkit.api.load import read_documents
 from tests.localutil import ready_local_cluster
 from tests.scenario_gen import pod_settled
-from tests.test_cli_terminal import BIN, ROOT, _fits, run_pipe, run_tty
+from tests.test_cli_terminal import BIN, ROOT, _fits, forked_cli, run_pipe, run_tty
 
 pytestmark = [pytest.mark.local, pytest.mark.slow]
 
@@ -27,6 +27,13 @@ PENDING = ROOT / "examples/debugging/pending.yaml"
 GPU_40GI = ROOT / "tests/data/scenarios/gpu-40gi.yaml"
 #: the pods of the two files kube-scheduler decides about (no-template waits for its claim: no condition)
 DECIDED = ("train-a", "too-many", "wrong-class", "old-attribute")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forked_cli():
+    """`run_tty`/`run_pipe` fork each `labkit` from one process that imported the CLI once."""
+    with forked_cli():
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ Messages are never written here: each test reads the scheduler's words from the 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -19,6 +20,8 @@ import struct
 import subprocess
 import sys
 import termios
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +31,8 @@ from labkit.api import dump
 from labkit.cluster import connect
 from labkit.cluster.processes import identify
 from labkit.cluster.snapshot import cluster_state
+from tests import builders as b
+from tests.cliserver import CliServer
 
 pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
 
@@ -45,14 +50,33 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_tty(*args: str, cols: int = 80, stderr_tty: bool = False, **env: str) -> tuple[int, str, str]:
-    """`labkit ARGS` with stdout on a pseudo-terminal `cols` wide, and stderr a pipe (or the same
-    terminal: `stderr_tty`): (exit, stdout, stderr)."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, cols, 0, 0))
-    proc = subprocess.Popen([LABKIT, *args], stdout=slave, stderr=slave if stderr_tty else subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, cwd=ROOT, env=_env(**env))
-    os.close(slave)
+#: the CLI server (tests/cliserver.py) `run_tty` and `run_pipe` fork each command from, while
+#: `forked_cli()` is open; without one they start the console script
+_SERVERS: list[CliServer] = []
+
+
+@contextlib.contextmanager
+def forked_cli() -> Iterator[CliServer]:
+    """Run `run_tty`/`run_pipe` commands in processes forked from one that imported the CLI once
+    (each still a fresh process with its own argv, environment, terminal or pipes and exit code);
+    `test_the_console_script_answers_like_the_forked_run` holds the two ways to the same output."""
+    server = CliServer(_env())
+    _SERVERS.append(server)
+    try:
+        yield server
+    finally:
+        _SERVERS.remove(server)
+        server.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forked_cli() -> Iterator[None]:
+    with forked_cli():
+        yield
+
+
+def _drain(master: int) -> str:
+    """Everything written to a pseudo-terminal, read from its master until the last slave closes."""
     chunks = []
     while True:
         try:
@@ -63,14 +87,43 @@ def run_tty(*args: str, cols: int = 80, stderr_tty: bool = False, **env: str) ->
             break
         chunks.append(chunk)
     os.close(master)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def run_tty(*args: str, cols: int = 80, stderr_tty: bool = False, real: bool = False,
+            **env: str) -> tuple[int, str, str]:
+    """`labkit ARGS` with stdout on a pseudo-terminal `cols` wide, and stderr a pipe (or the same
+    terminal: `stderr_tty`): (exit, stdout, stderr). Forked by the CLI server while one is open
+    (`forked_cli`), else (or with `real`) the console script."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, cols, 0, 0))
+    if _SERVERS and not real:
+        out: list[str] = []
+        reader = threading.Thread(target=lambda: out.append(_drain(master)))
+        reader.start()  # drained while the command runs: a full terminal would block it
+        try:
+            code, _, err = _SERVERS[-1].run("labkit", list(args), env=_env(**env), tty=os.ttyname(slave),
+                                            stderr_tty=stderr_tty)
+        finally:
+            os.close(slave)
+            reader.join()
+        return code, out[0], "" if stderr_tty else err
+    proc = subprocess.Popen([LABKIT, *args], stdout=slave, stderr=slave if stderr_tty else subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, cwd=ROOT, env=_env(**env))
+    os.close(slave)
+    text = _drain(master)
     err = ""
     if proc.stderr is not None:
         err = proc.stderr.read().decode()
         proc.stderr.close()
-    return proc.wait(), b"".join(chunks).decode().replace("\r\n", "\n"), err
+    return proc.wait(), text, err
 
 
-def run_pipe(*args: str, **env: str) -> tuple[int, str, str]:
+def run_pipe(*args: str, real: bool = False, **env: str) -> tuple[int, str, str]:
+    """`labkit ARGS` with stdout and stderr pipes: forked by the CLI server while one is open, else
+    (or with `real`) the console script."""
+    if _SERVERS and not real:
+        return _SERVERS[-1].run("labkit", list(args), env=_env(**env))
     p = subprocess.run([LABKIT, *args], capture_output=True, text=True, cwd=ROOT, env=_env(**env),
                        stdin=subprocess.DEVNULL)
     return p.returncode, p.stdout, p.stderr
@@ -132,14 +185,7 @@ def test_pending_table_on_a_terminal_has_every_reason_and_message(pending_json):
         assert _flat(claims.split(row, 1)[1]).startswith(_flat(f"{reason} (pod {pod['name']}): {message}"))
 
 
-MISSING_CLAIM = """
-apiVersion: v1
-kind: Pod
-metadata: {name: needs-a-claim}
-spec:
-  resourceClaims: [{name: gpu, resourceClaimName: not-created}]
-  containers: [{name: main, image: busybox, resources: {claims: [{name: gpu}]}}]
-"""
+MISSING_CLAIM = b.yaml_docs(b.pod("needs-a-claim", claims="not-created", command=None))
 
 
 def test_a_pod_kube_scheduler_does_not_try_yet_says_which_plugin_holds_it(tmp_path):
@@ -161,9 +207,7 @@ def test_a_pod_kube_scheduler_does_not_try_yet_says_which_plugin_holds_it(tmp_pa
     assert row.split() == ["needs-a-claim", "<none>", "Pending"]
     assert _flat(table.split(row, 1)[1]).startswith(_flat(f"DynamicResources PreEnqueue: {gate['message']}"))
     claim = tmp_path / "claim.yaml"
-    claim.write_text(yaml.safe_dump({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                                     "metadata": {"name": "not-created"}, "spec": {"devices": {"requests": [
-                                         {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}))
+    claim.write_text(b.yaml_docs(b.claim("not-created")))
     code, out, err = run_pipe("simulate", "-f", str(pod), "-f", str(claim), "--profile", "workshop", "-o", "json")
     assert code == 0, err
     (p,) = json.loads(out)["pods"]
@@ -311,6 +355,23 @@ def test_experiment_summary_folds_to_the_terminal_and_shows_progress():
             for k, v in zip(cols, row, strict=True):
                 if k not in ("wall_s", "pods_per_s", "setup_s"):
                     assert piped_cells[k] == v, (k, piped_cells, row)
+
+
+#: a sample of the commands above: on a terminal (colour, width, NO_COLOR) and through pipes
+CONSOLE_SAMPLE = [
+    ("tty", ("simulate", "-f", GPU_40GI), {}),
+    ("tty", ("simulate", "-f", PENDING, "--profile", "workshop"), {"NO_COLOR": "1", "cols": 50}),
+    ("tty", ("describe", "pod", "too-many", "-f", PENDING), {"NO_COLOR": "1"}),
+    ("pipe", ("simulate", "-f", PENDING, "--profile", "workshop", "-o", "json"), {}),
+    ("pipe", ("describe", "pod", "x"), {}),
+]
+
+
+@pytest.mark.parametrize(("how", "args", "env"), CONSOLE_SAMPLE, ids=lambda v: " ".join(v) if isinstance(v, tuple) else None)
+def test_the_console_script_answers_like_the_forked_run(how, args, env):
+    """The fast path (forked from the CLI server) gives exactly what the `labkit` a user types gives."""
+    run = run_tty if how == "tty" else run_pipe
+    assert run(*args, **env) == run(*args, real=True, **env)
 
 
 BASH = shutil.which("bash") or "/bin/bash"

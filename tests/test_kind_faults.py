@@ -11,15 +11,27 @@ waiting for kubelets' retries, so it overlaps the e2e instead of adding to it.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from . import faultrun, kindutil
+
+#: what the runs measured (phase times, per-pod waits, kills), for finding where the lane's time goes
+ARTIFACTS = kindutil.ROOT / "test-artifacts" / "kind-faults.json"
+
+
+def _record(name: str, result: dict) -> None:
+    have = json.loads(ARTIFACTS.read_text()) if ARTIFACTS.is_file() else {}
+    ARTIFACTS.parent.mkdir(parents=True, exist_ok=True)
+    ARTIFACTS.write_text(json.dumps({**have, name: result}, indent=2, sort_keys=True))
 
 pytestmark = [pytest.mark.kind, pytest.mark.kind_faults, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
 def kind_cluster():
+    ARTIFACTS.unlink(missing_ok=True)  # this run's measurements only
     c = kindutil.cluster()
     yield c
     if not c.attached:
@@ -29,6 +41,7 @@ def kind_cluster():
 def check_driver_faults(c) -> None:
     """The CI-sized fault run on cluster ``c`` (make test calls it on the e2e's workshop cluster)."""
     r = faultrun.run_faults(c, claims=30, concurrency=6, kills=6, seed=17, delay=1.0)
+    _record("driver faults", r)
     assert r["problems"] == []
     assert (r["podsRan"], r["podsWithRightDevices"], r["podsDeleted"]) == (30, 30, 30)
     assert r["podsNotRunningInTime"] == 0 and r["claimsPreparedWithDifferentDevices"] == 0
@@ -40,6 +53,7 @@ def check_driver_faults(c) -> None:
 
 def check_node_restart(c) -> None:
     r = faultrun.node_restart(c, pods=3)
+    _record("node restart", r)
     assert r["pluginRegisteredBefore"], r
     assert r["ranBefore"] and r["claimsInCheckpointBefore"] == 3, r
     assert r["cameBack"] and r["samePods"], r

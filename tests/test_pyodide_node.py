@@ -69,6 +69,7 @@ import json, sys, runpy
 from pathlib import Path
 site = runpy.run_path(sys.argv[1])
 core, out, files = Path(sys.argv[2]), Path(sys.argv[3]), [Path(p) for p in sys.argv[4:]]
+site["with_bytecode"].__globals__["BYTECODE_CACHE"] = out.parent / "bytecode-cache"  # compiled here, not taken
 wheels = [f if f.suffix == ".whl" else site["_pure_wheel_from_sdist"](f, out.parent) for f in files]
 compiled, stdlib = site["with_bytecode"](wheels, [], core, out)
 print(json.dumps([str(stdlib), *(str(compiled.get(w.name, w)) for w in wheels)]))

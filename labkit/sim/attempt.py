@@ -4,9 +4,16 @@ what explain() shows."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import compress
+from operator import is_not, itemgetter
 from typing import Any
 
 from labkit.sim.scoring import ScoreRow, weighted_rows
+
+#: a kept FilterResult's reasons and detail (allocator Outcome or text; None: none)
+_REASONS, _DETAIL = itemgetter(0), itemgetter(1)
+_IS_SOMETHING = partial(is_not, None)
 
 
 @dataclass
@@ -16,8 +23,12 @@ class Attempt:
     node: str | None = None
     prefilter: str | None = None  # PreEnqueue/PreFilter message: no node was tried
     stage: str = ""  # the plugin and extension point that gave `prefilter` ("DynamicResources PreFilter")
-    per_node: dict[str, list[str]] = field(default_factory=dict)  # node -> reasons it failed
-    explanations: dict[str, Any] = field(default_factory=dict)  # node -> allocator Outcome or a detail string
+    # node -> reasons it failed, and node -> allocator Outcome or a detail string: the properties
+    # per_node and explanations, which read the Filter stage's verdicts in walk order on first use
+    _per_node: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    _explanations: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: the Filter stage's verdicts not read into them yet: (node names, their FilterResults)
+    walked: list[tuple[list[str], list[Any]]] = field(default_factory=list, repr=False)
     allocations: dict[str, dict] = field(default_factory=dict)  # "ns/claim" -> AllocationResult
     claims: list[dict] = field(default_factory=list)  # the pod's claims as seen
     error: str | None = None
@@ -31,11 +42,44 @@ class Attempt:
     score_rows: list[ScoreRow] = field(default_factory=list, repr=False)
 
     @property
+    def per_node(self) -> dict[str, list[str]]:
+        """Node -> the reasons it failed (the nodes the Filter stage rejected, in walk order)."""
+        if self.walked:
+            self._read_walked()
+        return self._per_node
+
+    @per_node.setter
+    def per_node(self, value: dict[str, list[str]]) -> None:
+        self._read_walked()
+        self._per_node = value
+
+    @property
+    def explanations(self) -> dict[str, Any]:
+        """Node -> the allocator Outcome (or a detail string) of a rejected node, where there is one."""
+        if self.walked:
+            self._read_walked()
+        return self._explanations
+
+    @explanations.setter
+    def explanations(self, value: dict[str, Any]) -> None:
+        self._read_walked()
+        self._explanations = value
+
+    def _read_walked(self) -> None:
+        """Read the kept verdicts into per_node and explanations: done on demand, because a pod
+        that found a node never needs the reasons of the hundreds of nodes its walk passed."""
+        walked, self.walked = self.walked, []
+        for names, results in walked:
+            self._per_node.update(zip(names, map(_REASONS, results)))
+            details = list(map(_DETAIL, results))
+            self._explanations.update(compress(zip(names, details), map(_IS_SOMETHING, details)))
+
+    @property
     def scores(self) -> dict[str, dict[str, int]]:
         """node -> plugin -> weighted score (and "total"), for the scored nodes."""
         return dict(zip(self.score_nodes, weighted_rows(self.score_rows), strict=True))
 
     def again(self, claims: list[dict]) -> Attempt:
         """The same failure for another pod of the same shape (nothing changed in between)."""
-        return Attempt(per_node=self.per_node, explanations=self.explanations, claims=claims,
+        return Attempt(_per_node=self.per_node, _explanations=self.explanations, claims=claims,
                        num_nodes=self.num_nodes, message=self.message, shape=self.shape)

@@ -184,11 +184,17 @@ class FilterInputs:
     #: those of them that are non-zero extended resources no DeviceClass backs: per pod, not per node
     req_names: list[str] = field(init=False, repr=False)
     unbacked_extended: list[str] = field(init=False, repr=False)
+    #: has the pod a nodeSelector or a required node affinity (else NodeAffinity passes every node)
+    node_affinity: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.req_names = sorted(self.req)
         self.unbacked_extended = [r for r in self.req_names
                                   if self.req[r] and is_extended(r) and r not in self.ext_classes]
+        spec = self.pod.get("spec") or {}
+        self.node_affinity = bool(spec.get("nodeSelector")) or (
+            ((spec.get("affinity") or {}).get("nodeAffinity") or {})
+            .get("requiredDuringSchedulingIgnoredDuringExecution") is not None)
 
 
 class NodeResources:
@@ -259,7 +265,7 @@ def filter_node(inp: FilterInputs, node: dict, res: NodeResources, dra: DraState
     if taint is not None:
         value = f"={taint['value']}" if taint.get("value") else ""
         return ["node(s) had untolerated taint(s)"], f"untolerated taint {taint.get('key')}{value}:{taint.get('effect')}", None
-    if not pod_matches_node_affinity(pod, node):
+    if inp.node_affinity and not pod_matches_node_affinity(pod, node):
         return ["node(s) didn't match Pod's node affinity/selector"], None, None
     name = node["metadata"]["name"]
     alloc = res.allocatable_of(node)

@@ -38,10 +38,10 @@ from __future__ import annotations
 import json
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from itertools import compress
-from operator import is_not, itemgetter
+from operator import itemgetter
 from typing import Any
 
 from labkit.allocator.twins import TwinTable
@@ -99,9 +99,10 @@ UNKNOWN, FEASIBLE, INFEASIBLE = 0, 1, 2
 #: the next node whose verdict is not a kept "feasible" ("infeasible")
 _NOT_FEASIBLE = re.compile(rb"[^\x01]")
 _NOT_INFEASIBLE = re.compile(rb"[^\x02]")
-#: a kept FilterResult's reasons and detail (allocator Outcome or text; None: none)
-_REASONS, _DETAIL = itemgetter(0), itemgetter(1)
-_IS_SOMETHING = partial(is_not, None)
+#: _find_feasible's first segment when it filtered NodeAffinity's subset, not runs of nodes
+_NOT_RUNS = -2
+#: status bytes -> 1 where FEASIBLE, else 0 (a mask for itertools.compress)
+_FEASIBLE_MASK = bytes(int(i == FEASIBLE) for i in range(256))
 
 
 @dataclass
@@ -126,6 +127,51 @@ class _Shape:
     # per pod shape, by node index: the row's total when no score needs normalising (see
     # scoring.totals' common case), else None; valid while rows_by_index[i] is
     simple_by_index: list[int | None] = field(default_factory=list)
+    # per pod shape whose rows depend on the node's resources alone (no claim with a firstAvailable
+    # request, no preferred node affinity; see Scheduler._plain_rows), for nodes without taints:
+    # ((allocatable, used) cpu/memory, nonzero used) -> the raw score row. None: not such a shape
+    plain_rows: dict[tuple, ScoreRow] | None = None
+
+
+def _picker(feasible: list[int], first_segment: int, status: bytearray) -> Callable[[list], list]:
+    """A function that reads the items at ``feasible``'s indexes from a per-node list, as a new
+    list, in C. The walk took every node of a run of indexes (one, or two when it wrapped past
+    the last node: ``first_segment`` is where it started again at node 0, -1 if it did not), and
+    kept the feasible ones: within a run those are exactly the nodes whose ``status`` is FEASIBLE
+    (every node walked has its verdict, the last one taken is feasible), so a run is read as a
+    slice, masked by its status bytes where some nodes were not feasible. NodeAffinity's
+    PreFilter subset (``first_segment`` _NOT_RUNS) is read index by index."""
+    if first_segment == _NOT_RUNS:
+        get = itemgetter(*feasible)  # two or more indexes: a tuple
+        return lambda seq: list(get(seq))
+    parts = [p for p in ((feasible,) if first_segment < 0 else (feasible[:first_segment], feasible[first_segment:])) if p]
+    reads: list[tuple[int, int, bytes | None]] = []
+    for p in parts:
+        lo, hi = p[0], p[-1] + 1
+        reads.append((lo, hi, None if hi - lo == len(p) else status[lo:hi].translate(_FEASIBLE_MASK)))
+    if len(reads) == 1:
+        lo, hi, mask = reads[0]
+        if mask is None:
+            return lambda seq: seq[lo:hi]
+        return lambda seq: list(compress(seq[lo:hi], mask))
+
+    def read(seq: list) -> list:
+        out: list = []
+        for lo, hi, mask in reads:
+            out.extend(seq[lo:hi] if mask is None else compress(seq[lo:hi], mask))
+        return out
+    return read
+
+
+def _plain_rows(pod: dict, claims: list[dict]) -> bool:
+    """Does a score row of this pod depend only on the node's cpu/memory (allocatable, used,
+    nonzero used) and its taints? So when no claim has a firstAvailable request (DynamicResources
+    scores 0 then, or nothing without claims) and the pod prefers no node affinity (NodeAffinity
+    scores 0); TaintToleration reads the taints, so untainted nodes share rows (scoring.score_row)."""
+    preferred = ((((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {})
+                 .get("preferredDuringSchedulingIgnoredDuringExecution"))
+    return not preferred and not any(r.get("firstAvailable") for c in claims
+                                     for r in ((c.get("spec") or {}).get("devices") or {}).get("requests") or ())
 
 
 class _FilterError(Exception):
@@ -155,6 +201,7 @@ class Scheduler:
         self.gangs = Gangs(self, self.binder)
         self.percentage_of_nodes_to_score = 0  # KubeSchedulerConfiguration's; 0 = adaptive
         self.next_start_node_index = 0
+        self._first_segment = -1  # _find_feasible's: where its walk wrapped to node 0 (see _picker)
         self.filter_calls = 0  # filter_node calls (tests count them)
         self.progress: Any = None  # optional tqdm-like wrapper for long passes
         self._shapes: OrderedDict[str, _Shape] = OrderedDict()
@@ -226,6 +273,7 @@ class Scheduler:
             self._freed(res.unaccount(uid), "pod")
         if ev.type == "DELETED":
             q.forget(uid)
+            self.attempts.pop(uid, None)  # explain() reads the attempts of pods that exist
         elif not _waiting(pod):
             q.remove(uid)
         elif self._in_pass:
@@ -422,9 +470,10 @@ class Scheduler:
             spec.get("tolerations"), cs,
         ], sort_keys=True, default=str)
 
-    def _shape(self, sig: str, shapes: OrderedDict[str, _Shape] | None = None) -> _Shape:
+    def _shape(self, sig: str, shapes: OrderedDict[str, _Shape] | None = None, plain: bool = False) -> _Shape:
         """The shape's cache, with the results of every node that changed since dropped. Pod
-        shapes (``shapes`` None) keep them by node index, claims shapes by node name."""
+        shapes (``shapes`` None) keep them by node index, claims shapes by node name; ``plain``:
+        a new pod shape's score rows depend on the node's resources alone (_plain_rows)."""
         by_index = shapes is None
         shapes = self._shapes if shapes is None else shapes
         log = self.resources.log
@@ -435,6 +484,7 @@ class Scheduler:
             if by_index:
                 st.by_index, st.rows_by_index, st.simple_by_index = [None] * n, [None] * n, [None] * n
                 st.status = bytearray(n)
+                st.plain_rows = {} if plain else None
             if len(shapes) > SHAPES_KEPT:
                 shapes.popitem(last=False)
         else:
@@ -498,7 +548,7 @@ class Scheduler:
             att.message = f'running PreFilter plugin "DynamicResources": {error}'
             return att
         sig = self._signature(pod, claims)
-        shape = self._shape(sig)
+        shape = self._shape(sig, plain=_plain_rows(pod, claims))
         if shape.failed is not None:
             return shape.failed.again(claims)
         att.shape = sig
@@ -560,11 +610,15 @@ class Scheduler:
         feasible: list[int] = []
         att.per_node, att.explanations = {}, {}
         only = prefilter_node_names(inp.pod)
+        self._first_segment = -1  # feasible[:this] and feasible[this:] each ascend (-1: ascending throughout)
         if only is not None:  # NodeAffinity's PreFilterResult: only these nodes are filtered
             looked = self._filter_subset(inp, shape, dra_results, only, to_find, feasible, att)
+            self._first_segment = _NOT_RUNS
         else:
             looked = 0  # nodes looked at: start..n-1, then 0..start-1
             for lo, hi in ((start, n), (0, start)):
+                if lo == 0 and start:
+                    self._first_segment = len(feasible)  # the walk wraps to node 0
                 looked += self._walk(inp, shape, dra_results, lo, hi, to_find, feasible, att) - lo
                 if len(feasible) >= to_find:
                     break
@@ -595,7 +649,7 @@ class Scheduler:
         """Filter nodes lo..hi-1 until enough are feasible; returns the index it stopped at. Runs
         of nodes whose verdict is known are taken as a whole."""
         names, results, status = self._names, shape.by_index, shape.status
-        per_node, explanations = att.per_node, att.explanations
+        walked = att.walked  # the rejected nodes' verdicts, read into att.per_node on demand
         k = lo
         while k < hi and len(feasible) < to_find:
             known = status[k]
@@ -608,16 +662,12 @@ class Scheduler:
             if known == INFEASIBLE:  # a run of nodes known to be infeasible: their reasons, as a whole
                 m = _NOT_INFEASIBLE.search(status, k, hi)
                 j = m.start() if m is not None else hi
-                run, details = names[k:j], list(map(_DETAIL, results[k:j]))
-                per_node.update(zip(run, map(_REASONS, results[k:j])))
-                explanations.update(compress(zip(run, details), map(_IS_SOMETHING, details)))
+                walked.append((names[k:j], results[k:j]))
                 k = j
                 continue
-            reasons, detail, _ = self._filter_at(inp, k, shape, dra_results)
-            if reasons:
-                per_node[names[k]] = reasons
-                if detail is not None:
-                    explanations[names[k]] = detail  # its .explanation is computed lazily, on demand
+            res = self._filter_at(inp, k, shape, dra_results)
+            if res[0]:
+                walked.append(([names[k]], [res]))  # an Outcome's .explanation is computed lazily, on demand
             else:
                 feasible.append(k)
             k += 1
@@ -627,17 +677,19 @@ class Scheduler:
         """The Score stage: the first of the best-scored feasible nodes (scores kept on ``att``)."""
         if len(feasible) == 1:
             return feasible[0]
-        pick = itemgetter(*feasible)  # two or more: tuples, read in C (hundreds of nodes per pod)
-        rows = list(pick(shape.rows_by_index))
-        if None in rows:
-            pod_sizes = (nonzero_requests(pod), cpu_memory(inp.req))  # once per pod, not per node
-            for j, i in enumerate(feasible):
-                if rows[j] is None:
-                    rows[j] = self._score_row(shape, inp, i, *pod_sizes)
+        pick = _picker(feasible, self._first_segment, shape.status)  # hundreds of nodes per pod: read in C
         tot: Any = pick(shape.simple_by_index)
-        if None in tot:  # some score needs normalising over these nodes
-            tot = totals(rows)  # type: ignore[arg-type]  # no None left: filled above
-        att.score_nodes, att.score_rows = list(pick(self._names)), rows  # type: ignore[assignment]  # as above
+        rows = pick(shape.rows_by_index)
+        if None in tot:  # a row not computed yet, or one whose score needs normalising
+            if None in rows:
+                pod_sizes = (nonzero_requests(pod), cpu_memory(inp.req))  # once per pod, not per node
+                for j, i in enumerate(feasible):
+                    if rows[j] is None:
+                        rows[j] = self._score_row(shape, inp, i, *pod_sizes)
+                tot = pick(shape.simple_by_index)
+            if None in tot:  # some score needs normalising over these nodes
+                tot = totals(rows)
+        att.score_nodes, att.score_rows = pick(self._names), rows
         return feasible[tot.index(max(tot))]
 
     def _score_row(self, shape: _Shape, inp: FilterInputs, i: int, pod_nonzero: tuple[int, int],
@@ -651,7 +703,16 @@ class Scheduler:
             cm = res.cpu_mem.get(name)
             if cm is None:
                 cm = res.cpu_mem[name] = (cpu_memory(res.allocatable_of(node)), cpu_memory(res.usage.get(name, {})))
-            cand = Candidate(name=name, node=node, allocatable=cm[0], nonzero_used=res.nonzero.get(name, (0, 0)), used=cm[1],
+            nonzero_used = res.nonzero.get(name, (0, 0))
+            memo = None
+            if shape.plain_rows is not None and not (node.get("spec") or {}).get("taints"):
+                # the row is a function of these three alone (see _Shape.plain_rows)
+                memo = (cm, nonzero_used)
+                row = shape.plain_rows.get(memo)
+                if row is not None:
+                    shape.rows_by_index[i], shape.simple_by_index[i] = row, simple_total(row)
+                    return row
+            cand = Candidate(name=name, node=node, allocatable=cm[0], nonzero_used=nonzero_used, used=cm[1],
                              # only a firstAvailable choice is scored from them (a twin's are renamed when read)
                              allocations=(list(outcome.allocations[:len(inp.pending)])
                                           if outcome is not None and inp.first_available else []))
@@ -659,6 +720,8 @@ class Scheduler:
                                                      prioritized_list_scoring=self._plist,
                                                      first_available=inp.first_available)
             shape.simple_by_index[i] = simple_total(row)
+            if memo is not None:
+                shape.plain_rows[memo] = row  # type: ignore[index]  # memo is set only with plain_rows
         return row
 
     def _choose(self, att: Attempt, name: str, outcome: Any, ext_claim: dict | None, inp: FilterInputs) -> None:

@@ -1,0 +1,111 @@
+"""The sim scheduler's per-pod shortcuts give kube-scheduler's answer, also after the state they
+depend on changed: score rows shared by nodes in the same state, the Score stage reading the
+sampled nodes' rows by runs of node indexes, and the rejected nodes' reasons read on demand.
+
+Each is checked against the same scheduler with the shortcut turned off, pod by pod, while pods
+are bound to nodes and deleted again (the nodes' cpu/memory and devices change), on a fleet large
+enough for kube-scheduler's sampling (numFeasibleNodesToFind, a rotating start index:
+pkg/scheduler/schedule_one.go in kubernetes/kubernetes)."""
+
+from __future__ import annotations
+
+import random
+from operator import itemgetter
+
+import pytest
+
+from labkit.cluster import connect
+from labkit.sim import scheduler as scheduler_module
+from labkit.sim.filters import fit_error_message
+from labkit.sim.scheduler import FEASIBLE, INFEASIBLE, _picker
+from tests import builders as b
+
+TEMPLATE = b.claim_template("one-gpu")
+TWO = b.claim_template("two-gpu", requests=[b.request(allocation_mode="ExactCount", count=2)])
+
+
+def fleet(count: int) -> dict:
+    return {"name": f"caches-{count}", "kubernetesVersion": "1.37",
+            "nodes": [{"namePrefix": "n-", "count": count, "nodeProfile": "l4-edge"}]}
+
+
+def gpu_pod(name: str, template: str, cpu: str) -> dict:
+    pod = b.pod(name, templates=template, container="c", image="x", command=None)
+    pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu, "memory": "256Mi"}}
+    return pod
+
+
+def _run(plain_rows: bool, monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """Pods of three shapes arrive, some go again; per pod: its node, the scored nodes and their
+    scores, the rejected nodes and the reasons."""
+    if not plain_rows:
+        monkeypatch.setattr(scheduler_module, "_plain_rows", lambda pod, claims: False)
+    c = connect("sim", fleet(150), progress=False)  # 150 nodes x 2 GPUs: 100 feasible nodes per search
+    sched = c.sim.scheduler
+    c.apply([TEMPLATE, TWO])
+    rng = random.Random(7)
+    seen, live = [], []
+    for i in range(120):
+        name = f"p{i}"
+        c.apply(gpu_pod(name, rng.choice(["one-gpu", "one-gpu", "two-gpu"]), rng.choice(["100m", "1", "250m"])))
+        c.wait()
+        pod = c.get("Pod", name)
+        att = sched.attempts[pod["metadata"]["uid"]]
+        seen.append((name, pod["spec"].get("nodeName"), att.score_nodes, att.scores, dict(att.per_node),
+                     sorted(att.explanations)))
+        live.append(name)
+        if rng.random() < 0.4:  # a pod goes: its node's cpu, memory and GPUs are free again
+            c.delete("Pod", live.pop(rng.randrange(len(live))))
+            c.wait()
+    monkeypatch.undo()
+    return seen
+
+
+def test_score_rows_shared_by_nodes_in_the_same_state_are_the_rows_of_each_node(monkeypatch):
+    with_memo = _run(True, monkeypatch)
+    without = _run(False, monkeypatch)
+    assert with_memo == without
+    assert any(s[4] for s in with_memo)  # some walks passed rejected nodes
+    assert len({s[1] for s in with_memo}) > 20  # the pods spread over the fleet
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_score_stage_reads_the_walked_nodes_by_runs_like_index_by_index(seed):
+    """_picker reads a per-node list at the walk's feasible indexes: one or two runs (the walk
+    wrapped to node 0), with or without rejected nodes in them, or NodeAffinity's subset."""
+    rng = random.Random(seed)
+    n = rng.randrange(2, 60)
+    status = bytearray(rng.choice([FEASIBLE, FEASIBLE, INFEASIBLE] if seed % 2 else [FEASIBLE]) for _ in range(n))
+    start, to_find = rng.randrange(n), rng.randrange(1, n + 1)
+    feasible, first_segment = [], -1
+    for lo, hi in ((start, n), (0, start)):  # as Scheduler._find_feasible walks
+        if lo == 0 and start:
+            first_segment = len(feasible)
+        for k in range(lo, hi):
+            if len(feasible) >= to_find:
+                break
+            if status[k] == FEASIBLE:
+                feasible.append(k)
+        if len(feasible) >= to_find:
+            break
+    if len(feasible) < 2:
+        return
+    seq = [f"node-{i}" for i in range(n)]
+    assert _picker(feasible, first_segment, status)(seq) == list(itemgetter(*feasible)(seq))
+    subset = sorted(rng.sample(range(n), 2))  # NodeAffinity's PreFilter: index by index
+    assert _picker(subset, scheduler_module._NOT_RUNS, status)(seq) == [seq[i] for i in subset]
+
+
+def test_a_pod_that_fits_nowhere_gets_every_nodes_reasons_in_walk_order():
+    c = connect("sim", fleet(120), progress=False)
+    c.apply([b.claim_template("three-gpu", requests=[b.request(allocation_mode="ExactCount", count=3)]),
+             gpu_pod("big", "three-gpu", "100m")])
+    c.wait()
+    pod = c.get("Pod", "big")
+    att = c.sim.scheduler.attempts[pod["metadata"]["uid"]]
+    names = [n["metadata"]["name"] for n in c.list("Node")]
+    assert not pod["spec"].get("nodeName")
+    assert list(att.per_node) == names  # the walk started at node 0 and passed all 120
+    assert set(att.explanations) == set(names)  # each with the allocator's outcome
+    assert att.message == fit_error_message(120, att.per_node)
+    assert "0/120 nodes are available: 120 cannot allocate all claims" in att.message
