@@ -61,7 +61,7 @@ controlplane:
 	bash tools/build-controlplane.sh
 
 # Kubernetes 1.38 beside the default (issue 42 item 8): its control plane, for the `local` smoke test
-# tests/test_local_138.py (skipped until built). Not part of `make test`, which runs the real-cluster lanes on
+# tests/local/test_local_138.py (skipped until built). Not part of `make test`, which runs the real-cluster lanes on
 # the default version only: a cold build took 13.3 CPU-minutes (801 s user+sys; ~7 min on 2 quiet cores, measured
 # 2026-12-05), over the issue's 3 minutes - Go 1.27 shares no build cache with the default's Go 1.26. Cached: 0 s.
 # The 1.38 kind node image, after this: bash tools/kind-node/build-minor.sh 1.38 (tools/kind-node/README.md)
@@ -73,7 +73,7 @@ controlplane-138:
 helm:
 	bash tools/build-helm.sh
 
-# actionlint for the workflow test (tests/test_workflows_actionlint.py), built from the Go module proxy
+# actionlint for the workflow test (tests/packaging/test_workflows_actionlint.py), built from the Go module proxy
 # (pinned, cached in $(LABKIT_CACHE)/bin)
 actionlint:
 	bash tools/build-actionlint.sh
@@ -164,7 +164,7 @@ test-suites: $(STAMP)
 	bash tools/test-lanes.sh $(LOCAL_NOTEBOOKS)
 
 # the notebooks that must also pass on a real kind cluster (one cluster per profile); make test runs
-# them inside tests/test_cluster_kind_e2e.py, on the clusters that test already has up
+# them inside tests/e2e/test_cluster_kind_e2e.py, on the clusters that test already has up
 notebooks-kind: $(STAMP)
 	bash tools/with-kind.sh bash tools/kind-notebooks.sh
 

@@ -144,7 +144,7 @@ class _GpuView:
         """What NVIDIA's driver publishes on GPUs and their MIG devices alike (GpuInfo.Attributes,
         CommonAttributesMig): addressingMode only where NVML reports one; the standard
         resource.kubernetes.io/numaNode of the GPU (MIG devices: the parent's), which the driver
-        publishes since mid-2026 (driver PR #1165; see tests/test_fake_gpus_nvidia_schema.py)."""
+        publishes since mid-2026 (driver PR #1165; see tests/fake_gpus/test_fake_gpus_nvidia_schema.py)."""
         m, p = self.gpu.model, self.profile
         attrs = {
             "productName": _s(m.product_name),

@@ -28,11 +28,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.paths import REPO, TESTS
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
                  "--disable-quic"]
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "browser"
+ARTIFACTS = REPO / "test-artifacts" / "browser"
 #: s: the one hang guard of every wait in the browser tests (server start, page load, kernel, outputs,
 #: Playwright's actions and expect()). Not a performance limit: on 2 loaded cores (stress-ng on both,
 #: plus ~8 other test runs) the server took up to 60 s to answer (the old guard's limit), and a page
@@ -187,20 +189,20 @@ def playwright_driver(config):
     return shared(config, "playwright", start)
 
 
-#: the claim builder's notebook (tests/test_browser.py), in the course's JupyterLab beside notebooks/
-CLAIM_BUILDER = Path(__file__).resolve().parent / "browser" / "claim_builder.ipynb"
+#: the claim builder's notebook (tests/course/test_browser.py), in the course's JupyterLab beside notebooks/
+CLAIM_BUILDER = TESTS / "browser" / "claim_builder.ipynb"
 
 
 def course_lab(config) -> tuple[Path, Lab, object]:
-    """The session's JupyterLab and Chromium of the course tests (tests/test_browser.py,
-    tests/test_browser_notebooks.py): (its root folder, the server, the browser). The root is laid out as the
+    """The session's JupyterLab and Chromium of the course tests (tests/course/test_browser.py,
+    tests/course/test_browser_notebooks.py): (its root folder, the server, the browser). The root is laid out as the
     repository around the notebooks (notebooks/, and examples/ and clusters/ that they read as ../examples), with
     the claim builder's notebook at its top. Each test opens its own page and shuts its kernels down."""
     def start(stack: contextlib.ExitStack):
         root = Path(tempfile.mkdtemp(prefix="labkit-course-"))
         stack.callback(shutil.rmtree, root, ignore_errors=True)
         (root / "notebooks").mkdir()
-        repo = Path(__file__).resolve().parents[1]
+        repo = REPO
         for folder in ("examples", "clusters"):
             if (repo / folder).is_dir():
                 (root / folder).symlink_to(repo / folder)

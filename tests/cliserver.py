@@ -3,7 +3,7 @@
 A command run this way is a fresh process with the argv a user types, its own stdout and stderr,
 stdin at /dev/null and its exit code; only the ~0.5 s of importing Python modules is shared. The
 server is a separate single-threaded process (forking pytest itself, which has threads, is unsafe).
-`tests/test_bad_input.py` checks a sample against the real console scripts, so the two cannot drift.
+`tests/cli/test_bad_input.py` checks a sample against the real console scripts, so the two cannot drift.
 
     server = CliServer(); server.run(["validate", "-f", "x.yaml"]); server.close()
 """
@@ -24,8 +24,9 @@ from typing import Any
 import labkit.cli  # imported once by the server, shared by every forked command
 from fake_gpus.cli import main as fake_main
 from labkit.__main__ import entry
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 def _child(program: str, args: list[str], out_path: str, err_path: str) -> None:
@@ -96,7 +97,7 @@ class CliServer:
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
         self.env = dict(env if env is not None else os.environ)
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve"], cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.cliserver", "--serve"], cwd=ROOT,
                                      env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def run(self, program: str, args: list[str], cwd: Path = ROOT, *, env: dict[str, str] | None = None,

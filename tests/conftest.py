@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from tests.differential import harness
+from tests.paths import TEST_DATA, TESTS
 
-DATA = Path(__file__).parent / "data"
+DATA = TEST_DATA
 
 
 @pytest.fixture(scope="session")
@@ -77,7 +78,7 @@ def kind_host_before() -> dict[str, set[str]]:
 @pytest.fixture(scope="session")
 def kind_clusters(tmp_path_factory: pytest.TempPathFactory, kind_host_before: dict[str, set[str]]) -> Iterator[Any]:
     """The kind lane's `labkit cluster up`/`down` manager (tests/kindutil.py `Clusters`): one cluster
-    per profile, the profiles one after the other (tests/test_cluster_kind_e2e.py's order)."""
+    per profile, the profiles one after the other (tests/e2e/test_cluster_kind_e2e.py's order)."""
     from labkit.cluster.backends.kind.preflight import check_host
     from tests import kindutil
 
@@ -113,3 +114,34 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     tail = items[first:]
     items[first:] = [it for it in tail if early(it)] + [it for it in tail if not early(it)]
+
+
+# folder lanes (issue 44 item 5): tools/test-lanes.sh collects the course, site, kind and
+# faults lanes from their folder only, so a test whose marker picks one of those lanes must live in that
+# folder, or no lane would run it.
+_MARKER_FOLDERS = {
+    "kind": ("e2e", "cluster"),
+    "kind_faults": ("e2e",),
+    "kind_standalone": ("e2e",),
+    "browser": ("course", "site"),
+    "site": ("site",),
+}
+
+
+_misplaced: list[str] = []
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Each test as it is collected, before `-m` deselects: a misplaced test is refused in every lane."""
+    if TESTS not in item.path.resolve().parents:  # e.g. notebooks under nbval
+        return
+    folder = item.path.resolve().relative_to(TESTS).parts[0]
+    for marker, folders in _MARKER_FOLDERS.items():
+        if item.get_closest_marker(marker) and folder not in folders:
+            where = " or ".join(f"tests/{f}/" for f in folders)
+            _misplaced.append(f"{item.nodeid}: marked {marker}, so it belongs in {where}")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if _misplaced:
+        raise pytest.UsageError("tests outside their lane's folder:\n  " + "\n  ".join(sorted(set(_misplaced))))

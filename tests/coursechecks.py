@@ -1,7 +1,7 @@
 """What the course's outputs must say after Run All with the solutions, read from an executed notebook.
 
 One home for these checks: the real-browser test applies them to the notebook JupyterLab saved
-(tests/test_browser_notebooks.py); where no browser can run, tests/test_course_build_run.py
+(tests/course/test_browser_notebooks.py); where no browser can run, tests/course/test_course_build_run.py
 executes the sources with nbclient and applies the same checks.
 """
 

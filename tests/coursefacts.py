@@ -5,7 +5,7 @@ One home for the checks of issue #33 (the course fact-check, /work/shared/docs/c
 - `UPSTREAM_MESSAGES`: the Kubernetes messages a lesson may quote, as upstream formats them (Go verbs
   ``%s``/``%q``/``%v``), each with its source. A lesson that quotes a Kubernetes message quotes one of
   these, and the kit prints it (`quoted_message_problems`, applied to executed notebooks by
-  tests/coursechecks.py and to the kit's own output by tests/test_course_facts.py).
+  tests/coursechecks.py and to the kit's own output by tests/course/test_course_facts.py).
 - `maturity_problems`: every alpha/beta/GA statement in a lesson names its feature gate, and says what
   labkit/api/feature_gates.json says (NVIDIA driver gates: `NVIDIA_DRIVER_GATES`).
 - `profile_topology` / `topology_output_problems`: the topology figures a lesson prints, recomputed
@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import REPO
+
+ROOT = REPO
 PROFILES = ROOT / "fake_gpus" / "catalog" / "profiles"
 
 K_SCHED = "kubernetes/kubernetes pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go"

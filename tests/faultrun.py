@@ -1,4 +1,4 @@
-"""Driver faults on a real kubelet (issue 17.2), shared by tests/test_kind_faults.py (small) and
+"""Driver faults on a real kubelet (issue 17.2), shared by tests/e2e/test_kind_faults.py (small) and
 tools/reliability.py (full size).
 
 `run_faults` creates and deletes pods with one-GPU claims concurrently while a killer SIGKILLs the

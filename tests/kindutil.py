@@ -25,8 +25,9 @@ from labkit.cluster import connect
 from labkit.cluster.backends.kind.backend import KindCluster
 from labkit.cluster.backends.kind.preflight import find_tool
 from labkit.cluster.base import NotFound
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 DRIVER = "gpu.nvidia.com"
 DRIVER_NS = "fake-gpus"
 PLUGIN_LABEL = "app.kubernetes.io/name=fake-gpus-kubelet-plugin"
@@ -136,7 +137,7 @@ def poll(cond: Callable[[], Any], timeout: float, interval: float = 1.0) -> Any:
 
 # -- the kind lane's clusters ----------------------------------------------------------------------
 # One cluster per profile for the whole kind lane (tests/conftest.py `kind_clusters`, `kind_workshop`):
-# the e2e (tests/test_cluster_kind_e2e.py) and the kind column of tests/test_backend_cases.py share them.
+# the e2e (tests/e2e/test_cluster_kind_e2e.py) and the kind column of tests/cluster/test_backend_cases.py share them.
 ARTIFACTS = ROOT / "test-artifacts" / "kind-e2e.json"
 #: what the lane measured (cluster start times, notebook times, ...): written to ARTIFACTS at the end
 MEASURED: dict[str, Any] = {}

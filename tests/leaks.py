@@ -1,4 +1,4 @@
-"""Lifecycle without leaks (issue 17.3), shared by tests/test_lifecycle_leaks.py (small) and
+"""Lifecycle without leaks (issue 17.3), shared by tests/e2e/test_lifecycle_leaks.py (small) and
 tools/reliability.py (20 cycles).
 
 A cycle is `labkit cluster up` + `labkit cluster down` as typed, in its own run dir

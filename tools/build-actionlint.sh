@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build `actionlint` (GitHub Actions workflow linter) from the Go module proxy (no other network) into
 #   ${LABKIT_CACHE:-$HOME/.cache/dra-labkit}/bin/actionlint
-# for tests/test_workflows_actionlint.py, which lints every file in .github/workflows/.
+# for tests/packaging/test_workflows_actionlint.py, which lints every file in .github/workflows/.
 # A cached binary of the pinned version is reused; the last line printed is the binary's path.
 #
 # usage: tools/build-actionlint.sh [VERSION]   (default v1.7.12)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the `helm` CLI from the Go module proxy (no other network) into
 #   ${LABKIT_CACHE:-$HOME/.cache/dra-labkit}/helm/<version>/helm
-# for the fake driver's chart tests (tests/test_fake_gpus_helm.py, tests/test_cluster_kind_e2e.py).
+# for the fake driver's chart tests (tests/fake_gpus/test_fake_gpus_helm.py, tests/e2e/test_cluster_kind_e2e.py).
 # A cached binary of that version is reused; the last line printed is the binary's path.
 #
 # usage: tools/build-helm.sh [VERSION]       (default v4.3.1; v3.x builds helm.sh/helm/v3)

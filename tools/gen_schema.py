@@ -7,7 +7,7 @@ type, required]. Types: ``s``/``S`` string (strict / lax), ``i``/``I`` integer, 
 :mod:`labkit.api.schema` checks manifests against this file, so the kit needs no ``kubernetes``
 client (nor pydantic) to validate: a browser, or a lighter install.
 
-    .venv/bin/python tools/gen_schema.py           # regenerate (tests/test_api_schema_data.py checks it)
+    .venv/bin/python tools/gen_schema.py           # regenerate (tests/api/test_api_schema_data.py checks it)
     .venv/bin/python tools/gen_schema.py --check   # exit 1 when the committed file is stale
 
 The older versions the profiles offer (1.34 to 1.36) come from the client releases of those versions

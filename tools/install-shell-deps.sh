@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs Debian's zsh and fish for the completion tests (tests/test_cli_terminal.py runs both shells).
+# Installs Debian's zsh and fish for the completion tests (tests/cli/test_cli_terminal.py runs both shells).
 # Without root or apt-get it only reports; those tests then skip, saying which shell is missing.
 set -uo pipefail
 if command -v zsh >/dev/null 2>&1 && command -v fish >/dev/null 2>&1; then

@@ -2,7 +2,7 @@
 # The lessons tested on kind (front matter lesson.backends) under nbval on real kind clusters (LABKIT_BACKEND=kind).
 #
 # usage: tools/kind-notebooks.sh [PYTEST ARGS...]     (`make notebooks-kind`; make test runs the same
-#        notebooks inside tests/test_cluster_kind_e2e.py, on the clusters that test starts)
+#        notebooks inside tests/e2e/test_cluster_kind_e2e.py, on the clusters that test starts)
 #
 # One cluster per profile, started with `labkit cluster up --backend kind` and reused by every
 # notebook of that profile (each notebook's connect() attaches; its down() removes only what the

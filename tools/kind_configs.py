@@ -2,7 +2,7 @@
 clusters/kind/<profile>.yaml, one for each profile `tools/lessons.py groups --backend kind` names.
 
     .venv/bin/python tools/kind_configs.py --write    # after a profile or the kind backend changed
-    .venv/bin/python tools/kind_configs.py --check    # exit 1 if a file differs (tests/test_clusters_dir.py)
+    .venv/bin/python tools/kind_configs.py --check    # exit 1 if a file differs (tests/model/test_clusters_dir.py)
     .venv/bin/python tools/kind_configs.py PROFILE    # print one (any cluster profile), write nothing
 
 Each file is the kind config `labkit cluster up --backend kind --profile P` writes

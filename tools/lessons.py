@@ -10,7 +10,7 @@
 and its title, the source's first heading (``# 03 · DeviceClasses and CEL``) less its number.
 
 The one place those facts are written; the Makefile, tools/kind-notebooks.sh,
-tests/test_cluster_kind_e2e.py, the notebooks/README.md table and the site's landing page
+tests/e2e/test_cluster_kind_e2e.py, the notebooks/README.md table and the site's landing page
 (notebooks/site.py) read them through this tool:
 
     python3 tools/lessons.py notebooks --backend local     # the .ipynb paths, one line

@@ -3,7 +3,7 @@
 # $LABKIT_CACHE/pyodide: the official Pyodide core from npm (`pyodide`, wasm + stdlib + pyodide-lock.json,
 # no package wheels) and the pure-Python wheels of the sim path's dependencies from PyPI (PyYAML has no
 # wasm wheel: its sdist, whose lib/yaml is pure Python). Versions are pinned; a second run does nothing.
-# Used by tests/test_pyodide_node.py (Pyodide under Node.js) and notebooks/site.py (dist/ and site/).
+# Used by tests/site/test_pyodide_node.py (Pyodide under Node.js) and notebooks/site.py (dist/ and site/).
 #
 # Also, for a site whose drawing cells work with no request leaving it (the browser test; a classroom with
 # no network and no official Pyodide tarball at hand): $LABKIT_CACHE/pyodide/verified-$PICTURES_VERSION, the

@@ -3,7 +3,7 @@
     tools/reliability.sh                      # everything, inside tools/with-kind.sh
     python tools/reliability.py --only faults --claims 200 --kills 30
 
-The CI tests (tests/test_kind_faults.py, tests/test_lifecycle_leaks.py) run the same code, small.
+The CI tests (tests/e2e/test_kind_faults.py, tests/e2e/test_lifecycle_leaks.py) run the same code, small.
 Each part writes its counts as soon as it is done, so an interrupted run keeps what it measured.
 """
 

@@ -6,10 +6,10 @@
 #   course  the course as a learner meets it: the real-browser tests (JupyterLab + Chromium), then
 #           the notebooks under nbval on sim, then on the local control plane;
 #   site    the course with nothing installed: the JupyterLite site built clean and every sim
-#           notebook run in Chromium on Pyodide (tests/test_browser_site.py, marker `site`);
-#   kind    the e2e on real kind clusters (tests/test_cluster_kind_e2e.py, the course's notebooks
+#           notebook run in Chromium on Pyodide (tests/site/test_browser_site.py, marker `site`);
+#   kind    the e2e on real kind clusters (tests/e2e/test_cluster_kind_e2e.py, the course's notebooks
 #           on kind included), one profile's cluster after the other;
-#   faults  the driver-fault runs on a kind cluster of their own (tests/test_kind_faults.py), of
+#   faults  the driver-fault runs on a kind cluster of their own (tests/e2e/test_kind_faults.py), of
 #           profile tiny (one worker: enough for plugin kills and a node restart, half the CPU).
 # Much of a lane's time is waiting (for kubelets, containers, controllers, a browser, a kernel), so
 # lanes overlap. On 2 cores the CPUs are busy ~90 % of the run (the per-minute figures are printed
@@ -99,7 +99,7 @@ local_lane() {
 course_lane() {
   local rc=0 run
   run="$(lane_env course)"
-  env "$run" "$VENV/bin/pytest" tests -m "browser and not kind and not site" -p no:cacheprovider --junitxml="$LOGS/course.xml" || rc=1
+  env "$run" "$VENV/bin/pytest" tests/course -m "browser and not kind and not site" -p no:cacheprovider --junitxml="$LOGS/course.xml" || rc=1
   say "course lane: browser tests done"
   env "$run" "$VENV/bin/pytest" -p no:cacheprovider --nbval-lax --nbval-current-env notebooks || rc=1
   say "course lane: notebooks on sim done"
@@ -111,11 +111,11 @@ course_lane() {
 }
 
 site_lane() {
-  env "$(lane_env site)" "$VENV/bin/pytest" tests -m "site and not kind" -p no:cacheprovider --junitxml="$LOGS/site.xml"
+  env "$(lane_env site)" "$VENV/bin/pytest" tests/site -m "site and not kind" -p no:cacheprovider --junitxml="$LOGS/site.xml"
 }
 
 kind_lane() {
-  env "$(lane_env kind)" "$VENV/bin/pytest" tests -m "kind and not kind_standalone and not kind_faults" \
+  env "$(lane_env kind)" "$VENV/bin/pytest" tests/e2e tests/cluster -m "kind and not kind_standalone and not kind_faults" \
     -p no:cacheprovider --junitxml="$LOGS/kind.xml"
 }
 
@@ -123,7 +123,7 @@ kind_lane() {
 # ~12 CPU-s more (measured: 18.6 against 5.9 CPU-s) for the same three tests
 faults_lane() {
   env "$(lane_env faults)" LABKIT_FAULTS_PROFILE="${LABKIT_FAULTS_PROFILE:-tiny}" \
-    LABKIT_FAULTS_CLUSTER="${LABKIT_FAULTS_CLUSTER:-labkit-e2e-faults}" "$VENV/bin/pytest" tests/test_kind_faults.py \
+    LABKIT_FAULTS_CLUSTER="${LABKIT_FAULTS_CLUSTER:-labkit-e2e-faults}" "$VENV/bin/pytest" tests/e2e/test_kind_faults.py \
     -m kind_faults -p no:cacheprovider --junitxml="$LOGS/faults.xml"
 }
 

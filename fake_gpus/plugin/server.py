@@ -35,7 +35,7 @@ from .state import DriverState
 log = logging.getLogger("fake_gpus.plugin")
 
 PLUGIN_TYPE = "DRAPlugin"
-#: fault testing (tests/test_kind_faults.py): seconds each NodePrepareResources /
+#: fault testing (tests/e2e/test_kind_faults.py): seconds each NodePrepareResources /
 #: NodeUnprepareResources call pauses after changing the CDI specs and before writing the
 #: checkpoint, the worst moment for the plugin to die; unset or 0 = no pause
 FAULT_DELAY_ENV = "FAKE_GPUS_FAULT_DELAY_SECONDS"

@@ -40,7 +40,7 @@ and a field of a ``cel.bind`` variable used as a range can be sized like another
 sized n^2.
 
 Approximate (checked against the Go oracle on the conformance table and a few thousand
-generated selectors, which all agree, see tests/test_cel_cost.py for the known exceptions):
+generated selectors, which all agree, see tests/cel/test_cel_cost.py for the known exceptions):
 
 * Expressions cel-cpp cannot type-check (int/uint/double literals compared with each other,
   which Kubernetes' cross-type numeric comparisons accept) are costed on the parsed AST with

@@ -2,7 +2,7 @@
 
 Every command goes through a `Runner`, and `plan()` lists the commands `up()` runs on a machine
 where nothing exists yet, so the whole flow is testable without a container engine
-(tests/test_cluster_kind.py); tests/test_cluster_kind_e2e.py runs it for real. Object reads and
+(tests/cluster/test_cluster_kind.py); tests/e2e/test_cluster_kind_e2e.py runs it for real. Object reads and
 deletes (`get`, `list`, `wait`, `placements`, `explain`...) go over one kept-alive connection to the
 API server (the shared base's verbs over this cluster's kubeconfig, see `_api`); `apply` and `exec` run kubectl.
 

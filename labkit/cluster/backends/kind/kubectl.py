@@ -2,7 +2,7 @@
 
 `KubectlClient` has the HTTP client's `get`/`list`/`delete` (labkit.cluster.kube.Kube) and raises
 its `ApiError`, so `KubeCluster._call` maps kubectl's failures as it maps the server's. The kind
-backend uses it while its runner only records commands (tests/test_cluster_kind.py reads them: the
+backend uses it while its runner only records commands (tests/cluster/test_cluster_kind.py reads them: the
 whole flow is testable without a container engine) or before its kubeconfig exists; `apply` runs
 kubectl on a live cluster too (a client-side apply, as a student's own `kubectl apply` would be).
 """

@@ -1,0 +1,1 @@
+"""Tests of one area: labkit.cluster: the Cluster interface, backends tested without a real cluster (sim, kind configs, local units), kubeconfig, what-if."""

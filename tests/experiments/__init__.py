@@ -1,0 +1,1 @@
+"""Tests of one area: labkit.experiments: traces, policies, metrics, inflation, sweeps, cross-checks."""

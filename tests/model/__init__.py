@@ -1,0 +1,1 @@
+"""Tests of one area: labkit.model: cluster profiles and the clusters/ folder."""

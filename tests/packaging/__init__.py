@@ -1,0 +1,1 @@
+"""Tests of one area: the repository itself: wheel, environment file, workflows, pre-commit, layers, types, make check."""

@@ -1,0 +1,1 @@
+"""Tests of one area: issue 41: inputs, files, processes, credentials, terminals, fuzzing."""

@@ -1,0 +1,1 @@
+"""Tests of one area: labkit.topology and labkit.widgets: graphs, pictures, widget logic."""
