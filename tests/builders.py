@@ -2,7 +2,7 @@
 ResourceSlices, devices, nodes and DeviceClasses as the plain dicts a user writes, instead of the
 same pod-and-claim YAML written inline in many test files.
 
-Field names are resource.k8s.io/v1's and core/v1's exactly (/work/shared/docs/dra-reference.md;
+Field names are resource.k8s.io/v1's and core/v1's exactly (the team's dra-reference.md;
 k8s.io/api/resource/v1/types.go): a claim's request is ``{"name", "exactly": {"deviceClassName",
 "allocationMode", "count", "selectors": [{"cel": {"expression"}}]}}``; a pod names its claims in
 ``spec.resourceClaims[].resourceClaimName`` / ``resourceClaimTemplateName`` and its container

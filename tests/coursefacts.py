@@ -1,6 +1,6 @@
 """What the course may state as fact about Kubernetes and NVIDIA, and where each fact comes from.
 
-One home for the checks of issue #33 (the course fact-check, /work/shared/docs/course-factcheck.md):
+One home for the checks of issue #33 (the course fact-check, the team's course-factcheck.md):
 
 - `UPSTREAM_MESSAGES`: the Kubernetes messages a lesson may quote, as upstream formats them (Go verbs
   ``%s``/``%q``/``%v``), each with its source. A lesson that quotes a Kubernetes message quotes one of
