@@ -56,6 +56,14 @@ ZLIB_LEVEL = 9
 EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
+def _cached_beside(name: str) -> str:
+    """The bytecode's name inside the wheel, ``pkg/__pycache__/mod.<cache tag>.pyc``, where the import
+    system looks beside a kept source: not ``importlib.util.cache_from_source``, which follows
+    PYTHONPYCACHEPREFIX (``sys.pycache_prefix``) to a folder outside the wheel."""
+    folder, _, file = name.rpartition("/")
+    return f"{folder + '/' if folder else ''}__pycache__/{file.removesuffix('.py')}.{sys.implementation.cache_tag}.pyc"
+
+
 def _member(name: str, date_time: tuple[int, ...] = EPOCH) -> zipfile.ZipInfo:
     """A new member of a written wheel: a plain file, readable by all (mode 0644)."""
     info = zipfile.ZipInfo(name, date_time=date_time)
@@ -160,7 +168,7 @@ def add_bytecode(source: Path, target: Path, modules: set[str], keep_source: boo
             if made is not None:
                 members[made[0]] = (_member(made[0], info.date_time), made[1])
             if pyc is not None:
-                pyc_name = importlib.util.cache_from_source(name) if keep_source else name + "c"
+                pyc_name = _cached_beside(name) if keep_source else name + "c"
                 members[pyc_name] = (_member(pyc_name, info.date_time), pyc)
                 compiled += 1
     if record is None:

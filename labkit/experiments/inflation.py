@@ -225,7 +225,7 @@ class FgdScores:
 
     def _fgd(self, idx: np.ndarray, pod: Task) -> tuple[np.ndarray, np.ndarray | None]:
         st = self.st
-        before = self.frag[idx]  # type: ignore[index]
+        before = self.frag[idx]  # type: ignore[index]  # numpy stubs: no overload for an integer-array index
         cpu = st.cpu[idx] - pod.cpu_milli
         g = st.g[idx]
         if pod.num_gpu == 1 and pod.gpu_milli < MILLI:
@@ -235,8 +235,8 @@ class FgdScores:
             gi = g[:, :, None]  # (M, 8, 1): the candidate GPU before
             gi2 = gi - m
             tm = t.milli[None, None, :]
-            ge0 = self.ge[idx][:, None, :]  # type: ignore[index]
-            sm0 = self.sm[idx][:, None, :]  # type: ignore[index]
+            ge0 = self.ge[idx][:, None, :]  # type: ignore[index]  # numpy stubs: no overload for an integer-array index
+            sm0 = self.sm[idx][:, None, :]  # type: ignore[index]  # numpy stubs: no overload for an integer-array index
             ge = ge0 - (gi >= tm) + (gi2 >= tm)
             sm = sm0 - gi * (gi < tm) + gi2 * (gi2 < tm)
             q3 = ((t.num > 0)[None, None, :] & t.acc[idx][:, None, :] & (ge >= t.num[None, None, :])

@@ -7,7 +7,7 @@ the same answer). tests/data/nasty/expected.tsv holds, per command line, the exi
 first line the user sees (stderr, or stdout when stderr is empty). Regenerate it after a
 deliberate message change with
 
-    .venv/bin/python tests/cli/test_bad_input.py --regenerate
+    .venv/bin/python -m tests.cli.test_bad_input --regenerate
 
 and read the diff: each line must name the object or file, the field path and the fix.
 """
@@ -229,7 +229,7 @@ def test_counts_for_the_report() -> None:
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--regenerate"]:
-    rows = ["# command\texit code\tfirst line the user sees (tests/cli/test_bad_input.py --regenerate)"]
+    rows = ["# command\texit code\tfirst line the user sees (python -m tests.cli.test_bad_input --regenerate)"]
     rows += [f"{c}\t{rc}\t{first}" for c, (rc, first, _o, _e) in results().items()]
     EXPECTED.write_text("\n".join(rows) + "\n")
     print(f"wrote {EXPECTED} ({len(rows) - 1} commands)")

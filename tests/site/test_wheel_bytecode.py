@@ -44,11 +44,14 @@ def _wheel(folder: Path, name: str = "pkg-1.0-py3-none-any.whl") -> Path:
     return wheel
 
 
-def _run(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+def _run(tmp: Path, *args: str, pycache_prefix: Path | None = None) -> subprocess.CompletedProcess:
     out = tmp / "out"
     out.mkdir(exist_ok=True)
     # the kit of this checkout (--yaml-twins imports its catalog loader; a site build's comes from its own wheel)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("PYTHONPYCACHEPREFIX", None)
+    if pycache_prefix is not None:  # a builder whose Python keeps its bytecode elsewhere (make test's lanes do)
+        env["PYTHONPYCACHEPREFIX"] = str(pycache_prefix)
     done = subprocess.run([sys.executable, str(SCRIPT), str(out), *args], capture_output=True, text=True, cwd=tmp, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     return done
@@ -95,9 +98,11 @@ def test_imported_modules_become_sourceless_bytecode_the_rest_stays_as_published
     assert loaded == "1 SourcelessFileLoader SourceFileLoader"
 
 
-def test_kept_source_gets_unchecked_bytecode_beside_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("prefix", [False, True], ids=["", "PYTHONPYCACHEPREFIX-set"])
+def test_kept_source_gets_unchecked_bytecode_beside_it(tmp_path: Path, prefix: bool) -> None:
     wheel = _wheel(tmp_path)
-    done = _run(tmp_path, str(wheel), "--compile", wheel.name, "--keep-source", "pkg", "--import-all", "pkg")
+    done = _run(tmp_path, str(wheel), "--compile", wheel.name, "--keep-source", "pkg", "--import-all", "pkg",
+                pycache_prefix=tmp_path / "elsewhere" if prefix else None)
     # every module of the package is imported (pkg/tests has no __init__.py: not a package), the py2 one fails
     assert done.stdout.strip() == f"{wheel.name}: 4 modules compiled for {TAG} (source kept), 1 left as source"
     out = tmp_path / "out" / wheel.name
