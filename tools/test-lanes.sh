@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# make test's suites, in six lanes that run at the same time (run inside tools/with-kind.sh):
+# make test's suites, in seven lanes that run at the same time (run inside tools/with-kind.sh):
 #   main    pytest -m "not kind and not browser and not local": the library, the CLI, the wheel;
+#   allocator  the same markers over tests/allocator (the allocator against the Go oracles of five
+#           releases), which the main lane leaves out: half of its work, so that the two halves end
+#           together on 2 cores instead of one pytest running alone for the last minutes;
 #   local   pytest -m "local and not kind and not browser": the tests on the local control plane
 #           (real kube-apiserver / kube-scheduler / kube-controller-manager);
 #   course  the course as a learner meets it: the real-browser tests (JupyterLab + Chromium), then
@@ -88,7 +91,13 @@ unset PYTHONDONTWRITEBYTECODE
 lane_env() { mkdir -p "$RUNS/$1"; echo "LABKIT_RUN_DIR=$RUNS/$1"; }
 
 main_lane() {
-  env "$(lane_env main)" "$VENV/bin/pytest" tests -m "not kind and not browser and not local" --junitxml="$LOGS/main.xml"
+  env "$(lane_env main)" "$VENV/bin/pytest" tests --ignore=tests/allocator -m "not kind and not browser and not local" \
+    --junitxml="$LOGS/main.xml"
+}
+
+allocator_lane() {
+  env "$(lane_env allocator)" "$VENV/bin/pytest" tests/allocator -m "not kind and not browser and not local" \
+    -p no:cacheprovider --junitxml="$LOGS/allocator.xml"
 }
 
 local_lane() {
@@ -127,10 +136,11 @@ faults_lane() {
     -m kind_faults -p no:cacheprovider --junitxml="$LOGS/faults.xml"
 }
 
-BACKGROUND=(local course site kind faults)
+BACKGROUND=(allocator local course site kind faults)
 declare -A status
 if [[ "${LABKIT_TEST_LANES:-parallel}" == serial ]]; then
   (run_lane main); status[main]=$?
+  (run_lane allocator); status[allocator]=$?
   (run_lane local); status[local]=$?
   (run_lane course "$@"); status[course]=$?
   (run_lane site); status[site]=$?

@@ -74,8 +74,11 @@ def _record_matches(wheel: Path) -> None:
 
 
 def _import_from(unpacked: Path, code: str) -> str:
+    # as the tab's Python imports: from the wheel's own __pycache__ (a PYTHONPYCACHEPREFIX, which make test's
+    # lanes set, would send the import system to that folder instead)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
     done = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(unpacked)!r})\n{code}"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
