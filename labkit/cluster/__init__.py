@@ -5,8 +5,7 @@
         c.apply("pod.yaml"); c.wait(); print(c.placements())
 """
 
-from labkit.cluster import backends  # the registry package, callable: backends() -> names
-from labkit.cluster.backends import backend_class, connect, register_backend
+from labkit.cluster.backends import backend_class, backend_names, connect, register_backend
 from labkit.cluster.base import (
     Cluster,
     ClusterError,
@@ -25,7 +24,7 @@ __all__ = [
     "PlacementTable",
     "RefusedObjects",
     "backend_class",
-    "backends",
+    "backend_names",
     "build_placements",
     "connect",
     "register_backend",

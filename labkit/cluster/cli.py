@@ -10,7 +10,7 @@ from typing import Any
 from labkit.api.load import input_path, load
 from labkit.cli_types import SEED_MAX, number, seed
 from labkit.cluster import runstate
-from labkit.cluster.backends import backend_class, backends, connect
+from labkit.cluster.backends import backend_class, backend_names, connect
 from labkit.cluster.base import RefusedObjects, check_gpu_plugin
 from labkit.cluster.describe import KINDS, describe, object_names
 from labkit.cluster.report import claim_users, report_tables, simulate_report
@@ -38,7 +38,7 @@ def register_cluster(cl: argparse.ArgumentParser) -> None:
                       "use it; `status` finds it from any process; `down` removes it. Notebooks and "
                       "connect(backend, profile) reuse a running cluster of the same profile.")
     cl.add_argument("action", choices=["up", "down", "status"])
-    cl.add_argument("--backend", default=None, choices=backends(), help="sim, local or kind (default: sim; "
+    cl.add_argument("--backend", default=None, choices=backend_names(), help="sim, local or kind (default: sim; "
                     "status without --backend lists every running cluster)")
     cl.add_argument("--profile", default=None,
                     help="cluster profile name or YAML path (default: workshop)").completer = complete_profiles
@@ -59,7 +59,7 @@ def register_simulate(sim: argparse.ArgumentParser) -> None:
     sim.add_argument("--state", metavar="DUMP",
                      help="what-if: start the sim from a real cluster's dump (`labkit snapshot -o DUMP` or "
                           "`kubectl get ... -A -o yaml`) instead of a profile; existing pods and allocations stay")
-    sim.add_argument("--backend", default="sim", choices=backends())
+    sim.add_argument("--backend", default="sim", choices=backend_names())
     add_output_arg(sim, "json", name="the pods, then the claims")
     sim.add_argument("--seed", type=seed, default=0, help=f"sim only: seed for names and uids, 0 to {SEED_MAX} (default 0)")
     sim.add_argument("--advance", type=number(0, MAX_ADVANCE_S), default=0.0, metavar="SECONDS",
@@ -79,7 +79,7 @@ def register_describe(de: argparse.ArgumentParser) -> None:
     de.add_argument("--profile", default=None,
                     help="cluster profile for -f (default: workshop)").completer = complete_profiles
     de.add_argument("--state", metavar="DUMP", help="start the sim from this dump (`labkit snapshot -o DUMP`)")
-    de.add_argument("--backend", default="sim", choices=backends(), help="with -f: the backend to run them on")
+    de.add_argument("--backend", default="sim", choices=backend_names(), help="with -f: the backend to run them on")
     de.add_argument("--seed", type=seed, default=0, help=f"sim only: seed for names and uids, 0 to {SEED_MAX} (default 0)")
     de.add_argument("--advance", type=number(0, MAX_ADVANCE_S), default=0.0, metavar="SECONDS",
                     help=f"sim only: let this much simulated time pass after applying; 0 to {MAX_ADVANCE_S} (a year)")
@@ -132,7 +132,7 @@ def _status_all(fmt: str, only: tuple[str, str] | None = None) -> int:
     for st in runstate.all_states():
         where = st.run_dir if isinstance(st, runstate.StaleState) else runstate.run_dir(st["backend"], st["profile"])
         backend = where.name.split("-", 1)[0]
-        if backend not in backends() or (only is not None and where != runstate.run_dir(*only)):
+        if backend not in backend_names() or (only is not None and where != runstate.run_dir(*only)):
             continue
         try:
             if isinstance(st, runstate.StaleState):

@@ -119,8 +119,8 @@ def _connected(backend: str, api: FakeApi, tmp_path: Path) -> Any:
 
 
 def test_the_registry_has_four_backends_side_by_side_each_saying_whether_it_runs_here():
-    assert labkit.cluster.backends() == ["kind", "kubeconfig", "local", "sim"]
-    for name in labkit.cluster.backends():
+    assert labkit.cluster.backend_names() == ["kind", "kubeconfig", "local", "sim"]
+    for name in labkit.cluster.backend_names():
         cls = backend_class(name)
         assert cls.backend == name and cls.__module__.startswith(f"labkit.cluster.backends.{name}")
         ok, why = availability(name)

@@ -199,7 +199,7 @@ def test_a_no_execute_rule_evicts_the_job_pod_its_replacement_lands_on_a_healthy
     assert devices_of(cluster, first) == ["gpu-0"]
     cluster.inject_health_event(NODE, "gpu-0", 79)
     last: dict[str, dict] = {}
-    cluster.watch(lambda ev: last.update({ev.object["metadata"]["name"]: ev.object}), kinds=["Pod"])
+    cluster.on_change(lambda ev: last.update({ev.object["metadata"]["name"]: ev.object}), kinds=["Pod"])
 
     started(cluster, drain("drain", "gpu-0"))
 

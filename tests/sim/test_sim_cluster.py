@@ -373,9 +373,9 @@ def test_noexecute_toleration_seconds_delay_eviction(tiny):
         tiny.get("Pod", "p")
 
 
-def test_watch_sees_the_pod_lifecycle(tiny):
+def test_on_change_sees_the_pod_lifecycle(tiny):
     seen = []
-    tiny.watch(lambda ev: seen.append((ev.type, ev.object["metadata"]["name"],
+    tiny.on_change(lambda ev: seen.append((ev.type, ev.object["metadata"]["name"],
                                        ev.object.get("status", {}).get("phase"))), kinds=["pods"])
     tiny.apply(b.pod("w"))
     tiny.wait()

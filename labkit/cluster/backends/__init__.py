@@ -16,8 +16,6 @@ cost nothing until then; `connect` is ``backend_class(name)(**kw).up(profile)``.
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import Any
 
 from labkit.cluster.base import Cluster, ClusterError, MissingPackage, cluster_error
@@ -58,7 +56,7 @@ def backend_class(name: str) -> type[Cluster]:
     return _BACKENDS[name]
 
 
-def backends() -> list[str]:
+def backend_names() -> list[str]:
     """Names `connect` accepts (registered or importable on first use)."""
     return sorted(set(_BACKENDS) | set(MODULES))
 
@@ -79,14 +77,3 @@ def connect(backend: str = "sim", profile: Any = "workshop", **kw: Any) -> Clust
         return backend_class(backend)(**kw).up(profile)
     except ProfileError as exc:
         raise cluster_error(exc) from None
-
-
-class _Registry(types.ModuleType):
-    """This package, callable: ``labkit.cluster.backends()`` is `backends()`, as it was before the
-    backends became a package of that name (the package's attribute on labkit.cluster is the module)."""
-
-    def __call__(self) -> list[str]:
-        return backends()
-
-
-sys.modules[__name__].__class__ = _Registry

@@ -183,17 +183,11 @@ class SimCluster(Cluster):
         except LabkitError as exc:
             raise cluster_error(exc) from None
 
-    def watch(self, kind: str | Callable[[Any], None], namespace: str | None = None, *, timeout: float = 60.0,
-              kinds: list[str] | None = None) -> Any:
+    def watch(self, kind: str, namespace: str | None = None, *, timeout: float = 60.0) -> Any:
         """(event type, object) of `kind` as the API server's watch sends them (`Cluster.watch`): first
         ADDED for every object there is, then ADDED / MODIFIED / DELETED from the store's watch log as
         the sim runs, letting sim time pass up to `timeout` sim seconds (as `wait`); it ends when
-        nothing more happens within them.
-
-        ``watch(callback, kinds=[...])``, as before this verb: `on_change`."""
-        if callable(kind):
-            self.on_change(kind, kinds)
-            return None
+        nothing more happens within them. A callback on every change, as it happens: `on_change`."""
         return self._watch(canonical_kind(kind), namespace, timeout)
 
     def on_change(self, callback: Callable[[Any], None], kinds: list[str] | None = None) -> None:
