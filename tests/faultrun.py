@@ -374,8 +374,9 @@ def run_faults(c: KindCluster, *, claims: int = 30, concurrency: int = 6, kills:
         "podsRan": sum(r.ran for r in results),
         "podsWithRightDevices": sum(r.devices_ok for r in results),
         "podsDeleted": sum(r.deleted for r in results),
-        # a pod not Running in time is not a lost claim by itself: the kubelet's retries back off (~80 s
-        # apart after a few failed prepares), so `pod_timeout` must cover several of them
+        # a pod not Running in time is not a lost claim by itself: the kubelet tries a failed prepare again
+        # at its next resync of the pod (10-15 s apart on labkit's kind clusters, 60-90 s with the kubelet's
+        # default: labkit/cluster/backends/kind/config.py KUBELET_CONFIG), so `pod_timeout` covers many
         "podsNotRunningInTime": sum(not r.ran for r in results),
         "kills": len(kills_done),
         "killsInsidePrepare": sum(k.landed == "NodePrepareResources" for k in kills_done),

@@ -67,8 +67,9 @@ def test_workshop_config_has_one_labelled_worker_per_profile_node():
     assert [j["nodeRegistration"] for j in joins] == [{"name": "dgx-a100-0"}, {"name": "t4-0"}, {"name": "t4-1"}]
     assert all(j["kind"] == "JoinConfiguration" for j in joins)
     # ... and the API server reaches those kubelets by IP, not by a node name no DNS knows
-    api, init, join = [yaml.safe_load(p) for p in cfg["kubeadmConfigPatches"]]
+    api, init, join, kubelet = [yaml.safe_load(p) for p in cfg["kubeadmConfigPatches"]]
     assert api["kind"] == "ClusterConfiguration"
+    assert kubelet == {"kind": "KubeletConfiguration", "syncFrequency": "10s"}
     # kubeadm's own waits are longer than its defaults, so a busy machine does not fail the create
     assert (init["kind"], init["apiVersion"]) == ("InitConfiguration", "kubeadm.k8s.io/v1beta4")
     assert init["timeouts"]["controlPlaneComponentHealthCheck"] == "10m0s"
@@ -382,6 +383,18 @@ def test_existing_images_are_not_rebuilt_and_cgroup_v1_host_gets_the_kubelet_pat
     cfg = yaml.safe_load((tmp_path / "kind-config.yaml").read_text())
     assert cfg == kind_config("workshop", cluster_name="labkit-workshop", allow_cgroup_v1=True,
                               restrict_oom_score_adj=True)
+
+
+def test_every_kubelet_resyncs_pods_every_10s(tmp_path, deploy_dir, monkeypatch):
+    """A pod whose claims could not be prepared yet is tried again at the kubelet's next resync of it
+    (kubernetes/kubernetes pkg/kubelet/kuberuntime/kuberuntime_manager.go SyncPod returns no error
+    after FailedPrepareDynamicResources; pkg/kubelet/pod_workers.go completeWork requeues at
+    syncFrequency): the kind config `labkit cluster up` creates the cluster from sets it cluster-wide."""
+    cluster, runner = _healthy_cluster(tmp_path, deploy_dir, monkeypatch)
+    cluster.up("workshop")
+    cfg = yaml.safe_load((tmp_path / "kind-config.yaml").read_text())
+    patches = [yaml.safe_load(p) for p in cfg["kubeadmConfigPatches"]]
+    assert {"kind": "KubeletConfiguration", "syncFrequency": "10s"} in patches
 
 
 #: what `kind create cluster` prints when kubeadm gives up on a wait (its --v=6 log, cut short)

@@ -6,7 +6,9 @@ NodePrepareResources / NodeUnprepareResources; then a kind node restarted with p
 Uses the running kind cluster of profile $LABKIT_FAULTS_PROFILE (default workshop) in
 $LABKIT_RUN_DIR when there is one, else starts one and removes it. make test runs this file as a
 lane of its own, on its own cluster, beside the e2e (tools/test-lanes.sh): most of its time is spent
-waiting for kubelets' retries, so it overlaps the e2e instead of adding to it.
+waiting for kubelets' retries, so it overlaps the e2e instead of adding to it. A pod whose prepare a
+kill failed is tried again at the kubelet's next resync of it: 10-15 s on labkit's kind clusters
+(labkit/cluster/backends/kind/config.py KUBELET_CONFIG says why), 60-90 s with the kubelet's default.
 """
 
 from __future__ import annotations
