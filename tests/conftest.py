@@ -99,10 +99,59 @@ def kind_workshop(kind_clusters: Any) -> Any:
     return kind_clusters.get("workshop")
 
 
+# -- the local lane's workshop cluster (tests/localutil.py imports the local backend, so only when asked) --
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "local_workshop: uses the local lane's shared workshop cluster (the "
+                            "`local_workshop` fixture of tests/conftest.py) through a fixture of its own")
+
+
+_local_workshop: Any = None  # the SharedLocalWorkshop, once a test asked for it
+
+
+def _uses_local_workshop(item: pytest.Item | None) -> bool:
+    return item is not None and ("local_workshop" in getattr(item, "fixturenames", ())
+                                 or item.get_closest_marker("local_workshop") is not None)
+
+
+@pytest.fixture(scope="module")
+def local_workshop() -> Iterator[Any]:
+    """The local lane's ready `workshop` cluster (a LocalCluster), one for the modules that run one after the
+    other (`pytest_collection_modifyitems` puts them together) instead of one per module. Each module
+    gets it as the one before left it: what it made (pods, claims, classes, slices, namespaces ...) is
+    deleted when it is done, and it fails if something that was there before is gone."""
+    global _local_workshop
+    from tests.localutil import SharedLocalWorkshop, left_as_found
+
+    if _local_workshop is None:
+        _local_workshop = SharedLocalWorkshop()
+    shared = _local_workshop
+    cluster = shared.lend()
+    try:
+        with left_as_found(cluster) as c:
+            yield c
+    finally:
+        shared.give_back()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """The shared workshop cluster stops after the last test of a run of tests that use it."""
+    yield
+    if _local_workshop is not None and _uses_local_workshop(item) and not _uses_local_workshop(nextitem):
+        _local_workshop.stop_when_returned()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The kind lane's other tests (kind-marked, not faults or standalone) run before the e2e's (the
-    tests that ask `kind_clusters` by name), on its workshop cluster (`kind_workshop`), so that
-    cluster is neither created twice nor used after the e2e's Helm test replaced its driver."""
+    """The tests on the local lane's shared workshop cluster (`local_workshop`) run one after the other,
+    where the first of them is, so that it is started once. The kind lane's other tests (kind-marked,
+    not faults or standalone) run before the e2e's (the tests that ask `kind_clusters` by name), on its
+    workshop cluster (`kind_workshop`), so that cluster is neither created twice nor used after the
+    e2e's Helm test replaced its driver."""
+    shared = [i for i, it in enumerate(items) if _uses_local_workshop(it)]
+    if shared:
+        first = shared[0]
+        tail = items[first:]
+        items[first:] = [it for it in tail if _uses_local_workshop(it)] + [it for it in tail if not _uses_local_workshop(it)]
     e2e = [i for i, it in enumerate(items) if "kind_clusters" in getattr(it, "fixturenames", ())]
     if not e2e:
         return
@@ -116,10 +165,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[first:] = [it for it in tail if early(it)] + [it for it in tail if not early(it)]
 
 
-# folder lanes (issue 44 item 5): tools/test-lanes.sh collects the course, site, kind and
-# faults lanes from their folder only, so a test whose marker picks one of those lanes must live in that
+# folder lanes (issue 44 item 5): tools/test-lanes.sh collects the local, course, site, kind and
+# faults lanes from their folders only, so a test whose marker picks one of those lanes must live in that
 # folder, or no lane would run it.
 _MARKER_FOLDERS = {
+    "local": ("local", "cluster", "e2e", "fake_gpus"),
     "kind": ("e2e", "cluster"),
     "kind_faults": ("e2e",),
     "kind_standalone": ("e2e",),

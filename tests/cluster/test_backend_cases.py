@@ -187,7 +187,7 @@ CASES: list[Callable[[Cluster], None]] = [
 #: the columns: each backend runs in its own lane (make test: tools/test-lanes.sh picks them by marker)
 BACKENDS = [
     pytest.param("sim", id="sim"),
-    pytest.param("local", id="local", marks=pytest.mark.local),
+    pytest.param("local", id="local", marks=[pytest.mark.local, pytest.mark.local_workshop]),  # tests/conftest.py
     pytest.param("kind", id="kind", marks=pytest.mark.kind),
 ]
 
@@ -197,14 +197,6 @@ BACKENDS = [
 def sim_workshop() -> Iterator[Cluster]:
     """One sim for the table too, so the sim column checks the cases' isolation as the others do."""
     with connect("sim", "workshop", progress=False) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def local_workshop() -> Iterator[Cluster]:
-    from tests.localutil import ready_local_cluster  # the local lane's helper (imports the local backend)
-
-    with ready_local_cluster("workshop") as c:
         yield c
 
 

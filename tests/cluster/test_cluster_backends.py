@@ -32,7 +32,6 @@ from labkit.cluster.backends.kubeconfig import KubeconfigCluster
 from labkit.cluster.backends.local import LocalCluster
 from labkit.cluster.kube import Kube
 from labkit.errors import EXIT_ENGINE, EXIT_INPUT, EXIT_NOT_FOUND, exit_code
-from tests.localutil import ready_local_cluster
 
 _DISCOVERY = {
     "/api": {"items": [{"metadata": {"name": ""}, "versions": [{"version": "v1", "resources": [
@@ -198,19 +197,18 @@ def test_watch_on_the_sim_yields_what_is_there_then_what_changes():
 
 
 @pytest.mark.local
-def test_watch_on_a_local_cluster_yields_the_api_servers_events():
-    tiny = {"name": "local-watch", "kubernetesVersion": "1.37",
-            "nodes": [{"name": "solo", "nodeProfile": "t4-inference"}]}
-    with ready_local_cluster(tiny) as c:
-        c.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "w1", "namespace": "default"}})
-        events = c.watch("ConfigMap", "default", timeout=5)
-        first = []
-        for event_type, obj in events:  # what is there: w1, and kube-root-ca.crt when its controller made it
-            first.append((event_type, obj["metadata"]["name"]))
-            if obj["metadata"]["name"] == "w1":
-                break
-        assert first[-1] == ("ADDED", "w1") and {t for t, _ in first} == {"ADDED"}
-        c.delete("ConfigMap", "w1")
-        rest = list(events)  # the server ends the watch after timeoutSeconds
-        assert "DELETED" in _seen(rest, "w1")
-        assert all(o["kind"] == "ConfigMap" for _, o in rest)
+def test_watch_on_a_local_cluster_yields_the_api_servers_events(local_workshop):
+    """On the local lane's workshop cluster (tests/conftest.py)."""
+    c = local_workshop
+    c.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "w1", "namespace": "default"}})
+    events = c.watch("ConfigMap", "default", timeout=5)
+    first = []
+    for event_type, obj in events:  # what is there: w1, and kube-root-ca.crt when its controller made it
+        first.append((event_type, obj["metadata"]["name"]))
+        if obj["metadata"]["name"] == "w1":
+            break
+    assert first[-1] == ("ADDED", "w1") and {t for t, _ in first} == {"ADDED"}
+    c.delete("ConfigMap", "w1")
+    rest = list(events)  # the server ends the watch after timeoutSeconds
+    assert "DELETED" in _seen(rest, "w1")
+    assert all(o["kind"] == "ConfigMap" for _, o in rest)

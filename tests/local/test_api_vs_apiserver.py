@@ -38,11 +38,8 @@ from fake_gpus.slices import build_slices, device_classes
 from labkit.api.problem import as_dict
 from labkit.api.schema import MODEL_FOR, model_fields
 from labkit.cel.validation import validate
-from labkit.cluster import connect
-from labkit.cluster.backends.local import binaries
 from labkit.cluster.kube import ApiError
 from labkit.model.profiles import load_profile
-from tests.localutil import need_local_binaries
 from tests.paths import REPO
 
 pytestmark = [pytest.mark.local, pytest.mark.slow]
@@ -223,13 +220,9 @@ def _cases() -> list[tuple[str, dict]]:
 
 
 @pytest.fixture(scope="module")
-def apiserver():
-    need_local_binaries()
-    c = connect("local", PROFILE, progress=False, build=binaries.find("1.37") is None)
-    try:
-        yield c
-    finally:
-        c.down()
+def apiserver(local_workshop):
+    """The local lane's workshop cluster (tests/conftest.py): every request here is a dry run."""
+    return local_workshop
 
 
 def _pod_cases() -> list[tuple[str, dict]]:

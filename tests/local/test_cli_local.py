@@ -18,7 +18,6 @@ import yaml
 
 from labkit.api.load import read_documents
 from tests.cli.test_cli_terminal import BIN, ROOT, _fits, forked_cli, run_pipe, run_tty
-from tests.localutil import ready_local_cluster
 from tests.scenario_gen import pod_settled
 
 pytestmark = [pytest.mark.local, pytest.mark.slow]
@@ -37,12 +36,13 @@ def _forked_cli():
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    with ready_local_cluster("workshop") as c:
-        c.apply(GPU_40GI)
-        c.apply(PENDING)
-        assert c.wait(until=lambda x: all(pod_settled(x.get("Pod", p)) for p in DECIDED), timeout=120)
-        yield c
+def cluster(local_workshop):
+    """The local lane's workshop cluster (tests/conftest.py) with the two files applied (removed after the module)."""
+    c = local_workshop
+    c.apply(GPU_40GI)
+    c.apply(PENDING)
+    assert c.wait(until=lambda x: all(pod_settled(x.get("Pod", p)) for p in DECIDED), timeout=120)
+    return c
 
 
 def _condition(cluster, pod: str) -> dict:

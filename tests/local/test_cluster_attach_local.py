@@ -25,7 +25,6 @@ from labkit.api.load import read_documents
 from labkit.cli import main
 from labkit.cluster import ClusterError, NotFound, connect
 from labkit.cluster.report import normalize_report, simulate_report
-from tests.localutil import ready_local_cluster
 from tests.paths import REPO
 from tests.scenario_gen import Scenario, claims_caught_up, generate, pod_settled
 
@@ -36,9 +35,9 @@ ARTIFACTS = REPO / "test-artifacts"
 
 
 @pytest.fixture(scope="module")
-def local():
-    with ready_local_cluster("workshop") as c:
-        yield c
+def local(local_workshop):
+    """The local lane's workshop cluster (tests/conftest.py)."""
+    return local_workshop
 
 
 @pytest.fixture(scope="module")

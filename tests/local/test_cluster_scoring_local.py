@@ -11,7 +11,6 @@ import pytest
 
 from labkit.cluster import connect
 from tests import scoring_scenarios as sc
-from tests.localutil import ready_local_cluster
 from tests.scenario_gen import pod_settled
 
 pytestmark = [pytest.mark.local, pytest.mark.slow]
@@ -31,9 +30,9 @@ def _placed(cluster, pod: str) -> tuple[str, str]:
 
 
 @pytest.fixture(scope="module")
-def clusters():
-    with ready_local_cluster("workshop") as local:
-        yield connect("sim", "workshop", progress=False), local
+def clusters(local_workshop):
+    """A sim and the local lane's workshop cluster (tests/conftest.py: what the test makes there goes after it)."""
+    return connect("sim", "workshop", progress=False), local_workshop
 
 
 def test_scoring_scenarios_on_kube_scheduler(clusters):

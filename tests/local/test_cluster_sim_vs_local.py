@@ -15,7 +15,7 @@ import pytest
 from labkit.cluster import connect
 from labkit.cluster.base import NotFound
 from labkit.cluster.report import normalize_report, simulate_report
-from tests.localutil import ready_local_cluster
+from tests.localutil import local_cluster, profile_params
 from tests.paths import TEST_DATA
 
 pytestmark = [pytest.mark.local, pytest.mark.slow]
@@ -38,9 +38,9 @@ def _report(backend: str, profile: str, scenario: Path, cluster=None):
     return normalize_report(simulate_report(c))
 
 
-@pytest.mark.parametrize("profile", sorted(_by_profile()))
-def test_scenarios_match_local(profile):
-    with ready_local_cluster(profile) as local:
+@pytest.mark.parametrize("profile", profile_params(sorted(_by_profile())))
+def test_scenarios_match_local(profile, request):
+    with local_cluster(profile, request) as local:
         for scenario in _by_profile()[profile]:
             got_local = _report("local", profile, scenario, cluster=local)
             got_sim = _report("sim", profile, scenario)

@@ -23,7 +23,7 @@ import pytest
 from labkit.cluster import connect
 from labkit.cluster.base import NotFound
 from labkit.cluster.report import normalize_report, simulate_report
-from tests.localutil import ready_local_cluster
+from tests.localutil import local_cluster, profile_params
 from tests.paths import REPO
 from tests.scenario_gen import PROFILES, Scenario, claims_caught_up, pod_settled, scenarios
 
@@ -67,13 +67,13 @@ def _diff(sim: dict, local: dict) -> str:
     return "\n".join(difflib.unified_diff(a, b, "sim", "local", lineterm="", n=2))
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-def test_generated_scenarios_match_local(profile: str) -> None:
+@pytest.mark.parametrize("profile", profile_params(PROFILES))
+def test_generated_scenarios_match_local(profile: str, request: pytest.FixtureRequest) -> None:
     cases = [s for s in scenarios(N, BASE_SEED) if s.profile == profile and s.seed not in KNOWN_OPEN]
     if not cases:
         pytest.skip(f"no generated scenarios for {profile} with N={N}")
     failures: list[str] = []
-    with ready_local_cluster(profile) as local:
+    with local_cluster(profile, request) as local:
         for sc in cases:
             got_local = _run(local, sc, local=True)
             got_sim = _run(connect("sim", profile, progress=False), sc, local=False)

@@ -17,7 +17,6 @@ import yaml
 
 from labkit.api import load
 from labkit.cluster.backends.kind.preflight import find_tool
-from tests.localutil import ready_local_cluster
 from tests.paths import REPO
 from tests.scenario_gen import pod_settled
 
@@ -100,11 +99,12 @@ spec:
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    with ready_local_cluster("workshop") as c:
-        c.apply(WORKLOAD)
-        assert c.wait(until=lambda x: all(pod_settled(x.get("Pod", n)) for n in ("runs", "waits")), timeout=120)
-        yield c
+def cluster(local_workshop):
+    """The local lane's workshop cluster (tests/conftest.py) running WORKLOAD (removed after the module)."""
+    c = local_workshop
+    c.apply(WORKLOAD)
+    assert c.wait(until=lambda x: all(pod_settled(x.get("Pod", n)) for n in ("runs", "waits")), timeout=120)
+    return c
 
 
 @pytest.fixture(scope="module")
