@@ -24,6 +24,13 @@ Parts:
             down to whole racks), one clique per rack, each tray publishing NVIDIA's
             compute-domain slice beside its GPUs and NICs:
     python benchmarks/sim_bench.py --part scaling --fleet nvl72 --sizes 1008,18000 --pods 5000 --big-pods 0
+            `--kinds cd-trace` (NVL72 only): jobs of 1-18 trays arriving over time, each pod a whole
+            tray (4 GPUs), all pods of a job in one rack (its clique), every multi-tray job with its
+            own ComputeDomain (the pods' channel claims come from its ResourceClaimTemplate); a job
+            starts once its pods run, and when it ends its pods and its domain are deleted. Counts
+            as "placed" the pods of started jobs; checks that each job got one rack, each domain
+            was Ready and nothing is left over at the end:
+    python benchmarks/sim_bench.py --part scaling --fleet nvl72 --kinds cd-trace --sizes 1008,18000 --pods 5000 --big-pods 0
 """
 
 from __future__ import annotations
@@ -141,6 +148,7 @@ def one(kind: str, nodes: int, pods: int, seed: int, fleet_kind: str = "dgx") ->
     """One measurement in this process (the parent starts a child per row)."""
     from labkit.cluster import connect
     from labkit.experiments import generate, run_policy, runner
+    from labkit.sim.engine import fewer_collections
 
     prof = fleet(nodes, kind=fleet_kind)
     if kind == "trace":
@@ -162,6 +170,19 @@ def one(kind: str, nodes: int, pods: int, seed: int, fleet_kind: str = "dgx") ->
         sched = run.cluster.sim.scheduler
         out = {"wall_s": wall - bring_up["wall"], "cpu_s": cpu - bring_up["cpu"], "placed": run.summary["placed"],
                "setup_s": bring_up["cpu"]}
+    elif kind == "cd-trace":
+        if fleet_kind != "nvl72":
+            raise SystemExit("--kinds cd-trace: ComputeDomains need --fleet nvl72")
+        jobs = cd_jobs(pods, seed)
+        c0 = time.process_time()
+        cluster = connect("sim", prof, progress=False, validate=False)
+        setup = time.process_time() - c0
+        with fewer_collections():
+            w0, c0 = time.perf_counter(), time.process_time()
+            res = run_cd_trace(cluster, jobs)
+            wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        sched = cluster.sim.scheduler
+        out = {"wall_s": wall, "cpu_s": cpu, "setup_s": setup, **res}
     else:
         c0 = time.process_time()
         cluster = connect("sim", prof, progress=False, validate=False)
@@ -171,6 +192,140 @@ def one(kind: str, nodes: int, pods: int, seed: int, fleet_kind: str = "dgx") ->
         out = {"wall_s": r["wall_s"], "cpu_s": r["cpu_s"], "placed": r["bound"], "setup_s": setup}
     out["filter_calls"] = sched.filter_calls
     out["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+# ---- the NVL72 ComputeDomain trace ---------------------------------------------------------------
+
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+CD_LABEL = "resource.nvidia.com/computeDomain"
+CD_DRIVER_NS = "dra-driver-nvidia-gpu"
+#: trays per job (each tray: one pod with its 4 GPUs) and how often; every multi-tray job gets a ComputeDomain
+JOB_TRAYS = ((1, 0.35), (2, 0.25), (4, 0.20), (8, 0.12), (16, 0.05), (18, 0.03))
+TRAY_GPUS = "tray-gpus"
+
+
+def cd_jobs(pods: int, seed: int, rate_per_min: float = 30.0, median_s: float = 1200.0) -> list[dict[str, Any]]:
+    """Jobs of 1-18 trays (JOB_TRAYS) until `pods` pods (trays): Poisson arrivals, lognormal durations
+    (median 20 min, sigma 0.7), seeded."""
+    import random
+
+    rng = random.Random(seed)
+    sizes, weights = zip(*JOB_TRAYS, strict=True)
+    jobs: list[dict[str, Any]] = []
+    t = 0.0
+    left = pods
+    while left > 0:
+        t += rng.expovariate(rate_per_min / 60.0)
+        k = min(left, rng.choices(sizes, weights)[0])
+        jobs.append({"name": f"j{len(jobs):05d}", "trays": k, "arrival": t,
+                     "duration": min(86_400.0, rng.lognormvariate(math.log(median_s), 0.7))})
+        left -= k
+    return jobs
+
+
+def cd_job_objects(job: dict[str, Any], clique: str) -> list[dict[str, Any]]:
+    """A job's objects, as NVIDIA's ComputeDomain docs write them: a multi-tray job gets a
+    ComputeDomain (numNodes = its trays) whose channel ResourceClaimTemplate every pod's claim
+    names; each pod takes a whole tray's 4 GPUs (the shared template TRAY_GPUS); all pods of a
+    job are pinned to one rack by its clique label (the sim has no inter-pod affinity)."""
+    name, k = job["name"], job["trays"]
+    objs: list[dict[str, Any]] = []
+    claims = [{"name": "gpus", "resourceClaimTemplateName": TRAY_GPUS}]
+    if k > 1:
+        objs.append({"apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomain",
+                     "metadata": {"name": name},
+                     "spec": {"numNodes": k, "channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}}})
+        claims.append({"name": "channel", "resourceClaimTemplateName": f"{name}-channel"})
+    objs += [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-{i:02d}", "labels": {"job": name}},
+              "spec": {"nodeSelector": {CLIQUE_LABEL: clique}, "resourceClaims": claims,
+                       "containers": [{"name": "w", "image": "registry.k8s.io/pause:3.10",
+                                       "resources": {"claims": [{"name": c["name"]} for c in claims]}}]}}
+             for i in range(k)]
+    return objs
+
+
+def run_cd_trace(cluster: Any, jobs: list[dict[str, Any]], tick: float = 10.0) -> dict[str, Any]:
+    """The jobs on an NVL72 fleet, tick by tick (as labkit.experiments' runner): finished jobs
+    are deleted (pods, then their ComputeDomain), arriving jobs wait in FIFO order for a rack
+    with enough free trays (first fit), then the sim runs until nothing changes. A job starts
+    once all its pods run (and its ComputeDomain is Ready). Returns counts and what is left
+    over after the last job's cleanup."""
+    import heapq
+
+    racks: dict[str, list[str]] = {}
+    for n in cluster.list("Node"):
+        racks.setdefault(n["metadata"]["labels"].get(CLIQUE_LABEL, ""), []).append(n["metadata"]["name"])
+    free = {c: len(trays) for c, trays in sorted(racks.items()) if c}
+    cluster.apply([{"apiVersion": V1, "kind": "ResourceClaimTemplate", "metadata": {"name": TRAY_GPUS},
+                    "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                        "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 4}}]}}}}])
+    waiting: list[dict[str, Any]] = []
+    started: dict[str, tuple[dict[str, Any], str]] = {}  # job -> (job, clique), applied, not yet running
+    running: list[tuple[float, str]] = []
+    by_name = {j["name"]: j for j in jobs}
+    out = {"jobs": len(jobs), "placed": 0, "jobs_started": 0, "jobs_one_rack": 0, "domains": 0, "domains_ready": 0}
+    i, t = 0, 0.0
+    while i < len(jobs) or waiting or started or running:
+        done = False
+        while running and running[0][0] <= t + 1e-9:
+            _, name = heapq.heappop(running)
+            job = by_name[name]
+            for p in range(job["trays"]):
+                cluster.delete("Pod", f"{name}-{p:02d}")
+            if job["trays"] > 1:
+                cluster.delete("ComputeDomain", name)
+            free[job["clique"]] += job["trays"]
+            done = True
+        if done:
+            cluster.wait()  # the domains' cleanup (node labels) before their trays are handed out again
+        while i < len(jobs) and jobs[i]["arrival"] <= t + 1e-9:
+            waiting.append(jobs[i])
+            i += 1
+        batch: list[dict[str, Any]] = []
+        while waiting:
+            job = waiting[0]
+            clique = next((c for c, f in free.items() if f >= job["trays"]), None)
+            if clique is None:
+                break  # FIFO: the head waits, and everything behind it
+            waiting.pop(0)
+            free[clique] -= job["trays"]
+            job["clique"] = clique
+            batch += cd_job_objects(job, clique)
+            started[job["name"]] = (job, clique)
+        if batch:
+            cluster.apply(batch)
+        cluster.wait()
+        for name, (job, clique) in list(started.items()):
+            pods = [cluster.find("Pod", f"{name}-{p:02d}", "default") for p in range(job["trays"])]
+            if not all(p and (p.get("status") or {}).get("phase") == "Running" for p in pods):
+                continue
+            del started[name]
+            nodes = {p["spec"]["nodeName"] for p in pods}
+            out["placed"] += job["trays"]
+            out["jobs_started"] += 1
+            out["jobs_one_rack"] += len(nodes) == job["trays"] and nodes <= set(racks[clique])
+            if job["trays"] > 1:
+                cd = cluster.find("ComputeDomain", name, "default") or {}
+                out["domains"] += 1
+                out["domains_ready"] += (cd.get("status") or {}).get("status") == "Ready"
+            heapq.heappush(running, (t + job["duration"], name))
+        if not (i < len(jobs) or waiting or started or running):
+            break
+        nxt = ([jobs[i]["arrival"]] if i < len(jobs) else []) + ([running[0][0]] if running else []) + \
+            ([t + tick] if started else [])  # pods not running yet: look again next tick
+        if not nxt:
+            raise SystemExit(f"job {waiting[0]['name']} ({waiting[0]['trays']} trays) can never start")
+        t = max(t + tick, math.ceil(min(nxt) / tick - 1e-9) * tick)
+        cluster.move_clock_to(t)
+    out["left_over"] = {
+        "ComputeDomain": len(cluster.list("ComputeDomain")),
+        "DaemonSet": len(cluster.list("DaemonSet", CD_DRIVER_NS)),
+        "Pod": len(cluster.list("Pod")),
+        "ResourceClaim": len(cluster.list("ResourceClaim")),
+        "ResourceClaimTemplate": len(cluster.list("ResourceClaimTemplate")) - 1,  # TRAY_GPUS stays
+        "labelled nodes": sum(1 for n in cluster.list("Node") if CD_LABEL in n["metadata"].get("labels", {})),
+    }
     return out
 
 
@@ -234,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pods", type=int, default=None, help="vs-local: pods (default 8 per node); scaling: pods per row (2000)")
     ap.add_argument("--sizes", default="100,500,1000,2000,5000")
     ap.add_argument("--big-pods", type=int, default=10_000, help="scaling: pods of the extra fleet-1000 row (0: none)")
-    ap.add_argument("--kinds", default="trace,burst")
+    ap.add_argument("--kinds", default="trace,burst",
+                    help="trace, burst; cd-trace (--fleet nvl72): multi-tray jobs with ComputeDomains")
     ap.add_argument("--fleet", choices=["dgx", "nvl72"], default="dgx",
                     help="scaling: dgx-a100 nodes (8 GPUs), or GB200 NVL72 racks (18 trays x 4 GPUs, ComputeDomains)")
     ap.add_argument("--repeat", type=int, default=1)

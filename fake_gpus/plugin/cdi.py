@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -359,10 +359,31 @@ def prepare(claim: dict[str, Any], driver: str, slices: list[dict[str, Any]], *,
             daemon_env: dict[str, str] | None = None) -> tuple[dict[str, Any] | None, list[tuple[list[str], list[str]]]]:
     """What NodePrepareResources does for one claim, without files: the claim's CDI spec and,
     per prepared device, (request names, CDI device IDs). Raises ClaimError."""
+    spec, prepared = prepare_deferred(claim, driver, slices, daemon_env=daemon_env)
+    return (spec() if spec is not None else None), prepared
+
+
+def prepare_deferred(claim: dict[str, Any], driver: str, slices: list[dict[str, Any]], *,
+                     daemon_env: dict[str, str] | None = None,
+                     ) -> tuple[Callable[[], dict[str, Any]] | None, list[tuple[list[str], list[str]]]]:
+    """`prepare`, with the claim's CDI spec built when the returned function is first called:
+    the checks (ClaimError) happen now, the spec (the env of every device, what a simulated
+    kubelet only needs once someone reads a container's env) later, with the same content.
+    The claim and slices must not change in between (a store's objects are replaced, not changed)."""
     devices = allocated_devices(claim, driver, DeviceIndex(slices))
     if not devices:
         return None, []
-    spec = build_spec(claim, driver, devices, daemon_env=daemon_env)
+    memo: list[dict[str, Any]] = []
+    if example_driver.is_example_driver(driver) or driver == computedomain.DRIVER:
+        memo.append(build_spec(claim, driver, devices, daemon_env=daemon_env))  # their checks build it
+    else:
+        for dev in devices:  # NVIDIA's config checks, as device_envs makes them (device order)
+            config_env(claim, driver, dev, f"FAKE_{'NIC' if dev.kind == 'nic' else 'GPU'}_{env_id(dev)}_")
+
+    def spec() -> dict[str, Any]:
+        if not memo:
+            memo.append(build_spec(claim, driver, devices, daemon_env=daemon_env))
+        return memo[0]
     uid = str((claim.get("metadata") or {}).get("uid", ""))
     out: dict[tuple[str, str, str | None], tuple[list[str], list[str]]] = {}
     for dev in devices:

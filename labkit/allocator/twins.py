@@ -210,7 +210,10 @@ class RenamedOutcome(Outcome):
 
     def __init__(self, src: Outcome, src_pools: tuple[tuple[str, str], ...], pools: tuple[tuple[str, str], ...],
                  node_name: str, later: Callable[[Outcome], Any]) -> None:
-        super().__init__(src.status, steps=src.steps)
+        # Outcome's fields, set here rather than by its __init__: one of these per node a twin answers for
+        self._allocations: list[dict[str, Any]] = []
+        self.status, self.error, self.node_scoped = src.status, None, False
+        self.steps, self._explanation = src.steps, None
         self._renaming: tuple[list[dict[str, Any]], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...], str] | None = (
             src.allocations, src_pools, pools, node_name) if src.allocations else None
         self._explain = later

@@ -12,7 +12,6 @@ w_r), the free memory of a node that r cannot use; the node's fragmentation is t
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 from labkit.experiments.ledger import GpuUse, Ledger
 
@@ -56,6 +55,18 @@ def states_fragmentation(states: tuple[GpuState, ...], mix: Mix) -> float:
     return total
 
 
+#: 2**-1074 is the smallest positive float: every float is an integer multiple of it
+_ULP_SHIFT = 1074
+_SCALE = 1 << _ULP_SHIFT
+
+
+def _exact(x: float) -> int:
+    """`x` as an exact integer number of 2**-1074 (sums of these are exact; `total / _SCALE` is
+    the correctly rounded float of the sum, as float(Fraction) is, and far cheaper)."""
+    n, d = x.as_integer_ratio()  # d is a power of two, at most 2**1074
+    return n << (_ULP_SHIFT - d.bit_length() + 1)
+
+
 class FragmentationMeter:
     """Fleet fragmentation; per-node values are re-read only for nodes the ledger touched."""
 
@@ -67,7 +78,7 @@ class FragmentationMeter:
         self._free: list[float] = []
         self._seen = 0  # position in ledger.changed
         self._by_states: dict[tuple[GpuState, ...], float] = {}
-        self._frag_total = self._free_total = Fraction(0)  # exact sums of _frag and _free
+        self._frag_total = self._free_total = 0  # exact sums of _frag and _free, in 2**-1074 (_exact)
 
     def node(self, node: str) -> tuple[float, float]:
         """(fragmented GiB, free GiB) of one node."""
@@ -91,20 +102,20 @@ class FragmentationMeter:
                 a, b = self.node(n)
                 self._frag.append(a)
                 self._free.append(b)
-            self._frag_total = sum(map(Fraction, self._frag), Fraction(0))
-            self._free_total = sum(map(Fraction, self._free), Fraction(0))
+            self._frag_total = sum(map(_exact, self._frag))
+            self._free_total = sum(map(_exact, self._free))
         else:
             for n in set(led.changed[self._seen:]):
                 i = led.index_of[n]
                 a, b = self.node(n)
                 if a != self._frag[i]:
-                    self._frag_total += Fraction(a) - Fraction(self._frag[i])
+                    self._frag_total += _exact(a) - _exact(self._frag[i])
                     self._frag[i] = a
                 if b != self._free[i]:
-                    self._free_total += Fraction(b) - Fraction(self._free[i])
+                    self._free_total += _exact(b) - _exact(self._free[i])
                     self._free[i] = b
         self._seen = len(led.changed)
-        return float(self._frag_total), float(self._free_total)
+        return self._frag_total / _SCALE, self._free_total / _SCALE
 
     def fleet_scan(self) -> tuple[float, float]:
         """fleet() recomputed from every node (the reference the cached version is tested against)."""

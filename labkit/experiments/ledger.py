@@ -8,6 +8,7 @@ counted as allocated once, with the pods' needs added up.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from labkit.experiments.fleet import DeviceInfo, Fleet, GpuInfo
@@ -70,10 +71,10 @@ class Ledger:
         self.changed: list[str] = []  # nodes in the order they were touched (readers keep a position)
         self.index_of = {n: i for i, n in enumerate(fleet.nodes)}  # node -> fleet position
         # totals(): per node, each busy GPU's (alloc mem, alloc compute, need mem, need compute),
-        # refreshed for touched nodes only; busy nodes by fleet position
+        # refreshed for touched nodes only; the fleet positions of busy nodes, sorted
         self._rows: dict[str, list[tuple[float, float, float, float]]] = {}
         self._dirty: set[str] = set()
-        self._busy: set[int] = set()
+        self._busy: list[int] = []
 
     def device(self, node: str, name: str) -> DeviceInfo | None:
         return self.fleet.kind_of[node].devices.get(name)
@@ -136,22 +137,29 @@ class Ledger:
     def totals(self) -> dict[str, float]:
         """Fleet totals over busy GPUs. Only nodes touched since the last call are re-read; the
         sums still run over the busy GPUs in fleet order, so they equal `totals_scan()` bit for bit."""
+        busy = self._busy
         for node in self._dirty:
+            i = self.index_of[node]
             rows = self._rows[node] = self._node_rows(node)
-            (self._busy.add if rows else self._busy.discard)(self.index_of[node])
+            j = bisect_left(busy, i)
+            present = j < len(busy) and busy[j] == i
+            if rows and not present:
+                busy.insert(j, i)
+            elif not rows and present:
+                del busy[j]
         self._dirty.clear()
         alloc_mem = alloc_comp = need_mem = need_comp = 0.0
-        busy = 0
-        nodes = self.fleet.nodes
-        for i in sorted(self._busy):
-            for am, ac, nm, nc in self._rows[nodes[i]]:
-                busy += 1
+        n = 0
+        nodes, rows_of = self.fleet.nodes, self._rows
+        for i in busy:
+            for am, ac, nm, nc in rows_of[nodes[i]]:
+                n += 1
                 alloc_mem += am
                 alloc_comp += ac
                 need_mem += nm
                 need_comp += nc
         return {"alloc_mem_gib": alloc_mem, "need_mem_gib": need_mem, "alloc_compute": alloc_comp,
-                "need_compute": need_comp, "gpus_busy": float(busy)}
+                "need_compute": need_comp, "gpus_busy": float(n)}
 
     def totals_scan(self) -> dict[str, float]:
         """totals() recomputed from every GPU (the reference the cached version is tested against)."""

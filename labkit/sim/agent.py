@@ -12,6 +12,7 @@ by default) keep running, as their containers would be restarted.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -55,6 +56,10 @@ def reserved_for_pod(claim: dict, pod: dict) -> bool:
     return False
 
 
+def _same(spec: dict[str, Any]) -> dict[str, Any]:
+    return spec
+
+
 class UnknownContainer(NotFoundError, KeyError):
     """pod_env() asked for a container the pod does not have."""
 
@@ -70,7 +75,8 @@ class NodeAgent:
         self.default_duration = default_duration
         self.events = events
         self.dra = dra
-        self.env: dict[str, dict[str, dict[str, str]]] = {}  # pod uid -> container -> env
+        #: pod uid -> container -> env; or the function that builds it when first read (`pod_env`)
+        self.env: dict[str, dict[str, dict[str, str]] | Callable[[], dict[str, dict[str, str]]]] = {}
         self.problems: dict[str, str] = {}  # pod uid -> why it is not running yet
         self.deadlines: dict[str, tuple[float, str, str]] = {}  # pod uid -> (time, ns, name)
         self._todo: set[tuple[str, str]] = set()
@@ -128,9 +134,10 @@ class NodeAgent:
         if env is not None:
             self.env[meta(pod)["uid"]] = env
 
-    def _prepare(self, pod: dict) -> dict[str, dict[str, str]] | None:
-        """Prepare the pod's claims (NodePrepareResources): per container env, or None when the
-        pod must wait (claims not ready) or preparation failed (then the pod says why)."""
+    def _prepare(self, pod: dict) -> Callable[[], dict[str, dict[str, str]]] | None:
+        """Prepare the pod's claims (NodePrepareResources): a function that gives the per container
+        env (built on first read: see `pod_env`), or None when the pod must wait (claims not
+        ready) or preparation failed (then the pod says why)."""
         uid = meta(pod)["uid"]
         node = self.store.get("Node", pod["spec"]["nodeName"], None)
         if node is None:
@@ -140,8 +147,13 @@ class NodeAgent:
         if plugin_env is None:  # rejected at admission: the pod has failed
             return None
         slices = self.dra.slices_for(node)
-        specs: list[dict] = []
+        # the CDI specs in order: built now, or (NVIDIA's GPU specs) when the env is first read;
+        # a node's common spec (the example driver's) goes in once: it never equals a claim's spec
+        # (whose devices are named after the claim's uid), so only the common ones are compared
+        specs: list[Callable[[], dict[str, Any]]] = []
+        built: list[dict] = []
         prepared: dict[str, list[tuple[list[str], list[str]]]] = {}  # pod claim name -> (requests, CDI ids)
+        cdi = self._cdi()
         for pc in pod_claims(pod):
             name = pc.claim
             claim = self.store.get("ResourceClaim", name, meta(pod)["namespace"]) if name else None
@@ -158,21 +170,24 @@ class NodeAgent:
                     return None
             for driver in drivers:
                 try:
-                    cdi = self._cdi()
                     extra = self.daemon_env(claim, node) if self.daemon_env is not None else None
-                    spec, devs = cdi.prepare(claim, driver, slices, daemon_env=extra)
+                    spec, devs = cdi.prepare_deferred(claim, driver, slices, daemon_env=extra)
                 except (ValueError, ImportError) as exc:
                     self._prepare_failed(pod, KUBELET_PREPARE_FAILED.format(claim=name, error=exc))
                     return None
                 if spec is not None:
                     specs.append(spec)
                     common = cdi.common_spec(driver, node["metadata"]["name"])
-                    if common is not None and common not in specs:
-                        specs.append(common)
+                    if common is not None and common not in built:
+                        built.append(common)
+                        specs.append(functools.partial(_same, common))
                 prepared.setdefault(pc.entry, []).extend(devs)
-        envs = self._container_envs(pod, specs, prepared)
-        for ctr, env in plugin_env.items():  # the CDI edits of DRA devices come after the plugin's env
-            envs[ctr] = {**env, **envs.get(ctr, {})}
+
+        def envs() -> dict[str, dict[str, str]]:
+            out = self._container_envs(pod, [s() for s in specs], prepared)
+            for ctr, env in plugin_env.items():  # the CDI edits of DRA devices come after the plugin's env
+                out[ctr] = {**env, **out.get(ctr, {})}
+            return out
         return envs
 
     def _start(self, pod: dict) -> None:
@@ -331,6 +346,8 @@ class NodeAgent:
         """One container's env, or with no name the union over the pod's containers (the list
         variables then cover every device of the pod)."""
         per = self.env.get(uid, {})
+        if callable(per):  # prepared, not read yet: build it once (see _prepare)
+            per = self.env[uid] = per()
         if container is not None:
             if per and container not in per:
                 raise UnknownContainer(f"no container {container!r} in this pod; fix: use one of {', '.join(per)}")

@@ -3,6 +3,7 @@ what explain() shows."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import compress
@@ -27,8 +28,13 @@ class Attempt:
     # per_node and explanations, which read the Filter stage's verdicts in walk order on first use
     _per_node: dict[str, list[str]] = field(default_factory=dict, repr=False)
     _explanations: dict[str, Any] = field(default_factory=dict, repr=False)
-    #: the Filter stage's verdicts not read into them yet: (node names, their FilterResults)
-    walked: list[tuple[list[str], list[Any]]] = field(default_factory=list, repr=False)
+    #: the Filter stage's verdicts not read into them yet, by runs of consecutive nodes: [the
+    #: scheduler's node names, the run's first index, its length, its FilterResults as a list, or
+    #: one FilterResult (a tuple) that every node of the run got]. The names list is shared, not
+    #: copied (the scheduler replaces it, never changes it), so a kept attempt costs a pointer per
+    #: rejected node at most, and nothing per node for a run of one verdict (the nodes a pod
+    #: pinned to one rack by a nodeSelector misses: thousands per pod, see Scheduler._walk)
+    walked: list[list[Any]] = field(default_factory=list, repr=False)
     allocations: dict[str, dict] = field(default_factory=dict)  # "ns/claim" -> AllocationResult
     claims: list[dict] = field(default_factory=list)  # the pod's claims as seen
     error: str | None = None
@@ -40,6 +46,7 @@ class Attempt:
     shape: str | None = None  # the pod's signature when it reached the Filter stage
     score_nodes: list[str] = field(default_factory=list, repr=False)  # the scored nodes, in walk order
     score_rows: list[ScoreRow] = field(default_factory=list, repr=False)
+    _counts: Counter[tuple[str, ...]] | None = field(default=None, repr=False)  # reason_counts(), once worked out
 
     @property
     def per_node(self) -> dict[str, list[str]]:
@@ -51,7 +58,28 @@ class Attempt:
     @per_node.setter
     def per_node(self, value: dict[str, list[str]]) -> None:
         self._read_walked()
-        self._per_node = value
+        self._per_node, self._counts = value, None
+
+    def reason_counts(self) -> Counter[tuple[str, ...]]:
+        """How many nodes failed with each distinct reason list (per_node's), worked out without
+        building per_node: a pod that fits nowhere walked every node, and nodes in the same state
+        share one list object, so they are told apart by identity first (in C)."""
+        if self._counts is None:
+            by_id: Counter[int] = Counter(map(id, self._per_node.values()))
+            lists = {id(r): r for r in self._per_node.values()}
+            for _, _, count, results in self.walked:
+                if isinstance(results, tuple):  # one verdict for the whole run
+                    by_id[id(results[0])] += count
+                    lists[id(results[0])] = results[0]
+                    continue
+                reasons = list(map(_REASONS, results))
+                by_id.update(map(id, reasons))
+                lists.update(zip(map(id, reasons), reasons))
+            counts: Counter[tuple[str, ...]] = Counter()
+            for i, n in by_id.items():
+                counts[tuple(lists[i])] += n
+            self._counts = counts
+        return self._counts
 
     @property
     def explanations(self) -> dict[str, Any]:
@@ -69,7 +97,10 @@ class Attempt:
         """Read the kept verdicts into per_node and explanations: done on demand, because a pod
         that found a node never needs the reasons of the hundreds of nodes its walk passed."""
         walked, self.walked = self.walked, []
-        for names, results in walked:
+        for all_names, lo, count, results in walked:
+            names = all_names[lo:lo + count]
+            if isinstance(results, tuple):  # one verdict for the whole run
+                results = [results] * count
             self._per_node.update(zip(names, map(_REASONS, results)))
             details = list(map(_DETAIL, results))
             self._explanations.update(compress(zip(names, details), map(_IS_SOMETHING, details)))

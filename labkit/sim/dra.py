@@ -173,21 +173,41 @@ class DraState:
         name = node["metadata"]["name"]
         entry = table.outcomes.get(key)  # type: ignore[union-attr]  # found: table is not None
         if entry is not None:
-            table.hits += 1  # type: ignore[union-attr]  # as above
-            return twin_outcome(entry, pools, name, partial(_explain_later, self, node, claims))
+            return self.twin_answer(entry, pools, node, claims, table)  # type: ignore[arg-type]  # as above
         outcome = self.allocator_for(node).allocate(node, claims, timeout)
         if shareable(outcome, name):
             table.outcomes[key] = kept(outcome, pools, name)  # type: ignore[union-attr]  # as above
         return outcome
 
+    def twin_answer(self, entry: tuple[Outcome, tuple[tuple[str, str], ...]], pools: tuple[tuple[str, str], ...],
+                    node: dict, claims: list[dict], table: TwinTable) -> Outcome:
+        """A twin's kept outcome (``table.outcomes``' ``entry``), for ``node`` whose pools are ``pools``."""
+        table.hits += 1
+        return twin_outcome(entry, pools, node["metadata"]["name"], partial(_explain_later, self, node, claims))
+
     def _twin_key(self, node: dict, claims: list[dict], table: TwinTable) -> tuple[tuple, tuple] | None:
         """(the key, the node's pools in search order), or None when the node has no twin."""
+        if not self.twin_refs(table, claims):
+            return None
+        part = self.twin_part(node)
+        if part is None:
+            return None
+        twin, content, used = part
+        attributes = self.twin_attributes(table, node["metadata"]["name"], twin)
+        return ((content, attributes, used), twin.pools) if attributes is not None else None
+
+    def twin_refs(self, table: TwinTable, claims: list[dict]) -> bool:
+        """Bring ``table`` (for claims of the shape of ``claims``) up to the inventory; can its
+        claims have twin answers at all?"""
         if table.epoch != self.inventory_epoch:
             table.epoch, table.outcomes = self.inventory_epoch, {}
             table.refs = claims_refs(claims, {c["metadata"]["name"]: c for c in self.store.list("DeviceClass")})
             table.attributes = self._twin_attributes.setdefault(table.refs, {}) if table.refs is not None else {}
-        if table.refs is None:
-            return None
+        return table.refs is not None
+
+    def twin_part(self, node: dict) -> tuple[NodeTwin, int, tuple] | None:
+        """The node's part of a twin key, the same for every claims shape: (its NodeTwin, its
+        content as a number, the positions of its devices in use now), or None: no twin."""
         if self._twins_ok is None:
             self._index()
             self._twins_ok = not self._cluster_wide and not self.store.count("DeviceTaintRule")
@@ -204,19 +224,22 @@ class DraState:
             self._node_twins[name] = (twin, content, used)
         if twin is None:
             return None
-        try:
-            attributes = table.attributes[name]
-        except KeyError:
-            found = attribute_key(twin, table.refs)
-            attributes = table.attributes[name] = (
-                self._interned.setdefault(found, len(self._interned)) if found is not None else None)
-        if attributes is None:
-            return None
         changes = self.allocated.changes
         counts = tuple([changes.get(p, 0) for p in twin.pools])
         if used[0] != counts:
             used[0], used[1] = counts, in_use(twin, self.allocated)
-        return ((content, attributes, used[1]), twin.pools) if used[1] is not None else None
+        return (twin, content, used[1]) if used[1] is not None else None
+
+    def twin_attributes(self, table: TwinTable, name: str, twin: NodeTwin) -> int | None:
+        """The node's attribute key for the claims of ``table`` (twin_refs first), as a number;
+        None: no twin."""
+        try:
+            return table.attributes[name]
+        except KeyError:
+            found = attribute_key(twin, table.refs)  # type: ignore[arg-type]  # twin_refs: refs is set
+            attributes = table.attributes[name] = (
+                self._interned.setdefault(found, len(self._interned)) if found is not None else None)
+            return attributes
 
     def extended_resource_classes(self) -> dict[str, str]:
         """extendedResourceName -> DeviceClass name (DRAExtendedResource). Every class also backs

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -41,6 +42,9 @@ PREEMPTABLE_PREFIXES = ("Insufficient ", "Too many pods")
 
 ExtRequest = tuple[int, str, str, int, str]  # container index, container name, resource, count, request name
 FilterResult = tuple[list[str], Any, dict | None]  # reasons (empty: feasible), allocator Outcome, extended claim
+#: NodeAffinity's rejection, one object for every node (the shapes' caches keep one per node
+#: walked: thousands per shape where a nodeSelector pins pods to one rack); read, never changed
+AFFINITY_MISMATCH: FilterResult = (["node(s) didn't match Pod's node affinity/selector"], None, None)
 
 
 def num_feasible_nodes_to_find(num_nodes: int, percentage: int = 0) -> int:
@@ -64,10 +68,11 @@ def fit_error_message(num_nodes: int, per_node: dict[str, list[str]]) -> str:
     """kube-scheduler's FitError text, including the DefaultPreemption tail. The sim never preempts:
     it reports "No preemption victims found" where preemption could in principle help, which is
     what kube-scheduler says when no lower-priority pods are there to evict."""
-    counts: dict[tuple[str, ...], int] = {}
-    for reasons in per_node.values():  # nodes failing alike are counted once per distinct reason list
-        key = tuple(reasons)
-        counts[key] = counts.get(key, 0) + 1
+    return fit_error_text(num_nodes, Counter(map(tuple, per_node.values())))
+
+
+def fit_error_text(num_nodes: int, counts: Counter[tuple[str, ...]]) -> str:
+    """fit_error_message's text from how many nodes failed with each distinct reason list."""
     filt: dict[str, int] = {}
     post: dict[str, int] = {}
     for reasons, n in counts.items():
@@ -266,7 +271,7 @@ def filter_node(inp: FilterInputs, node: dict, res: NodeResources, dra: DraState
         value = f"={taint['value']}" if taint.get("value") else ""
         return ["node(s) had untolerated taint(s)"], f"untolerated taint {taint.get('key')}{value}:{taint.get('effect')}", None
     if inp.node_affinity and not pod_matches_node_affinity(pod, node):
-        return ["node(s) didn't match Pod's node affinity/selector"], None, None
+        return AFFINITY_MISMATCH
     name = node["metadata"]["name"]
     alloc = res.allocatable_of(node)
     reasons = insufficient(inp.req, res.usage.get(name, {}), alloc, res.pods_on.get(name, 0), inp.req_names)

@@ -31,6 +31,7 @@ gangs are parked one by one and retried on any event (the scheduler's `epoch` mo
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,11 +48,11 @@ FREE_CLAIM = "claim"
 HELPS = {FREE_POD: FIT, FREE_CLAIM: DRA}
 
 
-def rejecting_plugins(per_node: dict[str, list[str]]) -> frozenset[str]:
-    """The plugins behind the reasons (only those with node-level hints; the rest wait for
-    cluster-wide events)."""
+def rejecting_plugins(reason_lists: Iterable[Sequence[str]]) -> frozenset[str]:
+    """The plugins behind the nodes' reasons (each distinct list once: Attempt.reason_counts);
+    only those with node-level hints, the rest wait for cluster-wide events."""
     out = set()
-    for reasons in per_node.values():
+    for reasons in reason_lists:
         for r in reasons:
             if r.startswith(("Insufficient ", "Too many pods")):
                 out.add(FIT)

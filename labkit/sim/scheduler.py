@@ -31,6 +31,15 @@ nodeName exist). A pod then costs about one allocator call (the node the previou
 shape went to) however large the fleet. A status byte per node and shape (unknown, feasible,
 infeasible) lets the sampling walk take runs of nodes whose verdict is kept in one step each
 (in C), so looking at the 500-780 nodes a large fleet samples costs little more than at 100.
+A node a pod shape has not looked at yet gets the verdict of a node in the same state, when the
+shape's verdict can depend on nothing else (no node affinity, allocated claims or extended
+resources): the same taints, allocatable and used resources, and for pending claims a twin (the
+same devices in the same use, labkit.allocator.twins; its allocations renamed to the node's own
+devices). So a fleet of a few node kinds costs one real filter per shape and node state.
+A shape with a nodeSelector gets NodeAffinity's verdict for the nodes a label index says it
+misses before its first walk (untainted, schedulable ones: no earlier plugin could reject them),
+and a kept attempt holds the walk's rejections by runs (one object for a run of one verdict), so
+a pod pinned to one rack of thousands costs neither a filter nor memory per missed node.
 """
 
 from __future__ import annotations
@@ -60,6 +69,7 @@ from labkit.sim.binding import Binder
 from labkit.sim.dra import DraState
 from labkit.sim.events import EventRecorder
 from labkit.sim.filters import (
+    AFFINITY_MISMATCH,
     MIN_FEASIBLE_NODES_TO_FIND,
     PREEMPTABLE_PREFIXES,
     PREFILTER_ABSENT,
@@ -69,6 +79,7 @@ from labkit.sim.filters import (
     extended_requests,
     filter_node,
     fit_error_message,
+    fit_error_text,
     num_feasible_nodes_to_find,
     prefilter_node_names,
     single_node,
@@ -101,6 +112,8 @@ _NOT_FEASIBLE = re.compile(rb"[^\x01]")
 _NOT_INFEASIBLE = re.compile(rb"[^\x02]")
 #: _find_feasible's first segment when it filtered NodeAffinity's subset, not runs of nodes
 _NOT_RUNS = -2
+#: _Scheduler._node_key's twin part, not worked out yet
+_UNSET: Any = object()
 #: status bytes -> 1 where FEASIBLE, else 0 (a mask for itertools.compress)
 _FEASIBLE_MASK = bytes(int(i == FEASIBLE) for i in range(256))
 
@@ -131,6 +144,34 @@ class _Shape:
     # request, no preferred node affinity; see Scheduler._plain_rows), for nodes without taints:
     # ((allocatable, used) cpu/memory, nonzero used) -> the raw score row. None: not such a shape
     plain_rows: dict[tuple, ScoreRow] | None = None
+    # per pod shape that may share Filter verdicts between nodes in the same state (see
+    # Scheduler._shared_filter): node state key -> (reasons, kept twin outcome or None, detail);
+    # None: the shape does not share. Valid for one DraState inventory (verdicts_epoch)
+    verdicts: dict[tuple, tuple[list[str], Any, Any]] | None = None
+    verdicts_epoch: int = -1
+    # per pod shape with a nodeSelector: the nodes a label index says it misses were given
+    # NodeAffinity's verdict before its first walk (Scheduler._fill_selector_misses)
+    selector_filled: bool = False
+
+
+def _keep_run(walked: list[list[Any]], names: list[str], lo: int, results: list[FilterResult]) -> None:
+    """Keep the rejected nodes lo.. with their results on an Attempt's ``walked``: continuing the
+    run before them where they follow it, as one result for the whole run where every node got
+    the same object (NodeAffinity's rejection: see Attempt.walked)."""
+    count, first = len(results), results[0]
+    # equal reasons and no detail (== is identity first, in C): the run reads back the same
+    same = first[1] is None and first[2] is None and results.count(first) == count
+    last = walked[-1] if walked else None
+    if last is not None and last[0] is names and last[1] + last[2] == lo:
+        if isinstance(last[3], tuple):
+            if same and last[3] is first:
+                last[2] += count
+                return
+        elif not same or count == 1:
+            last[3].extend(results)
+            last[2] += count
+            return
+    walked.append([names, lo, count, first if same and count > 1 else results])
 
 
 def _picker(feasible: list[int], first_segment: int, status: bytearray) -> Callable[[list], list]:
@@ -202,7 +243,20 @@ class Scheduler:
         self.percentage_of_nodes_to_score = 0  # KubeSchedulerConfiguration's; 0 = adaptive
         self.next_start_node_index = 0
         self._first_segment = -1  # _find_feasible's: where its walk wrapped to node 0 (see _picker)
-        self.filter_calls = 0  # filter_node calls (tests count them)
+        self.filter_calls = 0  # Filter verdicts worked out: filter_node calls and shared verdicts (tests count them)
+        self.shared_verdicts = 0  # of those, verdicts shared by a node in the same state (_shared_filter)
+        #: share Filter verdicts between nodes in the same state (off: tests compare with every node's own)
+        self.share_verdicts = True
+        # per node index: its state key for shared verdicts (None: not worked out since it changed),
+        # valid for (inventory_epoch, number of nodes) _node_keys_for, read up to _node_keys_pos in the log
+        self._node_keys: list[list | None] = []
+        self._node_keys_for = (-1, -1, -1)  # (inventory_epoch, DraState's, number of nodes)
+        self._verdicts: dict | None = None  # the shape's shared verdicts in this attempt's Filter stage
+        self._twin_table: TwinTable | None = None  # and the twin table of its pending claims
+        self._node_keys_pos = 0
+        self._next_key = 0
+        self._interned_keys: dict[Any, int] = {}  # node state -> its number (never reused: see _node_key)
+        self._static_keys: dict[str, tuple[str | None, str]] = {}  # node name -> (its resourceVersion, static part)
         self.progress: Any = None  # optional tqdm-like wrapper for long passes
         self._shapes: OrderedDict[str, _Shape] = OrderedDict()
         self._claim_shapes: OrderedDict[str, _Shape] = OrderedDict()
@@ -210,6 +264,11 @@ class Scheduler:
         self._names: list[str] = []
         self._index: dict[str, int] = {}  # node name -> its index in self._nodes
         self._ext_classes: tuple[int, dict[str, str]] | None = None
+        # for the nodes() listing _labels_for: label key -> value -> node indexes, and the nodes
+        # that are unschedulable or tainted (see _fill_selector_misses)
+        self._labels_for: list[dict] | None = None
+        self._label_index: dict[str, dict[str, list[int]]] = {}
+        self._special_nodes: list[int] = []
         self._plist = prioritized_list_scoring(dra.features, dra.kubernetes_version)
         self._in_pass = False
         self._hint_epoch = -1
@@ -397,7 +456,7 @@ class Scheduler:
     def _park(self, pod: dict, att: Attempt) -> None:
         uid = meta(pod)["uid"]
         if att.shape is not None and not att.error and att.prefilter is None:
-            self.queue.park_shape(uid, att.shape, rejecting_plugins(att.per_node), len(self.resources.log),
+            self.queue.park_shape(uid, att.shape, rejecting_plugins(att.reason_counts()), len(self.resources.log),
                                   self.inventory_epoch, self.global_epoch)
         else:
             self.queue.park_single(uid, self.epoch, meta(pod).get("resourceVersion"))
@@ -560,7 +619,7 @@ class Scheduler:
             att.message = f'running Filter plugin "DynamicResources": {att.error}'
             return att
         if not feasible:
-            att.message = fit_error_message(n, att.per_node)
+            att.message = fit_error_text(n, att.reason_counts())
             shape.failed = att
             return att
         chosen = self._best(pod, inp, shape, feasible, att)
@@ -591,11 +650,110 @@ class Scheduler:
         _FilterError (and is not kept)."""
         res = shape.by_index[k]
         if res is None:
-            res = self._filter(inp, self._nodes[k], dra_results)  # type: ignore[index]  # k indexes nodes(), which sets _nodes
+            if self._verdicts is not None:
+                res = self._shared_filter(inp, k, self._verdicts, dra_results)
+            else:
+                res = self._filter(inp, self._nodes[k], dra_results)  # type: ignore[index]  # k indexes nodes(), which sets _nodes
             if res[0] and res[0][0].startswith("error: "):
                 raise _FilterError(res[0][0][len("error: "):])
             shape.by_index[k] = res
             shape.status[k] = INFEASIBLE if res[0] else FEASIBLE
+        return res
+
+    def _share_verdicts(self, inp: FilterInputs, shape: _Shape, dra_results: _Shape | None) -> dict | None:
+        """``shape.verdicts`` when this pod shape's verdicts depend only on what a node's state
+        key holds (see _shared_filter), else None; brings the node keys up to date."""
+        dra = self.dra
+        if not (self.share_verdicts and dra.twins) or inp.node_affinity or inp.allocated or inp.ext:
+            return None  # node labels and name (affinity, an allocated claim's node), extended claims: per node
+        self._twin_table = None
+        if inp.pending:
+            table = dra_results.twins  # type: ignore[union-attr]  # pending claims, no extended ones: set
+            if not dra.twin_refs(table, inp.pending):
+                return None
+            self._twin_table = table
+        if shape.verdicts is None or shape.verdicts_epoch != dra.inventory_epoch:
+            shape.verdicts, shape.verdicts_epoch = {}, dra.inventory_epoch
+        log, n = self.resources.log, len(self._names)
+        if self._node_keys_for != (self.inventory_epoch, dra.inventory_epoch, n):
+            self._node_keys, self._node_keys_pos = [None] * n, len(log)
+            self._node_keys_for = (self.inventory_epoch, dra.inventory_epoch, n)
+        elif self._node_keys_pos < len(log):
+            keys, index = self._node_keys, self._index
+            for name, _ in log[self._node_keys_pos:]:
+                i = index.get(name)
+                if i is not None:
+                    keys[i] = None
+            self._node_keys_pos = len(log)
+        return shape.verdicts
+
+    def _node_key(self, k: int) -> list:
+        """Node ``k``'s state as the Filter plugins read it for a pod without node affinity,
+        allocated claims or extended resources: [a number for what NodeUnschedulable
+        (spec.unschedulable), TaintToleration (spec.taints) and NodeResourcesFit
+        (status.allocatable, the bound pods' requests and count) read, equal for nodes in the
+        same state; the node's part of a twin key (DraState.twin_part), worked out on first use].
+        Kept until the node changes (NodeResources.log, as the shapes' verdicts)."""
+        key = self._node_keys[k]
+        if key is None:
+            node, name, res = self._nodes[k], self._names[k], self.resources  # type: ignore[index]  # k indexes nodes()
+            static = self._static_keys.get(name)
+            version = (node.get("metadata") or {}).get("resourceVersion")
+            if static is None or static[0] != version or not version:  # every write gives a new resourceVersion
+                spec = node.get("spec") or {}
+                static = self._static_keys[name] = (version, json.dumps(
+                    [spec.get("unschedulable"), spec.get("taints"), (node.get("status") or {}).get("allocatable")],
+                    sort_keys=True, default=str))
+            state = (static[1], res.pods_on.get(name, 0), tuple(sorted((res.usage.get(name) or {}).items())))
+            number = self._interned_keys.get(state)
+            if number is None:
+                # numbered by a counter, not the dict's size: a number kept by a verdict stays its state's
+                number = self._interned_keys[state] = self._next_key = self._next_key + 1
+            key = self._node_keys[k] = [number, _UNSET]
+        return key
+
+    def _shared_filter(self, inp: FilterInputs, k: int, verdicts: dict[tuple, tuple[list[str], Any, Any]],
+                       dra_results: _Shape | None) -> FilterResult:
+        """Node ``k``'s Filter result, shared with a node in the same state filtered before for
+        this pod shape: its state key (_node_key) and, for pending claims, its twin key
+        (labkit.allocator.twins: devices, attributes the claims read, devices in use), so a fleet
+        of a few node kinds costs one real filter per pod shape and node state. A twin's
+        allocations are renamed to this node's devices (as DraState.allocate does); a node
+        without a twin is filtered as itself."""
+        node = self._nodes[k]  # type: ignore[index]  # k indexes nodes()
+        state = self._node_key(k)
+        table = self._twin_table
+        if table is None:
+            key: tuple = (state[0],)
+        else:
+            part = state[1]
+            if part is _UNSET:
+                part = state[1] = self.dra.twin_part(node)
+            attributes = None
+            if part is not None:
+                attributes = table.attributes.get(self._names[k], _UNSET)
+                if attributes is _UNSET:
+                    attributes = self.dra.twin_attributes(table, self._names[k], part[0])
+            if attributes is None:
+                return self._filter(inp, node, dra_results)
+            key = (state[0], part[1], attributes, part[2])
+        known = verdicts.get(key)
+        if known is not None:
+            self.filter_calls += 1
+            self.shared_verdicts += 1
+            reasons, entry, detail = known
+            if entry is None:
+                return reasons, detail, None
+            return reasons, self.dra.twin_answer(entry, part[0].pools, node, inp.pending, table), None  # type: ignore[arg-type]
+        res = self._filter(inp, node, dra_results)
+        if res[0] and res[0][0].startswith("error: "):
+            return res
+        if table is None or res[1] is None or isinstance(res[1], str):  # no DynamicResources verdict
+            verdicts[key] = (res[0], None, res[1])
+        else:
+            entry = table.outcomes.get(key[1:])  # the twin outcome DraState.allocate kept, if shareable
+            if entry is not None:
+                verdicts[key] = (res[0], entry, None)
         return res
 
     def _find_feasible(self, inp: FilterInputs, shape: _Shape, att: Attempt) -> list[int]:
@@ -611,20 +769,67 @@ class Scheduler:
         att.per_node, att.explanations = {}, {}
         only = prefilter_node_names(inp.pod)
         self._first_segment = -1  # feasible[:this] and feasible[this:] each ascend (-1: ascending throughout)
-        if only is not None:  # NodeAffinity's PreFilterResult: only these nodes are filtered
-            looked = self._filter_subset(inp, shape, dra_results, only, to_find, feasible, att)
-            self._first_segment = _NOT_RUNS
-        else:
-            looked = 0  # nodes looked at: start..n-1, then 0..start-1
-            for lo, hi in ((start, n), (0, start)):
-                if lo == 0 and start:
-                    self._first_segment = len(feasible)  # the walk wraps to node 0
-                looked += self._walk(inp, shape, dra_results, lo, hi, to_find, feasible, att) - lo
-                if len(feasible) >= to_find:
-                    break
+        self._verdicts = self._share_verdicts(inp, shape, dra_results)
+        if inp.node_affinity and not shape.selector_filled:
+            self._fill_selector_misses(inp.pod, shape)
+        try:
+            if only is not None:  # NodeAffinity's PreFilterResult: only these nodes are filtered
+                looked = self._filter_subset(inp, shape, dra_results, only, to_find, feasible, att)
+                self._first_segment = _NOT_RUNS
+            else:
+                looked = 0  # nodes looked at: start..n-1, then 0..start-1
+                for lo, hi in ((start, n), (0, start)):
+                    if lo == 0 and start:
+                        self._first_segment = len(feasible)  # the walk wraps to node 0
+                    looked += self._walk(inp, shape, dra_results, lo, hi, to_find, feasible, att) - lo
+                    if len(feasible) >= to_find:
+                        break
+        finally:
+            self._verdicts = None
         if sampling:
             self.next_start_node_index = (start + looked) % n  # moved on by the number of nodes looked at
         return feasible
+
+    def _fill_selector_misses(self, pod: dict, shape: _Shape) -> None:
+        """Give the nodes the pod's nodeSelector misses NodeAffinity's verdict without filtering
+        them one by one (a pod pinned to one NVL72 rack misses thousands), once per shape. Exact:
+        the walk still visits every node in its order (kube-scheduler's NodeAffinity PreFilter
+        does not narrow on a nodeSelector), and such a node's Filter result is NodeAffinity's
+        rejection unless an earlier plugin rejects it first (NodeUnschedulable, TaintToleration),
+        so unschedulable or tainted nodes are left to be filtered as themselves; the verdicts are
+        kept and dropped like any other (a node that changes is filtered again)."""
+        shape.selector_filled = True
+        selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+        if not selector or not all(isinstance(k, str) and isinstance(v, str) for k, v in selector.items()):
+            return
+        nodes = self._nodes
+        if self._labels_for is not nodes:  # a new listing: the index is built again, key by key
+            self._labels_for, self._label_index = nodes, {}
+            self._special_nodes = [k for k, node in enumerate(nodes or ())
+                                   if (node.get("spec") or {}).get("unschedulable") or (node.get("spec") or {}).get("taints")]
+        keep: set[int] | None = None  # the nodes the selector matches, and the special ones
+        for key, value in selector.items():
+            index = self._label_index.get(key)
+            if index is None:
+                index = self._label_index[key] = {}
+                for k, node in enumerate(nodes or ()):
+                    v = ((node.get("metadata") or {}).get("labels") or {}).get(key)
+                    if isinstance(v, str):
+                        index.setdefault(v, []).append(k)
+            hit = index.get(value, ())
+            keep = set(hit) if keep is None else keep.intersection(hit)
+        keep = (keep or set()).union(self._special_nodes)
+        status, results = shape.status, shape.by_index
+        n = len(status)
+        if status.count(UNKNOWN) != n:  # some verdicts kept already: they stay
+            keep.update(k for k in range(n) if status[k] != UNKNOWN)
+            saved = [(k, status[k], results[k]) for k in keep]
+        else:
+            saved = [(k, UNKNOWN, None) for k in keep]
+        status[:] = bytes([INFEASIBLE]) * n
+        results[:] = [AFFINITY_MISMATCH] * n
+        for k, st, res in saved:
+            status[k], results[k] = st, res
 
     def _filter_subset(self, inp: FilterInputs, shape: _Shape, dra_results: _Shape | None, only: set[str],
                        to_find: int, feasible: list[int], att: Attempt) -> int:
@@ -662,12 +867,12 @@ class Scheduler:
             if known == INFEASIBLE:  # a run of nodes known to be infeasible: their reasons, as a whole
                 m = _NOT_INFEASIBLE.search(status, k, hi)
                 j = m.start() if m is not None else hi
-                walked.append((names[k:j], results[k:j]))
+                _keep_run(walked, names, k, results[k:j])
                 k = j
                 continue
             res = self._filter_at(inp, k, shape, dra_results)
-            if res[0]:
-                walked.append(([names[k]], [res]))  # an Outcome's .explanation is computed lazily, on demand
+            if res[0]:  # an Outcome's .explanation is computed lazily, on demand
+                _keep_run(walked, names, k, [res])
             else:
                 feasible.append(k)
             k += 1
@@ -683,9 +888,13 @@ class Scheduler:
         if None in tot:  # a row not computed yet, or one whose score needs normalising
             if None in rows:
                 pod_sizes = (nonzero_requests(pod), cpu_memory(inp.req))  # once per pod, not per node
-                for j, i in enumerate(feasible):
-                    if rows[j] is None:
-                        rows[j] = self._score_row(shape, inp, i, *pod_sizes)
+                j = rows.index(None)
+                while True:  # the rows still to work out, found in C (most of hundreds are kept)
+                    rows[j] = self._score_row(shape, inp, feasible[j], *pod_sizes)
+                    try:
+                        j = rows.index(None, j + 1)
+                    except ValueError:
+                        break
                 tot = pick(shape.simple_by_index)
             if None in tot:  # some score needs normalising over these nodes
                 tot = totals(rows)

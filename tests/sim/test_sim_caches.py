@@ -9,7 +9,9 @@ pkg/scheduler/schedule_one.go in kubernetes/kubernetes)."""
 
 from __future__ import annotations
 
+import copy
 import random
+import re
 from operator import itemgetter
 
 import pytest
@@ -109,3 +111,102 @@ def test_a_pod_that_fits_nowhere_gets_every_nodes_reasons_in_walk_order():
     assert set(att.explanations) == set(names)  # each with the allocator's outcome
     assert att.message == fit_error_message(120, att.per_node)
     assert "0/120 nodes are available: 120 cannot allocate all claims" in att.message
+
+
+def _plain_pod(name: str, cpu: str, **spec: object) -> dict:
+    """A pod without claims (cpu/memory only), with extra spec fields (tolerations, nodeSelector)."""
+    pod = b.pod(name, container="c", image="x", command=None)
+    pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu, "memory": "256Mi"}}
+    pod["spec"].update(spec)
+    return pod
+
+
+def _gpu_slice(c, node: str) -> dict:
+    return next(s for s in c.list("ResourceSlice") if s["spec"].get("nodeName") == node
+                and s["spec"]["driver"] == "gpu.nvidia.com")
+
+
+def _churn(share: bool) -> tuple[list[tuple], int]:
+    """Pods of several shapes arrive and go while the nodes' state changes in every way a Filter
+    verdict depends on: devices allocated and freed, cpu/memory used, a node tainted and untainted,
+    a node relabelled, a DeviceTaintRule added and removed, a slice republished with a device
+    less, a node deleted. Per pod: its node and devices, the scored nodes and their scores, the
+    rejected nodes and their reasons (and a DynamicResources explanation)."""
+    c = connect("sim", fleet(150), progress=False)
+    sched = c.sim.scheduler
+    sched.share_verdicts = share
+    c.apply([TEMPLATE, TWO])
+    rng = random.Random(11)
+    seen, live = [], []
+    taint = [{"key": "maint", "effect": "NoSchedule"}]
+
+    def node_edit(name: str, edit) -> None:
+        node = copy.deepcopy(c.get("Node", name))  # the sim hands out its stored Node: edit a copy
+        edit(node)
+        c.apply(node)
+
+    events = {
+        15: lambda: [node_edit(n["metadata"]["name"], lambda node: node["spec"].__setitem__("taints", taint))
+                     for n in c.list("Node")[:40:3]],
+        30: lambda: node_edit(c.list("Node")[3]["metadata"]["name"], lambda node: node["spec"].pop("taints", None)),
+        40: lambda: node_edit(c.list("Node")[7]["metadata"]["name"],
+                              lambda node: node["metadata"].setdefault("labels", {}).__setitem__("tier", "gold")),
+        50: lambda: c.apply({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "r"},
+                             "spec": {"deviceSelector": {"pool": _gpu_slice(c, c.list("Node")[60]["metadata"]["name"])
+                                                         ["spec"]["pool"]["name"]},
+                                      "taint": {"key": "labkit.dev/broken", "effect": "NoSchedule"}}}),
+        65: lambda: c.delete("DeviceTaintRule", "r"),
+        75: lambda: _republish(c, c.list("Node")[90]["metadata"]["name"]),
+        90: lambda: c.delete("Node", c.list("Node")[100]["metadata"]["name"]),
+    }
+    for i in range(130):
+        if i in events:
+            events[i]()
+            c.wait()
+        name = f"p{i}"
+        kind = rng.choice(["one-gpu", "one-gpu", "two-gpu", "plain", "tolerant", "gold"])
+        cpu = rng.choice(["100m", "1", "250m"])
+        if kind in ("one-gpu", "two-gpu"):
+            c.apply(gpu_pod(name, kind, cpu))
+        elif kind == "plain":
+            c.apply(_plain_pod(name, cpu))
+        elif kind == "tolerant":
+            pod = gpu_pod(name, "one-gpu", cpu)
+            pod["spec"]["tolerations"] = [{"key": "maint", "operator": "Exists"}]
+            c.apply(pod)
+        else:
+            c.apply(_plain_pod(name, cpu, nodeSelector={"tier": "gold"}))
+        c.wait()
+        pod = c.get("Pod", name)
+        att = sched.attempts[pod["metadata"]["uid"]]
+        # the claim an explanation names is the pod's own (shared) or that of the pod whose search
+        # is kept for the node (each node's own): the same words otherwise
+        explained = next((re.sub(r"default/p\d+-gpu-\w+", "<claim>", str(o.explanation))
+                          for o in att.explanations.values() if hasattr(o, "explanation")), None)
+        seen.append((name, pod["spec"].get("nodeName"), att.allocations, att.score_nodes, att.scores,
+                     dict(att.per_node), sorted(att.explanations), explained, att.message))
+        live.append(name)
+        if rng.random() < 0.4:  # a pod goes: its node's cpu, memory and GPUs are free again
+            c.delete("Pod", live.pop(rng.randrange(len(live))))
+            c.wait()
+    return seen, sched.shared_verdicts
+
+
+def _republish(c, node: str) -> None:
+    """The node's GPU slice is published again with one device less (a new resourceVersion)."""
+    s = copy.deepcopy(_gpu_slice(c, node))
+    s["spec"]["devices"] = s["spec"]["devices"][:-1]
+    c.sim.store.update(s)
+
+
+def test_filter_verdicts_shared_by_nodes_in_the_same_state_are_each_nodes_own():
+    """A Filter verdict worked out for one node serves every node in the same state (the same
+    taints, allocatable and used resources, twin devices in the same use): each pod's node,
+    devices, scores and rejection reasons are those of the scheduler filtering every node itself,
+    while nodes change under it."""
+    shared, hits = _churn(True)
+    own, none = _churn(False)
+    assert none == 0 and hits > 500  # most verdicts were shared
+    assert shared == own
+    assert len({s[1] for s in shared if s[1]}) > 20  # the pods spread over the fleet
+    assert any(s[5] for s in shared) and any(s[7] for s in shared)  # rejected nodes, explained ones
