@@ -156,7 +156,7 @@ kind-images: kind-engine
 test: $(STAMP) lint oracle controlplane helm actionlint browser-deps shell-deps
 	bash tools/with-kind.sh $(MAKE) --no-print-directory test-suites
 
-# seven lanes at once (tools/test-lanes.sh): main (pytest), allocator (tests/allocator), local (the tests on the local control
+# eight lanes at once (tools/test-lanes.sh): main (the library), cli (the CLI, experiments, course build), allocator (tests/allocator), local (the tests on the local control
 # plane), course (browser, then the notebooks on sim and on local), site (the JupyterLite course in
 # Chromium), kind (the e2e) and faults (driver faults on kind); LABKIT_TEST_LANES=serial
 # runs them one after the other

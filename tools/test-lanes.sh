@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# make test's suites, in seven lanes that run at the same time (run inside tools/with-kind.sh):
-#   main    pytest -m "not kind and not browser and not local": the library, the CLI, the wheel;
+# make test's suites, in eight lanes that run at the same time (run inside tools/with-kind.sh):
+#   main    pytest -m "not kind and not browser and not local": the library (api, cel, model, sim,
+#           cluster, fake_gpus, security), the wheel;
+#   cli     the same markers over the CLI, the experiments, the course's build, topology and the
+#           e2e's sim side (CLI_FOLDERS): the other half of what was one main lane, whose last
+#           5 minutes ran alone on one core while the other lanes had ended;
 #   allocator  the same markers over tests/allocator (the allocator against the Go oracles of five
 #           releases), which the main lane leaves out: half of its work, so that the two halves end
 #           together on 2 cores instead of one pytest running alone for the last minutes;
@@ -90,9 +94,19 @@ export PYTHONPYCACHEPREFIX="$RUNS/pycache"
 unset PYTHONDONTWRITEBYTECODE
 lane_env() { mkdir -p "$RUNS/$1"; echo "LABKIT_RUN_DIR=$RUNS/$1"; }
 
+# the cli lane's folders (about half of the main lane's CPU, measured per folder); every other folder, a new
+# one included, stays in the main lane
+CLI_FOLDERS=(cli experiments course e2e topology)
 main_lane() {
-  env "$(lane_env main)" "$VENV/bin/pytest" tests --ignore=tests/allocator -m "not kind and not browser and not local" \
+  local skip=(--ignore=tests/allocator) f
+  for f in "${CLI_FOLDERS[@]}"; do skip+=(--ignore="tests/$f"); done
+  env "$(lane_env main)" "$VENV/bin/pytest" tests "${skip[@]}" -m "not kind and not browser and not local" \
     --junitxml="$LOGS/main.xml"
+}
+
+cli_lane() {
+  env "$(lane_env cli)" "$VENV/bin/pytest" "${CLI_FOLDERS[@]/#/tests/}" -m "not kind and not browser and not local" \
+    -p no:cacheprovider --junitxml="$LOGS/cli.xml"
 }
 
 allocator_lane() {
@@ -138,10 +152,11 @@ faults_lane() {
     -m kind_faults -p no:cacheprovider --junitxml="$LOGS/faults.xml"
 }
 
-BACKGROUND=(allocator local course site kind faults)
+BACKGROUND=(cli allocator local course site kind faults)
 declare -A status
 if [[ "${LABKIT_TEST_LANES:-parallel}" == serial ]]; then
   (run_lane main); status[main]=$?
+  (run_lane cli); status[cli]=$?
   (run_lane allocator); status[allocator]=$?
   (run_lane local); status[local]=$?
   (run_lane course "$@"); status[course]=$?
