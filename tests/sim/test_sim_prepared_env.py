@@ -6,26 +6,10 @@ kubelet's prepared CDI spec on disk does not change when the driver republishes 
 from __future__ import annotations
 
 from labkit.cluster.backends import connect
+from tests import builders as b
 
-POD = """
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: one}
-spec:
-  spec:
-    devices:
-      requests:
-      - {name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: p}
-spec:
-  containers:
-  - {name: c, image: x, resources: {claims: [{name: g}]}}
-  resourceClaims:
-  - {name: g, resourceClaimTemplateName: one}
-"""
+POD = b.yaml_docs(b.claim_template("one"),
+                  b.pod("p", templates={"g": "one"}, image="x", command=None, container="c"))
 
 
 def _run(change_slices: bool) -> dict[str, str]:
