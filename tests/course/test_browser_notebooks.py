@@ -29,6 +29,7 @@ from tests.browser_lab import (
     course_lab,
     missing_requirements,
     new_page,
+    once_more_if_network_changed,
     open_lab,
     shutdown_kernels,
     wait_kernel_idle,
@@ -182,10 +183,14 @@ def _fits(widget) -> str | None:
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_as_a_learner_sees_it(lab, name: str):
     root, server, page, watch = lab
-    watch.dialogs.clear()
-    watch.failed.clear()
-    with watch.explain():
-        _as_a_learner(root, server.base, page, watch, name)
+
+    def run() -> None:
+        watch.dialogs.clear()
+        watch.failed.clear()
+        with watch.explain():
+            _as_a_learner(root, server.base, page, watch, name)
+
+    once_more_if_network_changed(run, evidence=lambda: "\n".join(watch.failed))
 
 
 def _as_a_learner(root: Path, base: str, page, watch, name: str) -> None:

@@ -55,6 +55,7 @@ from tests.browser_lab import (
     Watch,
     launch,
     missing_requirements,
+    once_more_if_network_changed,
     playwright_driver,
     shared,
 )
@@ -372,26 +373,15 @@ def _output_problems(page, cells: list[tuple[str, list[str]]], run: str) -> list
     return problems
 
 
-#: what Chromium logs when it dropped its requests because the host's network interfaces changed: it does so
-#: for every open request, 127.0.0.1 included, and make test's kind lanes create and delete container
-#: networks (veth pairs, bridges) while this lane runs (seen once: pyodide's wheels "Failed to fetch")
-NETWORK_CHANGED = "net::ERR_NETWORK_CHANGED"
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_in_the_site(site, browser, shared_context, name: str) -> None:
-    """The lesson in the site, Run All as a learner does it. Run once more, in a fresh page, only when
-    the first run failed and the page's log shows that Chromium dropped its requests because the host's
-    network changed under it (NETWORK_CHANGED): not the site's doing; any other failure fails at once,
-    and the second run must pass on its own."""
-    try:
-        _notebook_in_the_site(site, browser, shared_context, name)
-    except AssertionError:
-        log = ARTIFACTS / f"{name}.log"
-        if not (log.exists() and NETWORK_CHANGED in log.read_text(encoding="utf-8")):
-            raise
-        log.rename(ARTIFACTS / f"{name}.network-changed.log")
-        _notebook_in_the_site(site, browser, shared_context, name)
+    """The lesson in the site, Run All as a learner does it; once more, in a fresh page, only when the
+    page's log shows Chromium dropped its requests because the host's network changed under it."""
+    log = ARTIFACTS / f"{name}.log"
+    if once_more_if_network_changed(
+            lambda: _notebook_in_the_site(site, browser, shared_context, name),
+            evidence=lambda: log.read_text(encoding="utf-8") if log.exists() else "",
+            set_aside=lambda: log.rename(ARTIFACTS / f"{name}.network-changed.log")):
         METRICS[name]["retried_after_network_change"] = True
         (ARTIFACTS / "metrics.json").write_text(json.dumps(METRICS, indent=1))
 
