@@ -172,6 +172,8 @@ class SliceInfo:
     #: a converted slice this one differs from only in names and string attribute values (see
     #: _twin_of): its facts and its devices' parsed facts are that slice's, not worked out again
     like: SliceInfo | None = field(default=None, repr=False)
+    #: with ``like``: the attributes whose value objects differ from like's on some device (column())
+    like_differ: frozenset[str] = field(default_factory=frozenset, repr=False)
 
     # built on first use: an Allocator is often built per scheduling attempt over a whole
     # fleet's slices, and only the slices of the nodes it is asked about are looked at
@@ -290,13 +292,10 @@ class SliceInfo:
         except KeyError:
             pass
         like = self.like
-        if like is not None:  # the same value objects as the slice it is like (a node kind's shared ones)?
-            for dev, twin in zip(self._raw_devices, like._raw_devices, strict=True):
-                if (dev.get("attributes") or {}).get(name) is not (twin.get("attributes") or {}).get(name):
-                    break
-            else:
-                column = self._columns[name] = like.column(name)
-                return column
+        if like is not None and name not in self.like_differ:
+            # the same value objects as the slice it is like (a node kind's shared ones: _twin_of)
+            column = self._columns[name] = like.column(name)
+            return column
         out: list[Any] | None = []
         for dev in self._raw_devices:
             value = ((dev.get("attributes") if type(dev) is dict else None) or {}).get(name)
@@ -473,6 +472,11 @@ _LIKE: dict[tuple[Any, ...], SliceInfo] = {}
 _LIKE_MAX = 1 << 12
 
 
+#: _twin_of's answers: the empty one, and each distinct set of names once
+_NO_DIFFER: frozenset[str] = frozenset()
+_DIFFER: dict[frozenset[str], frozenset[str]] = {}
+
+
 def _shape(raw: dict[str, Any]) -> tuple[Any, ...] | None:
     """The driver and which capacity maps (by identity) the devices have: slices built from one
     template (the sim's nodes of one kind) share their capacity maps."""
@@ -483,38 +487,50 @@ def _shape(raw: dict[str, Any]) -> tuple[Any, ...] | None:
     return (spec.get("driver"), tuple([id(d.get("capacity")) if type(d) is dict else None for d in devices]))
 
 
-def _twin_of(raw: dict[str, Any], other: dict[str, Any]) -> bool:
+def _twin_of(raw: dict[str, Any], other: dict[str, Any]) -> frozenset[str] | None:
     """Does ``raw`` differ from ``other`` only in the slice's name, a non-empty ``nodeName``,
     the pool's name and string attribute values? Everything else must be the same object
     (versioned input: never edited in place) or equal, keys in the same order. Then everything
-    the allocator works out from a slice apart from its names and attributes is the same."""
+    the allocator works out from a slice apart from its names and attributes is the same.
+    Returns the names of the attributes whose value is not the same object on some device
+    (see SliceInfo.column), or None when the slices are not twins."""
     spec, theirs = raw.get("spec"), other.get("spec")
     if type(spec) is not dict or type(theirs) is not dict or list(spec) != list(theirs):
-        return False
+        return None
+    differ: set[str] = set()
     for key, value in spec.items():
         them = theirs[key]
         if value is them:
             continue
         if key == "nodeName":
             if not (type(value) is str and value and type(them) is str and them):
-                return False
+                return None
         elif key == "pool":
             if (type(value) is not dict or type(them) is not dict or list(value) != list(them)
                     or type(value.get("name")) is not str
                     or any(v != them[k] for k, v in value.items() if k != "name")):
-                return False
+                return None
         elif key == "devices":
             if type(value) is not list or type(them) is not list or len(value) != len(them):
-                return False
+                return None
             for dev, twin in zip(value, them, strict=True):
-                if dev is not twin and not _twin_device(dev, twin):
-                    return False
+                if dev is not twin and not _twin_device(dev, twin, differ):
+                    return None
         elif value != them:
-            return False
-    return True
+            return None
+    if not differ:
+        return _NO_DIFFER
+    found = frozenset(differ)
+    known = _DIFFER.get(found)
+    if known is None:  # one object per distinct set: a fleet's slices share a few
+        if len(_DIFFER) >= _LIKE_MAX:
+            _DIFFER.clear()
+        known = _DIFFER[found] = found
+    return known
 
 
-def _twin_device(dev: Any, other: Any) -> bool:
+def _twin_device(dev: Any, other: Any, differ: set[str]) -> bool:
+    """Twin devices (see _twin_of); adds the names of the attributes whose values are not the same object to ``differ``."""
     if type(dev) is not dict or type(other) is not dict or list(dev) != list(other):
         return False
     for key, value in dev.items():
@@ -525,10 +541,11 @@ def _twin_device(dev: Any, other: Any) -> bool:
             return False
         for name, attr in value.items():
             twin = them[name]
-            if attr is not twin and not (type(attr) is dict and len(attr) == 1 and type(attr.get("string")) is str
-                                         and type(twin) is dict and len(twin) == 1
-                                         and type(twin.get("string")) is str):
-                return False  # only string values may differ
+            if attr is not twin:
+                if not (type(attr) is dict and len(attr) == 1 and type(attr.get("string")) is str
+                        and type(twin) is dict and len(twin) == 1 and type(twin.get("string")) is str):
+                    return False  # only string values may differ
+                differ.add(name)
     return True
 
 
@@ -547,8 +564,10 @@ def _find_like(info: SliceInfo) -> None:
         if len(_LIKE) >= _LIKE_MAX:
             del _LIKE[next(iter(_LIKE))]
         _LIKE[shape] = info
-    elif first.raw is not info.raw and _twin_of(info.raw, first.raw):
-        info.like = first
+    elif first.raw is not info.raw:
+        differ = _twin_of(info.raw, first.raw)
+        if differ is not None:
+            info.like, info.like_differ = first, differ
 
 
 def slice_info(raw: dict[str, Any], rules: list[dict[str, Any]], rules_key: object, versioned: bool) -> SliceInfo:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from labkit.allocator.allocator import Outcome
@@ -64,13 +65,53 @@ class NodeTwin:
 
     content: tuple[Any, ...]  # per pool: (driver, slice content keys)
     pools: tuple[tuple[str, str], ...]  # (driver, pool name), in search order
-    ids: tuple[tuple[str, str, str], ...]  # the devices, in search order
     slices: tuple[SliceInfo, ...]  # in search order
 
+    @cached_property
+    def ids(self) -> tuple[tuple[str, str, str], ...]:
+        """The devices, in search order."""
+        ids: list[tuple[str, str, str]] = []
+        for s in self.slices:
+            ids += s.device_ids
+        return tuple(ids)
 
-def node_twin(own: list[SliceInfo], features: Features) -> NodeTwin | None:
+
+#: a class of nodes (node_twin's ``classes``): per slice in the node's order, the converted slice
+#: it is like (SliceInfo.like, or itself)
+ClassKey = tuple[SliceInfo, ...]
+
+
+def node_twin(own: list[SliceInfo], features: Features,
+              classes: dict[ClassKey, tuple[tuple[int, ...], tuple[Any, ...]] | None] | None = None) -> NodeTwin | None:
     """The node's part of the key from its own slices (in the order the node lists them), or
-    None when it cannot have a twin."""
+    None when it cannot have a twin. ``classes`` (kept by the caller for one inventory): what
+    the nodes whose slices are like the same slices share, worked out once for them all: every
+    fact read here but the pool names is the slice's ``like``'s (labkit.allocator.model._twin_of),
+    and where the slices' drivers differ each is a pool of its own in driver order, whatever its
+    pool's name."""
+    if classes is None:
+        return _node_twin(own, features)
+    key = tuple([s.like or s for s in own])
+    try:
+        found = classes[key]
+    except KeyError:
+        found = None
+        drivers = [s.driver for s in own]
+        twin = _node_twin(own, features)
+        if twin is not None and len(set(drivers)) == len(drivers):
+            order = tuple(sorted(range(len(own)), key=drivers.__getitem__))
+            found = classes[key] = (order, twin.content)
+        elif twin is None:
+            classes[key] = None
+        return twin
+    if found is None:
+        return None
+    order, content = found
+    ordered = tuple([own[i] for i in order])
+    return NodeTwin(content, tuple([(s.driver, s.pool) for s in ordered]), ordered)
+
+
+def _node_twin(own: list[SliceInfo], features: Features) -> NodeTwin | None:
     by_pool: dict[tuple[str, str], list[SliceInfo]] = {}
     for s in own:
         if s.content_key is None:
@@ -79,16 +120,14 @@ def node_twin(own: list[SliceInfo], features: Features) -> NodeTwin | None:
                 or (not features.CompatibilityGroups and s.uses_compat_groups)):
             return None  # a slice the allocator leaves out: its pool then depends on other slices
         by_pool.setdefault((s.driver, s.pool), []).append(s)
-    content, pools, ids, ordered = [], [], [], []
+    content, pools, ordered = [], [], []
     for (driver, pool), slices in sorted(by_pool.items(), key=lambda kv: kv[0]):
         if len(slices) != slices[0].count or any(s.generation != slices[0].generation for s in slices):
             return None  # incomplete or mixed generations: the pool depends on other slices
         content.append((driver, tuple(s.content_key for s in slices)))
         pools.append((driver, pool))
         ordered += slices
-        for s in slices:
-            ids += s.device_ids
-    return NodeTwin(tuple(content), tuple(pools), tuple(ids), tuple(ordered))
+    return NodeTwin(tuple(content), tuple(pools), tuple(ordered))
 
 
 def claims_refs(claims: list[dict[str, Any]], classes: dict[str, dict[str, Any]]) -> tuple[Any, ...] | None:
@@ -160,15 +199,40 @@ def attribute_key(twin: NodeTwin, refs: tuple[Any, ...]) -> tuple[Any, ...] | No
     return tuple(out)
 
 
-def in_use(twin: NodeTwin, state: AllocatedState) -> tuple[Any, ...] | None:
+def in_use(twin: NodeTwin, state: AllocatedState, counts: tuple[int, ...] | None = None) -> tuple[Any, ...] | None:
     """The positions of the node's devices in use now; None when one of them is shared or has
-    capacity consumed."""
+    capacity consumed. ``counts``: the pools' AllocatedState.changes, when the caller has them
+    (no result was ever added to a pool whose count is 0: nothing of the node in use then)."""
+    if counts is not None:
+        return _in_use_by_pool(twin, state, counts)
     if state.shared_devices or state.capacity:
         shared, capacity = state.shared_devices, state.capacity
         if any(i in shared or i in capacity for i in twin.ids):
             return None
     used = state.devices
     return tuple([k for k, i in enumerate(twin.ids) if i in used])
+
+
+def _in_use_by_pool(twin: NodeTwin, state: AllocatedState, counts: tuple[int, ...]) -> tuple[Any, ...] | None:
+    """in_use, looking only at the pools some result was ever added to."""
+    if not any(counts):
+        return ()
+    touched = {pool for pool, count in zip(twin.pools, counts) if count}
+    shared, capacity, used = state.shared_devices, state.capacity, state.devices
+    out: list[int] = []
+    k = 0
+    for s in twin.slices:
+        names = s.device_names
+        if (s.driver, s.pool) in touched:
+            driver, pool = s.driver, s.pool
+            for j, name in enumerate(names):
+                device = (driver, pool, name)
+                if (shared or capacity) and (device in shared or device in capacity):
+                    return None
+                if device in used:
+                    out.append(k + j)
+        k += len(names)
+    return tuple(out)
 
 
 def _node_selector(name: str) -> dict[str, Any]:

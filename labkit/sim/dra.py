@@ -14,6 +14,7 @@ of a few node kinds costs a few searches per shape, not one per node.
 from __future__ import annotations
 
 from functools import partial
+from itertools import repeat
 from typing import Any
 
 from labkit.allocator import AllocatedState, Allocator, Outcome, features_for, prepare_slices
@@ -35,6 +36,9 @@ from labkit.api.features import FEATURE_DEFAULTS, minor_key, normalize_version
 from labkit.api.problem import go_quote
 from labkit.api.quantity import QuantityError, parse_quantity
 from labkit.sim.store import Store, WatchEvent
+
+#: changes.get's default for each pool (map stops at the shorter iterable)
+_ZEROS = repeat(0)
 
 
 def split_gates(version: str, gates: dict[str, bool]) -> tuple[dict[str, bool], dict[str, bool]]:
@@ -79,6 +83,8 @@ class DraState:
         #: node -> (twin, content number, [pools' change counts, devices in use then])
         self._node_twins: dict[str, tuple[NodeTwin | None, int, list]] = {}
         self._twin_attributes: dict[tuple, dict[str, int | None]] = {}  # refs -> node -> attributes number
+        self._twin_classes: dict[Any, Any] = {}  # node_twin's classes, for this inventory
+        self._content_numbers: dict[int, tuple[tuple, int]] = {}  # id(NodeTwin.content) -> (it, its number)
         self._interned: dict[tuple, int] = {}  # contents and attribute keys -> their numbers
         store.watch(self._on_inventory, kinds=("DeviceClass", "ResourceSlice", "DeviceTaintRule"))
 
@@ -115,6 +121,8 @@ class DraState:
         self.inventory_epoch += 1
         self._twins_ok = None
         self._node_twins.clear()
+        self._twin_classes.clear()
+        self._content_numbers.clear()
         self._twin_attributes.clear()
         self._interned.clear()
 
@@ -217,17 +225,26 @@ class DraState:
         try:
             twin, content, used = self._node_twins[name]
         except KeyError:
-            twin = node_twin([slice_info(raw, [], (), True) for raw in self._index().get(name, ())], self.features)
-            # the content as a number: hashing the nested tuple for every filter would cost more
-            content = self._interned.setdefault(twin.content, len(self._interned)) if twin is not None else -1
+            twin = node_twin([slice_info(raw, [], (), True) for raw in self._index().get(name, ())], self.features,
+                             self._twin_classes)
+            # the content as a number: hashing the nested tuple for every filter would cost more; the
+            # nodes of one class (node_twin's classes) share one content object: numbered once
+            content = -1
+            if twin is not None:
+                known = self._content_numbers.get(id(twin.content))
+                if known is not None and known[0] is twin.content:
+                    content = known[1]
+                else:
+                    content = self._interned.setdefault(twin.content, len(self._interned))
+                    self._content_numbers[id(twin.content)] = (twin.content, content)
             used = [None, None]  # [the pools' change counts, the devices in use then]
             self._node_twins[name] = (twin, content, used)
         if twin is None:
             return None
         changes = self.allocated.changes
-        counts = tuple([changes.get(p, 0) for p in twin.pools])
+        counts = tuple(map(changes.get, twin.pools, _ZEROS))
         if used[0] != counts:
-            used[0], used[1] = counts, in_use(twin, self.allocated)
+            used[0], used[1] = counts, in_use(twin, self.allocated, counts)
         return (twin, content, used[1]) if used[1] is not None else None
 
     def twin_attributes(self, table: TwinTable, name: str, twin: NodeTwin) -> int | None:

@@ -49,7 +49,6 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import compress
 from operator import itemgetter
 from typing import Any
 
@@ -105,6 +104,9 @@ COMPONENT = "default-scheduler"
 MAX_RESERVED_FOR = 256
 #: pod shapes whose per-node filter results are kept (least recently used ones are dropped)
 SHAPES_KEPT = 256
+#: node states numbered for shared verdicts (Scheduler._node_key) before those no node holds are
+#: forgotten (or twice the number of nodes, if more)
+INTERNED_KEYS_KEPT = 1024
 #: _Shape.status values: no verdict kept, the node passed every filter, a filter rejected it
 UNKNOWN, FEASIBLE, INFEASIBLE = 0, 1, 2
 #: the next node whose verdict is not a kept "feasible" ("infeasible")
@@ -114,8 +116,6 @@ _NOT_INFEASIBLE = re.compile(rb"[^\x02]")
 _NOT_RUNS = -2
 #: _Scheduler._node_key's twin part, not worked out yet
 _UNSET: Any = object()
-#: status bytes -> 1 where FEASIBLE, else 0 (a mask for itertools.compress)
-_FEASIBLE_MASK = bytes(int(i == FEASIBLE) for i in range(256))
 
 
 @dataclass
@@ -174,34 +174,38 @@ def _keep_run(walked: list[list[Any]], names: list[str], lo: int, results: list[
     walked.append([names, lo, count, first if same and count > 1 else results])
 
 
-def _picker(feasible: list[int], first_segment: int, status: bytearray) -> Callable[[list], list]:
+def _picker(feasible: list[int], first_segment: int) -> Callable[[list], list]:
     """A function that reads the items at ``feasible``'s indexes from a per-node list, as a new
     list, in C. The walk took every node of a run of indexes (one, or two when it wrapped past
     the last node: ``first_segment`` is where it started again at node 0, -1 if it did not), and
-    kept the feasible ones: within a run those are exactly the nodes whose ``status`` is FEASIBLE
-    (every node walked has its verdict, the last one taken is feasible), so a run is read as a
-    slice, masked by its status bytes where some nodes were not feasible. NodeAffinity's
-    PreFilter subset (``first_segment`` _NOT_RUNS) is read index by index."""
+    kept the feasible ones: a run without an infeasible node is read as a slice, any other
+    index by index (cheaper than masking the run, however few its infeasible nodes).
+    NodeAffinity's PreFilter subset (``first_segment`` _NOT_RUNS) is read index by index."""
     if first_segment == _NOT_RUNS:
-        get = itemgetter(*feasible)  # two or more indexes: a tuple
-        return lambda seq: list(get(seq))
+        return _getter(feasible)
     parts = [p for p in ((feasible,) if first_segment < 0 else (feasible[:first_segment], feasible[first_segment:])) if p]
-    reads: list[tuple[int, int, bytes | None]] = []
-    for p in parts:
-        lo, hi = p[0], p[-1] + 1
-        reads.append((lo, hi, None if hi - lo == len(p) else status[lo:hi].translate(_FEASIBLE_MASK)))
+    reads = [(p[0], p[-1] + 1, None if p[-1] + 1 - p[0] == len(p) else _getter(p)) for p in parts]
     if len(reads) == 1:
-        lo, hi, mask = reads[0]
-        if mask is None:
-            return lambda seq: seq[lo:hi]
-        return lambda seq: list(compress(seq[lo:hi], mask))
+        lo, hi, get = reads[0]
+        if get is not None:
+            return get
+        return lambda seq: seq[lo:hi]
 
     def read(seq: list) -> list:
         out: list = []
-        for lo, hi, mask in reads:
-            out.extend(seq[lo:hi] if mask is None else compress(seq[lo:hi], mask))
+        for lo, hi, get in reads:
+            out.extend(seq[lo:hi] if get is None else get(seq))
         return out
     return read
+
+
+def _getter(indexes: list[int]) -> Callable[[list], list]:
+    """A function that reads the items at ``indexes`` from a per-node list, as a new list, in C."""
+    if len(indexes) == 1:
+        (only,) = indexes
+        return lambda seq: [seq[only]]
+    get = itemgetter(*indexes)  # two or more indexes: a tuple
+    return lambda seq: list(get(seq))
 
 
 def _plain_rows(pod: dict, claims: list[dict]) -> bool:
@@ -213,6 +217,20 @@ def _plain_rows(pod: dict, claims: list[dict]) -> bool:
                  .get("preferredDuringSchedulingIgnoredDuringExecution"))
     return not preferred and not any(r.get("firstAvailable") for c in claims
                                      for r in ((c.get("spec") or {}).get("devices") or {}).get("requests") or ())
+
+
+def _static_key(node: dict) -> Any:
+    """What NodeUnschedulable, TaintToleration and NodeResourcesFit read from the node object
+    (spec.unschedulable, spec.taints, status.allocatable), as a hashable key equal for nodes
+    that read the same: a tuple for the common node (no taints, allocatable strings), else
+    JSON (never equal to a tuple)."""
+    spec = node.get("spec") or {}
+    unschedulable, taints = spec.get("unschedulable"), spec.get("taints")
+    allocatable = (node.get("status") or {}).get("allocatable")
+    if taints is None and (unschedulable is None or type(unschedulable) is bool) and type(allocatable) is dict \
+            and all(type(k) is str and type(v) is str for k, v in allocatable.items()):
+        return (unschedulable, tuple(sorted(allocatable.items())))
+    return json.dumps([unschedulable, taints, allocatable], sort_keys=True, default=str)
 
 
 class _FilterError(Exception):
@@ -256,7 +274,7 @@ class Scheduler:
         self._node_keys_pos = 0
         self._next_key = 0
         self._interned_keys: dict[Any, int] = {}  # node state -> its number (never reused: see _node_key)
-        self._static_keys: dict[str, tuple[str | None, str]] = {}  # node name -> (its resourceVersion, static part)
+        self._static_keys: dict[str, tuple[str | None, Any]] = {}  # node name -> (its resourceVersion, static part)
         self.progress: Any = None  # optional tqdm-like wrapper for long passes
         self._shapes: OrderedDict[str, _Shape] = OrderedDict()
         self._claim_shapes: OrderedDict[str, _Shape] = OrderedDict()
@@ -700,17 +718,29 @@ class Scheduler:
             static = self._static_keys.get(name)
             version = (node.get("metadata") or {}).get("resourceVersion")
             if static is None or static[0] != version or not version:  # every write gives a new resourceVersion
-                spec = node.get("spec") or {}
-                static = self._static_keys[name] = (version, json.dumps(
-                    [spec.get("unschedulable"), spec.get("taints"), (node.get("status") or {}).get("allocatable")],
-                    sort_keys=True, default=str))
+                static = self._static_keys[name] = (version, _static_key(node))
             state = (static[1], res.pods_on.get(name, 0), tuple(sorted((res.usage.get(name) or {}).items())))
             number = self._interned_keys.get(state)
             if number is None:
+                if len(self._interned_keys) >= max(INTERNED_KEYS_KEPT, 2 * len(self._names)):
+                    self._prune_keys()
                 # numbered by a counter, not the dict's size: a number kept by a verdict stays its state's
                 number = self._interned_keys[state] = self._next_key = self._next_key + 1
             key = self._node_keys[k] = [number, _UNSET]
         return key
+
+    def _prune_keys(self) -> None:
+        """Forget the node states no node holds now, and the shared verdicts kept for them: node
+        states change with every pod bound or gone, so the numbers would grow with the run. A
+        state seen again gets a new number (numbers are never reused, so a verdict kept for a
+        forgotten one is never read)."""
+        held = {key[0] for key in self._node_keys if key is not None}
+        self._interned_keys = {state: number for state, number in self._interned_keys.items() if number in held}
+        for shape in self._shapes.values():
+            verdicts = shape.verdicts
+            if verdicts:  # in place: a walk may hold the dict
+                for key in [key for key in verdicts if key[0] not in held]:
+                    del verdicts[key]
 
     def _shared_filter(self, inp: FilterInputs, k: int, verdicts: dict[tuple, tuple[list[str], Any, Any]],
                        dra_results: _Shape | None) -> FilterResult:
@@ -882,7 +912,7 @@ class Scheduler:
         """The Score stage: the first of the best-scored feasible nodes (scores kept on ``att``)."""
         if len(feasible) == 1:
             return feasible[0]
-        pick = _picker(feasible, self._first_segment, shape.status)  # hundreds of nodes per pod: read in C
+        pick = _picker(feasible, self._first_segment)  # hundreds of nodes per pod: read in C
         tot: Any = pick(shape.simple_by_index)
         rows = pick(shape.rows_by_index)
         if None in tot:  # a row not computed yet, or one whose score needs normalising

@@ -16,7 +16,9 @@ from operator import itemgetter
 
 import pytest
 
+from labkit.allocator import model, twins
 from labkit.cluster import connect
+from labkit.sim import dra
 from labkit.sim import scheduler as scheduler_module
 from labkit.sim.filters import fit_error_message
 from labkit.sim.scheduler import FEASIBLE, INFEASIBLE, _picker
@@ -93,9 +95,9 @@ def test_the_score_stage_reads_the_walked_nodes_by_runs_like_index_by_index(seed
     if len(feasible) < 2:
         return
     seq = [f"node-{i}" for i in range(n)]
-    assert _picker(feasible, first_segment, status)(seq) == list(itemgetter(*feasible)(seq))
+    assert _picker(feasible, first_segment)(seq) == list(itemgetter(*feasible)(seq))
     subset = sorted(rng.sample(range(n), 2))  # NodeAffinity's PreFilter: index by index
-    assert _picker(subset, scheduler_module._NOT_RUNS, status)(seq) == [seq[i] for i in subset]
+    assert _picker(subset, scheduler_module._NOT_RUNS)(seq) == [seq[i] for i in subset]
 
 
 def test_a_pod_that_fits_nowhere_gets_every_nodes_reasons_in_walk_order():
@@ -126,16 +128,23 @@ def _gpu_slice(c, node: str) -> dict:
                 and s["spec"]["driver"] == "gpu.nvidia.com")
 
 
-def _churn(share: bool) -> tuple[list[tuple], int]:
+#: selectors that read a GPU attribute whose value differs per node (uuid) and one every node's
+#: GPUs share (productName): the twin key's attribute columns (labkit.allocator.model.SliceInfo.column)
+BY_UUID = b.claim_template("by-uuid", selectors=['device.attributes["gpu.nvidia.com"].uuid.startsWith("GPU-")'])
+BY_PRODUCT = b.claim_template("by-product", selectors=['device.attributes["gpu.nvidia.com"].productName == "NVIDIA L4"'])
+
+
+def _churn(share: bool, prune: bool = False) -> tuple[list[tuple], int]:
     """Pods of several shapes arrive and go while the nodes' state changes in every way a Filter
     verdict depends on: devices allocated and freed, cpu/memory used, a node tainted and untainted,
     a node relabelled, a DeviceTaintRule added and removed, a slice republished with a device
     less, a node deleted. Per pod: its node and devices, the scored nodes and their scores, the
-    rejected nodes and their reasons (and a DynamicResources explanation)."""
+    rejected nodes and their reasons (and a DynamicResources explanation). ``prune``: the
+    scheduler forgets the node states no node holds after every pod (Scheduler._prune_keys)."""
     c = connect("sim", fleet(150), progress=False)
     sched = c.sim.scheduler
     sched.share_verdicts = share
-    c.apply([TEMPLATE, TWO])
+    c.apply([TEMPLATE, TWO, BY_UUID, BY_PRODUCT])
     rng = random.Random(11)
     seen, live = [], []
     taint = [{"key": "maint", "effect": "NoSchedule"}]
@@ -164,9 +173,9 @@ def _churn(share: bool) -> tuple[list[tuple], int]:
             events[i]()
             c.wait()
         name = f"p{i}"
-        kind = rng.choice(["one-gpu", "one-gpu", "two-gpu", "plain", "tolerant", "gold"])
+        kind = rng.choice(["one-gpu", "one-gpu", "two-gpu", "plain", "tolerant", "gold", "by-uuid", "by-product"])
         cpu = rng.choice(["100m", "1", "250m"])
-        if kind in ("one-gpu", "two-gpu"):
+        if kind in ("one-gpu", "two-gpu", "by-uuid", "by-product"):
             c.apply(gpu_pod(name, kind, cpu))
         elif kind == "plain":
             c.apply(_plain_pod(name, cpu))
@@ -189,6 +198,8 @@ def _churn(share: bool) -> tuple[list[tuple], int]:
         if rng.random() < 0.4:  # a pod goes: its node's cpu, memory and GPUs are free again
             c.delete("Pod", live.pop(rng.randrange(len(live))))
             c.wait()
+        if prune:
+            sched._prune_keys()
     return seen, sched.shared_verdicts
 
 
@@ -210,3 +221,24 @@ def test_filter_verdicts_shared_by_nodes_in_the_same_state_are_each_nodes_own():
     assert shared == own
     assert len({s[1] for s in shared if s[1]}) > 20  # the pods spread over the fleet
     assert any(s[5] for s in shared) and any(s[7] for s in shared)  # rejected nodes, explained ones
+
+
+def test_twin_classes_attribute_columns_and_forgotten_node_states_change_no_verdict(monkeypatch):
+    """The shortcuts a node's first look takes give each node's own key: its slices' twin facts
+    worked out once per class of nodes whose slices are like the same slices
+    (labkit.allocator.twins.node_twin's classes), an attribute column read from the slice it is
+    like unless its values differ (SliceInfo.like_differ), the devices in use looked up only in
+    pools something was allocated from, the node object's part of its state as a tuple; and node
+    states no node holds forgotten after every pod. Compared with each worked out per node."""
+    kept, hits = _churn(True, prune=True)
+    monkeypatch.setattr(dra, "node_twin", lambda own, features, classes=None: twins.node_twin(own, features))
+    monkeypatch.setattr(dra, "in_use", lambda twin, state, counts=None: twins.in_use(twin, state))
+    monkeypatch.setattr(model, "_find_like", lambda info: None)  # no slice is like another: every column its own
+    monkeypatch.setattr(scheduler_module, "_static_key", lambda node: scheduler_module.json.dumps(
+        [(node.get("spec") or {}).get("unschedulable"), (node.get("spec") or {}).get("taints"),
+         (node.get("status") or {}).get("allocatable")], sort_keys=True, default=str))
+    own, own_hits = _churn(True)
+    monkeypatch.undo()
+    assert kept == own
+    assert hits > 500 and own_hits > 500
+    assert len({s[1] for s in kept if s[1]}) > 20  # the pods spread over the fleet
