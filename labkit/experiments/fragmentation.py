@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from labkit.experiments.fleet import GpuInfo
 from labkit.experiments.ledger import GpuUse, Ledger
 
 Mix = list[tuple[int, float, float]]  # (whole GPUs, GiB per share, weight)
@@ -27,8 +28,27 @@ GpuState = tuple[tuple[float, ...], bool, str, float]
 
 
 def gpu_states(uses: list[GpuUse], sharing: bool) -> tuple[GpuState, ...]:
-    return tuple((tuple(u.chunks(sharing)), _whole_free(u), u.info.nvlink or u.info.name, u.info.mem_gib)
+    return tuple(_idle_state(u.info) if not u.devices else
+                 (tuple(u.chunks(sharing)), _whole_free(u), u.info.nvlink or u.info.name, u.info.mem_gib)
                  for u in uses)
+
+
+#: id(GpuInfo) -> (that GpuInfo, its state when idle): most GPUs of a fleet are idle at any time
+_IDLE: dict[int, tuple[GpuInfo, GpuState]] = {}
+
+
+def _idle_state(info: GpuInfo) -> GpuState:
+    """The state of an idle GPU, which depends on its GpuInfo alone (what gpu_states gives for a
+    GpuUse without devices: every piece free, whole-free unless only static MIG is published)."""
+    hit = _IDLE.get(id(info))
+    if hit is not None and hit[0] is info:
+        return hit[1]
+    chunks = tuple(d.mem_gib for d in info.static_mig) if info.static_mig else (info.mem_gib,)
+    state = (chunks, info.whole or info.dynamic_mig, info.nvlink or info.name, info.mem_gib)
+    if len(_IDLE) >= 4096:  # the GPU kinds of the fleets measured lately
+        _IDLE.clear()
+    _IDLE[id(info)] = (info, state)
+    return state
 
 
 def node_fragmentation(uses: list[GpuUse], mix: Mix, sharing: bool) -> float:
@@ -78,12 +98,21 @@ class FragmentationMeter:
         self._free: list[float] = []
         self._seen = 0  # position in ledger.changed
         self._by_states: dict[tuple[GpuState, ...], float] = {}
+        self._idle: dict[int, tuple[float, float]] = {}  # id(NodeKind) -> node() of an untouched node
         self._frag_total = self._free_total = 0  # exact sums of _frag and _free, in 2**-1074 (_exact)
 
     def node(self, node: str) -> tuple[float, float]:
         """(fragmented GiB, free GiB) of one node."""
-        uses = self.ledger.gpus[node]
-        states = gpu_states(uses, self.sharing)
+        uses = self.ledger.gpus.made(node)
+        if uses is None:  # never touched: all its GPUs idle, as for every node of its kind
+            kind = self.ledger.fleet.kind_of[node]
+            hit = self._idle.get(id(kind))
+            if hit is None:  # the fleet holds its kinds, so an id stays theirs
+                hit = self._idle[id(kind)] = self._of_states(tuple(_idle_state(g) for g in kind.gpus))
+            return hit
+        return self._of_states(gpu_states(uses, self.sharing))
+
+    def _of_states(self, states: tuple[GpuState, ...]) -> tuple[float, float]:
         frag = self._by_states.get(states)
         if frag is None:  # nodes of one kind in the same state (idle ones, say) are worked out once
             frag = states_fragmentation(states, self.mix)

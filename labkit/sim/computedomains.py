@@ -54,8 +54,10 @@ class ComputeDomainController:
         self._label_of: dict[Key, str] = {}  # object -> the domain uid in its LABEL label
         self._labelled: dict[str, set[Key]] = {}  # domain uid -> objects labelled for it
         self._domains: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name) of a ComputeDomain
-        self._node_of: dict[tuple[str, str], str] = {}  # pod (namespace, name) -> its nodeName
-        self._pods_on: dict[str, set[tuple[str, str]]] = {}  # node -> pods bound to it
+        # pod (namespace, name) -> its nodeName, and node -> pods bound to it: built from the store
+        # when first needed (a fleet without ComputeDomains never needs it), then kept from the watch
+        self._node_of: dict[tuple[str, str], str] = {}
+        self._pods_on: dict[str, set[tuple[str, str]]] | None = None
         store.watch(self._on_event, kinds=(KIND, "Pod", "Node", "ResourceClaim", "ResourceClaimTemplate",
                                            "DaemonSet", cd_plugin.CLIQUE_KIND))
         agent.prepare_checks.append(self.check_prepare)
@@ -74,7 +76,7 @@ class ComputeDomainController:
                 self._domains[uid] = (m.get("namespace") or "default", m.get("name", ""))
             return
         ns, name = m.get("namespace") or "", m.get("name", "")
-        if ev.kind == "Pod":
+        if ev.kind == "Pod" and self._pods_on is not None:
             node = None if gone else (obj.get("spec") or {}).get("nodeName")
             if self._node_of.get((ns, name)) != node:
                 self._index_pod((ns, name), node)
@@ -95,14 +97,25 @@ class ComputeDomainController:
         if uid is not None:
             self._dirty.add(uid)
 
+    def _pods_by_node(self) -> dict[str, set[tuple[str, str]]]:
+        if self._pods_on is None:
+            self._pods_on = {}
+            for p in self.store.list("Pod"):
+                m = meta(p)
+                self._index_pod((m.get("namespace") or "", m.get("name", "")), (p.get("spec") or {}).get("nodeName"))
+        return self._pods_on
+
     def _index_pod(self, pod: tuple[str, str], node: str | None) -> None:
+        pods_on = self._pods_on
+        if pods_on is None:  # not built yet: _pods_by_node reads the store
+            return
         old = self._node_of.get(pod)
         if old is not None:
-            self._pods_on[old].discard(pod)
+            pods_on[old].discard(pod)
             del self._node_of[pod]
         if node:
             self._node_of[pod] = node
-            self._pods_on.setdefault(node, set()).add(pod)
+            pods_on.setdefault(node, set()).add(pod)
 
     def _owned(self, uid: str, kind: str, namespace: str | None = None) -> list[dict]:
         """The objects of `kind` labelled for the domain (in `namespace`, or any), as store.list orders them."""
@@ -257,7 +270,8 @@ class ComputeDomainController:
     def _waiting_on(self, uid: str, nodes: set[str]) -> list[tuple[str, str]]:
         """Pods bound to these nodes whose channel claims belong to the domain (the plugin retries them)."""
         out = []
-        keys = sorted(set().union(*(self._pods_on.get(n, ()) for n in nodes)))
+        pods_on = self._pods_by_node()
+        keys = sorted(set().union(*(pods_on.get(n, ()) for n in nodes)))
         for pod in (self.store.get("Pod", name, ns) for ns, name in keys):
             if pod is None or (pod.get("spec") or {}).get("nodeName") not in nodes or is_finished(pod):
                 continue

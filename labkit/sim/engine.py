@@ -37,9 +37,6 @@ from labkit.sim.workloads import WorkloadController
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 #: kinds whose status a client may set on create (everything else: the API server drops it)
 KEEP_STATUS = frozenset({"Node"})
-#: kinds whose stored objects share read-only parts (the nodes of one kind's slices, see
-#: labkit.sim.nodes.SliceTemplate): get/list hand out copies, as an API server's GET does
-COPIED_ON_READ = frozenset({"ResourceSlice"})
 
 
 class SimError(InputError):
@@ -109,15 +106,18 @@ class Sim:
                     self.store.create(s, copy=False)
 
     # -- API -------------------------------------------------------------------------------
-    def apply(self, objs: list[dict]) -> list[dict]:
-        """Create or update each object (Namespaces first, then in order). Returns stored objects."""
+    def apply(self, objs: list[dict], fresh: bool = False) -> list[dict]:
+        """Create or update each object (Namespaces first, then in order). Returns the stored objects
+        themselves, not copies (the experiments' hot path; `Cluster.apply` hands out copies).
+        `fresh=True`: the objects are copies the caller hands over and won't touch again (a new
+        object is stored as it is, not copied once more)."""
         ordered = [o for o in objs if o.get("kind") == "Namespace"] + [o for o in objs if o.get("kind") != "Namespace"]
         out = []
         for obj in ordered:
-            out.append(self._apply_one(obj))
+            out.append(self._apply_one(obj, fresh))
         return out
 
-    def _apply_one(self, obj: dict) -> dict:
+    def _apply_one(self, obj: dict, fresh: bool = False) -> dict:
         kind = obj.get("kind") or ""
         m = obj.get("metadata") or {}
         what = f"{kind or '<no kind>'}/{m.get('name') or m.get('generateName') or '<no name>'}"
@@ -131,7 +131,7 @@ class Sim:
         existing = self.store.get(kind, m["name"], ns) if m.get("name") else None
         try:
             if existing is None:
-                new = copy_of(obj)
+                new = obj if fresh else copy_of(obj)
                 if kind not in KEEP_STATUS:
                     new.pop("status", None)
                 for f in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation"):
@@ -159,14 +159,15 @@ class Sim:
             raise SimError(f"{what}: {exc}") from None
 
     def get(self, kind: str, name: str, namespace: str | None = "default") -> dict | None:
-        kind = canonical_kind(kind)
-        obj = self.store.get(kind, name, namespace)
-        return copy_of(obj) if kind in COPIED_ON_READ and obj is not None else obj
+        """The caller's copy, as an API server's GET is: changing it changes nothing stored (the
+        controllers read the store itself; stored slices also share read-only parts between nodes,
+        labkit.sim.nodes.SliceTemplate)."""
+        obj = self.store.get(canonical_kind(kind), name, namespace)
+        return None if obj is None else copy_of(obj)
 
     def list(self, kind: str, namespace: str | None = None) -> list[dict]:
-        kind = canonical_kind(kind)
-        objs = self.store.list(kind, namespace)
-        return [copy_of(o) for o in objs] if kind in COPIED_ON_READ else objs
+        """The caller's copies, as get()."""
+        return [copy_of(o) for o in self.store.list(canonical_kind(kind), namespace)]
 
     def delete(self, kind: str, name: str, namespace: str | None = "default") -> None:
         kind = canonical_kind(kind)

@@ -100,6 +100,9 @@ class SimCluster(Cluster):
         problem of every refused object, in the input's order, after the others were stored (the
         real backends do the same; `labkit simulate` then prints no report, see its run_simulate)."""
         objs = load_source(source)
+        # a dict's or list's objects are load_source's copies (each shared part copied apart), used
+        # only here: stored as they are (YAML text may alias one part in two places: copied again)
+        fresh = isinstance(source, dict | list | tuple)
         sim = self._sim
         refused: dict[int, list[str]] = {}
         if self.validate:
@@ -117,9 +120,10 @@ class SimCluster(Cluster):
         stored: list[dict] = []
         for i, obj in valid:
             try:
-                stored += sim.apply([obj])
+                stored += sim.apply([obj], fresh=fresh)
             except SimError as exc:  # the store refused it (no such namespace, an immutable spec)
                 refused[i] = [cluster_error(exc).line()]
+        stored = [copy_of(o) for o in stored]  # the caller's, as an API server's answer is
         if refused:
             raise RefusedObjects([p for i in sorted(refused) for p in refused[i]], stored)
         return stored
