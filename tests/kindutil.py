@@ -154,7 +154,12 @@ def _inotify_instances() -> int:
 
 
 #: several clusters at once need more inotify instances than Linux's default 128 (tools/with-kind.sh
-#: raises them when it can); otherwise one cluster at a time
+#: raises them when it can); otherwise one cluster at a time. The next profile's cluster is started at
+#: its predecessor's last test(s), not earlier: a cluster that is up but not used yet idles at ~9 CPU-s a
+#: minute (4 nodes), and the 2-core machine is CPU-bound for the whole of make test. Started at the
+#: workshop's generated scenarios, mig-lab waited ~3-4 min for its tests (~30-35 CPU-s for nothing);
+#: started at the tests that take about as long as a `labkit cluster up` (~60-90 s), the lane still
+#: waits ~0 s for it ("idle before use s" and "tests waited for it s" in test-artifacts/kind-e2e.json).
 PREFETCH = os.environ.get("LABKIT_KIND_PREFETCH", "1") != "0" and _inotify_instances() >= 512
 
 
@@ -207,11 +212,14 @@ class Clusters:
             return self.conn
         self.down()
         t0 = time.monotonic()
+        idle = 0.0
         if profile in self.pending:
             proc, started = self.pending.pop(profile)
+            log = self.logs / f"up-{profile}.log"
+            if proc.poll() is not None:  # up before its tests: how long it idled (its log's last write)
+                idle = max(0.0, time.time() - log.stat().st_mtime)
             rc = proc.wait(timeout=900)
-            output = (self.logs / f"up-{profile}.log").read_text()
-            up = subprocess.CompletedProcess(proc.args, rc, output, "")
+            up = subprocess.CompletedProcess(proc.args, rc, log.read_text(), "")
             waited, wall = time.monotonic() - t0, time.monotonic() - started
         else:
             up = run_in_root(*self._up_argv(profile), env=self.env)
@@ -228,7 +236,7 @@ class Clusters:
         assert m, up.stdout
         MEASURED[profile] = {"labkit cluster up (wall s)": round(wall, 1), "create s": int(m[2]),
                              "images s": int(m[3]), "DaemonSets ready s": int(m[4]), "slices s": int(m[5]),
-                             "tests waited for it s": round(waited, 1)}
+                             "tests waited for it s": round(waited, 1), "idle before use s": round(idle, 1)}
         return self._connect(profile)
 
     def _connect(self, profile: str) -> KindCluster:

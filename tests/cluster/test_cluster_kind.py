@@ -322,6 +322,8 @@ def test_up_runs_exactly_the_planned_commands(tmp_path, deploy_dir, monkeypatch)
         "kind load docker-image labkit/fake-gpus:dev labkit/workload:dev --name labkit-workshop"
         " --nodes labkit-workshop-worker,labkit-workshop-worker2,labkit-workshop-worker3",
         f"kubectl {kc} apply -f {tmp_path}/fake-gpus.yaml",
+        # one CoreDNS on a one-control-plane cluster, not kubeadm's 2 (backend.COREDNS_REPLICAS)
+        f"kubectl {kc} -n kube-system scale deployment/coredns --replicas=1",
         f"kubectl {kc} -n fake-gpus rollout status daemonset/fake-gpus-kubelet-plugin-dgx-a100 --timeout 300s",
         f"kubectl {kc} -n fake-gpus rollout status daemonset/fake-gpus-kubelet-plugin-t4-inference --timeout 300s",
         f"kubectl {kc} get resourceslices.resource.k8s.io -o json",

@@ -156,6 +156,10 @@ def test_driver_daemonset_ready_on_every_worker(clusters):
     pods = [p for p in c.list("Pod", "fake-gpus") if p["metadata"]["name"].startswith("fake-gpus-kubelet-plugin")]
     assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(n.name for n in profile.nodes)
     assert all(p["status"]["phase"] == "Running" for p in pods)
+    # one CoreDNS, not kubeadm's 2 (labkit.cluster.backends.kind.backend.COREDNS_REPLICAS; clusters/README.md)
+    dns = [p for p in c.list("Pod", "kube-system") if p["metadata"]["name"].startswith("coredns-")
+           and not p["metadata"].get("deletionTimestamp")]
+    assert c.get("Deployment", "coredns", "kube-system")["spec"]["replicas"] == 1 and len(dns) == 1, dns
 
 
 def _spec(s: dict) -> dict:
@@ -464,9 +468,7 @@ def test_workshop_scenario_corpus_matches_sim(clusters):
 
 
 def test_workshop_generated_scenarios_match_sim(clusters):
-    c = clusters.get("workshop")
-    clusters.prefetch("mig-lab")  # created while the workshop's last tests run
-    check_generated(c, "workshop")
+    check_generated(clusters.get("workshop"), "workshop")
 
 
 def test_workshop_notebooks_pass_on_kind(clusters):
@@ -477,6 +479,7 @@ def test_workshop_notebooks_pass_on_kind(clusters):
 # the fault runs of 17.2 are a lane of their own, tests/e2e/test_kind_faults.py)
 def test_workshop_driver_service_account_has_exactly_the_expected_rights(clusters):
     c = clusters.get("workshop")
+    clusters.prefetch("mig-lab")  # the workshop's last two tests (~90 s) cover its creation: kindutil.PREFETCH
     test_least_privilege.check_service_account(c)
     test_least_privilege.check_own_node_slices(c)
 
@@ -574,7 +577,6 @@ spec:
 
 def test_mig_lab_slices_and_the_mig_pair_on_one_parent(clusters):
     c = clusters.get("mig-lab")
-    clusters.prefetch("topology-lab")
     check_slices(c, "mig-lab")
     clean(c)
     c.apply(MIG_PAIR)
@@ -605,19 +607,22 @@ def test_mig_lab_generated_scenarios_match_sim(clusters):
 
 
 def test_mig_lab_notebooks_pass_on_kind(clusters):
-    check_notebooks(clusters.get("mig-lab"), "mig-lab")
+    c = clusters.get("mig-lab")
+    clusters.prefetch("topology-lab")  # created during mig-lab's last test (~60 s) and its `down`
+    check_notebooks(c, "mig-lab")
 
 
 # -- topology-lab ----------------------------------------------------------------------------------
 def test_topology_lab_scenario_corpus_matches_sim(clusters):
     c = clusters.get("topology-lab")
-    clusters.prefetch("nvl72-two-trays")
     check_slices(c, "topology-lab")
     check_scenario_corpus(c, "topology-lab")
 
 
 def test_topology_lab_notebooks_pass_on_kind(clusters):
-    check_notebooks(clusters.get("topology-lab"), "topology-lab")
+    c = clusters.get("topology-lab")
+    clusters.prefetch("nvl72-two-trays")  # created during topology-lab's last test (~75 s)
+    check_notebooks(c, "topology-lab")
 
 
 # -- nvl72-two-trays: ComputeDomains (issue 27) ----------------------------------------------------

@@ -109,7 +109,7 @@ def test_up_waits_for_the_crd_and_the_controller(tmp_path, monkeypatch):
     ]
     applied = list(yaml.safe_load_all((tmp_path / "fake-gpus.yaml").read_text()))
     assert applied == driver_manifests(load_profile(PROFILE), IMAGE)
-    assert "deployment/" not in KindCluster(facts=c.facts, state_dir=tmp_path / "w", progress=False).describe_plan(
+    assert "rollout status deployment/" not in KindCluster(facts=c.facts, state_dir=tmp_path / "w", progress=False).describe_plan(
         "workshop")
 
 

@@ -84,6 +84,13 @@ STATE_FIELDS: dict[str, type] = {"cluster": str, "kubeconfig": str}
 #: that reads as an option: a recorded one is passed to `kind delete cluster --name`
 _CLUSTER_NAME = re.compile(r"(?!-)[a-z0-9.-]+")
 
+#: CoreDNS replicas of a LabKit kind cluster. kubeadm always deploys 2 (kubernetes/kubernetes
+#: cmd/kubeadm/app/phases/addons/dns/dns.go coreDNSReplicas) and kind keeps them; on kind both land
+#: on the one control-plane node (they tolerate its taint), so the second adds no availability, only
+#: its container, probes and API watches (measured: an idle workshop cluster 8.95 -> 8.33 CPU-s a
+#: minute with 1). clusters/README.md names it.
+COREDNS_REPLICAS = 1
+
 #: environment variables a CDI spec of the fake driver sets (what `pod_env` returns)
 DEVICE_ENV_PREFIXES = ("FAKE_", "NVIDIA_")
 
@@ -212,10 +219,15 @@ class KindCluster(KubeCluster):
         cmds += [
             [kind, "load", "docker-image", *images, "--name", self.cluster_name,
              "--nodes", ",".join(self.worker_containers())],
-            [*kubectl, "apply", "-f", str(self.manifest_path)],
+            *self._deploy_commands(kubectl),
         ]
         cmds += self._rollout_commands(kubectl)
         return cmds
+
+    def _deploy_commands(self, kubectl: list[str]) -> list[list[str]]:
+        """The driver's objects, and CoreDNS scaled to `COREDNS_REPLICAS`."""
+        return [[*kubectl, "apply", "-f", str(self.manifest_path)],
+                [*kubectl, "-n", "kube-system", "scale", "deployment/coredns", f"--replicas={COREDNS_REPLICAS}"]]
 
     def _rollout_commands(self, kubectl: list[str]) -> list[list[str]]:
         """Wait for every driver DaemonSet and, with ComputeDomains, for the CRD to be served and the
@@ -355,7 +367,7 @@ class KindCluster(KubeCluster):
         steps: list[tuple[str, Callable[[], None]]] = [
             ("create kind cluster", lambda: self._run_create()),
             ("driver images", lambda: self._ensure_images()),
-            ("deploy fake_gpus", lambda: self.runner.run([*kubectl, "apply", "-f", str(self.manifest_path)])),
+            ("deploy fake_gpus", lambda: self._deploy(kubectl)),
             ("driver DaemonSets ready", lambda: self._rollout()),
             ("ResourceSlices published", lambda: self._wait_slices()),
         ]
@@ -431,6 +443,10 @@ class KindCluster(KubeCluster):
         assert self.profile is not None
         n = len(self.profile.nodes)
         return [f"{self.cluster_name}-worker{'' if i == 1 else i}" for i in range(1, n + 1)]
+
+    def _deploy(self, kubectl: list[str]) -> None:
+        for cmd in self._deploy_commands(kubectl):
+            self.runner.run(cmd)
 
     def _rollout(self) -> None:
         kubectl = [self._tool("kubectl"), "--kubeconfig", str(self.kubeconfig)]
