@@ -21,18 +21,20 @@ help:
 	@echo "make check  - the quick check before a commit: lint, types and the fast tests (about 2 min)"
 
 # installs go through uv (from PyPI, into the venv): a warm dev install takes ~7 s where pip took
-# ~60 s; pip does it when uv cannot be had
-INSTALL = $(PY) -m pip install -q uv && $(VENV)/bin/uv pip install -q --python $(PY) -e '.[$(1)]' \
+# ~60 s; pip does it when uv cannot be had. tools/uv-excludes.txt: what uv leaves out, and why
+INSTALL = $(PY) -m pip install -q uv && $(VENV)/bin/uv pip install -q --python $(PY) \
+            --excludes tools/uv-excludes.txt -e '.[$(1)]' \
+          && $(VENV)/bin/uv pip uninstall -q --python $(PY) -r tools/uv-excludes.txt \
           || $(PY) -m pip install -q -e '.[$(1)]'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml tools/uv-excludes.txt
 	$(PYTHON) -m venv $(VENV)
 	$(call INSTALL,dev)
 	touch $(STAMP)
 
 setup: $(STAMP)
 
-$(LAB_STAMP): pyproject.toml
+$(LAB_STAMP): pyproject.toml tools/uv-excludes.txt
 	@if [ -f $(STAMP) ] && [ ! pyproject.toml -nt $(STAMP) ]; then \
 	  echo "$(VENV) has the dev install, which includes the lab"; \
 	else \
@@ -156,7 +158,8 @@ kind-images: kind-engine
 test: $(STAMP) lint oracle controlplane helm actionlint browser-deps shell-deps
 	bash tools/with-kind.sh $(MAKE) --no-print-directory test-suites
 
-# eight lanes at once (tools/test-lanes.sh): main (the library), cli (the CLI, experiments, course build), allocator (tests/allocator), local (the tests on the local control
+# nine lanes at once (tools/test-lanes.sh): main (the library), shipped (packaging: the wheel, the lint rules;
+# security: the fuzzers), cli (the CLI, experiments, course build), allocator (tests/allocator), local (the tests on the local control
 # plane), course (browser, then the notebooks on sim and on local), site (the JupyterLite course in
 # Chromium), kind (the e2e) and faults (driver faults on kind); LABKIT_TEST_LANES=serial
 # runs them one after the other

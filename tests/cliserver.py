@@ -5,19 +5,26 @@ stdin at /dev/null and its exit code; only the ~0.5 s of importing Python module
 server is a separate single-threaded process (forking pytest itself, which has threads, is unsafe).
 `tests/cli/test_bad_input.py` checks a sample against the real console scripts, so the two cannot drift.
 
-    server = CliServer(); server.run(["validate", "-f", "x.yaml"]); server.close()
+It also runs `python -c CODE ARGS` (program "python") for code that loads a script which is not a package
+with ``runpy.run_path`` (notebooks/site.py, whose imports cost ~2.4 CPU-s a process): a server started with
+``scripts=[path]`` loads each once, and run_path of that path in a forked child returns what it loaded.
+
+    server = CliServer(); server.run("labkit", ["validate", "-f", "x.yaml"]); server.close()
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import importlib
 import json
 import os
+import runpy
 import subprocess
 import sys
 import tempfile
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +36,29 @@ from tests.paths import REPO
 ROOT = REPO
 
 
+#: the scripts the server loaded (``scripts=``): resolved path -> the globals runpy.run_path gave
+_LOADED: dict[str, dict[str, Any]] = {}
+_run_path = runpy.run_path
+
+
+def _loaded_run_path(path_name: str, init_globals: dict[str, Any] | None = None,
+                     run_name: str | None = None) -> dict[str, Any]:
+    """runpy.run_path, but a script the server loaded is not run again: a copy of its globals, as run_path returns."""
+    key = str(Path(path_name).resolve())
+    if key in _LOADED and init_globals is None and run_name is None:
+        return dict(_LOADED[key])
+    return _run_path(path_name, init_globals, run_name)
+
+
+def _python_c(args: list[str]) -> None:
+    """`python -c CODE ARGS`: CODE run as __main__ with sys.argv ["-c", *ARGS]."""
+    assert args[:1] == ["-c"], args
+    sys.argv = ["-c", *args[2:]]
+    exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": builtins})
+
+
 def _child(program: str, args: list[str], out_path: str, err_path: str) -> None:
-    """In the forked child: become `labkit ARGS` or `python -m fake_gpus ARGS`, then exit."""
+    """In the forked child: become `labkit ARGS`, `python -m fake_gpus ARGS` or `python -c ...`, then exit."""
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(os.open(out_path, os.O_WRONLY | os.O_NOCTTY), 1)
@@ -40,7 +68,10 @@ def _child(program: str, args: list[str], out_path: str, err_path: str) -> None:
     sys.argv = [program, *args]
     code: Any = 0
     try:
-        code = fake_main() if program == "fake_gpus" else entry()
+        if program == "python":
+            _python_c(args)
+        else:
+            code = fake_main() if program == "fake_gpus" else entry()
     except SystemExit as exc:
         code = exc.code
     except BaseException:  # what the interpreter does with an uncaught exception
@@ -64,8 +95,11 @@ WARM = ("labkit.cluster.backends.sim", "labkit.cluster.explain", "labkit.cel.eng
         "labkit.experiments.sweep", "fake_gpus.slices")
 
 
-def serve() -> None:
+def serve(scripts: Sequence[str] = ()) -> None:
     """The server loop: one JSON request per stdin line, one JSON answer per stdout line."""
+    for script in scripts:
+        _LOADED[str(Path(script).resolve())] = _run_path(script)
+    runpy.run_path = _loaded_run_path
     labkit.cli.build_parser()  # every command's module (labkit.cli.COMMANDS loads them on first use)
     for name in WARM:
         with contextlib.suppress(ImportError):
@@ -95,14 +129,16 @@ def serve() -> None:
 class CliServer:
     """A running server; `run()` one command line at a time (use one server per thread)."""
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(self, env: dict[str, str] | None = None, scripts: Sequence[Path] = ()) -> None:
         self.env = dict(env if env is not None else os.environ)
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.cliserver", "--serve"], cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.cliserver", "--serve", *map(str, scripts)],
+                                     cwd=ROOT,
                                      env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def run(self, program: str, args: list[str], cwd: Path = ROOT, *, env: dict[str, str] | None = None,
             tty: str | None = None, stderr_tty: bool = False) -> tuple[int, str, str]:
-        """Run `labkit ARGS` (program "labkit") or `python -m fake_gpus ARGS` (program "fake_gpus"),
+        """Run `labkit ARGS` (program "labkit"), `python -m fake_gpus ARGS` (program "fake_gpus") or
+        `python -c CODE ARGS` (program "python", args ["-c", CODE, *ARGS]),
         with `env` (default: the server's). `tty`: the path of a pseudo-terminal's slave that the
         command's stdout (and with `stderr_tty` its stderr) is opened on; what it writes there is
         read from the master by the caller, not returned (the caller keeps the master drained while
@@ -124,5 +160,5 @@ class CliServer:
         self.proc.wait(timeout=60)
 
 
-if __name__ == "__main__" and sys.argv[1:] == ["--serve"]:
-    serve()
+if __name__ == "__main__" and sys.argv[1:2] == ["--serve"]:
+    serve(sys.argv[2:])

@@ -50,7 +50,8 @@ def test_the_tree_keeps_every_contract() -> None:
     assert "Contracts: 8 kept, 0 broken." in result.stdout
 
 
-@pytest.mark.parametrize(("module", "line", "message"), [
+#: (module, the upward import added to it, what import-linter says): every contract's rule, one each
+UPWARD = [
     ("labkit/api/quantity.py", "from labkit.cluster import base as _up  # noqa: F401",
      "labkit.api is not allowed to import labkit.cluster"),
     ("labkit/cel/typenames.py", "import labkit.sim.names  # noqa: F401",
@@ -76,13 +77,43 @@ def test_the_tree_keeps_every_contract() -> None:
      "labkit.cel.engine_cpp is not allowed to import labkit.cel.engine_celpy"),
     ("labkit/cel/cost/estimator.py", "import labkit.cel.engine_cpp  # noqa: F401",
      "labkit.cel.cost is not allowed to import labkit.cel.engine_cpp"),
-])
-def test_an_upward_import_fails_lint(tmp_path: Path, module: str, line: str, message: str) -> None:
-    tree = _copy(tmp_path)
-    _add_line(tree / module, line)
+]
+
+
+def _imported(module_line: str) -> str:
+    """The module an added line imports, as import-linter names it (``from a import b``: ``a.b`` when b is a module)."""
+    m = re.search(r"from (\S+) import (\w+)|import (\S+)", module_line)
+    assert m
+    if m.group(3):
+        return m.group(3)
+    base, name = m.group(1), m.group(2)
+    return f"{base}.{name}" if (ROOT.joinpath(*base.split("."), f"{name}.py")).is_file() else base
+
+
+@pytest.fixture(scope="module")
+def upward_lint(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """`lint-imports` once, on one copy of the packages with every line of UPWARD added (each to its own
+    module): import-linter reports every broken contract and, under each 'X is not allowed to import Y',
+    every import that breaks it, so each case below finds its own import under its own rule (one
+    lint run and one copy instead of eleven). Returns the output, its wrapping undone."""
+    tree = _copy(tmp_path_factory.mktemp("upward"))
+    assert len({module for module, _, _ in UPWARD}) == len(UPWARD)  # one added line per module
+    for module, line, _ in UPWARD:
+        _add_line(tree / module, line)
     result = _lint_imports(tree)
-    assert result.returncode == 1
-    assert message in " ".join(result.stdout.split())  # import-linter wraps long module names
+    assert result.returncode == 1, result.stdout[-2000:]
+    return " ".join(result.stdout.split())  # import-linter wraps long module names
+
+
+@pytest.mark.parametrize(("module", "line", "message"), UPWARD)
+def test_an_upward_import_fails_lint(upward_lint: str, module: str, line: str, message: str) -> None:
+    assert message in upward_lint
+    # this module's added import is listed as breaking a rule: under the nearest 'X is not allowed to import
+    # Y:' above it (chain lines hold no colon), the one of `message` where that is such a line
+    importer = module.removesuffix(".py").replace("/", ".")
+    heading = re.escape(message) if " is not allowed to import " in message else r"\S+ is not allowed to import \S+"
+    edge = re.escape(f"{importer} -> {_imported(line)} (l.")
+    assert re.search(rf"{heading}: [^:]*- {edge}", upward_lint), upward_lint[-3000:]
 
 
 def test_importlib_loading_of_our_modules_fails_lint(tmp_path: Path) -> None:
@@ -127,8 +158,14 @@ def _line_of(path: Path, text: str) -> int:
     return path.read_text().splitlines().index(text) + 1
 
 
-def test_the_tree_gives_every_local_import_a_reason() -> None:
-    result = _check_imports(ROOT)
+@pytest.fixture(scope="module")
+def root_check() -> subprocess.CompletedProcess[str]:
+    """tools/check_imports.py on the tree as it is, once for the two tests that read it."""
+    return _check_imports(ROOT)
+
+
+def test_the_tree_gives_every_local_import_a_reason(root_check: subprocess.CompletedProcess[str]) -> None:
+    result = root_check
     assert result.returncode == 0, result.stdout
     assert "function-local imports of our own modules (budget " in result.stdout
     assert " start-up" in result.stdout
@@ -146,24 +183,40 @@ def test_a_local_import_without_a_reason_fails_lint(tmp_path: Path) -> None:
     assert "1 without a reason" in result.stdout.splitlines()[-1]
 
 
-@pytest.mark.parametrize("comment", [
+MISFORMED = [
     "# lazy: because",                      # no kind
     "# lazy: speed (it is faster)",         # not one of the kinds
     "# start-up (the sim is large)",        # not the fixed form
-])
-def test_a_reason_not_in_the_fixed_form_fails_lint(tmp_path: Path, comment: str) -> None:
-    tree = _copy(tmp_path)
+]
+
+
+@pytest.fixture(scope="module")
+def misformed(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict[str, int]]:
+    """tools/check_imports.py once on one copy where each comment of MISFORMED stands above a local import of
+    its own: (the result, the line of each comment's import). Each import is judged by the comment above it
+    alone, so each case below finds its own line."""
+    tree = _copy(tmp_path_factory.mktemp("misformed"))
     clock = tree / "labkit/sim/clock.py"
-    _add_line(clock, f"def _late():\n    {comment}\n    from labkit.sim import names\n    return names\n")
-    result = _check_imports(tree)
+    _add_line(clock, "".join(f"def _late{i}():\n    {comment}\n    from labkit.sim import names as names{i}\n"
+                             f"    return names{i}\n\n" for i, comment in enumerate(MISFORMED)))
+    lines = {comment: _line_of(clock, f"    from labkit.sim import names as names{i}")
+             for i, comment in enumerate(MISFORMED)}
+    return _check_imports(tree), lines
+
+
+@pytest.mark.parametrize("comment", MISFORMED)
+def test_a_reason_not_in_the_fixed_form_fails_lint(
+        misformed: tuple[subprocess.CompletedProcess[str], dict[str, int]], comment: str) -> None:
+    result, lines = misformed
     assert result.returncode == 1
-    assert f"labkit/sim/clock.py:{_line_of(clock, '    from labkit.sim import names')}: " in result.stdout
+    assert f"labkit/sim/clock.py:{lines[comment]}: " in result.stdout
 
 
-def test_a_reason_covers_the_run_of_imports_below_it_and_the_budget_still_bites(tmp_path: Path) -> None:
+def test_a_reason_covers_the_run_of_imports_below_it_and_the_budget_still_bites(
+        tmp_path: Path, root_check: subprocess.CompletedProcess[str]) -> None:
     """One reason covers the imports under it up to a blank line; and imports with reasons still
     count: as many as it takes to pass the budget (whatever today's count is) fail the check."""
-    before = _check_imports(ROOT).stdout.splitlines()[-1]
+    before = root_check.stdout.splitlines()[-1]
     count, started = int(before.split()[0]), int(re.search(r"(\d+) start-up", before).group(1))
     budget = int(re.search(r"\(budget (\d+)\)", before).group(1))
     extra = max(budget - count + 1, 2)  # with reasons, all but the last (below the blank line)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import yaml
 
 from labkit.cluster import connect
 from labkit.model.state import STATE_KINDS
+from tests.cliserver import CliServer
 from tests.paths import REPO
 
 pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
@@ -40,8 +42,12 @@ def _labkit(*args: str, cwd: Path, limit: int | None = None) -> subprocess.Compl
     """`labkit ARGS` as typed, in a new process; ``limit``: its largest file, in bytes (RLIMIT_FSIZE)."""
     def limited() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    # a limited process writes no bytecode: Python keeps a .pyc cut short at the limit (its short write is not an
+    # error), and every later process that imports that module dies of "EOFError: marshal data too short" (seen
+    # with make test's shared PYTHONPYCACHEPREFIX once a module had changed since its .pyc was written)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"} if limit is not None else None
     return subprocess.run([sys.executable, "-m", "labkit", *args], cwd=cwd, capture_output=True, text=True,
-                          preexec_fn=limited if limit is not None else None, timeout=600)
+                          preexec_fn=limited if limit is not None else None, env=env, timeout=600)
 
 
 def _one_line(err: str) -> str:
@@ -94,9 +100,21 @@ print(json.dumps(ns["build_in_place"](Path(sys.argv[2]), stub)))
 """
 
 
-def _build_in_place(out: Path, how: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", STUB, str(SITE), str(out), how], capture_output=True, text=True,
-                          cwd=ROOT)
+@pytest.fixture(scope="module")
+def site_stub() -> Iterator[CliServer]:
+    """`python -c STUB ...` runs forked from one process that loaded notebooks/site.py once (tests/cliserver.py:
+    its imports, jupytext, nbformat and jsonschema, cost ~2.4 CPU-s a process)."""
+    server = CliServer(scripts=[SITE])
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def _build_in_place(stub: CliServer, out: Path, how: str) -> subprocess.CompletedProcess[str]:
+    """`python -c STUB notebooks/site.py OUT HOW`, in a process of its own."""
+    rc, stdout, stderr = stub.run("python", ["-c", STUB, str(SITE), str(out), how])
+    return subprocess.CompletedProcess([], rc, stdout, stderr)
 
 
 def _earlier_site(out: Path) -> dict[str, bytes]:
@@ -113,11 +131,11 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("how", ["raise", "exit 1"])
-def test_a_site_build_that_fails_midway_leaves_the_previous_site_and_no_temporary_folder(tmp_path: Path,
-                                                                                         how: str) -> None:
+def test_a_site_build_that_fails_midway_leaves_the_previous_site_and_no_temporary_folder(
+        site_stub: CliServer, tmp_path: Path, how: str) -> None:
     out = tmp_path / "site"
     before = _earlier_site(out)
-    done = _build_in_place(out, how)
+    done = _build_in_place(site_stub, out, how)
     if how == "raise":
         assert done.returncode == 1 and "RuntimeError: the build broke midway" in done.stderr
     else:
@@ -126,12 +144,12 @@ def test_a_site_build_that_fails_midway_leaves_the_previous_site_and_no_temporar
     assert [p.name for p in tmp_path.iterdir()] == ["site"]  # no site.building-* left beside it
 
 
-def test_a_site_build_replaces_an_earlier_site_whole(tmp_path: Path) -> None:
+def test_a_site_build_replaces_an_earlier_site_whole(site_stub: CliServer, tmp_path: Path) -> None:
     """A build into an earlier site (or a new folder): the new site, with its marker, and nothing of the old."""
     out = tmp_path / "site"
     _earlier_site(out)
     for target in (out, tmp_path / "new" / "site"):
-        done = _build_in_place(target, "ok")
+        done = _build_in_place(site_stub, target, "ok")
         assert done.returncode == 0 and done.stdout.strip() == "0", done.stderr
         assert _tree(target) == {"index.html": b"new site", "jupyter-lite.json": b"{}", ".labkit-site":
                                  b"made by notebooks/site.py: the next build replaces this folder whole\n"}
@@ -139,12 +157,12 @@ def test_a_site_build_replaces_an_earlier_site_whole(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "new").iterdir()] == ["site"]
 
 
-def test_the_site_stub_is_refused_a_folder_that_is_not_a_site(tmp_path: Path) -> None:
+def test_the_site_stub_is_refused_a_folder_that_is_not_a_site(site_stub: CliServer, tmp_path: Path) -> None:
     """build_in_place itself refuses (exit 2, one line) before the build step runs: nothing is written."""
     out = tmp_path / "photos"
     out.mkdir()
     (out / "index.html").write_bytes(OLD)  # an index.html alone is not a site of this builder
-    done = _build_in_place(out, "ok")
+    done = _build_in_place(site_stub, out, "ok")
     assert done.returncode == 0 and done.stdout.strip() == "2", done.stderr
     assert "site: --out" in _one_line(done.stderr) and "not a site this builder made" in done.stderr
     assert _tree(out) == {"index.html": OLD} and [p.name for p in tmp_path.iterdir()] == ["photos"]

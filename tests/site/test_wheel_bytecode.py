@@ -11,16 +11,19 @@ import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.cliserver import CliServer
 from tests.paths import REPO
 
 pytestmark = pytest.mark.slow  # heavy: `make check` leaves it out, `make test` runs it
 
 ROOT = REPO
 SCRIPT = ROOT / "notebooks" / "wheel_bytecode.py"
+SITE_PY = ROOT / "notebooks" / "site.py"
 TAG = sys.implementation.cache_tag
 
 FILES = {
@@ -143,7 +146,24 @@ def test_a_wheel_with_nothing_imported_is_not_rewritten(tmp_path: Path) -> None:
     assert not (tmp_path / "out" / wheel.name).exists()
 
 
-def test_the_site_leaves_out_legacy_copies_of_fonts_that_have_a_woff2(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def site_py() -> Iterator[CliServer]:
+    """`python -c CODE notebooks/site.py ...` runs forked from one process that loaded site.py once
+    (tests/cliserver.py: its imports, jupytext, nbformat and jsonschema, cost ~2.4 CPU-s a process)."""
+    server = CliServer(scripts=[SITE_PY])
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def _site_py(server: CliServer, code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -c CODE notebooks/site.py ARGS` from the repository, in a process of its own."""
+    rc, stdout, stderr = server.run("python", ["-c", code, str(SITE_PY), *args])
+    return subprocess.CompletedProcess([], rc, stdout, stderr)
+
+
+def test_the_site_leaves_out_legacy_copies_of_fonts_that_have_a_woff2(site_py: CliServer, tmp_path: Path) -> None:
     build = tmp_path / "site" / "build"
     build.mkdir(parents=True)
     for name in ("fa-solid.woff2", "fa-solid.eot", "fa-solid.ttf", "fa-solid.woff", "fa-solid.svg", "logo.svg",
@@ -151,21 +171,19 @@ def test_the_site_leaves_out_legacy_copies_of_fonts_that_have_a_woff2(tmp_path: 
         (build / name).write_bytes(b"x" * 10)
     code = ("import runpy, sys; from pathlib import Path\n"
             "print(runpy.run_path(sys.argv[1])['drop_legacy_fonts'](Path(sys.argv[2])))")
-    done = subprocess.run([sys.executable, "-c", code, str(ROOT / "notebooks" / "site.py"), str(tmp_path / "site")],
-                          capture_output=True, text=True, cwd=ROOT)
+    done = _site_py(site_py, code, str(tmp_path / "site"))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == 40
     assert sorted(p.name for p in build.iterdir()) == ["MathJax_Main.woff", "fa-solid.woff2", "logo.svg"]
 
 
-def test_the_landing_page_lists_every_lesson_with_its_time_and_link() -> None:
+def test_the_landing_page_lists_every_lesson_with_its_time_and_link(site_py: CliServer) -> None:
     """The site's index.html: each lesson of the course (its front matter, tools/lessons.py) with a link into
     the lab, what it teaches and its minutes; the one that needs the full kit says so. (Its list was empty for
     days when the README table, which it read then, grew two columns.)"""
     code = ("import runpy, sys\n"
             "print(runpy.run_path(sys.argv[1])['landing_page']('<script id=\"jupyter-config-data\"></script>'))")
-    done = subprocess.run([sys.executable, "-c", code, str(ROOT / "notebooks" / "site.py")],
-                          capture_output=True, text=True, cwd=ROOT)
+    done = _site_py(site_py, code)
     assert done.returncode == 0, done.stderr
     page = done.stdout
     told = subprocess.run([sys.executable, "tools/lessons.py", "json"], capture_output=True, text=True, cwd=ROOT)
@@ -233,7 +251,7 @@ def test_the_standard_library_zip_gets_sourceless_bytecode_zipimport_takes(tmp_p
     assert loaded.splitlines() == ["fakemod sub other", "fakemod.pyc __init__.pyc fakeother.py"]
 
 
-def test_the_site_leaves_out_extensions_it_has_no_use_for(tmp_path: Path) -> None:
+def test_the_site_leaves_out_extensions_it_has_no_use_for(site_py: CliServer, tmp_path: Path) -> None:
     """jupytext's JupyterLab extension comes with the build's environment; the site holds .ipynb only: its
     folder, its jupyter-lite.json entry and its settings schema go, the other extensions stay."""
     site = tmp_path / "site"
@@ -247,8 +265,7 @@ def test_the_site_leaves_out_extensions_it_has_no_use_for(tmp_path: Path) -> Non
         {"name": "jupyterlab-jupytext"}, {"name": "anywidget"}], "appName": "JupyterLite"}}))
     code = ("import runpy, sys; from pathlib import Path\n"
             "print(runpy.run_path(sys.argv[1])['drop_extensions'](Path(sys.argv[2])))")
-    done = subprocess.run([sys.executable, "-c", code, str(ROOT / "notebooks" / "site.py"), str(site)],
-                          capture_output=True, text=True, cwd=ROOT)
+    done = _site_py(site_py, code, str(site))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == 100
     assert sorted(p.name for p in (site / "extensions").iterdir()) == ["anywidget"]
