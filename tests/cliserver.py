@@ -135,6 +135,11 @@ class CliServer:
                                      cwd=ROOT,
                                      env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
+    def python(self, code: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """`python -c CODE ARGS` from the repository, in a process of its own, answered as subprocess.run does."""
+        rc, stdout, stderr = self.run("python", ["-c", code, *args])
+        return subprocess.CompletedProcess(["python", "-c", code, *args], rc, stdout, stderr)
+
     def run(self, program: str, args: list[str], cwd: Path = ROOT, *, env: dict[str, str] | None = None,
             tty: str | None = None, stderr_tty: bool = False) -> tuple[int, str, str]:
         """Run `labkit ARGS` (program "labkit"), `python -m fake_gpus ARGS` (program "fake_gpus") or

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.differential import harness
-from tests.paths import TEST_DATA, TESTS
+from tests.paths import REPO, TEST_DATA, TESTS
 
 DATA = TEST_DATA
 
@@ -195,3 +195,17 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     if _misplaced:
         raise pytest.UsageError("tests outside their lane's folder:\n  " + "\n  ".join(sorted(set(_misplaced))))
+
+
+@pytest.fixture(scope="module")
+def site_py() -> Iterator[Any]:
+    """A tests/cliserver.py server that loaded notebooks/site.py once (its imports, jupytext, nbformat and
+    jsonschema, cost ~2.4 CPU-s a process): `site_py.python(CODE, str(site.py), ARGS...)` runs `python -c`
+    forked from it, where `runpy.run_path` of site.py returns what the server loaded."""
+    from tests.cliserver import CliServer
+
+    server = CliServer(scripts=[REPO / "notebooks" / "site.py"])
+    try:
+        yield server
+    finally:
+        server.close()

@@ -27,10 +27,12 @@ def _whole_free(u: GpuUse) -> bool:
 GpuState = tuple[tuple[float, ...], bool, str, float]
 
 
+def gpu_state(u: GpuUse, sharing: bool) -> GpuState:
+    return tuple(u.chunks(sharing)), _whole_free(u), u.info.nvlink or u.info.name, u.info.mem_gib
+
+
 def gpu_states(uses: list[GpuUse], sharing: bool) -> tuple[GpuState, ...]:
-    return tuple(_idle_state(u.info) if not u.devices else
-                 (tuple(u.chunks(sharing)), _whole_free(u), u.info.nvlink or u.info.name, u.info.mem_gib)
-                 for u in uses)
+    return tuple(gpu_state(u, sharing) if u.devices else _idle_state(u.info) for u in uses)
 
 
 #: id(GpuInfo) -> (that GpuInfo, its state when idle): most GPUs of a fleet are idle at any time
@@ -38,13 +40,12 @@ _IDLE: dict[int, tuple[GpuInfo, GpuState]] = {}
 
 
 def _idle_state(info: GpuInfo) -> GpuState:
-    """The state of an idle GPU, which depends on its GpuInfo alone (what gpu_states gives for a
-    GpuUse without devices: every piece free, whole-free unless only static MIG is published)."""
+    """gpu_state of a GPU without devices, which depends on its GpuInfo alone (an idle GPU's free
+    pieces do not depend on sharing), worked out once per GpuInfo."""
     hit = _IDLE.get(id(info))
     if hit is not None and hit[0] is info:
         return hit[1]
-    chunks = tuple(d.mem_gib for d in info.static_mig) if info.static_mig else (info.mem_gib,)
-    state = (chunks, info.whole or info.dynamic_mig, info.nvlink or info.name, info.mem_gib)
+    state = gpu_state(GpuUse(info), False)
     if len(_IDLE) >= 4096:  # the GPU kinds of the fleets measured lately
         _IDLE.clear()
     _IDLE[id(info)] = (info, state)

@@ -100,23 +100,6 @@ print(json.dumps(ns["build_in_place"](Path(sys.argv[2]), stub)))
 """
 
 
-@pytest.fixture(scope="module")
-def site_stub() -> Iterator[CliServer]:
-    """`python -c STUB ...` runs forked from one process that loaded notebooks/site.py once (tests/cliserver.py:
-    its imports, jupytext, nbformat and jsonschema, cost ~2.4 CPU-s a process)."""
-    server = CliServer(scripts=[SITE])
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-def _build_in_place(stub: CliServer, out: Path, how: str) -> subprocess.CompletedProcess[str]:
-    """`python -c STUB notebooks/site.py OUT HOW`, in a process of its own."""
-    rc, stdout, stderr = stub.run("python", ["-c", STUB, str(SITE), str(out), how])
-    return subprocess.CompletedProcess([], rc, stdout, stderr)
-
-
 def _earlier_site(out: Path) -> dict[str, bytes]:
     (out / "static").mkdir(parents=True)
     files = {".labkit-site": b"made by notebooks/site.py\n", "index.html": b"old site", "jupyter-lite.json": b"{}",
@@ -132,10 +115,10 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("how", ["raise", "exit 1"])
 def test_a_site_build_that_fails_midway_leaves_the_previous_site_and_no_temporary_folder(
-        site_stub: CliServer, tmp_path: Path, how: str) -> None:
+        site_py: CliServer, tmp_path: Path, how: str) -> None:
     out = tmp_path / "site"
     before = _earlier_site(out)
-    done = _build_in_place(site_stub, out, how)
+    done = site_py.python(STUB, str(SITE), str(out), how)
     if how == "raise":
         assert done.returncode == 1 and "RuntimeError: the build broke midway" in done.stderr
     else:
@@ -144,12 +127,12 @@ def test_a_site_build_that_fails_midway_leaves_the_previous_site_and_no_temporar
     assert [p.name for p in tmp_path.iterdir()] == ["site"]  # no site.building-* left beside it
 
 
-def test_a_site_build_replaces_an_earlier_site_whole(site_stub: CliServer, tmp_path: Path) -> None:
+def test_a_site_build_replaces_an_earlier_site_whole(site_py: CliServer, tmp_path: Path) -> None:
     """A build into an earlier site (or a new folder): the new site, with its marker, and nothing of the old."""
     out = tmp_path / "site"
     _earlier_site(out)
     for target in (out, tmp_path / "new" / "site"):
-        done = _build_in_place(site_stub, target, "ok")
+        done = site_py.python(STUB, str(SITE), str(target), "ok")
         assert done.returncode == 0 and done.stdout.strip() == "0", done.stderr
         assert _tree(target) == {"index.html": b"new site", "jupyter-lite.json": b"{}", ".labkit-site":
                                  b"made by notebooks/site.py: the next build replaces this folder whole\n"}
@@ -157,12 +140,12 @@ def test_a_site_build_replaces_an_earlier_site_whole(site_stub: CliServer, tmp_p
     assert [p.name for p in (tmp_path / "new").iterdir()] == ["site"]
 
 
-def test_the_site_stub_is_refused_a_folder_that_is_not_a_site(site_stub: CliServer, tmp_path: Path) -> None:
+def test_the_site_stub_is_refused_a_folder_that_is_not_a_site(site_py: CliServer, tmp_path: Path) -> None:
     """build_in_place itself refuses (exit 2, one line) before the build step runs: nothing is written."""
     out = tmp_path / "photos"
     out.mkdir()
     (out / "index.html").write_bytes(OLD)  # an index.html alone is not a site of this builder
-    done = _build_in_place(site_stub, out, "ok")
+    done = site_py.python(STUB, str(SITE), str(out), "ok")
     assert done.returncode == 0 and done.stdout.strip() == "2", done.stderr
     assert "site: --out" in _one_line(done.stderr) and "not a site this builder made" in done.stderr
     assert _tree(out) == {"index.html": OLD} and [p.name for p in tmp_path.iterdir()] == ["photos"]

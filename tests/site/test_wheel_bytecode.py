@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -146,23 +145,6 @@ def test_a_wheel_with_nothing_imported_is_not_rewritten(tmp_path: Path) -> None:
     assert not (tmp_path / "out" / wheel.name).exists()
 
 
-@pytest.fixture(scope="module")
-def site_py() -> Iterator[CliServer]:
-    """`python -c CODE notebooks/site.py ...` runs forked from one process that loaded site.py once
-    (tests/cliserver.py: its imports, jupytext, nbformat and jsonschema, cost ~2.4 CPU-s a process)."""
-    server = CliServer(scripts=[SITE_PY])
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-def _site_py(server: CliServer, code: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """`python -c CODE notebooks/site.py ARGS` from the repository, in a process of its own."""
-    rc, stdout, stderr = server.run("python", ["-c", code, str(SITE_PY), *args])
-    return subprocess.CompletedProcess([], rc, stdout, stderr)
-
-
 def test_the_site_leaves_out_legacy_copies_of_fonts_that_have_a_woff2(site_py: CliServer, tmp_path: Path) -> None:
     build = tmp_path / "site" / "build"
     build.mkdir(parents=True)
@@ -171,7 +153,7 @@ def test_the_site_leaves_out_legacy_copies_of_fonts_that_have_a_woff2(site_py: C
         (build / name).write_bytes(b"x" * 10)
     code = ("import runpy, sys; from pathlib import Path\n"
             "print(runpy.run_path(sys.argv[1])['drop_legacy_fonts'](Path(sys.argv[2])))")
-    done = _site_py(site_py, code, str(tmp_path / "site"))
+    done = site_py.python(code, str(SITE_PY), str(tmp_path / "site"))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == 40
     assert sorted(p.name for p in build.iterdir()) == ["MathJax_Main.woff", "fa-solid.woff2", "logo.svg"]
@@ -183,7 +165,7 @@ def test_the_landing_page_lists_every_lesson_with_its_time_and_link(site_py: Cli
     days when the README table, which it read then, grew two columns.)"""
     code = ("import runpy, sys\n"
             "print(runpy.run_path(sys.argv[1])['landing_page']('<script id=\"jupyter-config-data\"></script>'))")
-    done = _site_py(site_py, code)
+    done = site_py.python(code, str(SITE_PY))
     assert done.returncode == 0, done.stderr
     page = done.stdout
     told = subprocess.run([sys.executable, "tools/lessons.py", "json"], capture_output=True, text=True, cwd=ROOT)
@@ -265,7 +247,7 @@ def test_the_site_leaves_out_extensions_it_has_no_use_for(site_py: CliServer, tm
         {"name": "jupyterlab-jupytext"}, {"name": "anywidget"}], "appName": "JupyterLite"}}))
     code = ("import runpy, sys; from pathlib import Path\n"
             "print(runpy.run_path(sys.argv[1])['drop_extensions'](Path(sys.argv[2])))")
-    done = _site_py(site_py, code, str(site))
+    done = site_py.python(code, str(SITE_PY), str(site))
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == 100
     assert sorted(p.name for p in (site / "extensions").iterdir()) == ["anywidget"]
