@@ -90,20 +90,23 @@ shell-deps:
 # Its build environment (jupyterlite-core + pyodide kernel 0.8.6, widget extensions) lives in the cache.
 SITE_VENV := $(LABKIT_CACHE)/site-venv
 SITE_PORT ?= 8000
-$(SITE_VENV)/.installed:
+# tools/uv-excludes.txt: left out here too (rfc3987-syntax's Lark grammars: ~4.5 CPU-s at each jupyter lite
+# build's import of jsonschema), and uninstalled from a venv made before (the stamp depends on the list)
+SITE_INSTALL = $(1)/bin/python -m pip install -q uv \
+  && $(1)/bin/uv pip install -q --python $(1)/bin/python --excludes tools/uv-excludes.txt $(2) \
+  && $(1)/bin/uv pip uninstall -q --python $(1)/bin/python -r tools/uv-excludes.txt
+$(SITE_VENV)/.installed: tools/uv-excludes.txt
 	$(PYTHON) -m venv $(SITE_VENV)
-	$(SITE_VENV)/bin/python -m pip install -q uv
-	$(SITE_VENV)/bin/uv pip install -q --python $(SITE_VENV)/bin/python jupyterlite-core==0.8.6 \
-	  jupyterlite-pyodide-kernel==0.8.6 jupyter_server jupyterlab_widgets anywidget jupytext setuptools wheel
+	$(call SITE_INSTALL,$(SITE_VENV),jupyterlite-core==0.8.6 \
+	  jupyterlite-pyodide-kernel==0.8.6 jupyter_server jupyterlab_widgets anywidget jupytext setuptools wheel)
 	touch $@
 
 # the JupyterLite kernel that fits Pyodide 0.27 (the verified local copy: `make site SITE_PYODIDE=verified`)
 SITE_VENV_VERIFIED := $(LABKIT_CACHE)/site-venv-pyodide-0.27
-$(SITE_VENV_VERIFIED)/.installed:
+$(SITE_VENV_VERIFIED)/.installed: tools/uv-excludes.txt
 	$(PYTHON) -m venv $(SITE_VENV_VERIFIED)
-	$(SITE_VENV_VERIFIED)/bin/python -m pip install -q uv
-	$(SITE_VENV_VERIFIED)/bin/uv pip install -q --python $(SITE_VENV_VERIFIED)/bin/python jupyterlite-core==0.5.1 \
-	  jupyterlite-pyodide-kernel==0.5.2 jupyter_server jupyterlab_widgets anywidget jupytext packaging setuptools wheel
+	$(call SITE_INSTALL,$(SITE_VENV_VERIFIED),jupyterlite-core==0.5.1 \
+	  jupyterlite-pyodide-kernel==0.5.2 jupyter_server jupyterlab_widgets anywidget jupytext packaging setuptools wheel)
 	touch $@
 
 site-venv: $(SITE_VENV)/.installed $(SITE_VENV_VERIFIED)/.installed

@@ -62,6 +62,8 @@ from packaging.utils import canonicalize_name
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
+import wheel_bytecode  # noqa: E402 - the compiler the site runs in Pyodide (its cache keys)
+
 import build  # noqa: E402 - the learner copies of notebooks/build.py
 
 sys.path.insert(0, str(ROOT / "tools"))
@@ -248,7 +250,9 @@ NO_DOCSTRINGS = ("matplotlib",)
 #: picture as a PNG): run at build time, so that the modules it imports get bytecode too
 TAB_RUNS = ("import io, matplotlib; matplotlib.use('module://matplotlib_inline.backend_inline'); "
             "import matplotlib.pyplot as plt; fig, ax = plt.subplots(); ax.step([0, 1], [1, 0], marker='o'); "
-            "ax.bar([0], [1]); ax.legend(['a']); ax.set_title('t'); fig.savefig(io.BytesIO(), format='png')",)
+            "ax.bar([0], [1]); ax.legend(['a']); ax.set_title('t'); fig.savefig(io.BytesIO(), format='png')",
+             # connect('sim') decodes each catalog file as utf-8-sig (fake_gpus/catalog/loader.py _read_yaml)
+             "b'x'.decode('utf-8-sig')")
 #: the kit's data files a tab parses on every connect('sim'): they ship with a JSON twin too (pure-Python YAML
 #: in Pyodide took ~0.5 s for them)
 CATALOG_TWINS = ("fake_gpus/catalog/",)
@@ -259,69 +263,123 @@ CATALOG_TWINS = ("fake_gpus/catalog/",)
 STDLIB = "python_stdlib_pyc.zip"
 
 
-#: the compiled wheels and standard library of earlier builds, by the content of what made them
-#: (BYTECODE_CACHE/<key>/, key: `bytecode_key`): compiling is most of a build's CPU (~35 s on one core, Pyodide
-#: under Node.js), and a build from the same wheels, Pyodide and compiler takes the earlier output instead
+#: the compiled wheels and standard library of earlier builds: compiling is most of a build's CPU (~33 s on one
+#: core, Pyodide under Node.js), and a new commit of the kit changes the kit's wheel only. Each part (a wheel, the
+#: standard library) is compiled once per content, compiler and set of modules a tab imports of it
+#: (BYTECODE_CACHE/parts/<key>, wheel_bytecode.py `part_key`), and a build of the same wheels, Pyodide and
+#: compiler as an earlier one (BYTECODE_CACHE/builds/<key>.json, key: `bytecode_key`) runs no compiler at all
 BYTECODE_CACHE = CACHE / "bytecode"
-#: how many compiled outputs the cache keeps (the most recently used): the sites of the CDN and of --pyodide
-#: verified, each of a commit or two
+#: how many builds' parts the cache keeps (the most recently used): the sites of the CDN and of --pyodide
+#: verified, each of a commit or two; a part that none of them uses goes
 BYTECODE_KEEP = 4
+#: a build that compiles this many parts or fewer names them
+NAMED_PARTS = 3
 #: the files of a Pyodide distribution that make its interpreter and its standard library
 CORE_FILES = ("pyodide.mjs", "pyodide.asm.js", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
 
 
-def _wheel_digest(wheel: Path) -> str:
-    """A wheel's content: each member's name, size and CRC-32 (not the zip's bytes: the kit's wheel, built from
-    a fresh clone, carries the checkout's file dates, which no compiled output depends on)."""
-    with zipfile.ZipFile(wheel) as zf:
-        members = sorted((i.filename, i.file_size, i.CRC) for i in zf.infolist())
-    return hashlib.sha256(json.dumps(members).encode()).hexdigest()
-
-
-def bytecode_key(node: str, args: list[str], wheels: list[Path], core: Path) -> str:
-    """What a compile's output depends on: the compiler (Node.js, site_bytecode.mjs, wheel_bytecode.py), the
-    Pyodide that runs it (`CORE_FILES` of ``core``), its options ``args`` and the content of each wheel."""
-    digest = hashlib.sha256()
-    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
-    for part in (version, *args, *(_wheel_digest(w) for w in wheels)):
-        digest.update(part.encode() + b"\0")
+def compiler_salt(node: str, core: Path) -> str:
+    """What every compiled part depends on: the compiler (Node.js, site_bytecode.mjs, wheel_bytecode.py) and
+    the Pyodide that runs it (`CORE_FILES` of ``core``)."""
+    digest = hashlib.sha256(subprocess.run([node, "--version"], capture_output=True, text=True).stdout.encode())
     for f in (HERE / "site_bytecode.mjs", HERE / "wheel_bytecode.py", *(core / n for n in CORE_FILES)):
         digest.update(f.name.encode() + (hashlib.sha256(f.read_bytes()).digest() if f.is_file() else b"-"))
     return digest.hexdigest()[:32]
 
 
-def _cached_compile(key: str, out: Path, compile_into: Callable[[Path], str]) -> str:
-    """The compiled files of ``key`` in ``out`` and what the compiler printed: from BYTECODE_CACHE, else
-    ``compile_into(folder)`` (returns what it printed) and stored there for the next build."""
-    entry = BYTECODE_CACHE / key
-    if not (entry / "stdout.txt").is_file():
-        BYTECODE_CACHE.mkdir(parents=True, exist_ok=True)
-        fresh = Path(tempfile.mkdtemp(prefix="new-", dir=BYTECODE_CACHE))
-        try:
-            (fresh / "out").mkdir()
-            (fresh / "stdout.txt").write_text(compile_into(fresh / "out"), encoding="utf-8")  # the last: complete
-            with contextlib.suppress(OSError):  # another build stored the same key meanwhile: the same content
-                os.rename(fresh, entry)
-        finally:
-            shutil.rmtree(fresh, ignore_errors=True)
-        print(f"site: bytecode compiled, kept for the next build in {entry}")
+def bytecode_key(salt: str, args: list[str], digests: list[str]) -> str:
+    """What a whole build's compile depends on: the compiler (``salt``), its options ``args`` and the content
+    of each wheel (``digests``: which decides which modules of each part a tab imports)."""
+    digest = hashlib.sha256()
+    for part in (salt, *args, *digests):
+        digest.update(part.encode() + b"\0")
+    return digest.hexdigest()[:32]
+
+
+def _evict(parts: Path, builds: Path) -> None:
+    """Keep the BYTECODE_KEEP most recently used builds and the parts they use; drop the rest (and entries of
+    the cache's earlier layout). A part newer than the oldest kept build is left: another build may be
+    about to name it."""
+    kept = sorted(builds.glob("*.json"), key=lambda f: f.stat().st_mtime, reverse=True)
+    for old in kept[BYTECODE_KEEP:]:
+        old.unlink(missing_ok=True)
+    kept = kept[:BYTECODE_KEEP]
+    used: set[str] = set()
+    for f in kept:
+        with contextlib.suppress(OSError, ValueError):
+            used |= set(json.loads(f.read_text(encoding="utf-8"))["parts"].values())
+    oldest = min((f.stat().st_mtime for f in kept), default=0.0)
+    for entry in parts.iterdir():
+        if entry.name not in used and not entry.name.startswith("new-") and entry.stat().st_mtime < oldest:
+            shutil.rmtree(entry, ignore_errors=True)
+    for entry in BYTECODE_CACHE.iterdir():
+        if entry.is_dir() and entry not in (parts, builds) and not entry.name.startswith("new-"):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _earlier(parts: Path, builds: Path, salt: str, digests: dict[str, str]) -> dict[str, Path]:
+    """The compiled wheels of the builds in the cache by the same compiler and Pyodide (``salt``: the same
+    magic number) whose published wheel had the content ``digests`` names (file name -> the compiled wheel)."""
+    found: dict[str, Path] = {}
+    for f in sorted(builds.glob("*.json"), key=lambda f: f.stat().st_mtime):  # the newest last: it wins
+        with contextlib.suppress(OSError, ValueError, KeyError, AttributeError):
+            plan = json.loads(f.read_text(encoding="utf-8"))
+            if plan.get("salt") != salt:
+                continue
+            for name, digest in plan.get("content", {}).items():
+                part = parts / plan["parts"].get(name, "-") / "part"
+                if digests.get(name) == digest and part.is_file():
+                    found[name] = part
+    return found
+
+
+def _cached_compile(salt: str, build_key: str, digests: dict[str, str], out: Path,
+                    compile_into: Callable[[list[str], dict[str, Path]], str]) -> str:
+    """The compiled parts of the build ``build_key`` in ``out`` (file name as the part's) and what the compiler
+    printed: a whole earlier build's from BYTECODE_CACHE, else ``compile_into(cache options, earlier)`` (one
+    compiler run; it compiles the parts that are not in the cache, stores them there and prints a ``cache
+    hit|new KEY NAME`` line each). ``digests``: each wheel's content (file name -> `content_digest`);
+    ``earlier``: the compiled wheel of an earlier build of the same content, by file name (imported from
+    instead of the published one: its bytecode spares the compiler most of its imports' time)."""
+    parts, builds = BYTECODE_CACHE / "parts", BYTECODE_CACHE / "builds"
+    parts.mkdir(parents=True, exist_ok=True)
+    builds.mkdir(exist_ok=True)
+    manifest = builds / f"{build_key}.json"
+    plan = None
+    with contextlib.suppress(OSError, ValueError):
+        plan = json.loads(manifest.read_text(encoding="utf-8"))
+        if not all((parts / key / "said").is_file() for key in plan["parts"].values()):
+            plan = None
+    if plan is None:
+        stdout = compile_into(["--cache", str(parts), "--salt", salt], _earlier(parts, builds, salt, digests))
+        found = [line.split() for line in stdout.splitlines() if line.startswith(("cache hit ", "cache new "))]
+        plan = {"parts": {name: key for _, _, key, name in found}, "content": digests, "salt": salt,
+                "stdout": "".join(f"{line}\n" for line in stdout.splitlines() if not line.startswith("cache "))}
+        new = [name for _, how, _, name in found if how == "new"]
+        fresh = manifest.with_name(f"new-{os.getpid()}-{manifest.name}")
+        fresh.write_text(json.dumps(plan), encoding="utf-8")
+        fresh.replace(manifest)
+        named = f": {', '.join(new)}" if 0 < len(new) <= NAMED_PARTS else ""
+        print(f"site: bytecode compiled for {len(new)} of {len(found)} parts{named}; {len(found) - len(new)} "
+              f"from the cache in {parts}")
     else:
-        print(f"site: bytecode of the same wheels, Pyodide and compiler, from {entry}")
-    os.utime(entry)  # the most recently used are kept: this one, and the newest others
-    others = [e for e in BYTECODE_CACHE.iterdir() if e.is_dir() and e != entry and not e.name.startswith("new-")]
-    for old in sorted(others, key=lambda e: e.stat().st_mtime, reverse=True)[BYTECODE_KEEP - 1:]:
-        shutil.rmtree(old, ignore_errors=True)
+        print(f"site: bytecode of the same wheels, Pyodide and compiler: all {len(plan['parts'])} parts from the "
+              f"cache in {parts}")
     out.mkdir(parents=True, exist_ok=True)
-    for f in (entry / "out").iterdir():
-        shutil.copy2(f, out / f.name)
-    return (entry / "stdout.txt").read_text(encoding="utf-8")
+    for name, key in plan["parts"].items():
+        os.utime(parts / key)  # the most recently used are kept
+        if (parts / key / "part").is_file():  # none: nothing of it is imported, it stays as published
+            shutil.copy2(parts / key / "part", out / name)
+    os.utime(manifest)
+    _evict(parts, builds)
+    return plan["stdout"]
 
 
 def with_bytecode(wheels: list[Path], official: list[Path], core: Path, out: Path) -> tuple[dict[str, Path], Path | None]:
     """The site's ``wheels`` and a local distribution's ``official`` wheels (file name -> compiled wheel in
     ``out``) with bytecode for what a tab imports, compiled by the site's Pyodide (``core``) under Node.js
     (notebooks/site_bytecode.mjs), and that Pyodide's standard library with bytecode for the same
-    (``out/STDLIB``); the output of an earlier build of the same content when BYTECODE_CACHE has it. Without
+    (``out/STDLIB``); each part that an earlier build compiled the same way from BYTECODE_CACHE. Without
     Node.js: ``({}, None)`` (the wheels and the standard library as they are: each import then compiles in the
     tab)."""
     node = shutil.which("node")
@@ -334,14 +392,20 @@ def with_bytecode(wheels: list[Path], official: list[Path], core: Path, out: Pat
             "--import", *TAB_IMPORTS, "--import-all", *KIT_PACKAGES, "--run", *TAB_RUNS,
             "--yaml-twins", *CATALOG_TWINS, "--stdlib", STDLIB]
 
-    def compile_into(folder: Path) -> str:
-        paths = [str(p.resolve()) for p in (core, folder, *wheels, *official)]  # absolute: the ones the driver mounts
-        done = subprocess.run([node, str(HERE / "site_bytecode.mjs"), *paths, *args], capture_output=True, text=True)
+    def compile_into(cache_args: list[str], earlier: dict[str, Path]) -> str:
+        imports = [str(earlier.get(w.name, w).resolve()) for w in (*wheels, *official)]
+        with tempfile.TemporaryDirectory() as folder:  # the compiler writes into the cache, not here
+            # absolute: the ones the driver mounts
+            paths = [str(p.resolve()) for p in (core, Path(folder), *wheels, *official)]
+            done = subprocess.run([node, str(HERE / "site_bytecode.mjs"), *paths, *args, *cache_args,
+                                   "--import-wheels", *imports], capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"site: compiling the wheels' bytecode in Pyodide failed:\n{(done.stdout + done.stderr)[-3000:]}")
         return done.stdout
 
-    stdout = _cached_compile(bytecode_key(node, args, [*wheels, *official], core), out, compile_into)
+    salt = compiler_salt(node, core)
+    digests = {w.name: wheel_bytecode.content_digest(w) for w in (*wheels, *official)}
+    stdout = _cached_compile(salt, bytecode_key(salt, args, list(digests.values())), digests, out, compile_into)
     compiled = {w.name: out / w.name for w in (*wheels, *official) if (out / w.name).exists()}
     said = {line.split(": ")[0]: int(line.split(": ")[1].split()[0]) for line in stdout.splitlines()
             if " modules compiled" in line}

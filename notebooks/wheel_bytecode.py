@@ -23,6 +23,12 @@ carries exactly the magic number of the interpreter that will read it:
    to OUT_DIR/NAME with sourceless unchecked bytecode for each of its modules that steps 1-3 (and Pyodide's own start)
    imported. The site points ``loadPyodideOptions.stdLibURL`` at it.
 
+With ``--cache DIR --salt TEXT`` (the site build's: ``TEXT`` names the compiler and the interpreter) each
+wheel and the standard library is one entry of DIR, keyed on the salt, the part's content (`content_digest`),
+how it is compiled and the modules of it that step 1 imported (`part_key`): a part whose entry is there is not
+compiled again (a new commit of the kit compiles the kit's wheel only), a new one is stored there; each part
+prints a ``cache hit|new KEY NAME`` line, and the caller takes the outputs from the entries.
+
 Run by hand (any CPython, for its own magic number):
 ``python notebooks/wheel_bytecode.py OUT_DIR WHEEL... --compile NAME... [--keep-source PKG...]
 [--import MOD...] [--import-all PKG...] [--yaml-twins FOLDER...] [--stdlib NAME]``
@@ -81,7 +87,9 @@ class _Recorder(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):  # noqa: ANN001, ANN201 - the finder protocol
         spec = importlib.machinery.PathFinder.find_spec(name, path, target)
         if spec is not None and spec.origin and Path(spec.origin).is_relative_to(self.root):
-            self.files.add(Path(spec.origin).relative_to(self.root).as_posix())
+            # a sourceless module of an earlier compiled wheel (--import-wheels): its source's name
+            file = Path(spec.origin).relative_to(self.root).as_posix()
+            self.files.add(file.removesuffix("c") if file.endswith(".pyc") else file)
         return spec
 
 
@@ -217,6 +225,44 @@ def stdlib_with_bytecode(stdlib: Path, modules: set[str], target: Path) -> int:
     return compiled
 
 
+def content_digest(wheel: Path) -> str:
+    """A zip's content: each member's name, size and CRC-32 (not the zip's bytes: the kit's wheel, built from
+    a fresh clone, carries the checkout's file dates, which no compiled output depends on)."""
+    with zipfile.ZipFile(wheel) as zf:
+        members = sorted((i.filename, i.file_size, i.CRC) for i in zf.infolist())
+    return hashlib.sha256(repr(members).encode()).hexdigest()
+
+
+def part_key(salt: str, part: Path, modules: set[str], *how: str) -> str:
+    """The cache key of one compiled part (a wheel, the standard library): what its output depends on."""
+    with zipfile.ZipFile(part) as zf:
+        names = set(zf.namelist())
+    digest = hashlib.sha256()
+    for piece in (salt, content_digest(part), *how, *sorted(modules & names)):
+        digest.update(piece.encode() + b"\0")
+    return digest.hexdigest()[:32]
+
+
+def cached(cache: Path | None, key: str, name: str, out: Path, make: Callable[[Path], str]) -> str:
+    """``make(target)`` (writes ``target``, or nothing; returns what it did, one line) for the part ``name``:
+    into ``out/name`` without a cache; else into the cache entry ``key`` unless that is there already."""
+    if cache is None:
+        return make(out / name)
+    entry = cache / key
+    if (entry / "said").is_file():
+        print(f"cache hit {key} {name}")
+        return (entry / "said").read_text(encoding="utf-8")
+    fresh = Path(tempfile.mkdtemp(prefix="new-", dir=cache))
+    try:
+        (fresh / "said").write_text(make(fresh / "part"), encoding="utf-8")  # the last: the entry is whole
+        with contextlib.suppress(OSError):  # another build stored the same key meanwhile: the same content
+            fresh.rename(entry)
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
+    print(f"cache new {key} {name}")
+    return (entry / "said").read_text(encoding="utf-8")
+
+
 def _top_level(wheel: Path) -> set[str]:
     with zipfile.ZipFile(wheel) as zf:
         return {n.split("/")[0].removesuffix(".py") for n in zf.namelist() if not n.split("/")[0].endswith(".dist-info")}
@@ -258,25 +304,49 @@ def main(argv: list[str]) -> int:
                         help="folders (in a wheel) whose YAML files get a JSON twin (fake_gpus' catalog)")
     parser.add_argument("--stdlib", metavar="NAME",
                         help="write the standard library's zip, with bytecode for what was imported from it, to OUT/NAME")
+    parser.add_argument("--cache", type=Path, metavar="DIR",
+                        help="compiled parts of earlier runs, by part_key: take them, store the new ones here")
+    parser.add_argument("--salt", default="", help="what the output depends on beyond the parts (the compiler)")
+    parser.add_argument("--import-wheels", nargs="*", type=Path, metavar="WHEEL",
+                        help="what to import from, one for each wheel (in order): the wheel, or an earlier compiled "
+                             "wheel of the same content (its bytecode makes the imports faster, not different)")
     args = parser.parse_args(argv)
-    files = imported_modules(args.wheels, args.modules, args.import_all, args.run)
+    if args.import_wheels and len(args.import_wheels) != len(args.wheels):
+        parser.error("--import-wheels: one for each wheel")
+    files = imported_modules(args.import_wheels or args.wheels, args.modules, args.import_all, args.run)
     twin = _catalog_twin(tuple(args.yaml_twins)) if args.yaml_twins else None
+    stdlib = stdlib_zip() if args.stdlib else None
+    # what the imports took from the standard library, before any compile (a compile may take more: a part
+    # taken from the cache must not change what the standard library's own part compiles)
+    stdlib_modules = imported_from(stdlib) if stdlib is not None else set()
+    loader = getattr(sys.modules.get("fake_gpus.catalog.loader"), "__file__", None)  # what makes the twins
+    twin_source = hashlib.sha256(Path(loader).read_bytes()).hexdigest() if twin is not None and loader else ""
     by_name = {w.name: w for w in args.wheels}
+    tag = sys.implementation.cache_tag
     for name in args.compile:
         wheel = by_name[name]
         keep = bool(_top_level(wheel) & set(args.keep_source))
         bare = name in args.no_docstrings
-        compiled, skipped = add_bytecode(wheel, args.out / name, files, keep, twin, optimize=2 if bare else 0)
-        print(f"{name}: {compiled} modules compiled for {sys.implementation.cache_tag}"
-              f"{' (source kept)' if keep else ''}{' (no docstrings)' if bare else ''}"
-              f"{f', {skipped} left as source' if skipped else ''}")
+        with zipfile.ZipFile(wheel) as zf:  # the twins of its data files: made by the kit's loader
+            twinned = twin is not None and any(n.startswith(tuple(args.yaml_twins)) for n in zf.namelist())
+
+        def make(target: Path, wheel: Path = wheel, keep: bool = keep, bare: bool = bare) -> str:
+            compiled, skipped = add_bytecode(wheel, target, files, keep, twin, optimize=2 if bare else 0)
+            return (f"{compiled} modules compiled for {tag}{' (source kept)' if keep else ''}"
+                    f"{' (no docstrings)' if bare else ''}{f', {skipped} left as source' if skipped else ''}")
+
+        key = part_key(args.salt, wheel, files, "wheel", f"keep={keep}", f"optimize={2 if bare else 0}",
+                       f"twin={twin_source if twinned else ''}", *args.yaml_twins)
+        print(f"{name}: {cached(args.cache, key, name, args.out, make)}")
     if args.stdlib:
-        stdlib = stdlib_zip()
         if stdlib is None:
             print("the standard library here is not a zip: nothing to compile")
         else:
-            compiled = stdlib_with_bytecode(stdlib, imported_from(stdlib), args.out / args.stdlib)
-            print(f"{stdlib.name}: {compiled} modules compiled for {sys.implementation.cache_tag}")
+            def make_stdlib(target: Path, stdlib: Path = stdlib) -> str:
+                return f"{stdlib_with_bytecode(stdlib, stdlib_modules, target)} modules compiled for {tag}"
+
+            key = part_key(args.salt, stdlib, stdlib_modules, "stdlib", str(stdlib))
+            print(f"{stdlib.name}: {cached(args.cache, key, args.stdlib, args.out, make_stdlib)}")
     return 0
 
 

@@ -5,10 +5,11 @@ request to one is counted and fails the test).
 
 The site is built with ``--pyodide verified`` (the official Pyodide 0.27.7 core and its numpy/matplotlib
 wheels, each checked against the official lock: tools/pyodide-deps.sh) and ``--solutions`` (each exercise
-followed by its solution, the instructor's copy), once per session. One browser, one browser context (a
-learner who opens one notebook after the other: the first visit fetches Pyodide, the next ones find it in
-the HTTP cache; ``LABKIT_SITE_FIRST_VISIT=1`` gives each notebook a fresh context instead, to measure
-first visits). Per notebook, in a page of its own (its own JupyterLab and kernel): Run All, clicked as soon as
+followed by its solution, the instructor's copy), once per session. One browser context, a persistent one
+with a fresh profile (a learner's Chromium, with its disk cache, who opens one notebook after the other: the
+first visit fetches Pyodide, the next ones find it in the HTTP cache, and the server sends none of Pyodide's
+core files or wheels again; ``LABKIT_SITE_FIRST_VISIT=1`` gives each notebook a fresh context instead, to
+measure first visits). Per notebook, in a page of its own (its own JupyterLab and kernel): Run All, clicked as soon as
 the notebook is on the page (before its kernel is up: the site runs it once the kernel is, as a server
 kernel does; `test_run_all_clicked_before_the_kernel_is_up_runs_once_it_is` holds the kernel back to prove
 it), then
@@ -36,7 +37,9 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
 import zipfile
@@ -48,6 +51,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.browser_lab import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
     HANG,
     READY_JS,
     WATCH_JS,
@@ -79,6 +84,8 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
     sent = 0
     missing: list[str] = []
+    #: the path of each response the server sent with a body (a 304 has none), in order
+    bodies: list[str] = []
     root: Path  # the site it serves
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
@@ -87,6 +94,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         super().send_error(code, message, explain)
 
     def copyfile(self, source, outputfile) -> None:  # noqa: ANN001 - http.server's signature
+        type(self).bodies.append(self.path)
         while chunk := source.read(64 * 1024):
             outputfile.write(chunk)
             type(self).sent += len(chunk)
@@ -154,7 +162,7 @@ def _built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, type[_Handler]]]:
     """The session's site (`_built_site`) on 127.0.0.1, with a request handler of this module's own."""
     out = _built_site(tmp_path_factory)
-    handler = type("Handler", (_Handler,), {"sent": 0, "missing": [], "root": out})
+    handler = type("Handler", (_Handler,), {"sent": 0, "missing": [], "bodies": [], "root": out})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(out)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()  # bound and listening already: the browser's first request waits in the backlog
@@ -166,12 +174,18 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, type[_
         server.server_close()
 
 
+#: Chromium resolves no host but 127.0.0.1: a request to any other fails at once (and is counted, EXTERNAL)
+OFFLINE_ARGS = ("--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",)
+#: the size of each lesson's page
+VIEWPORT = {"width": 1280, "height": 1000}
+
+
 @pytest.fixture(scope="module")
 def browser(request):
     """The session's Chromium of the site tests (this module's and tests/site/test_site_landing.py's): a hard offline
     check under the request handler, no other host even resolves."""
     def start(stack):
-        chromium = launch(playwright_driver(request.config), ("--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",))
+        chromium = launch(playwright_driver(request.config), OFFLINE_ARGS)
         stack.callback(chromium.close)
         return chromium
     return shared(request.config, "site-browser", start)
@@ -241,11 +255,15 @@ EXTERNAL: list[str] = []
 
 
 def _offline_context(browser):
-    """A browser context that records (EXTERNAL) each request to another host, the kernel's Web Worker's
-    included (the context sees those). The browser resolves no other host (``--host-resolver-rules``), so
-    each such request fails at once. No Playwright route here: routing turns the HTTP cache off, and the
-    notebooks after the first one would fetch Pyodide again instead of finding it in the cache."""
-    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    """A fresh browser context (a first visit) that records (EXTERNAL) each request to another host."""
+    return _offline(browser.new_context(viewport=VIEWPORT))
+
+
+def _offline(context):
+    """``context``, recording (EXTERNAL) each request to another host, the kernel's Web Worker's included (the
+    context sees those). The browser resolves no other host (``--host-resolver-rules``), so each such request
+    fails at once. No Playwright route here: routing turns the HTTP cache off, and the notebooks after the
+    first one would fetch Pyodide again instead of finding it in the cache."""
     context.set_default_timeout(HANG * 1000)
     context.on("request", lambda r: None if urlsplit(r.url).hostname in ("127.0.0.1", None)
                or r.url.startswith(("data:", "blob:")) else EXTERNAL.append(r.url))
@@ -253,14 +271,25 @@ def _offline_context(browser):
 
 
 @pytest.fixture(scope="module")
-def shared_context(browser):
-    """The browser context the notebooks share (one learner, one HTTP cache), unless FIRST_VISIT."""
+def shared_context(request):
+    """The browser context the notebooks share (one learner, one HTTP cache), unless FIRST_VISIT: a persistent
+    one (a Chromium of its own, with a fresh profile, removed at the end), as a learner's browser is. An
+    off-the-record context (browser.new_context()) keeps its HTTP cache in memory, and that one does not keep
+    Pyodide's 10 MB pyodide.asm.wasm: every later lesson fetched it again (measured)."""
     if FIRST_VISIT:
         yield None
         return
-    context = _offline_context(browser)
-    yield context
-    context.close()
+    profile = Path(tempfile.mkdtemp(prefix="labkit-site-profile-"))
+    try:
+        context = playwright_driver(request.config).chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, args=[*CHROMIUM_ARGS, *OFFLINE_ARGS],
+            viewport=VIEWPORT)
+        try:
+            yield _offline(context)
+        finally:
+            context.close()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
 
 
 #: the page's state in one line, for a failure: each code cell's prompt, the status bar's kernel, outputs so far
@@ -395,7 +424,7 @@ def _notebook_in_the_site(site, browser, shared_context, name: str) -> None:
     watch = Watch(Lab(base, Path(os.devnull)))
     page.expose_function("labkitDialog", watch.dialog)
     page.add_init_script(WATCH_JS)
-    sent0, missing0, stderr0 = handler.sent, len(handler.missing), len(STDERR_SEEN)
+    sent0, missing0, stderr0, bodies0 = handler.sent, len(handler.missing), len(STDERR_SEEN), len(handler.bodies)
     problems: list[str] = []
     log = PageLog(page, context)
     try:
@@ -437,11 +466,16 @@ def _notebook_in_the_site(site, browser, shared_context, name: str) -> None:
         if context is not shared_context:
             context.close()
     external = EXTERNAL[seen:]
+    # Pyodide's files that the server sent with a body (a 304 has none) for this lesson
+    pyodide_sent = sorted({b for b in handler.bodies[bodies0:] if _file(b) in PYODIDE_CORE or _file(b).endswith(".whl")})
     # the kernel's start is in first_output_s: Run All was clicked before it (run_all_before_kernel)
     METRICS[name] = {"lab_s": round(lab, 1), "run_all_before_kernel": early,
                      "first_output_s": round(first, 1),
                      "done_s": round(done, 1),
                      "bytes_fetched": handler.sent - sent0, "external_requests": len(external),
+                     "wasm_bytes_fetched": sum(1 for b in handler.bodies[bodies0:] if _file(b) == "pyodide.asm.wasm")
+                     * (handler.root / "static/pyodide/pyodide.asm.wasm").stat().st_size,
+                     "pyodide_files_sent": pyodide_sent,
                      "load_average": round(os.getloadavg()[0], 1), "first_visit": FIRST_VISIT or name == NAMES[0],
                      "passed": not problems and not external}
     (ARTIFACTS / "metrics.json").write_text(json.dumps(METRICS, indent=1))
@@ -452,6 +486,24 @@ def _notebook_in_the_site(site, browser, shared_context, name: str) -> None:
     fonts = [p for p in handler.missing[missing0:] if p.split("?")[0].endswith((".woff2", ".woff", ".ttf", ".eot", ".svg"))]
     assert fonts == [], f"{name}: the site lacks font files the page asked for: {fonts}"
     assert problems == [], f"{name}:\n" + "\n".join(problems)
+    if context is shared_context:
+        # a later lesson of the same learner: what an earlier lesson fetched of Pyodide (its core, the wheels)
+        # comes from the browser's HTTP cache (at most revalidated: a 304 has no body), as in a learner's
+        # Chromium with its disk cache; a wheel no earlier lesson loaded (matplotlib's) is fetched once
+        again = [f for f in pyodide_sent if f in SHARED_SENT]
+        SHARED_SENT.update(pyodide_sent)
+        assert again == [], f"{name}: the server sent these again, to the same browser: {again}"
+
+
+#: Pyodide's files the server sent with a body to the shared context so far (the lessons before)
+SHARED_SENT: set[str] = set()
+#: the files of the site's Pyodide a tab loads at each start (the wheels aside)
+PYODIDE_CORE = ("pyodide.asm.wasm", "pyodide.asm.js", "python_stdlib_pyc.zip")
+
+
+def _file(path: str) -> str:
+    """The file name of a request's path (its query left out)."""
+    return urlsplit(path).path.rsplit("/", 1)[-1]
 
 
 #: the notebook of the Run All test below (short, prints in its first cell)
