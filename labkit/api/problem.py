@@ -31,6 +31,8 @@ def go_quote(text: str) -> str:
     """``text`` as Go's ``%q`` prints it (strconv.Quote): printable characters as they are, control
     and format characters escaped (``\\a``, ``\\x01``, ``\\ufeff``). The API server quotes names
     and string values this way in its messages, so a control character never reaches a terminal."""
+    if text.isprintable() and '"' not in text and "\\" not in text:  # nothing to escape (C speed)
+        return f'"{text}"'
     out = ['"']
     for ch in text:
         code = ord(ch)
@@ -57,8 +59,10 @@ def printable_name(name: str) -> str:
 def show(value: Any, limit: int = 60) -> str:
     """A value as Go's field errors print it: strings with ``%q``, other values as JSON, truncated."""
     if isinstance(value, str):
-        text = go_quote(value)
-        return text if len(text) <= limit else text[: limit - 3] + "..."
+        # each character quotes to one or more, so the first `limit` decide what is shown: a value of
+        # 100,000 characters is not quoted whole to print 56 of them
+        text = go_quote(value[:limit])
+        return text if len(value) <= limit and len(text) <= limit else text[: limit - 3] + "..."
     try:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):

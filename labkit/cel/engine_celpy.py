@@ -591,24 +591,46 @@ _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 _EVAL_ERRORS = (ValueError, KeyError, TypeError, ZeroDivisionError, OverflowError, IndexError)
 
 
+def _passed_to(tree: Tree[Any]) -> Tree[Any] | None:
+    """The one node ``tree`` only passes on to (its one child, what its parentheses hold, its literal), or None
+    when ``tree`` does the work itself."""
+    data = tree.data
+    if data in _PASS and len(tree.children) == 1:
+        return tree.children[0]
+    if data == "primary" and tree.children[0].data == "paren_expr":
+        return tree.children[0].children[0]
+    if data == "primary" and tree.children[0].data == "literal":
+        return tree.children[0]
+    return None
+
+
 def _step(tree: Tree[Any]) -> tuple[Tree[Any], str]:
     """The node under ``tree`` that does the work (past nodes that only pass one child on, and
     parentheses) and the name of its method, as a plain str."""
-    while True:
-        data = tree.data
-        if data in _PASS and len(tree.children) == 1:
-            tree = tree.children[0]
-        elif data == "primary" and tree.children[0].data == "paren_expr":
-            tree = tree.children[0].children[0]
-        elif data == "primary" and tree.children[0].data == "literal":
-            tree = tree.children[0]
-        else:
-            return tree, str(data)
+    while (nxt := _passed_to(tree)) is not None:
+        tree = nxt
+    return tree, str(tree.data)
 
 
 def _plan(ast: Tree[Any]) -> dict[int, tuple[Tree[Any], str]]:
-    """_step for every node of ``ast``, worked out once per program."""
-    return {id(node): _step(node) for node in ast.iter_subtrees()}
+    """_step for every node of ``ast``, worked out once per program. Every node on the way from a node to
+    its _step shares that answer, so each chain is walked once: 250 nested parentheses are a chain of
+    ~2,500 nodes, which _step from each node walked ~2,500 times over (seconds of a compile)."""
+    plan: dict[int, tuple[Tree[Any], str]] = {}
+    for node in ast.iter_subtrees():
+        chain: list[Tree[Any]] = []
+        tree = node
+        while id(tree) not in plan:
+            chain.append(tree)
+            nxt = _passed_to(tree)
+            if nxt is None:
+                plan[id(tree)] = (tree, str(tree.data))
+                break
+            tree = nxt
+        answer = plan[id(tree)]
+        for passed in chain:
+            plan[id(passed)] = answer
+    return plan
 
 
 def _constant(tree: Tree[Any]) -> bool:
@@ -617,6 +639,17 @@ def _constant(tree: Tree[Any]) -> bool:
         if node.data not in _CONSTANT_NODES or (node.data in _PASS and len(node.children) != 1):
             return False
     return True
+
+
+def _constants(ast: Tree[Any]) -> dict[int, bool]:
+    """_constant for every node of ``ast``, worked out once per program, each node from its children's
+    answers (iter_subtrees lists children first): nested literals are not walked again per level and per
+    evaluation."""
+    out: dict[int, bool] = {}
+    for node in ast.iter_subtrees():
+        out[id(node)] = node.data in _CONSTANT_NODES and not (node.data in _PASS and len(node.children) != 1) \
+            and all(out[id(c)] if id(c) in out else _constant(c) for c in node.children if isinstance(c, Tree))
+    return out
 
 
 def _truth(v: Any) -> bool | None:
@@ -659,6 +692,12 @@ class _Evaluator(Evaluator):
     _steps: dict[int, tuple[Tree[Any], str]] = {}
     #: id(literal node) -> its value
     _literals: dict[int, Any] = {}
+    #: id(node) -> whether it is a literal of constants: see _constants
+    _constant_nodes: dict[int, bool] = {}
+
+    def _is_constant(self, tree: Tree[Any]) -> bool:
+        known = self._constant_nodes.get(id(tree))
+        return _constant(tree) if known is None else known
 
     def _visit_tree(self, tree: Tree[Any]) -> Any:  # lark's Interpreter: every visit goes through it
         step = self._steps.get(id(tree))
@@ -736,7 +775,7 @@ class _Evaluator(Evaluator):
                 if name in scope:
                     value = scope[name]
                     return self._force(value) if type(value) is _Lazy else value
-        elif meter is not None and kind in ("list_lit", "map_lit") and child.children and not _constant(child):
+        elif meter is not None and kind in ("list_lit", "map_lit") and child.children and not self._is_constant(child):
             meter.charge(10 if kind == "list_lit" else 30)
         return super().primary(tree)
 
@@ -748,7 +787,7 @@ class _Evaluator(Evaluator):
         func = self.activation.resolve_function(names[left_op.data])
         if left_op.data == "relation_in":
             target, method = self._steps.get(id(right_tree)) or _step(right_tree)
-            if method == "primary" and target.children[0].data == "list_lit" and _constant(target.children[0]):
+            if method == "primary" and target.children[0].data == "list_lit" and self._is_constant(target.children[0]):
                 # cel-go turns `in` a constant list into a set lookup, which costs nothing
                 func = base_functions["_in_"]
         left = self.visit(left_op.children[0])
@@ -930,11 +969,13 @@ class _Runner(celpy.InterpretedRunner):
     def __init__(self, environment: Any, ast: Tree[Any], functions: dict[str, Callable[..., Any]]) -> None:
         super().__init__(environment, ast, functions)
         self.steps = _plan(ast)
+        self.constant_nodes = _constants(ast)
         self.literals: dict[int, Any] = {}
 
     def evaluate(self, context: Any) -> Any:
         evaluator = _Evaluator(ast=self.ast, activation=self.new_activation())
         evaluator._steps, evaluator._literals = self.steps, self.literals
+        evaluator._constant_nodes = self.constant_nodes
         return evaluator.evaluate(context)
 
 

@@ -252,10 +252,25 @@ def _deep(depth: int) -> Any:
     return value
 
 
-def mutate(doc: Any, rng: random.Random) -> tuple[Any, tuple, str]:
-    """One structural mutation of a parsed document: (new document, path, what was done)."""
-    doc = _copy(doc)
-    paths = [p for p in _paths(doc) if p]
+#: a seed's paths (id of the seed document -> its non-empty paths): a seed is mutated hundreds of times
+_SEED_PATHS: dict[int, list[tuple]] = {}
+
+
+_HUGE: list[Callable[[], Any]] = [lambda: "y" * 100_000, lambda: ["z"] * 5_000,
+                                  lambda: {f"k{i}": i for i in range(2_000)}]
+
+
+def mutate(doc: Any, rng: random.Random, seed: bool = False) -> tuple[Any, tuple, str]:
+    """One structural mutation of a parsed document: (new document, path, what was done). ``seed``: ``doc``
+    is one of seeds()' (never changed: the copy is mutated), whose paths are listed once."""
+    if seed:
+        if id(doc) not in _SEED_PATHS:
+            _SEED_PATHS[id(doc)] = [p for p in _paths(doc) if p]
+        paths = _SEED_PATHS[id(doc)]
+        doc = _copy(doc)
+    else:
+        doc = _copy(doc)
+        paths = [p for p in _paths(doc) if p]
     if not paths:
         return ODD_VALUES[rng.randrange(len(ODD_VALUES))], (), "replaced the document"
     path = paths[rng.randrange(len(paths))]
@@ -271,7 +286,7 @@ def mutate(doc: Any, rng: random.Random) -> tuple[Any, tuple, str]:
     elif op == "number":
         parent[key] = rng.choice([-1, 0, 2**31, 2**63, 10**30, -0.5, 1e308, float("nan"), float("inf")])
     elif op == "huge":
-        parent[key] = rng.choice(["y" * 100_000, ["z"] * 5_000, {f"k{i}": i for i in range(2_000)}])
+        parent[key] = rng.choice(_HUGE)()  # made only when drawn
     elif op == "deep":
         parent[key] = _deep(rng.choice([50, 400]))
     else:  # the value twice: a list entry repeated, or a mapping's value put in a sibling list
@@ -552,7 +567,7 @@ def generate(n: int, seed: int, kinds: list[str] = KINDS) -> Iterator[tuple[str,
             data, op = encode(text, rng)
             yield kind, name, data, (), op
             continue
-        mutated, path, op = mutate(doc, rng)
+        mutated, path, op = mutate(doc, rng, seed=True)
         if rng.random() < 0.3:  # a second mutation on top: the refusal may name either
             mutated, path2, op2 = mutate(mutated, rng)
             path, op = (*path, "+", *path2), f"{op}+{op2}"

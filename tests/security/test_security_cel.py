@@ -25,6 +25,7 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -57,8 +58,19 @@ def mismatches(cases: list[tuple[str, object]], engine: str, dev) -> list[str]:
             if (got := outcome(expr, engine, dev)) != want]
 
 
+#: (expression, engine) -> its outcome on `dev` (one device, the same in every test): a case the table tests
+#: evaluated is judged against Kubernetes without being evaluated again (lists.range(999987) costs a second)
+_OUTCOMES: dict[tuple[str, str], object] = {}
+
+
 def outcome(expr: str, engine: str, dev) -> object:
     """True/False, or ("compile"|"runtime", message)."""
+    if (expr, engine) not in _OUTCOMES:
+        _OUTCOMES[expr, engine] = _evaluate(expr, engine, dev)
+    return _OUTCOMES[expr, engine]
+
+
+def _evaluate(expr: str, engine: str, dev) -> object:
     try:
         program = compile_selector(expr, engine=engine)
     except CelCompileError as exc:
@@ -336,3 +348,48 @@ def test_allocator_reports_the_cost_limit_like_kube_scheduler(tmp_path):
     assert run.returncode == 2
     assert run.stderr.strip() == (f"labkit allocate: class gpu: selector #0 on device {DRIVER}/node-1/gpu-0: "
                                   f"CEL runtime error: {COST_LIMIT_TEXT}")
+
+
+def python_calls(fn: Callable[[], object]) -> int:
+    """How many Python and built-in functions ``fn()`` calls (sys.setprofile): the work it does, counted
+    the same on a loaded machine as on an idle one."""
+    count = 0
+
+    def hook(_frame: object, event: str, _arg: object) -> None:
+        nonlocal count
+        if event in ("call", "c_call"):
+            count += 1
+
+    sys.setprofile(hook)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return count
+
+
+def test_a_deep_selector_compiles_in_work_linear_in_its_depth():
+    """cel-python's program works out once per node the node that does its work (labkit.cel.engine_celpy._plan):
+    twice the nesting is twice the work, not four times (a DeviceClass with 248 nested parentheses cost
+    `labkit validate` 3.3 CPU-s, 0.8 now). An expression of its own: compile_selector caches programs."""
+    def nested(depth: int) -> str:
+        return "(" * depth + 'device.driver == "linear.example.com"' + ")" * depth
+
+    compile_selector("device.driver == 'warm-up'", engine="cel-python")  # the parser, built once per process
+    half = python_calls(lambda: compile_selector(nested(124), engine="cel-python"))
+    full = python_calls(lambda: compile_selector(nested(248), engine="cel-python"))
+    assert full < 2.5 * half, (half, full)
+    assert compile_selector(nested(248), engine="cel-python").evaluate(
+        device_input("linear.example.com", {"name": "gpu-0"})) is True
+
+
+def test_nested_list_literals_evaluate_in_work_linear_in_their_depth(dev):
+    """Whether a list literal is all constants (cel-go builds those once, at no cost: interpreter/decorators.go
+    maybeBuildListLiteral, under OptOptimize) is worked out once per program for every node, not by walking each literal's whole
+    subtree at each level on every evaluation: twice the nesting is twice the work, not four times."""
+    def nested(depth: int) -> str:
+        return "[" * depth + "device.driver" + "]" * depth + " != []"
+
+    half, full = (compile_selector(nested(d), engine="cel-python") for d in (60, 120))
+    assert half.evaluate(dev) is True and full.evaluate(dev) is True
+    assert python_calls(lambda: full.evaluate(dev)) < 2.5 * python_calls(lambda: half.evaluate(dev))

@@ -31,6 +31,7 @@ from labkit.cluster.snapshot import cluster_state
 from labkit.model.state import load_state
 from tests.cliserver import CliServer
 from tests.paths import REPO
+from tests.security.test_security_cel import python_calls
 
 ROOT = REPO
 LABKIT = str(Path(sys.executable).parent / "labkit")
@@ -338,3 +339,20 @@ def test_a_huge_quantity_exponent_is_answered(tmp_path: Path, cli: CliServer) ->
     assert parse_quantity("-1e-20").canonical() == "-1e-9"
     assert parse_quantity("16Ei").canonical() == "9223372036854775807"  # Go caps BinarySI at 2^63-1
     assert parse_quantity("0e999999999").canonical() == "0"
+
+
+def test_a_huge_value_in_a_refusal_costs_what_is_shown() -> None:
+    """A refused string value is shown as the API server shows it (Go's %q, cut at 60 characters with
+    "..."), and only those characters are quoted: a 600,000-character label value is not escaped whole
+    (1,800,000 calls each, most of a fuzzed manifest's CPU) to print 56 of them."""
+    huge = "y" * 600_000  # twice: within etcd's 1.5 MiB per object
+    # Go's %q (src/strconv/quote.go): \a for BEL, printable characters as they are
+    obj = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+           "metadata": {"name": "huge", "labels": {"a": huge, "b": "\x07" + huge}}, "spec": {}}
+    validate([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "warm-up"}}])
+    problems: list[str] = []
+    calls = python_calls(lambda: problems.extend(map(str, validate([obj]))))
+    assert [p.split(": must be")[0] for p in problems] == [
+        f'DeviceClass/huge: metadata.labels[a]: Invalid value: "{"y" * 56}...',
+        f'DeviceClass/huge: metadata.labels[b]: Invalid value: "\\a{"y" * 54}...']
+    assert calls < 20_000, calls
