@@ -62,9 +62,8 @@ from packaging.utils import canonicalize_name
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-import wheel_bytecode  # noqa: E402 - the compiler the site runs in Pyodide (its cache keys)
-
 import build  # noqa: E402 - the learner copies of notebooks/build.py
+import wheel_bytecode  # noqa: E402 - the compiler the site runs in Pyodide (its cache keys)
 
 sys.path.insert(0, str(ROOT / "tools"))
 from lessons import GROUPS, lessons  # noqa: E402 - each lesson's facts, from its front matter (tools/lessons.py)
