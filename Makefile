@@ -12,7 +12,7 @@ export LABKIT_CACHE ?= $(HOME)/.cache/dra-labkit
 # the CEL tests compare with Kubernetes' own CEL code when this binary exists (make oracle builds it)
 export LABKIT_CEL_ORACLE ?= $(LABKIT_CACHE)/cel-oracle/cel-oracle
 
-.PHONY: lab test test-suites setup lint check unit notebooks notebooks-local oracle cel-oracle controlplane helm actionlint kind-node-parts browser-deps shell-deps pyodide-deps site site-venv site-serve \
+.PHONY: lab test test-suites setup lint check unit notebooks notebooks-local oracle controlplane helm actionlint browser-deps shell-deps pyodide-deps site site-venv site-serve \
         kind-engine kind-engine-stop kind-images notebooks-kind reliability clean help
 
 help:
@@ -54,13 +54,9 @@ lint: $(STAMP)
 	$(PY) tools/check_imports.py
 	$(VENV)/bin/mypy
 
-# the allocator oracles of every release the profiles offer, one target each so that `make -j` (make test) builds
-# them side by side, and Kubernetes' CEL (cached: a build is skipped when up to date)
-ORACLE_MINORS := 0.37 0.38 0.36 0.35 0.34
-oracle: $(ORACLE_MINORS:%=oracle-%) cel-oracle
-$(ORACLE_MINORS:%=oracle-%): oracle-%:
-	bash tools/build-oracle.sh $*
-cel-oracle:
+# the allocator oracles of every release the profiles offer (cached: a build is skipped when up to date)
+oracle:
+	bash tools/build-oracle.sh 0.37 0.38 0.36 0.35 0.34
 	bash tools/build-cel-oracle.sh
 
 controlplane:
@@ -160,21 +156,10 @@ kind-engine-stop:
 kind-images: kind-engine
 	eval "$$(bash tools/container-engine.sh env)" && bash tools/build-kind-node-image.sh && bash tools/build-test-images.sh
 
-# what make test builds before its lanes, three at a time. Each is cached (seconds when warm); on an empty cache,
-# one at a time, they kept the 2 cores only 57 % busy for 21 minutes (module downloads, single-threaded links,
-# debootstrap), measured 2026-12-05. The kind node image's parts are built here; the image itself needs the engine
-# (tools/with-kind.sh).
-# The longest chain first: the control plane, then the node image's parts (its kubelet waits for the control plane).
-TEST_BUILDS := controlplane $(if $(filter 0,$(LABKIT_KIND_TESTS)),,kind-node-parts) oracle helm actionlint lint
 # every suite runs inside tools/with-kind.sh: engine up (stopped again at the end, also on
 # failure), kind node image loaded, DOCKER_HOST / LABKIT_KIND_NODE_IMAGE / PATH set for the kind tests
-test: $(STAMP) browser-deps shell-deps
-	$(MAKE) --no-print-directory -j3 $(TEST_BUILDS)
+test: $(STAMP) lint oracle controlplane helm actionlint browser-deps shell-deps
 	bash tools/with-kind.sh $(MAKE) --no-print-directory test-suites
-
-# the kind node image's binaries and root filesystems (no engine needed; cached by version)
-kind-node-parts:
-	bash tools/build-kind-node-image.sh --parts-only
 
 # nine lanes at once (tools/test-lanes.sh): main (the library), shipped (packaging: the wheel, the lint rules;
 # security: the fuzzers), cli (the CLI, experiments, course build), allocator (tests/allocator), local (the tests on the local control

@@ -226,8 +226,6 @@ assemble() {
 
 # ---------------------------------------------------------------- main
 if [[ "${1:-}" == --parts-only ]]; then
-  # the image's tarball is kept: the engine loads it, no part is needed (a pruned parts folder is not rebuilt)
-  [[ -s "$TARBALL" ]] && { say "cached: $TARBALL (no parts needed)"; exit 0; }
   build_parts >&2
   say "parts ready"
   exit 0
