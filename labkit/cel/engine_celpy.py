@@ -633,12 +633,14 @@ def _plan(ast: Tree[Any]) -> dict[int, tuple[Tree[Any], str]]:
     return plan
 
 
+def _constant_node(node: Tree[Any]) -> bool:
+    """``node`` itself (not its children) may be part of a literal of constants."""
+    return node.data in _CONSTANT_NODES and not (node.data in _PASS and len(node.children) != 1)
+
+
 def _constant(tree: Tree[Any]) -> bool:
     """A list or map literal of constants, which cel-go builds once (OptOptimize): no cost."""
-    for node in tree.iter_subtrees():
-        if node.data not in _CONSTANT_NODES or (node.data in _PASS and len(node.children) != 1):
-            return False
-    return True
+    return all(_constant_node(node) for node in tree.iter_subtrees())
 
 
 def _constants(ast: Tree[Any]) -> dict[int, bool]:
@@ -647,8 +649,8 @@ def _constants(ast: Tree[Any]) -> dict[int, bool]:
     evaluation."""
     out: dict[int, bool] = {}
     for node in ast.iter_subtrees():
-        out[id(node)] = node.data in _CONSTANT_NODES and not (node.data in _PASS and len(node.children) != 1) \
-            and all(out[id(c)] if id(c) in out else _constant(c) for c in node.children if isinstance(c, Tree))
+        out[id(node)] = _constant_node(node) and all(out[id(c)] if id(c) in out else _constant(c)
+                                                     for c in node.children if isinstance(c, Tree))
     return out
 
 
